@@ -1,0 +1,67 @@
+#include "request.h"
+
+#include "pipeline_core.h"
+
+namespace chatflow {
+
+std::string_view to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::content_filter:
+      return "content_filter";
+  }
+  return "stop";
+}
+
+Request::Request() = default;
+Request::~Request() = default;
+
+void Request::annotate(std::string key, std::string value) {
+  for (auto& [existing_key, existing_value] : annotations_) {
+    if (existing_key == key) {
+      existing_value = std::move(value);
+      return;
+    }
+  }
+  annotations_.emplace_back(std::move(key), std::move(value));
+}
+
+std::optional<std::string> Request::annotation(std::string_view key) const {
+  for (const auto& [existing_key, value] : annotations_) {
+    if (existing_key == key) return value;
+  }
+  return std::nullopt;
+}
+
+std::string Request::last_user_message() const {
+  for (auto message = messages.rbegin(); message != messages.rend(); ++message) {
+    if (message->role == "user") return message->content;
+  }
+  return {};
+}
+
+void Request::cancel(std::optional<RequestError> why) {
+  RequestError error =
+      why ? std::move(*why)
+          : RequestError{499, "request_cancelled", "the request was cancelled", "cancelled", {}};
+  if (!runtime_) {
+    // Not submitted yet: the first stage sees the flag and finishes the request.
+    cancel_error_ = std::move(error);
+    cancelled_.store(true, std::memory_order_release);
+    return;
+  }
+  detail::PipelineCore::cancel(*this, std::move(error));
+}
+
+std::vector<StageTiming> Request::stage_timings() const {
+  std::vector<StageTiming> timings;
+  if (!runtime_) return timings;
+  for (size_t i = 0; i < runtime_->stage_count; ++i)
+    timings.push_back(runtime_->timings[i].snapshot());
+  return timings;
+}
+
+}  // namespace chatflow

@@ -1,0 +1,142 @@
+// The request is the context object that flows through a pipeline: who asks, what they ask,
+// what stages have found out along the way, how it ended, and how to stop it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chunk.h"
+
+namespace chatflow {
+
+class Sink;
+
+namespace detail {
+struct RequestRuntime;
+class PipelineCore;
+struct StageIoAccess;
+}  // namespace detail
+
+struct Message {
+  std::string role;  // system, user, assistant
+  std::string content;
+};
+
+// Who is calling, as established by authentication; the tenant salts shared caches.
+struct Identity {
+  std::string tenant;
+  std::string user;
+  std::vector<std::string> roles;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+};
+
+// A failure of one request, in the shape of an OpenAI error response.
+struct RequestError {
+  int status = 500;     // HTTP status
+  std::string type;     // "invalid_request_error", "authentication_error", ...
+  std::string message;  // for the user; names the value that caused it
+  std::string code;     // optional machine-readable code ("rate_limit_exceeded")
+  std::string param;    // optional offending parameter
+};
+
+// Thrown by a stage to fail the request it is processing; other exceptions become a 500.
+class RequestFailure : public std::runtime_error {
+ public:
+  explicit RequestFailure(RequestError error)
+      : std::runtime_error(error.message), error_(std::move(error)) {}
+  RequestFailure(int status, std::string type, std::string message, std::string code = {})
+      : RequestFailure(
+            RequestError{status, std::move(type), std::move(message), std::move(code), {}}) {}
+  const RequestError& error() const { return error_; }
+
+ private:
+  RequestError error_;
+};
+
+// Time spent in one stage. Request stages run once; stream stages add up over the chunks.
+struct StageTiming {
+  int64_t first_start_ns = 0;  // steady-clock nanoseconds
+  int64_t last_end_ns = 0;
+  int64_t busy_ns = 0;
+  uint32_t calls = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+class Request : public std::enable_shared_from_this<Request> {
+ public:
+  Request();
+  ~Request();
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // --- What the caller asks; filled in before submit. ---
+  std::string id;
+  Identity identity;
+  std::string model;
+  std::vector<Message> messages;
+  Clock::time_point deadline = Clock::time_point::max();
+  std::shared_ptr<Sink> sink;
+
+  // --- What stages found out. ---
+  Usage usage;
+  // Key/value notes stages leave for later stages, headers and the access log
+  // (e.g. "cache" = "exact", "arm" = "b").
+  void annotate(std::string key, std::string value);
+  std::optional<std::string> annotation(std::string_view key) const;
+  const std::vector<std::pair<std::string, std::string>>& annotations() const {
+    return annotations_;
+  }
+
+  // The text of the last user message, or "" when there is none.
+  std::string last_user_message() const;
+
+  // --- Control; safe from any thread. ---
+  // Cooperative: stages and the engine stop at their next check, and the sink is told at once.
+  // Without `why`, the error is a 499 "request_cancelled".
+  void cancel(std::optional<RequestError> why = std::nullopt);
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+
+  // --- Outcome; read after the sink's on_finish. ---
+  const std::optional<RequestError>& error() const { return error_; }
+  std::optional<FinishReason> finish_reason() const { return finish_reason_; }
+  // Per stage, in pipeline order; empty before submit. A snapshot: safe while stages still run.
+  std::vector<StageTiming> stage_timings() const;
+  int64_t submitted_ns() const { return submitted_ns_; }
+  int64_t finished_ns() const { return finished_ns_; }
+
+ private:
+  friend class detail::PipelineCore;
+  friend struct detail::StageIoAccess;
+
+  std::vector<std::pair<std::string, std::string>> annotations_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+  std::optional<RequestError> cancel_error_;
+  std::optional<RequestError> error_;
+  std::optional<FinishReason> finish_reason_;
+  int64_t submitted_ns_ = 0;
+  int64_t finished_ns_ = 0;
+  std::unique_ptr<detail::RequestRuntime> runtime_;  // set by the pipeline at submit
+};
+
+// Steady-clock nanoseconds, the unit of StageTiming.
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace chatflow

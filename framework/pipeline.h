@@ -1,0 +1,57 @@
+// A pipeline is a checked spec built into one long-lived oneTBB flow graph: one node per stage,
+// one node output per port, and a sink node that hands each request's chunks to its sink in
+// order. It is immutable once built; a changed YAML file becomes a second pipeline beside it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "pipeline_spec.h"
+#include "request.h"
+
+namespace chatflow {
+
+namespace detail {
+class PipelineCore;
+}
+
+enum class Admission {
+  accepted,  // the sink will hear about this request
+  full,      // max_in_flight requests are already in the pipeline: answer 503 and retry later
+  closed,    // the pipeline is draining or shut down
+};
+
+std::string_view to_string(Admission admission);
+
+class Pipeline {
+ public:
+  // Creates the resources (in dependency order) and stages, then the graph. Errors from
+  // factories (a missing model file...) are reported at the resource's or stage's location;
+  // returns nullptr when anything failed, never a partly built pipeline.
+  static std::unique_ptr<Pipeline> build(PipelineSpec spec, Diagnostics& diagnostics);
+
+  // Drains: waits until every admitted request has finished and every ChunkWriter or
+  // Continuation handed out has been destroyed.
+  ~Pipeline();
+
+  // Never blocks. On `accepted` the request runs and its sink's on_finish will be called once;
+  // otherwise the sink is not called and the request can be submitted elsewhere.
+  // A request is submitted at most once.
+  Admission submit(std::shared_ptr<Request> request);
+
+  const PipelineSpec& spec() const;
+  // Requests admitted and not yet finished.
+  size_t active_requests() const;
+  // Stops admitting (submit returns `closed`) and waits for the requests in flight to finish.
+  void drain();
+
+ private:
+  explicit Pipeline(std::unique_ptr<detail::PipelineCore> core);
+  std::unique_ptr<detail::PipelineCore> core_;
+};
+
+// load_pipeline_spec + Pipeline::build.
+std::unique_ptr<Pipeline> load_pipeline(const std::string& path, const Registry& registry,
+                                        Diagnostics& diagnostics);
+
+}  // namespace chatflow

@@ -1,0 +1,106 @@
+// chatflow stages [TYPE]: what types exist, and for one type its ports and config keys, in the
+// spirit of gst-inspect.
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "framework/registry.h"
+#include "framework/suggest.h"
+
+namespace chatflow::cli {
+namespace {
+
+std::string constraints(const KeyInfo& key) {
+  std::string text;
+  if (!key.choices.empty()) text += "one of: " + join_names(key.choices);
+  if (key.minimum || key.maximum) {
+    if (!text.empty()) text += "; ";
+    std::ostringstream bounds;
+    bounds << "range: " << (key.minimum ? std::to_string(static_cast<long long>(*key.minimum)) : "")
+           << ".." << (key.maximum ? std::to_string(static_cast<long long>(*key.maximum)) : "");
+    text += bounds.str();
+  }
+  if (!key.resource_type.empty()) {
+    if (!text.empty()) text += "; ";
+    text += "names a " + key.resource_type + " resource";
+  }
+  return text;
+}
+
+void print_keys(const ConfigSchema& schema, const std::string& prefix) {
+  for (const auto& key : schema.keys()) {
+    std::cout << "    " << std::left << std::setw(24) << prefix + key.name << std::setw(22)
+              << describe(key.type) << (key.required ? "required" : "default " + key.default_text)
+              << "\n"
+              << "        " << key.doc << "\n";
+    if (auto text = constraints(key); !text.empty()) std::cout << "        " << text << "\n";
+    if (key.nested) print_keys(*key.nested, prefix + key.name + ".");
+  }
+}
+
+void describe_stage(const StageTypeInfo& type) {
+  std::cout << "Stage type " << type.name << " (" << to_string(type.kind) << " stage, "
+            << type.origin << ")\n"
+            << "  " << type.doc << "\n\n  Ports:\n";
+  for (size_t i = 0; i < type.ports.size(); ++i) {
+    const auto& port = type.ports[i];
+    std::cout << "    " << std::left << std::setw(12) << port.name << std::setw(8)
+              << to_string(port.kind) << port.doc
+              << (static_cast<int>(i) == type.default_port ? "  [default]" : "") << "\n";
+  }
+  std::cout << "\n  Concurrency: "
+            << (type.default_concurrency == 0   ? std::string("unlimited")
+                : type.default_concurrency == 1 ? std::string("serial")
+                                                : std::to_string(type.default_concurrency))
+            << " (override with 'concurrency:' on the stage)\n\n  Config keys:\n";
+  if (type.schema->keys().empty()) std::cout << "    (none)\n";
+  print_keys(*type.schema, "");
+}
+
+void describe_resource(const ResourceTypeInfo& type) {
+  std::cout << "Resource type " << type.name << " (" << type.origin << ")\n  " << type.doc
+            << "\n\n  Config keys (beside 'type'):\n";
+  if (type.schema->keys().empty()) std::cout << "    (none)\n";
+  print_keys(*type.schema, "");
+}
+
+}  // namespace
+
+int stages_command(const StagesOptions& options) {
+  const Registry& registry = builtin_registry();
+  if (options.type.empty()) {
+    std::cout << "Stage types:\n";
+    for (const auto& name : registry.stage_names()) {
+      auto type = registry.find_stage(name);
+      std::cout << "  " << std::left << std::setw(20) << name << std::setw(9)
+                << to_string(type->kind) << std::setw(20) << join_names(type->port_names())
+                << type->doc << "\n";
+    }
+    std::cout << "\nResource types:\n";
+    for (const auto& name : registry.resource_names()) {
+      std::cout << "  " << std::left << std::setw(20) << name << registry.find_resource(name)->doc
+                << "\n";
+    }
+    if (registry.resource_names().empty()) std::cout << "  (none in this build)\n";
+    std::cout << "\n`chatflow stages TYPE` shows a type's ports and config keys.\n";
+    return 0;
+  }
+  if (auto stage = registry.find_stage(options.type)) {
+    describe_stage(*stage);
+    return 0;
+  }
+  if (auto resource = registry.find_resource(options.type)) {
+    describe_resource(*resource);
+    return 0;
+  }
+  std::vector<std::string> names = registry.stage_names();
+  for (const auto& name : registry.resource_names())
+    names.push_back(name);
+  std::cerr << "chatflow: no stage or resource type '" << options.type << "'"
+            << did_you_mean(options.type, names) << " (known: " << join_names(names) << ")\n";
+  return 1;
+}
+
+}  // namespace chatflow::cli

@@ -1,0 +1,67 @@
+// echo: answers with the last user message, streamed a few words per chunk. It starts the
+// response stream without a model, so a pipeline (and everything after it: stream stages, the
+// sink, the server) can be run and tested on any machine.
+#include "framework/registry.h"
+
+namespace chatflow {
+namespace {
+
+struct EchoConfig {
+  std::string prefix;
+  int words_per_chunk = 1;
+};
+
+class EchoStage final : public RequestStage {
+ public:
+  explicit EchoStage(EchoConfig config) : config_(std::move(config)) {}
+
+  Route process(Request& request, StageIo& io) override {
+    bool has_user_message = false;
+    for (const auto& message : request.messages)
+      has_user_message |= message.role == "user";
+    if (!has_user_message) {
+      throw RequestFailure(400, "invalid_request_error", "echo needs a user message to repeat");
+    }
+    ChunkWriter writer = io.open_stream(kOut);
+    std::string text = config_.prefix + request.last_user_message();
+    // A chunk is a run of words, each keeping the whitespace before it, so the chunks
+    // concatenate back to exactly the input.
+    size_t position = 0;
+    while (position < text.size()) {
+      size_t end = position;
+      for (int word = 0; word < config_.words_per_chunk && end < text.size(); ++word) {
+        end = text.find_first_not_of(" \t\n", end);
+        if (end == std::string::npos) end = text.size();
+        end = text.find_first_of(" \t\n", end);
+        if (end == std::string::npos) end = text.size();
+      }
+      writer.write(Chunk{text.substr(position, end - position), {}, std::nullopt});
+      position = end;
+    }
+    writer.finish(FinishReason::stop);
+    return Route::streaming();
+  }
+
+ private:
+  static constexpr PortId kOut = 0;
+  EchoConfig config_;
+};
+
+StageTypeInfo echo_stage_type() {
+  StageTypeBuilder<EchoConfig> type(
+      "echo", StageKind::request,
+      "Streams the last user message back, a few words per chunk (no model needed).");
+  type.port("out", PortKind::stream, "the echoed text");
+  type.config().key("prefix", &EchoConfig::prefix, "text sent before the echoed message");
+  type.config()
+      .key("words_per_chunk", &EchoConfig::words_per_chunk, "words in each streamed chunk")
+      .range(1, 1'000'000);
+  type.create(
+      [](const EchoConfig& config, StageContext&) { return std::make_unique<EchoStage>(config); });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(echo_stage_type);
+
+}  // namespace
+}  // namespace chatflow

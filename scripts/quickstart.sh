@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine: installs what is missing, builds, and runs.
+#
+#   scripts/quickstart.sh run            build (Release) and run the main job
+#   scripts/quickstart.sh test           build (Release) and run the test suite (what CI runs)
+#   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
+#   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
+#   scripts/quickstart.sh build          install and build only
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+jobs=${CHATFLOW_JOBS:-$(nproc)}
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
+  libcli11-dev libgtest-dev graphviz
+)
+
+install_missing_packages() {
+  local missing=()
+  for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "quickstart: installing ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "quickstart: run as root (or install sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo=sudo
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {  # build DIR CMAKE_ARGS...
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja "$@"
+  cmake --build "$dir" -j "$jobs"
+}
+
+# ThreadSanitizer only sees synchronisation in instrumented code, and Debian's libtbb is not:
+# every hand-off between TBB threads would be reported as a race. So the TSan build uses a
+# oneTBB built with TSan from Debian's own source package of the same version (a few seconds).
+tsan_onetbb() {
+  local prefix="$repo/build-tsan/onetbb"
+  [ -f "$prefix/lib/cmake/TBB/TBBConfig.cmake" ] && return 0
+  if ! apt-get source --print-uris onetbb >/dev/null 2>&1; then
+    echo "quickstart: enabling Debian source packages (deb-src) to build oneTBB with TSan"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
+      $sudo tee /etc/apt/sources.list.d/chatflow-deb-src.sources >/dev/null
+    $sudo apt-get update -qq
+  fi
+  local work
+  work=$(mktemp -d)
+  (cd "$work" && apt-get source -qq onetbb)
+  cmake -S "$work"/onetbb-*/ -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTBB_TEST=OFF -DTBB_EXAMPLES=OFF -DTBB_STRICT=OFF -DTBBMALLOC_BUILD=OFF -DTBB_SANITIZE=thread \
+    -DCMAKE_INSTALL_PREFIX="$prefix"
+  cmake --build "$work/build" -j "$jobs"
+  cmake --install "$work/build"
+  rm -rf "$work"
+}
+
+run_tests() {  # run_tests DIR
+  ctest --test-dir "$1" --output-on-failure -j "$jobs" -LE long
+}
+
+command=${1:-run}
+install_missing_packages
+case "$command" in
+  build)
+    build build -DCMAKE_BUILD_TYPE=Release
+    ;;
+  run)
+    build build -DCMAKE_BUILD_TYPE=Release
+    echo "quickstart: chatflow run graphs/echo.yaml --prompt 'hello from chatflow'"
+    ./build/chatflow run graphs/echo.yaml --prompt "hello from chatflow"
+    ;;
+  test)
+    build build -DCMAKE_BUILD_TYPE=Release
+    run_tests build
+    ;;
+  test-sanitize)
+    build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHATFLOW_SANITIZE=ON
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_tests build-asan
+    ;;
+  test-tsan)
+    tsan_onetbb
+    build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHATFLOW_TSAN=ON -DTBB_DIR="$repo/build-tsan/onetbb/lib/cmake/TBB"
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" run_tests build-tsan
+    ;;
+  *)
+    echo "usage: scripts/quickstart.sh [run|test|test-sanitize|test-tsan|build]" >&2
+    exit 2
+    ;;
+esac

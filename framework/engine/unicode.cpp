@@ -1,0 +1,161 @@
+#include "unicode.h"
+
+#include <array>
+#include <unordered_map>
+
+#include <utf8proc.h>
+
+namespace chatflow::engine::unicode {
+
+size_t sequence_length(unsigned char lead) {
+  if (lead < 0x80) return 1;
+  if ((lead & 0xE0) == 0xC0) return 2;
+  if ((lead & 0xF0) == 0xE0) return 3;
+  if ((lead & 0xF8) == 0xF0) return 4;
+  return 1;
+}
+
+std::vector<Codepoint> decode(std::string_view text) {
+  std::vector<Codepoint> codepoints;
+  codepoints.reserve(text.size());
+  size_t offset = 0;
+  while (offset < text.size()) {
+    utf8proc_int32_t value = 0;
+    utf8proc_ssize_t length =
+        utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + offset),
+                         static_cast<utf8proc_ssize_t>(text.size() - offset), &value);
+    if (length <= 0) {
+      codepoints.push_back({kInvalid, static_cast<uint32_t>(offset), 1});
+      offset += 1;
+      continue;
+    }
+    codepoints.push_back({static_cast<uint32_t>(value), static_cast<uint32_t>(offset),
+                          static_cast<uint32_t>(length)});
+    offset += static_cast<size_t>(length);
+  }
+  return codepoints;
+}
+
+size_t complete_prefix_length(std::string_view text) {
+  // Look back at most three bytes for the start of an unfinished sequence.
+  size_t size = text.size();
+  for (size_t back = 1; back <= 3 && back <= size; ++back) {
+    unsigned char byte = static_cast<unsigned char>(text[size - back]);
+    if ((byte & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
+    size_t needed = sequence_length(byte);
+    return needed > back ? size - back : size;
+  }
+  return size;
+}
+
+void append_utf8(std::string& out, uint32_t codepoint) {
+  utf8proc_uint8_t buffer[4];
+  utf8proc_ssize_t length = utf8proc_encode_char(static_cast<utf8proc_int32_t>(codepoint), buffer);
+  out.append(reinterpret_cast<const char*>(buffer), static_cast<size_t>(length));
+}
+
+Category category(uint32_t codepoint) {
+  if (codepoint == kInvalid || codepoint > 0x10FFFF) return Category::other;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(codepoint))) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+      return Category::letter;
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+      return Category::mark;
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
+      return Category::number;
+    case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_PD:
+    case UTF8PROC_CATEGORY_PS:
+    case UTF8PROC_CATEGORY_PE:
+    case UTF8PROC_CATEGORY_PI:
+    case UTF8PROC_CATEGORY_PF:
+    case UTF8PROC_CATEGORY_PO:
+      return Category::punctuation;
+    case UTF8PROC_CATEGORY_SM:
+    case UTF8PROC_CATEGORY_SC:
+    case UTF8PROC_CATEGORY_SK:
+    case UTF8PROC_CATEGORY_SO:
+      return Category::symbol;
+    case UTF8PROC_CATEGORY_ZS:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+      return Category::separator;
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+      return Category::control;
+    default:
+      return Category::other;
+  }
+}
+
+bool is_whitespace(uint32_t codepoint) {
+  return (codepoint >= 0x09 && codepoint <= 0x0D) || codepoint == 0x20 || codepoint == 0x85 ||
+         codepoint == 0xA0 || codepoint == 0x1680 || (codepoint >= 0x2000 && codepoint <= 0x200A) ||
+         codepoint == 0x2028 || codepoint == 0x2029 || codepoint == 0x202F || codepoint == 0x205F ||
+         codepoint == 0x3000;
+}
+
+uint32_t to_lower(uint32_t codepoint) {
+  if (codepoint == kInvalid || codepoint > 0x10FFFF) return codepoint;
+  return static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(codepoint)));
+}
+
+uint32_t nfd_first(uint32_t codepoint) {
+  if (codepoint < 0xC0 || codepoint == kInvalid || codepoint > 0x10FFFF) return codepoint;
+  utf8proc_int32_t decomposed[8];
+  int last_boundclass = 0;
+  utf8proc_ssize_t count =
+      utf8proc_decompose_char(static_cast<utf8proc_int32_t>(codepoint), decomposed, 8,
+                              UTF8PROC_DECOMPOSE, &last_boundclass);
+  return count >= 1 ? static_cast<uint32_t>(decomposed[0]) : codepoint;
+}
+
+namespace {
+
+// GPT-2 maps the printable Latin-1 bytes to themselves and the rest to U+0100 upwards.
+struct ByteTable {
+  std::array<std::string, 256> text;
+  std::unordered_map<std::string, uint8_t> bytes;
+
+  ByteTable() {
+    auto printable = [](int byte) {
+      return (byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) ||
+             (byte >= 0xAE && byte <= 0xFF);
+    };
+    int next = 0;
+    for (int byte = 0; byte < 256; ++byte) {
+      uint32_t codepoint =
+          printable(byte) ? static_cast<uint32_t>(byte) : 256 + static_cast<uint32_t>(next++);
+      append_utf8(text[byte], codepoint);
+      bytes.emplace(text[byte], static_cast<uint8_t>(byte));
+    }
+  }
+};
+
+const ByteTable& byte_table() {
+  static const ByteTable table;
+  return table;
+}
+
+}  // namespace
+
+const std::string& byte_to_text(uint8_t byte) {
+  return byte_table().text[byte];
+}
+
+int text_to_byte(std::string_view character) {
+  auto found = byte_table().bytes.find(std::string(character));
+  return found == byte_table().bytes.end() ? -1 : found->second;
+}
+
+}  // namespace chatflow::engine::unicode

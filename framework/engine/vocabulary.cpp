@@ -1,0 +1,179 @@
+#include "vocabulary.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "unicode.h"
+
+namespace chatflow::engine {
+namespace {
+
+std::optional<TokenId> optional_id(const GgufFile& file, const std::string& key,
+                                   size_t vocabulary_size) {
+  auto value = file.get_unsigned_or(key);
+  // 0xFFFFFFFF (-1 written as uint32) means "no such token".
+  if (!value || *value >= vocabulary_size) return std::nullopt;
+  return static_cast<TokenId>(*value);
+}
+
+}  // namespace
+
+std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
+  auto vocabulary = std::make_shared<Vocabulary>();
+  Vocabulary& v = *vocabulary;
+  v.model_name = file.get_string("tokenizer.ggml.model");
+  if (v.model_name == "llama") {
+    v.model = TokenizerModel::sentencepiece;
+    v.bos = 1;
+    v.eos = 2;
+    v.unknown = 0;
+    v.add_bos = true;
+    v.add_space_prefix = true;
+  } else if (v.model_name == "gpt2") {
+    v.model = TokenizerModel::byte_pair;
+    v.clean_spaces = true;
+  } else if (v.model_name == "bert") {
+    v.model = TokenizerModel::wordpiece;
+    v.bos = 101;
+    v.unknown = 100;
+    v.separator = 102;
+    v.padding = 0;
+    v.add_bos = true;
+    v.clean_spaces = true;
+  } else {
+    throw GgufError(file.path() + ": tokenizer '" + v.model_name +
+                    "' is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE), "
+                    "bert (WordPiece))");
+  }
+  v.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre").value_or("default");
+
+  const GgufValue* texts = file.find("tokenizer.ggml.tokens");
+  if (texts == nullptr || !texts->is_array_of(GgufValueType::string)) {
+    throw GgufError(file.path() + ": tokenizer.ggml.tokens (an array of strings) is missing");
+  }
+  size_t count = texts->strings.size();
+  if (count == 0) throw GgufError(file.path() + ": tokenizer.ggml.tokens is empty");
+  const GgufValue* scores = file.find("tokenizer.ggml.scores");
+  if (scores && (!scores->is_array_of(GgufValueType::float32) || scores->array_count != count)) {
+    throw GgufError(file.path() + ": tokenizer.ggml.scores must be " + std::to_string(count) +
+                    " float32 values, got " + scores->describe());
+  }
+  const GgufValue* kinds = file.find("tokenizer.ggml.token_type");
+  if (kinds && (!kinds->is_array_of(GgufValueType::int32) || kinds->array_count != count)) {
+    throw GgufError(file.path() + ": tokenizer.ggml.token_type must be " + std::to_string(count) +
+                    " int32 values, got " + kinds->describe());
+  }
+  v.tokens.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    TokenInfo& token = v.tokens[i];
+    token.text = texts->strings[i];
+    if (token.text.empty()) token.text = "[EMPTY_" + std::to_string(i) + "]";
+    if (scores) std::memcpy(&token.score, scores->array_data + 4 * i, 4);
+    if (kinds) {
+      int32_t kind = 0;
+      std::memcpy(&kind, kinds->array_data + 4 * i, 4);
+      token.kind = kind >= 1 && kind <= 6 ? static_cast<TokenKind>(kind) : TokenKind::undefined;
+    }
+    v.ids_[token.text] = static_cast<TokenId>(i);
+    v.max_token_bytes = std::max(v.max_token_bytes, token.text.size());
+  }
+
+  if (v.model == TokenizerModel::byte_pair) {
+    const GgufValue* merges = file.find("tokenizer.ggml.merges");
+    if (merges == nullptr || !merges->is_array_of(GgufValueType::string)) {
+      throw GgufError(file.path() +
+                      ": a gpt2 tokenizer needs tokenizer.ggml.merges (an array of strings)");
+    }
+    for (size_t i = 0; i < merges->strings.size(); ++i) {
+      const std::string& merge = merges->strings[i];
+      // The separator is the first space after the first character (a merge may start with a
+      // space-like symbol).
+      size_t space = merge.find(' ', 1);
+      if (space == std::string::npos) continue;
+      v.merge_ranks_.emplace(merge, static_cast<int>(i));
+    }
+    const std::string& pre = v.pre_tokenizer;
+    if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
+      v.ignore_merges = true;
+      v.add_bos = true;
+    }
+    if (pre == "deepseek-llm" || pre == "deepseek-coder" || pre == "deepseek-v3" ||
+        pre == "command-r" || pre == "qwen2" || pre == "poro-chat" || pre == "viking" ||
+        pre == "smollm") {
+      v.clean_spaces = false;
+    }
+  }
+
+  size_t size = v.tokens.size();
+  auto override_id = [&](const char* key, TokenId& target) {
+    if (file.find(key) == nullptr) return;
+    auto id = optional_id(file, key, size);
+    target = id.value_or(kNoToken);
+  };
+  override_id("tokenizer.ggml.bos_token_id", v.bos);
+  override_id("tokenizer.ggml.eos_token_id", v.eos);
+  override_id("tokenizer.ggml.unknown_token_id", v.unknown);
+  override_id("tokenizer.ggml.seperator_token_id", v.separator);
+  override_id("tokenizer.ggml.padding_token_id", v.padding);
+  override_id("tokenizer.ggml.eot_token_id", v.end_of_turn);
+  if (auto add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token")) v.add_bos = *add_bos;
+  if (auto add_eos = file.get_bool_or("tokenizer.ggml.add_eos_token")) v.add_eos = *add_eos;
+  if (auto add_prefix = file.get_bool_or("tokenizer.ggml.add_space_prefix"))
+    v.add_space_prefix = *add_prefix;
+  if (v.bos != kNoToken && static_cast<size_t>(v.bos) >= size) v.bos = kNoToken;
+
+  // Chat models mark the end of a turn with tokens the metadata often does not name.
+  for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                           "<|eom_id|>", "<EOT>"}) {
+    if (auto id = v.find(text)) {
+      v.end_of_generation.insert(*id);
+      if (v.end_of_turn == kNoToken && std::string_view(text) != "<|eom_id|>") v.end_of_turn = *id;
+      v.tokens[*id].kind = TokenKind::control;
+    }
+  }
+  if (v.eos != kNoToken) v.end_of_generation.insert(v.eos);
+  if (v.end_of_turn != kNoToken) v.end_of_generation.insert(v.end_of_turn);
+
+  for (size_t i = 0; i < size; ++i) {
+    TokenKind kind = v.tokens[i].kind;
+    if (kind == TokenKind::control || kind == TokenKind::user_defined ||
+        kind == TokenKind::unknown) {
+      v.special_tokens.push_back(static_cast<TokenId>(i));
+    }
+  }
+  std::stable_sort(v.special_tokens.begin(), v.special_tokens.end(), [&](TokenId a, TokenId b) {
+    return v.tokens[a].text.size() > v.tokens[b].text.size();
+  });
+  return vocabulary;
+}
+
+std::optional<TokenId> Vocabulary::find(std::string_view text) const {
+  auto found = ids_.find(std::string(text));
+  if (found == ids_.end()) return std::nullopt;
+  return found->second;
+}
+
+int Vocabulary::merge_rank(std::string_view left, std::string_view right) const {
+  std::string key;
+  key.reserve(left.size() + right.size() + 1);
+  key.append(left).append(1, ' ').append(right);
+  auto found = merge_ranks_.find(key);
+  return found == merge_ranks_.end() ? -1 : found->second;
+}
+
+std::optional<TokenId> Vocabulary::byte_token(uint8_t byte) const {
+  if (model == TokenizerModel::sentencepiece) {
+    static const char* kHex = "0123456789ABCDEF";
+    const char name[7] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>', 0};
+    if (auto id = find(name)) return id;
+    return find(std::string(1, static_cast<char>(byte)));
+  }
+  return find(unicode::byte_to_text(byte));
+}
+
+bool Vocabulary::is_special(TokenId id) const {
+  TokenKind kind = tokens[static_cast<size_t>(id)].kind;
+  return kind == TokenKind::control || kind == TokenKind::unknown;
+}
+
+}  // namespace chatflow::engine

@@ -1,0 +1,72 @@
+#include "detokenizer.h"
+
+#include "unicode.h"
+
+namespace chatflow::engine {
+
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const auto& character : unicode::decode(text)) {
+    if (character.value == unicode::kInvalid) {
+      out += "\xEF\xBF\xBD";
+    } else {
+      out.append(text.substr(character.offset, character.length));
+    }
+  }
+  return out;
+}
+
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
+                                               std::vector<std::string> stop_strings,
+                                               bool skip_special)
+    : tokenizer_(tokenizer), stop_strings_(std::move(stop_strings)), skip_special_(skip_special) {
+  std::erase_if(stop_strings_, [](const std::string& stop) { return stop.empty(); });
+}
+
+IncrementalDetokenizer::Delta IncrementalDetokenizer::push(TokenId token) {
+  if (stopped_) return {{}, true};
+  pending_ += tokenizer_.piece(token, !skip_special_);
+  return release(false);
+}
+
+IncrementalDetokenizer::Delta IncrementalDetokenizer::finish() {
+  if (stopped_) return {{}, true};
+  return release(true);
+}
+
+IncrementalDetokenizer::Delta IncrementalDetokenizer::release(bool at_end) {
+  Delta delta;
+  // A stop string anywhere in what is held ends the text right before it.
+  size_t first_stop = std::string::npos;
+  for (const auto& stop : stop_strings_)
+    first_stop = std::min(first_stop, pending_.find(stop));
+  size_t releasable;
+  if (first_stop != std::string::npos) {
+    releasable = first_stop;
+    stopped_ = true;
+    delta.stopped = true;
+  } else if (at_end) {
+    releasable = pending_.size();
+  } else {
+    // Hold back the longest tail that could still grow into a stop string...
+    size_t hold = 0;
+    for (const auto& stop : stop_strings_) {
+      for (size_t length = std::min(stop.size() - 1, pending_.size()); length > hold; --length) {
+        if (pending_.compare(pending_.size() - length, length, stop, 0, length) == 0) {
+          hold = length;
+          break;
+        }
+      }
+    }
+    releasable = pending_.size() - hold;
+    // ...and any character whose bytes have not all arrived.
+    releasable = unicode::complete_prefix_length(std::string_view(pending_).substr(0, releasable));
+  }
+  delta.text = valid_utf8(std::string_view(pending_).substr(0, releasable));
+  pending_.erase(0, delta.stopped ? pending_.size() : releasable);
+  released_ += delta.text;
+  return delta;
+}
+
+}  // namespace chatflow::engine

@@ -1,0 +1,59 @@
+// Generation for one sequence at a time: prefill the prompt as one batch, then decode token by
+// token with a sampler and an incremental detokenizer. The command line and the tests use it;
+// the server's scheduler batches many sequences over the same Transformer instead.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "detokenizer.h"
+#include "sampler.h"
+#include "transformer.h"
+
+namespace chatflow::engine {
+
+struct GenerationRequest {
+  std::vector<TokenId> prompt;
+  SamplingParams sampling;
+  int64_t max_tokens = 128;
+  std::vector<std::string> stop;  // stop strings
+  bool ignore_eos = false;
+};
+
+enum class StopReason { end_of_generation, length, stop_string, stopped_by_caller };
+
+struct GeneratedToken {
+  SampledToken sampled;
+  std::string text;  // the text delta this token released (may be empty)
+};
+
+struct GenerationResult {
+  std::vector<TokenId> tokens;
+  std::string text;
+  StopReason reason = StopReason::length;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+class Generator {
+ public:
+  // A KV cache sized for one full context.
+  Generator(std::shared_ptr<const Model> model, int threads);
+
+  // `on_token` is called for every generated token; returning false stops generation.
+  // Throws std::length_error when the prompt does not fit the context.
+  GenerationResult generate(const GenerationRequest& request,
+                            const std::function<bool(const GeneratedToken&)>& on_token = {});
+
+  const Model& model() const { return *model_; }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  Transformer transformer_;
+  ComputeThreads threads_;
+  KvCache cache_;
+};
+
+}  // namespace chatflow::engine

@@ -1,0 +1,69 @@
+// The paged KV cache: one pool of fixed-size blocks shared by all sequences, a block table per
+// sequence, and a free list. Blocks are reference-counted so sequences can share the blocks of a
+// common prompt prefix. Used by one engine thread at a time (not thread-safe).
+//
+// Block layout, per layer and key/value head: keys as [head_dim][block_tokens] (so attention
+// scores for a run of positions come from one broadcast per dimension) and values as
+// [block_tokens][head_dim].
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "model_config.h"
+
+namespace chatflow::engine {
+
+using BlockId = int32_t;
+
+class KvCache {
+ public:
+  // `block_tokens` must be a positive multiple of 16. Memory is committed as blocks are used.
+  KvCache(const ModelConfig& config, int64_t block_tokens, int64_t blocks);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  int64_t block_tokens() const { return block_tokens_; }
+  int64_t total_blocks() const { return total_blocks_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_list_.size()); }
+  size_t block_bytes() const { return block_stride_ * sizeof(float); }
+
+  // A fresh block with reference count 1, or nullopt when the pool is exhausted.
+  std::optional<BlockId> allocate();
+  void retain(BlockId block);
+  // Returns the block to the free list when its last reference goes.
+  void release(BlockId block);
+  int32_t references(BlockId block) const { return references_[static_cast<size_t>(block)]; }
+
+  float* pool() { return pool_; }
+  const float* pool() const { return pool_; }
+  size_t block_stride() const { return block_stride_; }
+  size_t key_offset(int64_t layer, int64_t kv_head) const;
+  size_t value_offset(int64_t layer, int64_t kv_head) const;
+
+ private:
+  int64_t block_tokens_;
+  int64_t total_blocks_;
+  int64_t head_dim_;
+  int64_t kv_heads_;
+  size_t block_stride_;
+  float* pool_ = nullptr;
+  std::vector<BlockId> free_list_;
+  std::vector<int32_t> references_;
+};
+
+// One sequence's view of the cache.
+struct KvSequence {
+  std::vector<BlockId> blocks;
+  int64_t length = 0;  // positions filled
+};
+
+// Makes room for `length` positions, allocating blocks as needed. All or nothing: on false the
+// sequence is unchanged.
+bool reserve(KvCache& cache, KvSequence& sequence, int64_t length);
+// Releases every block of the sequence and empties it.
+void release(KvCache& cache, KvSequence& sequence);
+
+}  // namespace chatflow::engine

@@ -1,0 +1,169 @@
+#include "model.h"
+
+#include <cstring>
+
+#include "kernels/cpu/half.h"
+
+namespace chatflow::engine {
+namespace {
+
+class WeightLoader {
+ public:
+  WeightLoader(const GgufFile& file, uint64_t& bytes) : file_(file), bytes_(bytes) {}
+
+  const GgufTensorInfo& tensor(const std::string& name) {
+    const GgufTensorInfo* tensor = file_.find_tensor(name);
+    if (tensor == nullptr) throw GgufError(file_.path() + ": tensor '" + name + "' is missing");
+    return *tensor;
+  }
+
+  void expect_shape(const GgufTensorInfo& tensor, std::vector<int64_t> shape,
+                    const std::string& why) {
+    if (tensor.shape != shape) {
+      std::string expected = "[";
+      for (size_t i = 0; i < shape.size(); ++i)
+        expected += (i ? ", " : "") + std::to_string(shape[i]);
+      throw GgufError(file_.path() + ": tensor '" + tensor.name + "' has shape " +
+                      tensor.shape_text() + ", expected " + expected + "] (" + why + ")");
+    }
+  }
+
+  // GGUF shapes list the contiguous dimension first: [columns, rows].
+  WeightMatrix matrix(const std::string& name, int64_t columns, int64_t rows,
+                      const std::string& why) {
+    const GgufTensorInfo& info = tensor(name);
+    expect_shape(info, {columns, rows}, why);
+    bytes_ += info.bytes;
+    return {info.type, info.data, rows, columns, kernels::row_bytes(info.type, columns)};
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t length, const std::string& why) {
+    const GgufTensorInfo& info = tensor(name);
+    expect_shape(info, {length}, why);
+    bytes_ += info.bytes;
+    WeightMatrix as_row{info.type, info.data, 1, length, kernels::row_bytes(info.type, length)};
+    std::vector<float> values(static_cast<size_t>(length));
+    dequantize_row(as_row, 0, values.data());
+    return values;
+  }
+
+ private:
+  const GgufFile& file_;
+  uint64_t& bytes_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Model> Model::load(const std::string& path) {
+  return from_file(GgufFile::open(path));
+}
+
+std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> file) {
+  auto model = std::shared_ptr<Model>(new Model());
+  model->file_ = std::move(file);
+  const GgufFile& gguf = *model->file_;
+  model->config_ = ModelConfig::from_gguf(gguf);
+  model->tokenizer_ = std::make_unique<Tokenizer>(Vocabulary::from_gguf(gguf));
+  ModelConfig& config = model->config_;
+  WeightLoader loader(gguf, model->weight_bytes_);
+  // The embedding table decides the logits' width; some models pad it beyond the tokenizer's size.
+  const GgufTensorInfo& embedding = loader.tensor("token_embd.weight");
+  int64_t tokenizer_size = static_cast<int64_t>(model->tokenizer_->vocabulary().size());
+  if (embedding.shape.size() != 2 || embedding.shape[1] < tokenizer_size) {
+    throw GgufError(gguf.path() + ": tensor 'token_embd.weight' has shape " +
+                    embedding.shape_text() + ", expected [" + std::to_string(config.dim) +
+                    ", at least " + std::to_string(tokenizer_size) +
+                    "] (embedding_length x the tokenizer's " + std::to_string(tokenizer_size) +
+                    " tokens)");
+  }
+  config.vocabulary = embedding.shape[1];
+
+  const int64_t dim = config.dim;
+  const int64_t q_dim = config.heads * config.head_dim;
+  const int64_t kv_dim = config.kv_heads * config.head_dim;
+  const std::string dims = "embedding_length " + std::to_string(dim);
+  model->token_embedding_ =
+      loader.matrix("token_embd.weight", dim, config.vocabulary,
+                    dims + " x vocabulary " + std::to_string(config.vocabulary));
+  model->output_norm_ = loader.vector("output_norm.weight", dim, dims);
+  if (gguf.find_tensor("output.weight")) {
+    model->output_ = loader.matrix("output.weight", dim, config.vocabulary, dims + " x vocabulary");
+  } else {
+    model->output_ = model->token_embedding_;  // tied embeddings
+  }
+  for (int64_t layer = 0; layer < config.layers; ++layer) {
+    std::string prefix = "blk." + std::to_string(layer) + ".";
+    LayerWeights weights;
+    std::string heads =
+        std::to_string(config.heads) + " heads of " + std::to_string(config.head_dim);
+    std::string kv_heads =
+        std::to_string(config.kv_heads) + " key/value heads of " + std::to_string(config.head_dim);
+    weights.query = loader.matrix(prefix + "attn_q.weight", dim, q_dim, dims + ", " + heads);
+    weights.key = loader.matrix(prefix + "attn_k.weight", dim, kv_dim, dims + ", " + kv_heads);
+    weights.value = loader.matrix(prefix + "attn_v.weight", dim, kv_dim, dims + ", " + kv_heads);
+    weights.output = loader.matrix(prefix + "attn_output.weight", q_dim, dim, heads + ", " + dims);
+    weights.gate = loader.matrix(prefix + "ffn_gate.weight", dim, config.ffn,
+                                 dims + ", feed_forward_length " + std::to_string(config.ffn));
+    weights.up = loader.matrix(prefix + "ffn_up.weight", dim, config.ffn,
+                               dims + ", feed_forward_length " + std::to_string(config.ffn));
+    weights.down =
+        loader.matrix(prefix + "ffn_down.weight", config.ffn, dim, "feed_forward_length, " + dims);
+    weights.attention_norm = loader.vector(prefix + "attn_norm.weight", dim, dims);
+    weights.ffn_norm = loader.vector(prefix + "ffn_norm.weight", dim, dims);
+    if (config.attention_bias) {
+      weights.query_bias = loader.vector(prefix + "attn_q.bias", q_dim, heads);
+      weights.key_bias = loader.vector(prefix + "attn_k.bias", kv_dim, kv_heads);
+      weights.value_bias = loader.vector(prefix + "attn_v.bias", kv_dim, kv_heads);
+    }
+    model->layers_.push_back(std::move(weights));
+  }
+  return model;
+}
+
+void dequantize_row(const WeightMatrix& matrix, int64_t row, float* out) {
+  const uint8_t* data = matrix.data + static_cast<size_t>(row) * matrix.row_bytes;
+  const int64_t columns = matrix.columns;
+  switch (matrix.type) {
+    case kernels::TensorType::f32:
+      std::memcpy(out, data, static_cast<size_t>(columns) * 4);
+      break;
+    case kernels::TensorType::f16:
+      for (int64_t i = 0; i < columns; ++i) {
+        uint16_t half;
+        std::memcpy(&half, data + 2 * i, 2);
+        out[i] = kernels::f16_to_f32(half);
+      }
+      break;
+    case kernels::TensorType::bf16:
+      for (int64_t i = 0; i < columns; ++i) {
+        uint16_t half;
+        std::memcpy(&half, data + 2 * i, 2);
+        out[i] = kernels::bf16_to_f32(half);
+      }
+      break;
+    case kernels::TensorType::q8_0:
+      for (int64_t block = 0; block < columns / kernels::kQuantBlock; ++block) {
+        const uint8_t* bytes = data + block * kernels::kQ8BlockBytes;
+        uint16_t scale_bits;
+        std::memcpy(&scale_bits, bytes, 2);
+        float scale = kernels::f16_to_f32(scale_bits);
+        for (int i = 0; i < 32; ++i)
+          out[block * 32 + i] = scale * static_cast<float>(static_cast<int8_t>(bytes[2 + i]));
+      }
+      break;
+    case kernels::TensorType::q4_0:
+      for (int64_t block = 0; block < columns / kernels::kQuantBlock; ++block) {
+        const uint8_t* bytes = data + block * kernels::kQ4BlockBytes;
+        uint16_t scale_bits;
+        std::memcpy(&scale_bits, bytes, 2);
+        float scale = kernels::f16_to_f32(scale_bits);
+        for (int i = 0; i < 16; ++i) {
+          out[block * 32 + i] = scale * static_cast<float>((bytes[2 + i] & 0x0F) - 8);
+          out[block * 32 + 16 + i] = scale * static_cast<float>((bytes[2 + i] >> 4) - 8);
+        }
+      }
+      break;
+  }
+}
+
+}  // namespace chatflow::engine

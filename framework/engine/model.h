@@ -1,0 +1,66 @@
+// A loaded model: the GGUF file (memory-mapped: quantised weights stay quantised in memory),
+// its configuration, tokenizer, and views of every weight with its shape checked.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf_file.h"
+#include "kernels/tensor_type.h"
+#include "model_config.h"
+#include "tokenizer.h"
+
+namespace chatflow::engine {
+
+// A weight matrix as the kernels see it: `rows` outputs, each a row of `columns` inputs.
+struct WeightMatrix {
+  kernels::TensorType type = kernels::TensorType::f32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t columns = 0;
+  size_t row_bytes = 0;
+};
+
+struct LayerWeights {
+  WeightMatrix query, key, value, output;
+  WeightMatrix gate, up, down;
+  std::vector<float> attention_norm;
+  std::vector<float> ffn_norm;
+  std::vector<float> query_bias, key_bias, value_bias;  // qwen2 only
+};
+
+class Model {
+ public:
+  // Throws GgufError for anything wrong with the file, naming the tensor or key.
+  static std::shared_ptr<const Model> load(const std::string& path);
+  static std::shared_ptr<const Model> from_file(std::shared_ptr<const GgufFile> file);
+
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& file() const { return *file_; }
+  const std::string& path() const { return file_->path(); }
+
+  const WeightMatrix& token_embedding() const { return token_embedding_; }
+  const WeightMatrix& output() const { return output_; }  // token_embedding when tied
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  // Bytes of all weights as stored (what one token's forward pass reads).
+  uint64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  Model() = default;
+  std::shared_ptr<const GgufFile> file_;
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  WeightMatrix token_embedding_;
+  WeightMatrix output_;
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+  uint64_t weight_bytes_ = 0;
+};
+
+// Writes row `row` of `matrix` as floats into `out` (columns values).
+void dequantize_row(const WeightMatrix& matrix, int64_t row, float* out);
+
+}  // namespace chatflow::engine

@@ -1,0 +1,36 @@
+// Writes llama or qwen2 GGUF models with random weights, of any shape and tensor type, for
+// tests that must always run (no downloads) and for benchmarks of chosen sizes. The vocabulary
+// is either generated (SentencePiece-style: special tokens, 256 byte tokens, printable ASCII and
+// a few word pieces) or copied from another GGUF file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/tensor_type.h"
+
+namespace chatflow::engine {
+
+struct ModelShape {
+  std::string architecture = "llama";  // llama or qwen2
+  int64_t dim = 64;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t ffn = 128;
+  int64_t context = 512;
+  kernels::TensorType type = kernels::TensorType::f32;  // of the weight matrices; norms stay f32
+  uint64_t seed = 1;
+  bool tie_embeddings = false;
+  float rope_base = 10000.0f;
+  std::string vocabulary_from;  // a GGUF file to copy tokenizer.* from; empty: generate
+  float weight_scale = 0.08f;   // standard deviation of the random weights
+};
+
+// Throws std::invalid_argument for impossible shapes (e.g. quantised rows not a multiple of 32).
+void write_random_model(const ModelShape& shape, const std::string& path);
+
+// Parameters (weights) a shape has with a vocabulary of `vocabulary` tokens.
+int64_t parameter_count(const ModelShape& shape, int64_t vocabulary);
+
+}  // namespace chatflow::engine

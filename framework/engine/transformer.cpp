@@ -1,0 +1,250 @@
+#include "transformer.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <tbb/enumerable_thread_specific.h>
+
+namespace chatflow::engine {
+namespace {
+
+// Below this many multiply-adds a matrix product is not worth splitting across threads.
+constexpr int64_t kParallelWork = 1 << 18;
+
+void rms_norm(const float* x, const float* weight, float* out, int64_t n, float epsilon) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(x[i] * x[i]);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + epsilon);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = (x[i] * scale) * weight[i];
+}
+
+void add_bias(float* rows, const std::vector<float>& bias, int64_t tokens) {
+  const int64_t width = static_cast<int64_t>(bias.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < width; ++i)
+      rows[t * width + i] += bias[static_cast<size_t>(i)];
+  }
+}
+
+}  // namespace
+
+struct Transformer::Workspace {
+  std::vector<float> hidden, normed, query, key, value, attention, projected, gate, up, activated;
+  std::vector<float> rope_cos, rope_sin, final_rows;
+  std::vector<int64_t> positions;
+  std::vector<KvSequence*> owners;
+  std::vector<int64_t> logit_tokens;
+  tbb::enumerable_thread_specific<std::vector<float>> scratch;
+
+  static float* sized(std::vector<float>& buffer, int64_t size) {
+    if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
+    return buffer.data();
+  }
+};
+
+Transformer::Transformer(std::shared_ptr<const Model> model, const kernels::CpuKernelTable& kernels)
+    : model_(std::move(model)), kernels_(kernels), workspace_(std::make_unique<Workspace>()) {}
+
+Transformer::~Transformer() = default;
+
+void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
+                          ComputeThreads& threads, std::span<float> logits) {
+  const ModelConfig& config = model_->config();
+  Workspace& ws = *workspace_;
+  const int64_t dim = config.dim;
+  const int64_t head_dim = config.head_dim;
+  const int64_t q_dim = config.heads * head_dim;
+  const int64_t kv_dim = config.kv_heads * head_dim;
+  const int64_t group = config.heads / config.kv_heads;
+  const int64_t block_tokens = cache.block_tokens();
+
+  // Lay the chunks out as one list of tokens, each with its sequence and position.
+  int64_t tokens = 0;
+  int64_t logit_rows = 0;
+  for (const auto& chunk : chunks) {
+    tokens += static_cast<int64_t>(chunk.tokens.size());
+    logit_rows += chunk.logits && !chunk.tokens.empty() ? 1 : 0;
+  }
+  if (tokens == 0) return;
+  if (static_cast<int64_t>(logits.size()) < logit_rows * config.vocabulary) {
+    throw std::invalid_argument("logits buffer too small for " + std::to_string(logit_rows) +
+                                " rows");
+  }
+  ws.positions.clear();
+  ws.owners.clear();
+  ws.logit_tokens.clear();
+  float* hidden = Workspace::sized(ws.hidden, tokens * dim);
+  for (const auto& chunk : chunks) {
+    KvSequence& sequence = *chunk.sequence;
+    int64_t end = sequence.length + static_cast<int64_t>(chunk.tokens.size());
+    if (end > config.context) {
+      throw std::length_error("sequence of " + std::to_string(end) +
+                              " tokens exceeds the model's context of " +
+                              std::to_string(config.context));
+    }
+    if (static_cast<int64_t>(sequence.blocks.size()) * block_tokens < end) {
+      throw std::logic_error("KV positions were not reserved before the forward pass");
+    }
+    for (size_t i = 0; i < chunk.tokens.size(); ++i) {
+      TokenId id = chunk.tokens[i];
+      if (id < 0 || id >= config.vocabulary) {
+        throw std::out_of_range("token id " + std::to_string(id) +
+                                " is outside the vocabulary of " +
+                                std::to_string(config.vocabulary));
+      }
+      int64_t t = static_cast<int64_t>(ws.positions.size());
+      dequantize_row(model_->token_embedding(), id, hidden + t * dim);
+      ws.positions.push_back(sequence.length + static_cast<int64_t>(i));
+      ws.owners.push_back(&sequence);
+    }
+    if (chunk.logits && !chunk.tokens.empty())
+      ws.logit_tokens.push_back(static_cast<int64_t>(ws.positions.size()) - 1);
+  }
+
+  // Rotary angles per token, computed as llama.cpp does (repeated multiplication in float).
+  const int64_t rope_pairs = config.rope_dimensions / 2;
+  float* rope_cos = Workspace::sized(ws.rope_cos, tokens * rope_pairs);
+  float* rope_sin = Workspace::sized(ws.rope_sin, tokens * rope_pairs);
+  const float theta_scale =
+      std::pow(config.rope_base, -2.0f / static_cast<float>(config.rope_dimensions));
+  for (int64_t t = 0; t < tokens; ++t) {
+    float theta = static_cast<float>(ws.positions[t]) * config.rope_position_scale;
+    for (int64_t i = 0; i < rope_pairs; ++i) {
+      rope_cos[t * rope_pairs + i] = std::cos(theta);
+      rope_sin[t * rope_pairs + i] = std::sin(theta);
+      theta *= theta_scale;
+    }
+  }
+  auto rotate = [&](float* head, int64_t t) {
+    const float* cosines = rope_cos + t * rope_pairs;
+    const float* sines = rope_sin + t * rope_pairs;
+    for (int64_t i = 0; i < rope_pairs; ++i) {
+      int64_t a = config.rope_style == RopeStyle::adjacent_pairs ? 2 * i : i;
+      int64_t b = config.rope_style == RopeStyle::adjacent_pairs ? 2 * i + 1 : i + rope_pairs;
+      float x0 = head[a];
+      float x1 = head[b];
+      head[a] = x0 * cosines[i] - x1 * sines[i];
+      head[b] = x0 * sines[i] + x1 * cosines[i];
+    }
+  };
+
+  auto matmul = [&](const WeightMatrix& weights, const float* x, int64_t count, float* y) {
+    auto kernel = kernels_.matmul[kernels::matmul_index(weights.type)];
+    int64_t work = weights.rows * weights.columns * count;
+    int64_t grain = work < kParallelWork
+                        ? weights.rows
+                        : std::max<int64_t>(16, weights.rows / (threads.threads() * 4));
+    threads.parallel_for(weights.rows, grain, [&](int64_t begin, int64_t end) {
+      float* scratch = Workspace::sized(ws.scratch.local(), 4 * weights.columns);
+      kernel({weights.data, weights.row_bytes, weights.columns, begin, end, x, weights.columns,
+              count, y, weights.rows, scratch});
+    });
+  };
+
+  float* normed = Workspace::sized(ws.normed, tokens * dim);
+  float* query = Workspace::sized(ws.query, tokens * q_dim);
+  float* key = Workspace::sized(ws.key, tokens * kv_dim);
+  float* value = Workspace::sized(ws.value, tokens * kv_dim);
+  float* attended = Workspace::sized(ws.attention, tokens * q_dim);
+  float* projected = Workspace::sized(ws.projected, tokens * dim);
+  float* gate = Workspace::sized(ws.gate, tokens * config.ffn);
+  float* up = Workspace::sized(ws.up, tokens * config.ffn);
+  float* activated = Workspace::sized(ws.activated, tokens * config.ffn);
+  const float attention_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  float* pool = cache.pool();
+  const size_t block_stride = cache.block_stride();
+
+  threads.run([&] {
+    for (int64_t layer = 0; layer < config.layers; ++layer) {
+      const LayerWeights& weights = model_->layers()[static_cast<size_t>(layer)];
+      for (int64_t t = 0; t < tokens; ++t) {
+        rms_norm(hidden + t * dim, weights.attention_norm.data(), normed + t * dim, dim,
+                 config.rms_epsilon);
+      }
+      matmul(weights.query, normed, tokens, query);
+      matmul(weights.key, normed, tokens, key);
+      matmul(weights.value, normed, tokens, value);
+      if (config.attention_bias) {
+        add_bias(query, weights.query_bias, tokens);
+        add_bias(key, weights.key_bias, tokens);
+        add_bias(value, weights.value_bias, tokens);
+      }
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t h = 0; h < config.heads; ++h)
+          rotate(query + t * q_dim + h * head_dim, t);
+        for (int64_t h = 0; h < config.kv_heads; ++h)
+          rotate(key + t * kv_dim + h * head_dim, t);
+      }
+      // Every new token's keys and values go into the cache before any attention reads them.
+      for (int64_t t = 0; t < tokens; ++t) {
+        const KvSequence& sequence = *ws.owners[t];
+        int64_t position = ws.positions[t];
+        float* block = pool + static_cast<size_t>(
+                                  sequence.blocks[static_cast<size_t>(position / block_tokens)]) *
+                                  block_stride;
+        int64_t slot = position % block_tokens;
+        for (int64_t g = 0; g < config.kv_heads; ++g) {
+          float* keys = block + cache.key_offset(layer, g);
+          const float* k = key + t * kv_dim + g * head_dim;
+          for (int64_t d = 0; d < head_dim; ++d)
+            keys[d * block_tokens + slot] = k[d];
+          std::memcpy(block + cache.value_offset(layer, g) + slot * head_dim,
+                      value + t * kv_dim + g * head_dim,
+                      static_cast<size_t>(head_dim) * sizeof(float));
+        }
+      }
+      int64_t attention_work = 0;
+      for (int64_t t = 0; t < tokens; ++t)
+        attention_work += (ws.positions[t] + 1) * q_dim;
+      int64_t items = tokens * config.kv_heads;
+      threads.parallel_for(
+          items, attention_work < kParallelWork ? items : 1, [&](int64_t begin, int64_t end) {
+            for (int64_t item = begin; item < end; ++item) {
+              int64_t t = item / config.kv_heads;
+              int64_t g = item % config.kv_heads;
+              int64_t positions = ws.positions[t] + 1;
+              int64_t padded = (positions + block_tokens - 1) / block_tokens * block_tokens;
+              float* scores = Workspace::sized(ws.scratch.local(), group * padded);
+              kernels_.attention({query + t * q_dim + g * group * head_dim, group, head_dim, pool,
+                                  ws.owners[t]->blocks.data(), block_stride,
+                                  cache.key_offset(layer, g), cache.value_offset(layer, g),
+                                  block_tokens, positions, attention_scale, scores,
+                                  attended + t * q_dim + g * group * head_dim});
+            }
+          });
+      matmul(weights.output, attended, tokens, projected);
+      for (int64_t i = 0; i < tokens * dim; ++i)
+        hidden[i] += projected[i];
+
+      for (int64_t t = 0; t < tokens; ++t) {
+        rms_norm(hidden + t * dim, weights.ffn_norm.data(), normed + t * dim, dim,
+                 config.rms_epsilon);
+      }
+      matmul(weights.gate, normed, tokens, gate);
+      matmul(weights.up, normed, tokens, up);
+      kernels_.silu_multiply(gate, up, activated, tokens * config.ffn);
+      matmul(weights.down, activated, tokens, projected);
+      for (int64_t i = 0; i < tokens * dim; ++i)
+        hidden[i] += projected[i];
+    }
+
+    const int64_t rows = static_cast<int64_t>(ws.logit_tokens.size());
+    if (rows > 0) {
+      float* final_rows = Workspace::sized(ws.final_rows, rows * dim);
+      for (int64_t r = 0; r < rows; ++r) {
+        rms_norm(hidden + ws.logit_tokens[r] * dim, model_->output_norm().data(),
+                 final_rows + r * dim, dim, config.rms_epsilon);
+      }
+      matmul(model_->output(), final_rows, rows, logits.data());
+    }
+  });
+
+  for (const auto& chunk : chunks)
+    chunk.sequence->length += static_cast<int64_t>(chunk.tokens.size());
+}
+
+}  // namespace chatflow::engine

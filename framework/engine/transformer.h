@@ -1,0 +1,45 @@
+// The forward pass of a llama-family decoder over a batch that mixes sequences: each chunk is
+// some new tokens of one sequence (a whole prompt, a piece of one, or one generated token).
+// Projections run as one matrix-matrix product over all tokens of the step (weights read once),
+// attention reads each sequence's keys and values from the paged KV cache.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "compute_threads.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kv_cache.h"
+#include "model.h"
+
+namespace chatflow::engine {
+
+struct SequenceChunk {
+  KvSequence* sequence;             // its KV positions must already be reserved
+  std::span<const TokenId> tokens;  // appended at positions sequence->length, ...
+  bool logits = true;               // produce logits for the chunk's last token
+};
+
+class Transformer {
+ public:
+  explicit Transformer(std::shared_ptr<const Model> model,
+                       const kernels::CpuKernelTable& kernels = kernels::cpu_kernels());
+  ~Transformer();
+
+  const Model& model() const { return *model_; }
+
+  // Runs one step. Writes each chunk's keys and values into the cache and advances its
+  // sequence's length; `logits` receives vocabulary-sized rows for the chunks that asked for
+  // them, in chunk order. Token ids outside the vocabulary throw std::out_of_range.
+  void forward(std::span<const SequenceChunk> chunks, KvCache& cache, ComputeThreads& threads,
+               std::span<float> logits);
+
+ private:
+  struct Workspace;
+  std::shared_ptr<const Model> model_;
+  const kernels::CpuKernelTable& kernels_;
+  std::unique_ptr<Workspace> workspace_;
+};
+
+}  // namespace chatflow::engine

@@ -2,6 +2,7 @@
 // each command lives in its own file and returns the process exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ struct StagesOptions {
 };
 int stages_command(const StagesOptions& options);
 
+// Generation controls shared by `run` and `generate`.
+struct SamplingOptions {
+  int max_tokens = 128;
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  long long seed = -1;  // -1: random
+  std::vector<std::string> stop;
+};
+
 struct RunOptions {
   std::string file;
   std::string prompt;
@@ -37,5 +52,61 @@ struct BenchGraphOptions {
   bool json = false;
 };
 int bench_graph_command(const BenchGraphOptions& options);
+
+struct InspectOptions {
+  std::string model;
+  bool all_tensors = false;
+};
+int inspect_command(const InspectOptions& options);
+
+struct TokenizeOptions {
+  std::string model;
+  std::string file;  // "-" or empty: standard input
+  bool bos = false;
+  bool special = false;
+};
+int tokenize_command(const TokenizeOptions& options);
+
+struct DetokenizeOptions {
+  std::string model;
+  std::string file;
+  bool special = false;
+};
+int detokenize_command(const DetokenizeOptions& options);
+
+struct GenerateOptions {
+  std::string model;
+  std::string prompt;
+  int threads = 1;
+  bool echo = false;
+  bool verbose = false;
+  SamplingOptions sampling;
+};
+int generate_command(const GenerateOptions& options);
+
+struct MakeModelOptions {
+  std::string architecture = "llama";
+  int64_t dim = 64;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t kv_heads = 0;  // 0: same as heads
+  int64_t ffn = 128;
+  int64_t context = 512;
+  std::string type = "f32";
+  uint64_t seed = 1;
+  bool tie_embeddings = false;
+  std::string vocabulary_from;
+  std::string output;
+};
+int make_model_command(const MakeModelOptions& options);
+
+struct BenchEngineOptions {
+  std::string model;
+  std::vector<int> threads = {1, 2};
+  int repetitions = 5;
+  bool json = false;
+  bool bandwidth = false;
+};
+int bench_engine_command(const BenchEngineOptions& options);
 
 }  // namespace chatflow::cli

@@ -3,6 +3,39 @@
 
 #include "commands.h"
 
+namespace {
+
+void add_sampling_options(CLI::App* command, chatflow::cli::SamplingOptions& sampling) {
+  command->add_option("--max-tokens", sampling.max_tokens, "tokens to generate at most")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--temperature", sampling.temperature, "0 for greedy")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  command->add_option("--top-k", sampling.top_k, "0 disables")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  command->add_option("--top-p", sampling.top_p, "1 disables")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--min-p", sampling.min_p, "0 disables")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--repeat-penalty", sampling.repetition_penalty, "1 disables")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  command->add_option("--presence-penalty", sampling.presence_penalty)
+      ->check(CLI::Range(-2.0, 2.0))
+      ->capture_default_str();
+  command->add_option("--frequency-penalty", sampling.frequency_penalty)
+      ->check(CLI::Range(-2.0, 2.0))
+      ->capture_default_str();
+  command->add_option("--seed", sampling.seed, "-1: random")->capture_default_str();
+  command->add_option("--stop", sampling.stop, "stop string (repeatable)");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace chatflow::cli;
   CLI::App app{"chatflow: chat pipelines declared in YAML, run on a oneTBB flow graph"};
@@ -48,6 +81,91 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_graph_app->add_flag("--json", bench_graph.json, "print JSON instead of a table");
 
+  InspectOptions inspect;
+  auto* inspect_app = app.add_subcommand("inspect", "Show a GGUF file's metadata and tensors");
+  inspect_app->add_option("model", inspect.model, "GGUF file")->required();
+  inspect_app->add_flag("--all-tensors", inspect.all_tensors, "list every tensor");
+
+  TokenizeOptions tokenize;
+  auto* tokenize_app =
+      app.add_subcommand("tokenize", "Print the token ids of a file's exact bytes");
+  tokenize_app->add_option("--model", tokenize.model, "GGUF file (a vocabulary-only one will do)")
+      ->required();
+  tokenize_app->add_option("--file", tokenize.file, "input file; '-' or absent: standard input");
+  tokenize_app->add_flag("--bos", tokenize.bos,
+                         "add BOS (and the vocabulary's other special tokens)");
+  tokenize_app->add_flag("--special", tokenize.special,
+                         "recognise control tokens written in the text");
+
+  DetokenizeOptions detokenize;
+  auto* detokenize_app =
+      app.add_subcommand("detokenize", "Print the text of space-separated token ids");
+  detokenize_app->add_option("--model", detokenize.model, "GGUF file")->required();
+  detokenize_app->add_option("--file", detokenize.file,
+                             "input file; '-' or absent: standard input");
+  detokenize_app->add_flag("--special", detokenize.special, "print control tokens as text");
+
+  GenerateOptions generate;
+  auto* generate_app =
+      app.add_subcommand("generate", "Complete a prompt with a model (no template, no pipeline)");
+  generate_app->add_option("--model", generate.model, "GGUF file")->required();
+  generate_app->add_option("--prompt", generate.prompt, "text to continue")->required();
+  generate_app->add_option("--threads", generate.threads, "compute threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  generate_app->add_flag("--echo", generate.echo, "print the prompt before the completion");
+  generate_app->add_flag("--verbose", generate.verbose, "print timings to standard error");
+  add_sampling_options(generate_app, generate.sampling);
+
+  MakeModelOptions make_model;
+  auto* make_model_app =
+      app.add_subcommand("make-model", "Write a random-weight GGUF model of any shape and type");
+  make_model_app->add_option("--arch", make_model.architecture, "llama or qwen2")
+      ->check(CLI::IsMember({"llama", "qwen2"}))
+      ->capture_default_str();
+  make_model_app->add_option("--dim", make_model.dim, "embedding length")
+      ->check(CLI::Range(2, 65536))
+      ->capture_default_str();
+  make_model_app->add_option("--layers", make_model.layers)
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  make_model_app->add_option("--heads", make_model.heads)
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  make_model_app
+      ->add_option("--kv-heads", make_model.kv_heads, "key/value heads (default: --heads)")
+      ->check(CLI::Range(0, 1024));
+  make_model_app->add_option("--ffn", make_model.ffn, "feed-forward length")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  make_model_app->add_option("--context", make_model.context)
+      ->check(CLI::Range(16, 1 << 22))
+      ->capture_default_str();
+  make_model_app->add_option("--type", make_model.type, "f32, f16, bf16, q8_0 or q4_0")
+      ->capture_default_str();
+  make_model_app->add_option("--seed", make_model.seed)->capture_default_str();
+  make_model_app->add_flag("--tie-embeddings", make_model.tie_embeddings,
+                           "no separate output matrix");
+  make_model_app->add_option("--vocab-from", make_model.vocabulary_from,
+                             "copy the tokenizer from this GGUF file");
+  make_model_app->add_option("--output,-o", make_model.output, "file to write")->required();
+
+  BenchEngineOptions bench_engine;
+  auto* bench_engine_app = app.add_subcommand(
+      "bench-engine", "Prompt and generation speed of a model (llama-bench style)");
+  bench_engine_app->add_option("model", bench_engine.model, "GGUF file")->required();
+  bench_engine_app->add_option("--threads", bench_engine.threads, "thread counts to measure")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  bench_engine_app
+      ->add_option("--repetitions", bench_engine.repetitions, "runs per figure (median)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  bench_engine_app->add_flag("--json", bench_engine.json, "print JSON instead of a table");
+  bench_engine_app->add_flag("--bandwidth", bench_engine.bandwidth,
+                             "also measure memory read bandwidth");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -59,5 +177,11 @@ int main(int argc, char** argv) {
   if (stages_app->parsed()) return stages_command(stages);
   if (run_app->parsed()) return run_command(run);
   if (bench_graph_app->parsed()) return bench_graph_command(bench_graph);
+  if (inspect_app->parsed()) return inspect_command(inspect);
+  if (tokenize_app->parsed()) return tokenize_command(tokenize);
+  if (detokenize_app->parsed()) return detokenize_command(detokenize);
+  if (generate_app->parsed()) return generate_command(generate);
+  if (make_model_app->parsed()) return make_model_command(make_model);
+  if (bench_engine_app->parsed()) return bench_engine_command(bench_engine);
   return 2;
 }

@@ -80,6 +80,49 @@ check "unknown type suggests" grep -q "did you mean 'uppercase'?" "$work/err"
 check "bench-graph exits 0" test $rc -eq 0
 check "bench-graph reports both levels" test "$(grep -o '"in_flight": [0-9]*' "$work/bench.json" | tr '\n' ' ')" = '"in_flight": 1 "in_flight": 4 '
 
+# make-model, inspect, tokenize, detokenize, generate: the engine from the command line.
+"$chatflow" make-model --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --context 1024 --type q8_0 -o "$work/model.gguf" >"$work/out"; rc=$?
+check "make-model exits 0" test $rc -eq 0
+check "make-model reports parameters" grep -q "parameters (q8_0)" "$work/out"
+"$chatflow" make-model --dim 48 --type q4_0 -o "$work/bad.gguf" 2>"$work/err"; rc=$?
+check "make-model refuses rows that are not whole blocks" test $rc -eq 1
+check "make-model says why" grep -q "q4_0 needs dim and ffn to be multiples of 32" "$work/err"
+"$chatflow" inspect "$work/model.gguf" >"$work/out"
+check "inspect shows metadata" grep -qE "llama.block_count +uint32 2" "$work/out"
+check "inspect shows tensors" grep -qE "blk.0.attn_q.weight +q8_0 +\[64, 64\]" "$work/out"
+printf 'Hello, wide world! 你好' >"$work/text.txt"
+"$chatflow" tokenize --model "$work/model.gguf" --file "$work/text.txt" >"$work/ids"; rc=$?
+check "tokenize exits 0" test $rc -eq 0
+"$chatflow" detokenize --model "$work/model.gguf" --file "$work/ids" >"$work/back"; rc=$?
+check "detokenize exits 0" test $rc -eq 0
+check "detokenize reverses tokenize" cmp -s "$work/text.txt" "$work/back"
+echo "7 99999" | "$chatflow" detokenize --model "$work/model.gguf" >/dev/null 2>"$work/err"; rc=$?
+check "detokenize refuses unknown ids" test $rc -eq 1
+check "detokenize names the bad id" grep -q "'99999' is not a token id" "$work/err"
+first=$("$chatflow" generate --model "$work/model.gguf" --prompt "hello" --temperature 0 --max-tokens 8)
+second=$("$chatflow" generate --model "$work/model.gguf" --prompt "hello" --temperature 0 --max-tokens 8)
+check "greedy generation is deterministic" test "$first" = "$second"
+seeded1=$("$chatflow" generate --model "$work/model.gguf" --prompt "hello" --temperature 1 --seed 5 --max-tokens 8)
+seeded2=$("$chatflow" generate --model "$work/model.gguf" --prompt "hello" --temperature 1 --seed 5 --max-tokens 8)
+check "seeded sampling is reproducible" test "$seeded1" = "$seeded2"
+"$chatflow" generate --model "$work/missing.gguf" --prompt "x" 2>"$work/err"; rc=$?
+check "generate with a missing model exits 1" test $rc -eq 1
+check "generate says the file is missing" grep -q "missing.gguf: cannot open: No such file or directory" "$work/err"
+printf 'GGUF\x03\x00\x00\x00' >"$work/truncated.gguf"
+"$chatflow" generate --model "$work/truncated.gguf" --prompt "x" 2>"$work/err"; rc=$?
+check "a truncated model exits 1" test $rc -eq 1
+check "a truncated model names the offset" grep -q "invalid GGUF at offset 8: expected the tensor count" "$work/err"
+"$chatflow" bench-engine "$work/model.gguf" --threads 1 --repetitions 1 --json >"$work/engine.json"; rc=$?
+check "bench-engine exits 0" test $rc -eq 0
+check "bench-engine JSON has the four figures" grep -qE '^\[\{"threads": 1, "pp128": [0-9.]+, "pp512": [0-9.]+, "tg128": [0-9.]+\}\]$' "$work/engine.json"
+if [ -f ../shared/models/stories260K/stories260K.gguf ]; then
+  printf 'Once upon a time' >"$work/once.txt"
+  ids=$("$chatflow" tokenize --model ../shared/models/stories260K/stories260K.gguf --file "$work/once.txt" --bos)
+  check "stories260K tokenizes as llama.cpp does" test "$ids" = "1 403 407 261 378"
+else
+  echo "SKIP: ../shared/models/stories260K is not present"
+fi
+
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?
 check "no subcommand is a usage error" test $rc -eq 2

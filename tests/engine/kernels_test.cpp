@@ -1,0 +1,205 @@
+// The CPU kernels against plain reference arithmetic, for every tensor type and every
+// instruction set this processor has; and batch invariance: a row's result never depends on how
+// many tokens or which rows share the call.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "framework/engine/model.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half.h"
+#include "kernels/quantize.h"
+
+namespace chatflow::kernels {
+namespace {
+
+using engine::WeightMatrix;
+
+std::vector<const CpuKernelTable*> available_tables() {
+  std::vector<const CpuKernelTable*> tables;
+  for (auto isa : {InstructionSet::scalar, InstructionSet::avx2, InstructionSet::avx512}) {
+    if (auto* table = cpu_kernels(isa)) tables.push_back(table);
+  }
+  return tables;
+}
+
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  WeightMatrix view;
+  std::vector<float> dequantized;  // rows x columns, what the kernels must multiply with
+};
+
+TestMatrix random_matrix(TensorType type, int64_t rows, int64_t columns, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(rows * columns));
+  for (float& value : values)
+    value = normal(random);
+  TestMatrix matrix;
+  size_t row_bytes = kernels::row_bytes(type, columns);
+  matrix.bytes.resize(row_bytes * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(type, values.data() + r * columns, columns, matrix.bytes.data() + r * row_bytes);
+  matrix.view = {type, matrix.bytes.data(), rows, columns, row_bytes};
+  matrix.dequantized.resize(values.size());
+  for (int64_t r = 0; r < rows; ++r)
+    engine::dequantize_row(matrix.view, r, matrix.dequantized.data() + r * columns);
+  return matrix;
+}
+
+std::vector<float> random_inputs(int64_t count, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float& value : values)
+    value = normal(random);
+  return values;
+}
+
+std::vector<float> run_matmul(const CpuKernelTable& table, const TestMatrix& matrix,
+                              const std::vector<float>& x, int64_t tokens, int64_t row_begin,
+                              int64_t row_end) {
+  std::vector<float> y(static_cast<size_t>(tokens * matrix.view.rows), -1.0f);
+  std::vector<float> scratch(static_cast<size_t>(4 * matrix.view.columns));
+  table.matmul[matmul_index(matrix.view.type)](
+      {matrix.view.data, matrix.view.row_bytes, matrix.view.columns, row_begin, row_end, x.data(),
+       matrix.view.columns, tokens, y.data(), matrix.view.rows, scratch.data()});
+  return y;
+}
+
+class MatmulKernels : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(MatmulKernels, MatchReferenceArithmetic) {
+  TensorType type = GetParam();
+  // 96 columns: whole vectors for every instruction set; 172 (as stories260K's FFN) adds tails.
+  for (int64_t columns : {int64_t{96}, int64_t{172}}) {
+    if (columns % block_values(type) != 0) continue;
+    const int64_t rows = 37;
+    const int64_t tokens = 7;
+    TestMatrix matrix = random_matrix(type, rows, columns, 11);
+    std::vector<float> x = random_inputs(tokens * columns, 12);
+    for (const CpuKernelTable* table : available_tables()) {
+      std::vector<float> y = run_matmul(*table, matrix, x, tokens, 0, rows);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double expected = 0;
+          for (int64_t k = 0; k < columns; ++k) {
+            expected +=
+                static_cast<double>(matrix.dequantized[r * columns + k]) * x[t * columns + k];
+          }
+          EXPECT_NEAR(y[t * rows + r], expected, 1e-4 * (1 + std::fabs(expected)))
+              << table->instruction_set << " " << to_string(type) << " columns " << columns
+              << " row " << r << " token " << t;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
+  TensorType type = GetParam();
+  const int64_t rows = 29;
+  const int64_t columns = 160;
+  const int64_t tokens = 9;
+  TestMatrix matrix = random_matrix(type, rows, columns, 21);
+  std::vector<float> x = random_inputs(tokens * columns, 22);
+  for (const CpuKernelTable* table : available_tables()) {
+    std::vector<float> together = run_matmul(*table, matrix, x, tokens, 0, rows);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<float> alone_x(x.begin() + t * columns, x.begin() + (t + 1) * columns);
+      std::vector<float> alone = run_matmul(*table, matrix, alone_x, 1, 0, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(alone[r], together[t * rows + r])
+            << table->instruction_set << " token " << t << " row " << r;
+      }
+    }
+    // A thread taking rows 5..17 computes them exactly as the whole call did.
+    std::vector<float> partial = run_matmul(*table, matrix, x, tokens, 5, 17);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 5; r < 17; ++r)
+        ASSERT_EQ(partial[t * rows + r], together[t * rows + r]);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulKernels,
+                         ::testing::Values(TensorType::f32, TensorType::f16, TensorType::bf16,
+                                           TensorType::q8_0, TensorType::q4_0),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
+  const int64_t head_dim = 24;
+  const int64_t block_tokens = 16;
+  const int64_t group = 3;
+  const int64_t positions = 41;  // three blocks, the last one partial
+  // Blocks deliberately out of order in the pool, as a real block table would be.
+  const std::vector<int32_t> table = {2, 0, 1};
+  const size_t block_stride = static_cast<size_t>(2 * head_dim * block_tokens);
+  std::vector<float> pool(block_stride * 3, 0.0f);
+  std::vector<float> keys = random_inputs(positions * head_dim, 31);
+  std::vector<float> values = random_inputs(positions * head_dim, 32);
+  for (int64_t p = 0; p < positions; ++p) {
+    float* block = pool.data() + table[p / block_tokens] * block_stride;
+    for (int64_t d = 0; d < head_dim; ++d) {
+      block[d * block_tokens + p % block_tokens] = keys[p * head_dim + d];
+      block[head_dim * block_tokens + (p % block_tokens) * head_dim + d] = values[p * head_dim + d];
+    }
+  }
+  std::vector<float> queries = random_inputs(group * head_dim, 33);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (const CpuKernelTable* kernels : available_tables()) {
+    std::vector<float> scores(static_cast<size_t>(group * 48));
+    std::vector<float> out(static_cast<size_t>(group * head_dim));
+    kernels->attention({queries.data(), group, head_dim, pool.data(), table.data(), block_stride, 0,
+                        static_cast<size_t>(head_dim * block_tokens), block_tokens, positions,
+                        scale, scores.data(), out.data()});
+    for (int64_t h = 0; h < group; ++h) {
+      std::vector<double> weights(static_cast<size_t>(positions));
+      double largest = -1e300;
+      for (int64_t p = 0; p < positions; ++p) {
+        double dot = 0;
+        for (int64_t d = 0; d < head_dim; ++d)
+          dot += queries[h * head_dim + d] * keys[p * head_dim + d];
+        weights[p] = dot * scale;
+        largest = std::max(largest, weights[p]);
+      }
+      double total = 0;
+      for (double& weight : weights)
+        total += weight = std::exp(weight - largest);
+      for (int64_t d = 0; d < head_dim; ++d) {
+        double expected = 0;
+        for (int64_t p = 0; p < positions; ++p)
+          expected += weights[p] / total * values[p * head_dim + d];
+        EXPECT_NEAR(out[h * head_dim + d], expected, 1e-5)
+            << kernels->instruction_set << " head " << h << " dim " << d;
+      }
+    }
+  }
+}
+
+TEST(SiluKernel, MatchesDefinition) {
+  std::vector<float> gate = random_inputs(37, 41);
+  std::vector<float> up = random_inputs(37, 42);
+  for (const CpuKernelTable* kernels : available_tables()) {
+    std::vector<float> out(37);
+    kernels->silu_multiply(gate.data(), up.data(), out.data(), 37);
+    for (size_t i = 0; i < out.size(); ++i) {
+      double expected = gate[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))) * up[i];
+      EXPECT_NEAR(out[i], expected, 1e-5 * (1 + std::fabs(expected))) << kernels->instruction_set;
+    }
+  }
+}
+
+TEST(HalfPrecision, RoundTripsAndRoundsToNearestEven) {
+  for (float value : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
+    EXPECT_EQ(f16_to_f32(f32_to_f16(value)), value) << value;
+  }
+  // 1 + 2^-11 lies exactly between two halves; it rounds to the even one, 1.0.
+  EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f + 1.0f / 2048)), 1.0f);
+  EXPECT_EQ(f16_to_f32(f32_to_f16(1e6f)), INFINITY);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(3.140625f)), 3.140625f);
+}
+
+}  // namespace
+}  // namespace chatflow::kernels

@@ -1,0 +1,137 @@
+// Loading models: what is wrong with a file is named (architecture, tensor, shape, key), and a
+// prompt that cannot fit is refused before any work.
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "framework/engine/generator.h"
+#include "framework/engine/gguf_writer.h"
+#include "support/temp_model.h"
+
+namespace chatflow::engine {
+namespace {
+
+ModelShape small_shape() {
+  ModelShape shape;
+  shape.layers = 1;
+  shape.context = 64;
+  return shape;
+}
+
+// Rewrites the small test model through `edit`, which may drop or change entries.
+std::string rewritten(const std::string& name,
+                      const std::function<void(GgufWriter&, const GgufFile&)>& edit,
+                      const std::string& drop_tensor = "", const std::string& drop_key = "") {
+  auto source = GgufFile::open(testing::temp_model(small_shape()));
+  GgufWriter writer;
+  for (const auto& [key, value] : source->metadata()) {
+    if (key != drop_key) writer.copy(*source, key);
+  }
+  for (const auto& tensor : source->tensors()) {
+    if (tensor.name == drop_tensor) continue;
+    writer.add_tensor(tensor.name, tensor.shape, tensor.type,
+                      std::vector<uint8_t>(tensor.data, tensor.data + tensor.bytes));
+  }
+  edit(writer, *source);
+  std::string path = testing::temp_path(name + ".gguf");
+  writer.write(path);
+  return path;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    Model::load(path);
+  } catch (const GgufError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(ModelLoading, UnknownArchitectureIsRefusedByName) {
+  std::string path = rewritten("arch", [](GgufWriter& writer, const GgufFile&) {
+    writer.set_string("general.architecture", "gptj");
+  });
+  EXPECT_NE(load_error(path).find("architecture 'gptj' is not supported (supported: llama, qwen2)"),
+            std::string::npos)
+      << load_error(path);
+}
+
+TEST(ModelLoading, MissingTensorIsNamed) {
+  std::string path = rewritten(
+      "missing", [](GgufWriter&, const GgufFile&) {}, "blk.0.ffn_up.weight");
+  EXPECT_NE(load_error(path).find("tensor 'blk.0.ffn_up.weight' is missing"), std::string::npos)
+      << load_error(path);
+}
+
+TEST(ModelLoading, TensorOfTheWrongShapeIsNamedWithTheExpectedShape) {
+  std::string path = rewritten(
+      "shape",
+      [](GgufWriter& writer, const GgufFile&) {
+        writer.add_tensor("blk.0.attn_k.weight", {64, 64}, kernels::TensorType::f32,
+                          std::vector<uint8_t>(64 * 64 * 4));
+      },
+      "blk.0.attn_k.weight");
+  std::string error = load_error(path);
+  EXPECT_NE(error.find("tensor 'blk.0.attn_k.weight' has shape [64, 64], expected [64, 32]"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ModelLoading, VocabularyWithoutTokensIsRefused) {
+  std::string path = rewritten(
+      "notokens", [](GgufWriter&, const GgufFile&) {}, "", "tokenizer.ggml.tokens");
+  EXPECT_NE(load_error(path).find("tokenizer.ggml.tokens (an array of strings) is missing"),
+            std::string::npos);
+}
+
+TEST(ModelLoading, MissingRequiredHyperparameterIsNamed) {
+  std::string path = rewritten(
+      "nolayers", [](GgufWriter&, const GgufFile&) {}, "", "llama.block_count");
+  EXPECT_NE(load_error(path).find("required metadata 'llama.block_count' is missing"),
+            std::string::npos);
+}
+
+TEST(ModelLoading, QuantisedWeightsStayQuantisedInMemory) {
+  ModelShape shape = small_shape();
+  shape.type = kernels::TensorType::q4_0;
+  auto model = Model::load(testing::temp_model(shape));
+  EXPECT_EQ(model->layers()[0].query.type, kernels::TensorType::q4_0);
+  // The matrices point into the mapped file rather than into converted copies.
+  const GgufTensorInfo* tensor = model->file().find_tensor("blk.0.attn_q.weight");
+  EXPECT_EQ(model->layers()[0].query.data, tensor->data);
+}
+
+TEST(Generation, PromptLongerThanTheContextIsRefused) {
+  auto model = Model::load(testing::temp_model(small_shape()));
+  Generator generator(model, 1);
+  GenerationRequest request;
+  request.prompt.assign(64, 5);
+  try {
+    generator.generate(request);
+    FAIL() << "expected an error";
+  } catch (const std::length_error& error) {
+    EXPECT_NE(
+        std::string(error.what()).find("the prompt has 64 tokens; the model's context holds 64"),
+        std::string::npos);
+  }
+}
+
+TEST(Generation, StopsAtMaxTokensAndReportsWhy) {
+  auto model = Model::load(testing::temp_model(small_shape()));
+  Generator generator(model, 1);
+  GenerationRequest request;
+  request.prompt = model->tokenizer().encode("hello", true);
+  request.sampling.temperature = 0;
+  request.max_tokens = 5;
+  request.ignore_eos = true;
+  int calls = 0;
+  auto result = generator.generate(request, [&](const GeneratedToken&) { return ++calls < 100; });
+  EXPECT_EQ(result.tokens.size(), 5u);
+  EXPECT_EQ(result.reason, StopReason::length);
+  auto stopped = generator.generate(request, [&](const GeneratedToken&) { return false; });
+  EXPECT_EQ(stopped.tokens.size(), 1u);
+  EXPECT_EQ(stopped.reason, StopReason::stopped_by_caller);
+}
+
+}  // namespace
+}  // namespace chatflow::engine

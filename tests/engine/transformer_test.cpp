@@ -1,0 +1,140 @@
+// The forward pass against the plain reference implementation, for every tensor type and both
+// architectures; and batching: prefill in one piece, in pieces, or token by token, and sequences
+// sharing a step, all give bit-identical logits.
+#include "framework/engine/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "reference_transformer.h"
+#include "support/temp_model.h"
+
+namespace chatflow::engine {
+namespace {
+
+ModelShape shape_for(kernels::TensorType type, const std::string& architecture = "llama") {
+  ModelShape shape;
+  shape.architecture = architecture;
+  shape.dim = 64;
+  shape.layers = 2;
+  shape.heads = 4;
+  shape.kv_heads = 2;  // grouped-query attention
+  shape.ffn = 96;
+  shape.context = 256;
+  shape.type = type;
+  return shape;
+}
+
+float largest_magnitude(const std::vector<float>& values) {
+  float largest = 0;
+  for (float value : values)
+    largest = std::max(largest, std::fabs(value));
+  return largest;
+}
+
+void expect_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                  const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size());
+  float tolerance = 2e-3f * std::max(1.0f, largest_magnitude(expected));
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], tolerance) << what << ", logit " << i;
+  }
+}
+
+struct Engine {
+  explicit Engine(const std::string& path)
+      : model(Model::load(path)), transformer(model), threads(2), cache(model->config(), 16, 64) {}
+  std::vector<float> run(KvSequence& sequence, std::span<const TokenId> tokens) {
+    reserve(cache, sequence, sequence.length + static_cast<int64_t>(tokens.size()));
+    std::vector<float> logits(static_cast<size_t>(model->config().vocabulary));
+    SequenceChunk chunk{&sequence, tokens, true};
+    transformer.forward({&chunk, 1}, cache, threads, logits);
+    return logits;
+  }
+  std::shared_ptr<const Model> model;
+  Transformer transformer;
+  ComputeThreads threads;
+  KvCache cache;
+};
+
+class TransformerAgainstReference
+    : public ::testing::TestWithParam<std::tuple<kernels::TensorType, const char*>> {};
+
+TEST_P(TransformerAgainstReference, LogitsMatchForPrefillAndDecode) {
+  auto [type, architecture] = GetParam();
+  Engine engine(testing::temp_model(shape_for(type, architecture)));
+  testing::ReferenceTransformer reference(*engine.model);
+  std::vector<TokenId> prompt =
+      engine.model->tokenizer().encode("the cat sat on the mat, and it was happy", true);
+  ASSERT_GT(prompt.size(), 20u) << "a prompt long enough to span two KV blocks";
+  KvSequence sequence;
+  std::vector<float> logits = engine.run(sequence, prompt);
+  std::vector<float> expected;
+  for (TokenId token : prompt)
+    expected = reference.step(token);
+  expect_close(logits, expected, "after the prompt");
+  for (int step = 0; step < 6; ++step) {
+    TokenId next =
+        static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    logits = engine.run(sequence, {&next, 1});
+    expect_close(logits, reference.step(next), "decode step " + std::to_string(step));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TypesAndArchitectures, TransformerAgainstReference,
+    ::testing::Combine(::testing::Values(kernels::TensorType::f32, kernels::TensorType::f16,
+                                         kernels::TensorType::bf16, kernels::TensorType::q8_0,
+                                         kernels::TensorType::q4_0),
+                       ::testing::Values("llama", "qwen2")),
+    [](const auto& info) {
+      return std::string(kernels::to_string(std::get<0>(info.param))) + "_" +
+             std::get<1>(info.param);
+    });
+
+TEST(TransformerBatching, PrefillInOnePieceInPiecesOrTokenByTokenIsIdentical) {
+  Engine engine(testing::temp_model(shape_for(kernels::TensorType::f16)));
+  std::vector<TokenId> prompt =
+      engine.model->tokenizer().encode("one two three four five six seven eight nine", true);
+  KvSequence whole, pieces, single;
+  std::vector<float> whole_logits = engine.run(whole, prompt);
+  size_t half = prompt.size() / 2;
+  engine.run(pieces, {prompt.data(), half});
+  std::vector<float> pieces_logits =
+      engine.run(pieces, {prompt.data() + half, prompt.size() - half});
+  std::vector<float> single_logits;
+  for (TokenId token : prompt)
+    single_logits = engine.run(single, {&token, 1});
+  EXPECT_EQ(whole_logits, pieces_logits);
+  EXPECT_EQ(whole_logits, single_logits);
+}
+
+TEST(TransformerBatching, SequencesSharingAStepGetTheirOwnLogits) {
+  Engine engine(testing::temp_model(shape_for(kernels::TensorType::q8_0)));
+  const auto& tokenizer = engine.model->tokenizer();
+  std::vector<TokenId> a = tokenizer.encode("a short one", true);
+  std::vector<TokenId> b = tokenizer.encode("and a somewhat longer prompt than the first", true);
+  KvSequence alone_a, alone_b, together_a, together_b;
+  std::vector<float> expected_a = engine.run(alone_a, a);
+  std::vector<float> expected_b = engine.run(alone_b, b);
+  reserve(engine.cache, together_a, static_cast<int64_t>(a.size()));
+  reserve(engine.cache, together_b, static_cast<int64_t>(b.size()));
+  int64_t vocabulary = engine.model->config().vocabulary;
+  std::vector<float> logits(static_cast<size_t>(2 * vocabulary));
+  SequenceChunk chunks[] = {{&together_a, a, true}, {&together_b, b, true}};
+  engine.transformer.forward(chunks, engine.cache, engine.threads, logits);
+  EXPECT_EQ(std::vector<float>(logits.begin(), logits.begin() + vocabulary), expected_a);
+  EXPECT_EQ(std::vector<float>(logits.begin() + vocabulary, logits.end()), expected_b);
+}
+
+TEST(TransformerInput, TokenOutsideTheVocabularyIsRefused) {
+  Engine engine(testing::temp_model(shape_for(kernels::TensorType::f32)));
+  KvSequence sequence;
+  TokenId bad = static_cast<TokenId>(engine.model->config().vocabulary);
+  EXPECT_THROW(engine.run(sequence, {&bad, 1}), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace chatflow::engine

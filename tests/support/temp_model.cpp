@@ -1,0 +1,54 @@
+#include "temp_model.h"
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <unistd.h>
+
+namespace chatflow::testing {
+
+namespace {
+
+// One directory per test process, removed when the process ends.
+struct TemporaryDirectory {
+  TemporaryDirectory()
+      : path(std::filesystem::temp_directory_path() /
+             ("chatflow-tests-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path);
+  }
+  ~TemporaryDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::filesystem::path path;
+};
+
+}  // namespace
+
+std::string temp_path(const std::string& name) {
+  static TemporaryDirectory directory;
+  return (directory.path / name).string();
+}
+
+std::string temp_model(const engine::ModelShape& shape) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> written;
+  std::string key = shape.architecture + "-" + std::to_string(shape.dim) + "-" +
+                    std::to_string(shape.layers) + "-" + std::to_string(shape.heads) + "-" +
+                    std::to_string(shape.kv_heads) + "-" + std::to_string(shape.ffn) + "-" +
+                    std::to_string(shape.context) + "-" +
+                    std::string(kernels::to_string(shape.type)) + "-" + std::to_string(shape.seed) +
+                    (shape.tie_embeddings ? "-tied" : "") +
+                    (shape.vocabulary_from.empty()
+                         ? ""
+                         : "-" + std::filesystem::path(shape.vocabulary_from).stem().string());
+  std::lock_guard lock(mutex);
+  auto found = written.find(key);
+  if (found != written.end()) return found->second;
+  std::string path = temp_path(key + ".gguf");
+  engine::write_random_model(shape, path);
+  written.emplace(key, path);
+  return path;
+}
+
+}  // namespace chatflow::testing

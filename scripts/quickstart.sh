@@ -5,6 +5,7 @@
 #   scripts/quickstart.sh test           build (Release) and run the test suite (what CI runs)
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
+#   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers), 180 s each
 #   scripts/quickstart.sh build          install and build only
 set -euo pipefail
 
@@ -15,8 +16,9 @@ jobs=${CHATFLOW_JOBS:-$(nproc)}
 packages=(
   build-essential cmake ninja-build pkg-config git
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
-  libcli11-dev libgtest-dev graphviz
+  libcli11-dev libgtest-dev libutf8proc-dev graphviz
 )
+if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-dev); fi
 
 install_missing_packages() {
   local missing=()
@@ -94,8 +96,23 @@ case "$command" in
     build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHATFLOW_TSAN=ON -DTBB_DIR="$repo/build-tsan/onetbb/lib/cmake/TBB"
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" run_tests build-tsan
     ;;
+  fuzz)
+    seconds=${2:-180}
+    CC=clang CXX=clang++ build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHATFLOW_FUZZ=ON \
+      -DCHATFLOW_BUILD_TESTS=OFF -DCHATFLOW_CUDA=OFF
+    build build -DCMAKE_BUILD_TYPE=Release
+    corpus=build-fuzz/corpus
+    mkdir -p "$corpus/gguf" "$corpus/tokenizer"
+    ./build/chatflow make-model --dim 32 --layers 1 --heads 2 --ffn 64 -o "$corpus/gguf/llama-f32.gguf" >/dev/null
+    ./build/chatflow make-model --arch qwen2 --dim 32 --layers 1 --heads 2 --ffn 64 --type q4_0 \
+      -o "$corpus/gguf/qwen2-q4_0.gguf" >/dev/null
+    cp README.md "$corpus/tokenizer/"
+    if ls ../shared/models/vocab/*.inp >/dev/null 2>&1; then cp ../shared/models/vocab/*.inp "$corpus/tokenizer/"; fi
+    ./build-fuzz/tests/fuzz/fuzz_gguf -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=4096 "$corpus/gguf"
+    ./build-fuzz/tests/fuzz/fuzz_tokenizer -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=4096 "$corpus/tokenizer"
+    ;;
   *)
-    echo "usage: scripts/quickstart.sh [run|test|test-sanitize|test-tsan|build]" >&2
+    echo "usage: scripts/quickstart.sh [run|test|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2
     exit 2
     ;;
 esac

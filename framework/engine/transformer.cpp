@@ -139,7 +139,7 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
                         ? weights.rows
                         : std::max<int64_t>(16, weights.rows / (threads.threads() * 4));
     threads.parallel_for(weights.rows, grain, [&](int64_t begin, int64_t end) {
-      float* scratch = Workspace::sized(ws.scratch.local(), 4 * weights.columns);
+      float* scratch = Workspace::sized(ws.scratch.local(), kernels::matmul_scratch_floats(count));
       kernel({weights.data, weights.row_bytes, weights.columns, begin, end, x, weights.columns,
               count, y, weights.rows, scratch});
     });
@@ -201,21 +201,24 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
       for (int64_t t = 0; t < tokens; ++t)
         attention_work += (ws.positions[t] + 1) * q_dim;
       int64_t items = tokens * config.kv_heads;
-      threads.parallel_for(
-          items, attention_work < kParallelWork ? items : 1, [&](int64_t begin, int64_t end) {
-            for (int64_t item = begin; item < end; ++item) {
-              int64_t t = item / config.kv_heads;
-              int64_t g = item % config.kv_heads;
-              int64_t positions = ws.positions[t] + 1;
-              int64_t padded = (positions + block_tokens - 1) / block_tokens * block_tokens;
-              float* scores = Workspace::sized(ws.scratch.local(), group * padded);
-              kernels_.attention({query + t * q_dim + g * group * head_dim, group, head_dim, pool,
-                                  ws.owners[t]->blocks.data(), block_stride,
-                                  cache.key_offset(layer, g), cache.value_offset(layer, g),
-                                  block_tokens, positions, attention_scale, scores,
-                                  attended + t * q_dim + g * group * head_dim});
-            }
-          });
+      // Enough (token, head) items per task that scheduling stays a small part of the work.
+      int64_t attention_grain = attention_work < kParallelWork
+                                    ? items
+                                    : std::max<int64_t>(1, items / (8 * threads.threads()));
+      threads.parallel_for(items, attention_grain, [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t t = item / config.kv_heads;
+          int64_t g = item % config.kv_heads;
+          int64_t positions = ws.positions[t] + 1;
+          int64_t padded = (positions + block_tokens - 1) / block_tokens * block_tokens;
+          float* scores = Workspace::sized(ws.scratch.local(), group * padded);
+          kernels_.attention({query + t * q_dim + g * group * head_dim, group, head_dim, pool,
+                              ws.owners[t]->blocks.data(), block_stride, cache.key_offset(layer, g),
+                              cache.value_offset(layer, g), block_tokens, positions,
+                              attention_scale, scores,
+                              attended + t * q_dim + g * group * head_dim});
+        }
+      });
       matmul(weights.output, attended, tokens, projected);
       for (int64_t i = 0; i < tokens * dim; ++i)
         hidden[i] += projected[i];

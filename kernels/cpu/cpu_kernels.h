@@ -27,8 +27,18 @@ struct MatmulArgs {
   int64_t tokens;
   float* y;
   int64_t y_stride;
-  float* scratch;  // 4 * columns floats, for dequantised rows reused across many tokens
+  float* scratch;  // matmul_scratch_floats(tokens) floats; may be null when tokens <= 4
 };
+
+// The register tile of matrix products over many tokens: rows x tokens.
+inline constexpr int kManyTokenRows = 6;
+inline constexpr int kManyTokenTile = 4;
+
+// Scratch a matmul over `tokens` tokens needs (partial sums between column blocks), for any
+// vector width up to 16 floats.
+inline int64_t matmul_scratch_floats(int64_t tokens) {
+  return (tokens + kManyTokenTile - 1) / kManyTokenTile * kManyTokenRows * kManyTokenTile * 16;
+}
 
 // Attention of `group_size` query heads sharing one key/value head, for one token, over
 // `positions` cached positions stored in blocks of `block_tokens`: keys as

@@ -68,129 +68,228 @@ struct LoadQ4 {
   static typename S::V tail(const uint8_t*, int64_t, int) { return S::zero(); }
 };
 
-// R rows by T tokens. Each (row, token) pair has its own accumulator, stepping through the
-// columns in the same order, so the result never depends on R, T or the caller's tiling.
+// The canonical arithmetic of one (row, token) dot product, which every tiling below keeps:
+// S::kWidth lanes, lane i accumulating columns k = i (mod kWidth) in increasing k with fused
+// multiply-adds, then S::reduce_sum. Results therefore never depend on how many tokens or which
+// rows share a call.
 template <class S, class Load, int R, int T>
-inline void matmul_tile(const uint8_t* weights, size_t row_bytes, int64_t columns, const float* x,
-                        int64_t x_stride, float* y, int64_t y_stride) {
+struct Tile {
   using V = typename S::V;
   V accumulators[R][T];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      accumulators[r][t] = S::zero();
-  }
-  int64_t k = 0;
-  for (; k + S::kWidth <= columns; k += S::kWidth) {
-    V inputs[T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      inputs[t] = S::load(x + t * x_stride + k);
+
+  void zero() {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      V weight = Load::at(weights + r * row_bytes, k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
-        accumulators[r][t] = S::fma(weight, inputs[t], accumulators[r][t]);
+        accumulators[r][t] = S::zero();
     }
   }
-  if constexpr (Load::kHasTail) {
-    if (k < columns) {
-      int remaining = static_cast<int>(columns - k);
+  // Columns [begin, end): begin is a multiple of kWidth; only the last range may have a tail.
+  void accumulate(const uint8_t* weights, size_t row_bytes, int64_t begin, int64_t end,
+                  const float* x, int64_t x_stride) {
+    int64_t k = begin;
+    for (; k + S::kWidth <= end; k += S::kWidth) {
       V inputs[T];
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
-        inputs[t] = S::load_partial(x + t * x_stride + k, remaining);
+        inputs[t] = S::load(x + t * x_stride + k);
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        V weight = Load::tail(weights + r * row_bytes, k, remaining);
+        V weight = Load::at(weights + r * row_bytes, k);
+#pragma GCC unroll 8
         for (int t = 0; t < T; ++t)
           accumulators[r][t] = S::fma(weight, inputs[t], accumulators[r][t]);
       }
     }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      y[t * y_stride + r] = S::reduce_sum(accumulators[r][t]);
-  }
-}
-
-// Rows [row_begin, row_end) against up to four tokens.
-template <class S, class Load, int T>
-inline void matmul_rows(const uint8_t* weights, size_t row_bytes, int64_t columns,
-                        int64_t row_begin, int64_t row_end, const float* x, int64_t x_stride,
-                        float* y, int64_t y_stride) {
-  constexpr int kRows = T == 1 ? 8 : 4;
-  int64_t r = row_begin;
-  for (; r + kRows <= row_end; r += kRows) {
-    matmul_tile<S, Load, kRows, T>(weights + r * row_bytes, row_bytes, columns, x, x_stride, y + r,
-                                   y_stride);
-  }
-  for (; r < row_end; ++r) {
-    matmul_tile<S, Load, 1, T>(weights + r * row_bytes, row_bytes, columns, x, x_stride, y + r,
-                               y_stride);
-  }
-}
-
-template <class S, class Load>
-inline void matmul_tokens(const uint8_t* weights, size_t row_bytes, int64_t columns,
-                          int64_t row_begin, int64_t row_end, const float* x, int64_t x_stride,
-                          int64_t tokens, float* y, int64_t y_stride) {
-  for (int64_t t = 0; t < tokens; t += 4) {
-    const float* x_tile = x + t * x_stride;
-    float* y_tile = y + t * y_stride;
-    switch (std::min<int64_t>(4, tokens - t)) {
-      case 1:
-        matmul_rows<S, Load, 1>(weights, row_bytes, columns, row_begin, row_end, x_tile, x_stride,
-                                y_tile, y_stride);
-        break;
-      case 2:
-        matmul_rows<S, Load, 2>(weights, row_bytes, columns, row_begin, row_end, x_tile, x_stride,
-                                y_tile, y_stride);
-        break;
-      case 3:
-        matmul_rows<S, Load, 3>(weights, row_bytes, columns, row_begin, row_end, x_tile, x_stride,
-                                y_tile, y_stride);
-        break;
-      default:
-        matmul_rows<S, Load, 4>(weights, row_bytes, columns, row_begin, row_end, x_tile, x_stride,
-                                y_tile, y_stride);
-        break;
+    if constexpr (Load::kHasTail) {
+      if (k < end) {
+        int remaining = static_cast<int>(end - k);
+        V inputs[T];
+        for (int t = 0; t < T; ++t)
+          inputs[t] = S::load_partial(x + t * x_stride + k, remaining);
+        for (int r = 0; r < R; ++r) {
+          V weight = Load::tail(weights + r * row_bytes, k, remaining);
+          for (int t = 0; t < T; ++t)
+            accumulators[r][t] = S::fma(weight, inputs[t], accumulators[r][t]);
+        }
+      }
     }
   }
+  void save(float* out) const {
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t)
+        S::store(out + (r * T + t) * S::kWidth, accumulators[r][t]);
+    }
+  }
+  void restore(const float* in) {
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t)
+        accumulators[r][t] = S::load(in + (r * T + t) * S::kWidth);
+    }
+  }
+  void reduce(float* y, int64_t y_stride) const {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        y[t * y_stride + r] = S::reduce_sum(accumulators[r][t]);
+    }
+  }
+};
+
+// Few tokens (decoding): stream each row once, all columns in one go.
+template <class S, class Load, int T>
+inline void matmul_few_tokens(const MatmulArgs& args, const float* x, float* y) {
+  constexpr int kRows = T == 1 ? 8 : 4;
+  auto one = [&]<int R>(int64_t row) {
+    Tile<S, Load, R, T> tile;
+    tile.zero();
+    tile.accumulate(args.weights + row * args.row_bytes, args.row_bytes, 0, args.columns, x,
+                    args.x_stride);
+    tile.reduce(y + row, args.y_stride);
+  };
+  int64_t r = args.row_begin;
+  for (; r + kRows <= args.row_end; r += kRows)
+    one.template operator()<kRows>(r);
+  for (; r < args.row_end; ++r)
+    one.template operator()<1>(r);
+}
+
+// Columns per block when many tokens share the weights: a block of four rows and the tokens'
+// inputs for it stay in the first-level cache while every token tile passes over them.
+inline constexpr int64_t kColumnBlock = 1024;
+
+// Many tokens (prefill, batched decoding): six rows at a time, column block by column block,
+// every four-token tile of the batch in turn; partial accumulators wait in scratch between blocks.
+template <class S, class Load>
+inline void matmul_many_tokens(const MatmulArgs& args) {
+  constexpr int kRows = kManyTokenRows;  // six rows by four tokens: 24 accumulators, measured best
+  constexpr int kTokens = kManyTokenTile;
+  constexpr int64_t kTileFloats = kRows * kTokens * S::kWidth;
+  const int64_t tiles = (args.tokens + kTokens - 1) / kTokens;
+  auto rows = [&]<int R>(int64_t row) {
+    const uint8_t* weights = args.weights + row * args.row_bytes;
+    for (int64_t begin = 0; begin < args.columns; begin += kColumnBlock) {
+      int64_t end = std::min(args.columns, begin + kColumnBlock);
+      bool first = begin == 0;
+      bool last = end == args.columns;
+      for (int64_t tile_index = 0; tile_index < tiles; ++tile_index) {
+        int64_t t0 = tile_index * kTokens;
+        const float* x = args.x + t0 * args.x_stride;
+        float* saved = args.scratch + tile_index * kTileFloats;
+        auto run = [&]<int T>() {
+          Tile<S, Load, R, T> tile;
+          if (first) {
+            tile.zero();
+          } else {
+            tile.restore(saved);
+          }
+          tile.accumulate(weights, args.row_bytes, begin, end, x, args.x_stride);
+          if (last) {
+            tile.reduce(args.y + t0 * args.y_stride + row, args.y_stride);
+          } else {
+            tile.save(saved);
+          }
+        };
+        static_assert(kTokens == 4);
+        switch (std::min<int64_t>(kTokens, args.tokens - t0)) {
+          case 1:
+            run.template operator()<1>();
+            break;
+          case 2:
+            run.template operator()<2>();
+            break;
+          case 3:
+            run.template operator()<3>();
+            break;
+          default:
+            run.template operator()<4>();
+            break;
+        }
+      }
+    }
+  };
+  int64_t r = args.row_begin;
+  for (; r + kRows <= args.row_end; r += kRows)
+    rows.template operator()<kRows>(r);
+  for (; r < args.row_end; ++r)
+    rows.template operator()<1>(r);
 }
 
 template <class S, class Load>
 void matmul(const MatmulArgs& args) {
-  if constexpr (std::is_same_v<Load, LoadF32<S>>) {
-    matmul_tokens<S, Load>(args.weights, args.row_bytes, args.columns, args.row_begin, args.row_end,
-                           args.x, args.x_stride, args.tokens, args.y, args.y_stride);
-  } else {
-    if (args.tokens <= 4 || args.scratch == nullptr) {
-      matmul_tokens<S, Load>(args.weights, args.row_bytes, args.columns, args.row_begin,
-                             args.row_end, args.x, args.x_stride, args.tokens, args.y,
-                             args.y_stride);
-      return;
+  if (args.tokens > 4 && args.scratch != nullptr) {
+    matmul_many_tokens<S, Load>(args);
+    return;
+  }
+  for (int64_t t = 0; t < args.tokens; t += 4) {
+    const float* x = args.x + t * args.x_stride;
+    float* y = args.y + t * args.y_stride;
+    switch (std::min<int64_t>(4, args.tokens - t)) {
+      case 1:
+        matmul_few_tokens<S, Load, 1>(args, x, y);
+        break;
+      case 2:
+        matmul_few_tokens<S, Load, 2>(args, x, y);
+        break;
+      case 3:
+        matmul_few_tokens<S, Load, 3>(args, x, y);
+        break;
+      default:
+        matmul_few_tokens<S, Load, 4>(args, x, y);
+        break;
     }
-    // Many tokens: turn four rows into floats once, then reuse them for every token. The
-    // floats are exactly what the loader yields, so results equal the direct path bit for bit.
-    const int64_t columns = args.columns;
-    for (int64_t r0 = args.row_begin; r0 < args.row_end; r0 += 4) {
-      int64_t rows = std::min<int64_t>(4, args.row_end - r0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t* row = args.weights + (r0 + r) * args.row_bytes;
-        float* out = args.scratch + r * columns;
-        int64_t k = 0;
-        for (; k + S::kWidth <= columns; k += S::kWidth)
-          S::store(out + k, Load::at(row, k));
-        if (k < columns)
-          S::store_partial(out + k, Load::tail(row, k, static_cast<int>(columns - k)),
-                           static_cast<int>(columns - k));
+  }
+}
+
+// out[0..vectors*kWidth) (+ a partial tail of `tail` values) += sum over positions of weight *
+// value row, with the output in registers. Two sets of accumulators take alternate positions
+// (independent chains for the FMA units); they are added at the end.
+template <class S, int kVectors>
+inline void weighted_sum_of_values(const AttentionArgs& args, const float* weights, int64_t d0,
+                                   int tail, float* out) {
+  using V = typename S::V;
+  const int64_t block_tokens = args.block_tokens;
+  const int64_t head_dim = args.head_dim;
+  V even[kVectors];
+  V odd[kVectors];
+  for (int v = 0; v < kVectors; ++v)
+    even[v] = odd[v] = S::zero();
+  auto load = [&](const float* p, int v) {
+    return tail > 0 && v == kVectors - 1 ? S::load_partial(p + v * S::kWidth, tail)
+                                         : S::load(p + v * S::kWidth);
+  };
+  const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* values = args.pool + static_cast<size_t>(args.block_table[b]) * args.block_stride +
+                          args.value_offset + d0;
+    const float* block_weights = weights + b * block_tokens;
+    int64_t count = std::min(block_tokens, args.positions - b * block_tokens);
+    int64_t t = 0;
+    for (; t + 2 <= count; t += 2) {
+      V w0 = S::set1(block_weights[t]);
+      V w1 = S::set1(block_weights[t + 1]);
+      const float* row0 = values + t * head_dim;
+      const float* row1 = row0 + head_dim;
+#pragma GCC unroll 8
+      for (int v = 0; v < kVectors; ++v) {
+        even[v] = S::fma(w0, load(row0, v), even[v]);
+        odd[v] = S::fma(w1, load(row1, v), odd[v]);
       }
-      const auto* dequantised = reinterpret_cast<const uint8_t*>(args.scratch);
-      matmul_tokens<S, LoadF32<S>>(dequantised, static_cast<size_t>(columns) * 4, columns, 0, rows,
-                                   args.x, args.x_stride, args.tokens, args.y + r0, args.y_stride);
+    }
+    if (t < count) {
+      V w0 = S::set1(block_weights[t]);
+      for (int v = 0; v < kVectors; ++v)
+        even[v] = S::fma(w0, load(values + t * head_dim, v), even[v]);
+    }
+  }
+  for (int v = 0; v < kVectors; ++v) {
+    V sum = S::add(even[v], odd[v]);
+    if (tail > 0 && v == kVectors - 1) {
+      S::store_partial(out + v * S::kWidth, sum, tail);
+    } else {
+      S::store(out + v * S::kWidth, sum);
     }
   }
 }
@@ -203,7 +302,8 @@ void attention(const AttentionArgs& args) {
   const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
   const int64_t padded = blocks * block_tokens;
   // Scores: keys are stored [head_dim][block_tokens], so a vector of scores for consecutive
-  // positions builds up from one broadcast query value per dimension.
+  // positions builds up from one broadcast query value per dimension; four accumulators over the
+  // dimensions keep the FMA units busy.
   for (int64_t b = 0; b < blocks; ++b) {
     const float* keys =
         args.pool + static_cast<size_t>(args.block_table[b]) * args.block_stride + args.key_offset;
@@ -212,12 +312,17 @@ void attention(const AttentionArgs& args) {
       const float* query = args.queries + h * head_dim;
       float* scores = args.scores + h * padded + b * block_tokens;
       for (int64_t j = 0; j < count; j += S::kWidth) {
-        V accumulator = S::zero();
-        for (int64_t d = 0; d < head_dim; ++d) {
-          accumulator =
-              S::fma(S::set1(query[d]), S::load(keys + d * block_tokens + j), accumulator);
+        V a0 = S::zero(), a1 = S::zero(), a2 = S::zero(), a3 = S::zero();
+        int64_t d = 0;
+        for (; d + 4 <= head_dim; d += 4) {
+          a0 = S::fma(S::set1(query[d]), S::load(keys + d * block_tokens + j), a0);
+          a1 = S::fma(S::set1(query[d + 1]), S::load(keys + (d + 1) * block_tokens + j), a1);
+          a2 = S::fma(S::set1(query[d + 2]), S::load(keys + (d + 2) * block_tokens + j), a2);
+          a3 = S::fma(S::set1(query[d + 3]), S::load(keys + (d + 3) * block_tokens + j), a3);
         }
-        S::store(scores + j, S::mul(accumulator, S::set1(args.scale)));
+        for (; d < head_dim; ++d)
+          a0 = S::fma(S::set1(query[d]), S::load(keys + d * block_tokens + j), a0);
+        S::store(scores + j, S::mul(S::add(S::add(a0, a1), S::add(a2, a3)), S::set1(args.scale)));
       }
     }
   }
@@ -246,26 +351,24 @@ void attention(const AttentionArgs& args) {
     }
     float normaliser = 1.0f / S::reduce_sum(sum);
     float* out = args.out + h * head_dim;
-    for (int64_t d = 0; d < head_dim; ++d)
-      out[d] = 0.0f;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const float* values = args.pool +
-                            static_cast<size_t>(args.block_table[b]) * args.block_stride +
-                            args.value_offset;
-      int64_t count = std::min(block_tokens, n - b * block_tokens);
-      for (int64_t t = 0; t < count; ++t) {
-        V weight = S::set1(scores[b * block_tokens + t]);
-        const float* value = values + t * head_dim;
-        int64_t d = 0;
-        for (; d + S::kWidth <= head_dim; d += S::kWidth)
-          S::store(out + d, S::fma(weight, S::load(value + d), S::load(out + d)));
-        if (d < head_dim) {
-          int remaining = static_cast<int>(head_dim - d);
-          S::store_partial(out + d,
-                           S::fma(weight, S::load_partial(value + d, remaining),
-                                  S::load_partial(out + d, remaining)),
-                           remaining);
-        }
+    // Up to four vectors of the head at a time, in registers.
+    for (int64_t d0 = 0; d0 < head_dim; d0 += 4 * S::kWidth) {
+      int64_t width = std::min<int64_t>(4 * S::kWidth, head_dim - d0);
+      int vectors = static_cast<int>((width + S::kWidth - 1) / S::kWidth);
+      int tail = static_cast<int>(width % S::kWidth);
+      switch (vectors) {
+        case 1:
+          weighted_sum_of_values<S, 1>(args, scores, d0, tail, out + d0);
+          break;
+        case 2:
+          weighted_sum_of_values<S, 2>(args, scores, d0, tail, out + d0);
+          break;
+        case 3:
+          weighted_sum_of_values<S, 3>(args, scores, d0, tail, out + d0);
+          break;
+        default:
+          weighted_sum_of_values<S, 4>(args, scores, d0, tail, out + d0);
+          break;
       }
     }
     for (int64_t d = 0; d < head_dim; ++d)

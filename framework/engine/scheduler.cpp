@@ -1,0 +1,378 @@
+#include "scheduler.h"
+
+#include <algorithm>
+
+namespace chatflow::engine {
+
+struct Scheduler::Sequence {
+  Sequence(uint64_t id, SequenceSpec spec, std::shared_ptr<SequenceObserver> observer)
+      : id(id),
+        spec(std::move(spec)),
+        observer(std::move(observer)),
+        sampler(this->spec.sampling),
+        tokens(this->spec.prompt) {}
+
+  int64_t pending() const { return static_cast<int64_t>(tokens.size()) - kv.length; }
+
+  uint64_t id;
+  SequenceSpec spec;
+  std::shared_ptr<SequenceObserver> observer;
+  Sampler sampler;
+  KvSequence kv;
+  std::vector<TokenId> tokens;  // the prompt, then every generated token
+  int64_t generated = 0;
+  int64_t cached_tokens = 0;
+  bool admitted_before = false;
+  bool started = false;
+  bool planned = false;                // already in this step's batch: not a preemption victim
+  std::vector<uint64_t> block_hashes;  // hash chain of the full blocks of `tokens`
+  int64_t published_blocks = 0;        // blocks offered to the prefix cache so far
+};
+
+namespace {
+
+int64_t default_blocks(const ModelConfig& model, const SchedulerConfig& config) {
+  int64_t per_sequence =
+      (std::min<int64_t>(model.context, 2048) + config.block_tokens - 1) / config.block_tokens;
+  int64_t blocks = per_sequence * std::max<int64_t>(1, config.max_seqs);
+  // Cap the (lazily committed) pool at 4 GiB of address space.
+  int64_t block_bytes =
+      model.layers * 2 * model.kv_heads * model.head_dim * config.block_tokens * 4;
+  return std::max<int64_t>(per_sequence,
+                           std::min<int64_t>(blocks, (int64_t{4} << 30) / block_bytes));
+}
+
+}  // namespace
+
+Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerConfig config)
+    : model_(std::move(model)),
+      config_(config),
+      transformer_(model_),
+      threads_(config.threads),
+      cache_(model_->config(), config.block_tokens,
+             config.kv_blocks > 0 ? config.kv_blocks : default_blocks(model_->config(), config)),
+      prefix_cache_(cache_) {
+  stats_.total_blocks = cache_.total_blocks();
+  stats_.free_blocks = cache_.free_blocks();
+  thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+int64_t Scheduler::capacity_tokens() const {
+  return cache_.total_blocks() * cache_.block_tokens();
+}
+
+std::optional<std::string> Scheduler::validate(const SequenceSpec& spec) const {
+  const ModelConfig& model = model_->config();
+  const int64_t prompt = static_cast<int64_t>(spec.prompt.size());
+  if (prompt == 0) return "the prompt is empty";
+  for (TokenId token : spec.prompt) {
+    if (token < 0 || token >= model.vocabulary) {
+      return "token id " + std::to_string(token) + " is outside the vocabulary of " +
+             std::to_string(model.vocabulary);
+    }
+  }
+  if (spec.max_tokens < 1) return "max_tokens must be at least 1";
+  if (prompt + spec.max_tokens > model.context) {
+    return "this model's maximum context length is " + std::to_string(model.context) +
+           " tokens, but " + std::to_string(prompt + spec.max_tokens) + " were requested (" +
+           std::to_string(prompt) + " in the prompt, " + std::to_string(spec.max_tokens) +
+           " for the completion)";
+  }
+  if (prompt + spec.max_tokens > capacity_tokens()) {
+    return "the request needs " + std::to_string(prompt + spec.max_tokens) +
+           " tokens of KV cache, but the cache holds " + std::to_string(capacity_tokens());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Scheduler::submit(SequenceSpec spec,
+                                             std::shared_ptr<SequenceObserver> observer) {
+  if (auto error = validate(spec)) return error;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return "the engine is shutting down";
+    incoming_.push_back(
+        std::make_unique<Sequence>(next_id_++, std::move(spec), std::move(observer)));
+  }
+  work_.notify_one();
+  return std::nullopt;
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Scheduler::run() {
+  std::vector<std::unique_ptr<Sequence>> running;
+  std::deque<std::unique_ptr<Sequence>> waiting;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait(lock, [&] {
+        return stopping_ || !incoming_.empty() || !running.empty() || !waiting.empty();
+      });
+      for (auto& sequence : incoming_)
+        waiting.push_back(std::move(sequence));
+      incoming_.clear();
+      if (stopping_) break;
+    }
+    step(running, waiting);
+    refresh_stats(running, waiting);
+  }
+  for (auto& sequence : running) {
+    sequence->observer->on_error("the engine is shutting down");
+    release_sequence(*sequence);
+  }
+  for (auto& sequence : waiting) {
+    sequence->observer->on_error("the engine is shutting down");
+    release_sequence(*sequence);
+  }
+}
+
+void Scheduler::release_sequence(Sequence& sequence) {
+  release(cache_, sequence.kv);
+  sequence.published_blocks = 0;
+}
+
+void Scheduler::admit(Sequence& sequence) {
+  // Reuse cached full blocks, but always leave the last token to compute: its logits are needed.
+  int64_t reusable = (static_cast<int64_t>(sequence.tokens.size()) - 1) / cache_.block_tokens();
+  std::vector<BlockId> blocks;
+  if (config_.prefix_cache)
+    blocks = prefix_cache_.match(sequence.spec.cache_salt, sequence.tokens, reusable);
+  sequence.kv.blocks = blocks;
+  sequence.kv.length = static_cast<int64_t>(blocks.size()) * cache_.block_tokens();
+  sequence.published_blocks = static_cast<int64_t>(blocks.size());
+  if (!sequence.admitted_before) sequence.cached_tokens = sequence.kv.length;
+  sequence.admitted_before = true;
+}
+
+void Scheduler::publish_full_blocks(Sequence& sequence) {
+  if (!config_.prefix_cache) return;
+  const int64_t block_tokens = cache_.block_tokens();
+  int64_t full = sequence.kv.length / block_tokens;
+  while (static_cast<int64_t>(sequence.block_hashes.size()) < full) {
+    size_t b = sequence.block_hashes.size();
+    uint64_t parent =
+        b == 0 ? PrefixCache::root_hash(sequence.spec.cache_salt) : sequence.block_hashes[b - 1];
+    sequence.block_hashes.push_back(PrefixCache::block_hash(
+        parent, std::span(sequence.tokens).subspan(b * block_tokens, block_tokens)));
+  }
+  for (; sequence.published_blocks < full; ++sequence.published_blocks) {
+    size_t b = static_cast<size_t>(sequence.published_blocks);
+    prefix_cache_.insert(sequence.block_hashes[b],
+                         std::span(sequence.tokens).subspan(b * block_tokens, block_tokens),
+                         sequence.kv.blocks[b]);
+  }
+}
+
+bool Scheduler::reserve_for(Sequence& sequence, int64_t length,
+                            std::vector<std::unique_ptr<Sequence>>& running,
+                            std::deque<std::unique_ptr<Sequence>>& waiting) {
+  while (true) {
+    if (reserve(cache_, sequence.kv, length)) return true;
+    int64_t needed = (length + cache_.block_tokens() - 1) / cache_.block_tokens() -
+                     static_cast<int64_t>(sequence.kv.blocks.size());
+    if (prefix_cache_.make_room(needed)) continue;
+    // Preempt the newest sequence that arrived after this one and is not already in this step's
+    // batch: it is recomputed later.
+    auto victim = running.end();
+    for (auto it = running.begin(); it != running.end(); ++it) {
+      if (!(*it)->planned && (*it)->id > sequence.id &&
+          (victim == running.end() || (*it)->id > (*victim)->id))
+        victim = it;
+    }
+    if (victim == running.end()) return false;
+    release_sequence(**victim);
+    waiting.push_front(std::move(*victim));
+    running.erase(victim);
+    std::lock_guard lock(mutex_);
+    ++stats_.preemptions;
+  }
+}
+
+void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
+                     std::deque<std::unique_ptr<Sequence>>& waiting) {
+  // Cancelled sequences leave first, so their blocks are free for this very step.
+  auto drop_cancelled = [&](auto& list) {
+    for (auto it = list.begin(); it != list.end();) {
+      if ((*it)->observer->cancelled()) {
+        (*it)->observer->on_dropped();
+        release_sequence(**it);
+        it = list.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  drop_cancelled(running);
+  drop_cancelled(waiting);
+
+  struct Planned {
+    Sequence* sequence;
+    int64_t count;
+    bool logits;
+  };
+  std::vector<Planned> plan;
+  auto add = [&](Sequence& sequence, int64_t count, bool logits) {
+    sequence.planned = true;
+    plan.push_back({&sequence, count, logits});
+  };
+  for (auto& sequence : running)
+    sequence->planned = false;
+  int64_t budget = config_.max_batched_tokens;
+  std::sort(running.begin(), running.end(),
+            [](const auto& a, const auto& b) { return a->id < b->id; });
+
+  // 1. Every decoding sequence gets its next token (oldest first).
+  for (size_t i = 0; i < running.size() && budget > 0; ++i) {
+    Sequence& sequence = *running[i];
+    if (sequence.pending() != 1) continue;
+    if (!reserve_for(sequence, sequence.kv.length + 1, running, waiting)) continue;
+    add(sequence, 1, true);
+    --budget;
+  }
+  // 2. Prompts already under way continue, in chunks when allowed.
+  for (size_t i = 0; i < running.size() && budget > 0; ++i) {
+    Sequence& sequence = *running[i];
+    int64_t pending = sequence.pending();
+    if (pending <= 1) continue;
+    int64_t count = config_.chunked_prefill ? std::min(pending, budget) : pending;
+    if (!config_.chunked_prefill && count > budget && !plan.empty()) continue;
+    if (!reserve_for(sequence, sequence.kv.length + count, running, waiting)) continue;
+    add(sequence, count, count == pending);
+    budget -= count;
+  }
+  // 3. Admit waiting sequences while there is room.
+  while (!waiting.empty() && budget > 0 &&
+         static_cast<int64_t>(running.size()) < config_.max_seqs) {
+    Sequence& sequence = *waiting.front();
+    admit(sequence);
+    int64_t pending = sequence.pending();
+    int64_t count = config_.chunked_prefill ? std::min(pending, budget) : pending;
+    if ((!config_.chunked_prefill && count > budget && !plan.empty()) ||
+        !reserve_for(sequence, sequence.kv.length + count, running, waiting)) {
+      release_sequence(sequence);
+      break;
+    }
+    add(sequence, count, count == pending);
+    budget -= count;
+    running.push_back(std::move(waiting.front()));
+    waiting.pop_front();
+  }
+  if (plan.empty()) {
+    if (!running.empty() || !waiting.empty()) {
+      // Nothing can run: only possible when one sequence alone does not fit, which submit rules
+      // out.
+      for (auto& sequence : running) {
+        sequence->observer->on_error("the KV cache is too small to continue this request");
+        release_sequence(*sequence);
+      }
+      running.clear();
+    }
+    return;
+  }
+
+  std::vector<SequenceChunk> chunks;
+  int64_t logit_rows = 0;
+  int64_t prompt_tokens = 0;
+  for (const auto& entry : plan) {
+    Sequence& sequence = *entry.sequence;
+    chunks.push_back(
+        {&sequence.kv,
+         std::span(sequence.tokens)
+             .subspan(static_cast<size_t>(sequence.kv.length), static_cast<size_t>(entry.count)),
+         entry.logits});
+    logit_rows += entry.logits;
+    if (entry.count > 1 || !sequence.started) prompt_tokens += entry.count;
+  }
+  const int64_t vocabulary = model_->config().vocabulary;
+  logits_.resize(static_cast<size_t>(logit_rows * vocabulary));
+  try {
+    transformer_.forward(chunks, cache_, threads_, logits_);
+  } catch (const std::exception& error) {
+    for (const auto& entry : plan) {
+      entry.sequence->observer->on_error(std::string("the forward pass failed: ") + error.what());
+      entry.sequence->observer.reset();
+    }
+    std::erase_if(running, [&](const auto& sequence) {
+      if (sequence->observer) return false;
+      release_sequence(*sequence);
+      return true;
+    });
+    return;
+  }
+
+  int64_t row = 0;
+  int64_t generated = 0;
+  for (const auto& entry : plan) {
+    Sequence& sequence = *entry.sequence;
+    publish_full_blocks(sequence);
+    if (!entry.logits) continue;
+    std::span<float> logits(logits_.data() + row * vocabulary, static_cast<size_t>(vocabulary));
+    ++row;
+    std::span<const TokenId> history(sequence.tokens.data() + sequence.spec.prompt.size(),
+                                     sequence.tokens.size() - sequence.spec.prompt.size());
+    SampledToken sampled = sequence.sampler.sample(logits, history);
+    bool first = !sequence.started;
+    sequence.started = true;
+    if (!sequence.spec.ignore_eos &&
+        model_->tokenizer().vocabulary().is_end_of_generation(sampled.token)) {
+      sequence.observer->on_finish(FinishCause::end_of_generation,
+                                   {static_cast<int64_t>(sequence.spec.prompt.size()),
+                                    sequence.generated, sequence.cached_tokens});
+      sequence.observer.reset();
+      continue;
+    }
+    sequence.tokens.push_back(sampled.token);
+    ++sequence.generated;
+    ++generated;
+    sequence.observer->on_token(sampled, first,
+                                {static_cast<int64_t>(sequence.spec.prompt.size()),
+                                 sequence.generated, sequence.cached_tokens});
+    if (sequence.generated >= sequence.spec.max_tokens ||
+        static_cast<int64_t>(sequence.tokens.size()) >= model_->config().context) {
+      sequence.observer->on_finish(FinishCause::length,
+                                   {static_cast<int64_t>(sequence.spec.prompt.size()),
+                                    sequence.generated, sequence.cached_tokens});
+      sequence.observer.reset();
+    }
+  }
+  std::erase_if(running, [&](const auto& sequence) {
+    if (sequence->observer) return false;
+    release_sequence(*sequence);
+    return true;
+  });
+  std::lock_guard lock(mutex_);
+  ++stats_.steps;
+  stats_.prompt_tokens_computed += prompt_tokens;
+  stats_.generated_tokens += generated;
+}
+
+void Scheduler::refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
+                              const std::deque<std::unique_ptr<Sequence>>& waiting) {
+  int64_t sequence_blocks = 0;
+  for (const auto& sequence : running)
+    sequence_blocks += static_cast<int64_t>(sequence->kv.blocks.size());
+  std::lock_guard lock(mutex_);
+  stats_.running = static_cast<int64_t>(running.size());
+  stats_.waiting = static_cast<int64_t>(waiting.size() + incoming_.size());
+  stats_.free_blocks = cache_.free_blocks();
+  stats_.cached_blocks = prefix_cache_.cached_blocks();
+  stats_.evictable_blocks = prefix_cache_.evictable_blocks();
+  stats_.sequence_blocks = sequence_blocks;
+  stats_.prefix_queried_blocks = prefix_cache_.queried_blocks();
+  stats_.prefix_hit_blocks = prefix_cache_.hit_blocks();
+}
+
+}  // namespace chatflow::engine

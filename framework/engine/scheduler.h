@@ -1,0 +1,134 @@
+// Continuous batching on one engine thread. Every step gathers the next token of each running
+// sequence plus chunks of waiting prompts, within a token budget (max_batched_tokens) and a
+// sequence cap (max_seqs); runs one batched forward pass; samples each sequence with its own
+// parameters; and reports each new token to the sequence's observer. Decoding sequences are
+// served first, so long prompts never starve generation.
+//
+// When KV blocks run out, the newest running sequence is preempted: its blocks are released and
+// it is recomputed later from its tokens (which the prefix cache usually still holds).
+// A cancelled sequence leaves at the next step and its blocks return to the pool in that step.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "prefix_cache.h"
+#include "sampler.h"
+#include "transformer.h"
+
+namespace chatflow::engine {
+
+struct SchedulerConfig {
+  int threads = 1;
+  int64_t max_seqs = 64;
+  int64_t max_batched_tokens = 2048;
+  bool chunked_prefill = true;
+  int64_t block_tokens = 16;
+  int64_t kv_blocks =
+      0;  // 0: enough for max_seqs sequences of up to 2048 tokens, within the context
+  bool prefix_cache = true;
+};
+
+struct SequenceSpec {
+  std::vector<TokenId> prompt;
+  SamplingParams sampling;
+  int64_t max_tokens = 256;
+  bool ignore_eos = false;
+  std::string cache_salt;  // set by the server from the tenant, never by the client
+};
+
+struct SequenceUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+};
+
+enum class FinishCause { end_of_generation, length };
+
+// Called on the engine thread; must be quick and must not call back into the scheduler.
+class SequenceObserver {
+ public:
+  virtual ~SequenceObserver() = default;
+  // `first` marks the token that ends prefill (time to first token); `usage` counts so far.
+  virtual void on_token(const SampledToken& token, bool first, const SequenceUsage& usage) = 0;
+  virtual void on_finish(FinishCause cause, const SequenceUsage& usage) = 0;
+  virtual void on_error(const std::string& message) = 0;
+  // Polled once per step: true means drop the sequence (client gone, stream closed, ...).
+  virtual bool cancelled() const = 0;
+  // The sequence was dropped because cancelled() said so; nothing more will be called.
+  virtual void on_dropped() {}
+};
+
+struct SchedulerStats {
+  int64_t steps = 0;
+  int64_t prompt_tokens_computed = 0;  // prompt (and recomputed) tokens run through the model
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t prefix_queried_blocks = 0;
+  int64_t prefix_hit_blocks = 0;
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t total_blocks = 0;
+  int64_t free_blocks = 0;
+  int64_t cached_blocks = 0;     // held by the prefix cache
+  int64_t evictable_blocks = 0;  // cached and used by no sequence
+  int64_t sequence_blocks = 0;   // block references held by sequences
+};
+
+class Scheduler {
+ public:
+  Scheduler(std::shared_ptr<const Model> model, SchedulerConfig config);
+  ~Scheduler();  // fails the sequences still in flight, then stops the thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Why `spec` can never run (empty prompt, unknown token, more tokens than the context or the
+  // whole KV cache holds), or nullopt when it can.
+  std::optional<std::string> validate(const SequenceSpec& spec) const;
+  // Queues a sequence; returns validate()'s answer (and queues nothing) when it cannot run.
+  std::optional<std::string> submit(SequenceSpec spec, std::shared_ptr<SequenceObserver> observer);
+
+  SchedulerStats stats() const;
+  const Model& model() const { return *model_; }
+  const SchedulerConfig& config() const { return config_; }
+  int64_t capacity_tokens() const;
+
+ private:
+  struct Sequence;
+  void run();
+  void step(std::vector<std::unique_ptr<Sequence>>& running,
+            std::deque<std::unique_ptr<Sequence>>& waiting);
+  bool reserve_for(Sequence& sequence, int64_t length,
+                   std::vector<std::unique_ptr<Sequence>>& running,
+                   std::deque<std::unique_ptr<Sequence>>& waiting);
+  void admit(Sequence& sequence);
+  void publish_full_blocks(Sequence& sequence);
+  void release_sequence(Sequence& sequence);
+  void refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
+                     const std::deque<std::unique_ptr<Sequence>>& waiting);
+
+  std::shared_ptr<const Model> model_;
+  SchedulerConfig config_;
+  Transformer transformer_;
+  ComputeThreads threads_;
+  KvCache cache_;
+  PrefixCache prefix_cache_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  std::vector<std::unique_ptr<Sequence>> incoming_;
+  bool stopping_ = false;
+  SchedulerStats stats_;
+  uint64_t next_id_ = 0;
+  std::vector<float> logits_;
+  std::thread thread_;
+};
+
+}  // namespace chatflow::engine

@@ -1,0 +1,303 @@
+// Continuous batching: sequences decoded together give exactly the tokens each gives alone;
+// shared prefixes are computed once per tenant; cancelled sequences free their blocks; and a
+// pool too small for everyone preempts and still finishes every request correctly.
+#include "framework/engine/scheduler.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "framework/engine/generator.h"
+#include "support/temp_model.h"
+
+namespace chatflow::engine {
+namespace {
+
+class Collector final : public SequenceObserver {
+ public:
+  explicit Collector(int cancel_after = -1) : cancel_after_(cancel_after) {}
+
+  void on_token(const SampledToken& token, bool first, const SequenceUsage&) override {
+    std::lock_guard lock(mutex_);
+    if (first != tokens_.empty()) first_flag_wrong_ = true;
+    tokens_.push_back(token.token);
+    if (cancel_after_ >= 0 && static_cast<int>(tokens_.size()) >= cancel_after_) cancelled_ = true;
+  }
+  void on_finish(FinishCause cause, const SequenceUsage& usage) override {
+    std::lock_guard lock(mutex_);
+    cause_ = cause;
+    usage_ = usage;
+    done_ = true;
+    changed_.notify_all();
+  }
+  void on_error(const std::string& message) override {
+    std::lock_guard lock(mutex_);
+    error_ = message;
+    done_ = true;
+    changed_.notify_all();
+  }
+  bool cancelled() const override { return cancelled_.load(); }
+
+  bool wait() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; });
+  }
+  std::vector<TokenId> tokens() const {
+    std::lock_guard lock(mutex_);
+    return tokens_;
+  }
+  SequenceUsage usage() const {
+    std::lock_guard lock(mutex_);
+    return usage_;
+  }
+  std::string error() const {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+  bool first_flag_wrong() const { return first_flag_wrong_; }
+
+ private:
+  int cancel_after_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<TokenId> tokens_;
+  std::optional<FinishCause> cause_;
+  SequenceUsage usage_;
+  std::string error_;
+  bool done_ = false;
+  bool first_flag_wrong_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+std::shared_ptr<const Model> test_model() {
+  ModelShape shape;
+  shape.dim = 64;
+  shape.layers = 2;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.ffn = 96;
+  shape.context = 512;
+  shape.type = kernels::TensorType::q8_0;
+  return Model::load(testing::temp_model(shape));
+}
+
+const std::vector<std::string> kPrompts = {
+    "once",        "the quick brown fox jumps over the lazy dog",
+    "a",           "in a small village by the sea there lived an old fisherman and his cat",
+    "hello world", "tell me a story about a robot who learns to paint the night sky with stars and",
+    "x y z",       "she was",
+};
+
+SequenceSpec greedy(const Model& model, const std::string& text, int64_t max_tokens = 12) {
+  SequenceSpec spec;
+  spec.prompt = model.tokenizer().encode(text, true);
+  spec.sampling.temperature = 0;
+  spec.max_tokens = max_tokens;
+  spec.ignore_eos = true;
+  return spec;
+}
+
+std::vector<TokenId> alone(const std::shared_ptr<const Model>& model, const SequenceSpec& spec) {
+  Generator generator(model, 1);
+  GenerationRequest request;
+  request.prompt = spec.prompt;
+  request.sampling = spec.sampling;
+  request.max_tokens = spec.max_tokens;
+  request.ignore_eos = spec.ignore_eos;
+  return generator.generate(request).tokens;
+}
+
+void wait_until_idle(const Scheduler& scheduler) {
+  for (int i = 0; i < 5000; ++i) {
+    auto stats = scheduler.stats();
+    if (stats.running == 0 && stats.waiting == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  FAIL() << "the scheduler did not go idle";
+}
+
+class BatchedEqualsAlone : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(BatchedEqualsAlone, GreedyTokensDoNotDependOnTheBatch) {
+  auto [count, chunked] = GetParam();
+  auto model = test_model();
+  SchedulerConfig config;
+  config.max_seqs = 16;
+  config.max_batched_tokens = 24;  // small: prompts are chunked and share steps with decoding
+  config.chunked_prefill = chunked;
+  Scheduler scheduler(model, config);
+  std::vector<SequenceSpec> specs;
+  std::vector<std::shared_ptr<Collector>> collectors;
+  for (int i = 0; i < count; ++i) {
+    specs.push_back(greedy(*model,
+                           kPrompts[static_cast<size_t>(i) % kPrompts.size()] +
+                               std::string(static_cast<size_t>(i / 8), '!'),
+                           10 + i % 5));
+    collectors.push_back(std::make_shared<Collector>());
+  }
+  for (int i = 0; i < count; ++i)
+    ASSERT_FALSE(
+        scheduler.submit(specs[static_cast<size_t>(i)], collectors[static_cast<size_t>(i)]));
+  for (int i = 0; i < count; ++i) {
+    ASSERT_TRUE(collectors[static_cast<size_t>(i)]->wait());
+    EXPECT_EQ(collectors[static_cast<size_t>(i)]->error(), "");
+    EXPECT_EQ(collectors[static_cast<size_t>(i)]->tokens(),
+              alone(model, specs[static_cast<size_t>(i)]))
+        << "sequence " << i;
+    EXPECT_FALSE(collectors[static_cast<size_t>(i)]->first_flag_wrong());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SequencesAndChunking, BatchedEqualsAlone,
+                         ::testing::Combine(::testing::Values(1, 4, 16), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "_sequences_" +
+                                  (std::get<1>(info.param) ? "chunked" : "whole_prompts");
+                         });
+
+TEST(Scheduler, SeededSamplingIsTheSameInABatchAsAlone) {
+  auto model = test_model();
+  Scheduler scheduler(model, SchedulerConfig{});
+  std::vector<SequenceSpec> specs;
+  std::vector<std::shared_ptr<Collector>> collectors;
+  for (int i = 0; i < 6; ++i) {
+    SequenceSpec spec = greedy(*model, kPrompts[static_cast<size_t>(i)]);
+    spec.sampling.temperature = 0.9f;
+    spec.sampling.top_k = 20;
+    spec.sampling.seed = 100 + static_cast<uint64_t>(i);
+    specs.push_back(spec);
+    collectors.push_back(std::make_shared<Collector>());
+    ASSERT_FALSE(scheduler.submit(spec, collectors.back()));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ASSERT_TRUE(collectors[i]->wait());
+    EXPECT_EQ(collectors[i]->tokens(), alone(model, specs[i])) << "sequence " << i;
+  }
+}
+
+TEST(Scheduler, SharedPrefixIsComputedOnceAndOnlyForTheSameTenant) {
+  auto model = test_model();
+  Scheduler scheduler(model, SchedulerConfig{});
+  std::string prefix =
+      "You are a helpful assistant. Answer briefly and truthfully, and say so when you do not "
+      "know. "
+      "The user asks:";
+  SequenceSpec first = greedy(*model, prefix + " what is the sea?");
+  first.cache_salt = "tenant-a";
+  auto first_collector = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(first, first_collector));
+  ASSERT_TRUE(first_collector->wait());
+  wait_until_idle(scheduler);
+  int64_t after_first = scheduler.stats().prompt_tokens_computed;
+  EXPECT_EQ(after_first, static_cast<int64_t>(first.prompt.size()));
+  EXPECT_EQ(first_collector->usage().cached_tokens, 0);
+
+  SequenceSpec second = greedy(*model, prefix + " why is the sky blue?");
+  second.cache_salt = "tenant-a";
+  size_t shared = 0;
+  while (shared < std::min(first.prompt.size(), second.prompt.size()) &&
+         first.prompt[shared] == second.prompt[shared])
+    ++shared;
+  int64_t reusable = static_cast<int64_t>(shared) / 16 * 16;
+  ASSERT_GE(reusable, 64) << "the test prefix should span several blocks";
+  auto second_collector = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(second, second_collector));
+  ASSERT_TRUE(second_collector->wait());
+  wait_until_idle(scheduler);
+  int64_t computed = scheduler.stats().prompt_tokens_computed - after_first;
+  EXPECT_EQ(computed, static_cast<int64_t>(second.prompt.size()) - reusable)
+      << "only the new tokens are computed";
+  EXPECT_EQ(second_collector->usage().cached_tokens, reusable);
+  EXPECT_EQ(second_collector->tokens(), alone(model, second))
+      << "reused blocks give the same answer";
+
+  SequenceSpec other_tenant = second;
+  other_tenant.cache_salt = "tenant-b";
+  auto other_collector = std::make_shared<Collector>();
+  int64_t before_other = scheduler.stats().prompt_tokens_computed;
+  ASSERT_FALSE(scheduler.submit(other_tenant, other_collector));
+  ASSERT_TRUE(other_collector->wait());
+  wait_until_idle(scheduler);
+  EXPECT_EQ(scheduler.stats().prompt_tokens_computed - before_other,
+            static_cast<int64_t>(other_tenant.prompt.size()))
+      << "another tenant reuses nothing";
+  EXPECT_EQ(other_collector->usage().cached_tokens, 0);
+  EXPECT_EQ(other_collector->tokens(), second_collector->tokens());
+}
+
+TEST(Scheduler, CancellingMidGenerationReturnsEveryBlock) {
+  auto model = test_model();
+  SchedulerConfig config;
+  config.prefix_cache = false;
+  Scheduler scheduler(model, config);
+  std::vector<std::shared_ptr<Collector>> collectors;
+  for (int i = 0; i < 4; ++i) {
+    collectors.push_back(std::make_shared<Collector>(2));
+    ASSERT_FALSE(
+        scheduler.submit(greedy(*model, kPrompts[static_cast<size_t>(i)], 200), collectors.back()));
+  }
+  wait_until_idle(scheduler);
+  auto stats = scheduler.stats();
+  EXPECT_EQ(stats.free_blocks, stats.total_blocks) << "the pool is full again";
+  EXPECT_EQ(stats.sequence_blocks, 0);
+  for (const auto& collector : collectors)
+    EXPECT_LT(collector->tokens().size(), 10u) << "generation stopped early";
+}
+
+TEST(Scheduler, WithPrefixCachingCancelledBlocksAreFreeOrEvictable) {
+  auto model = test_model();
+  Scheduler scheduler(model, SchedulerConfig{});
+  auto collector = std::make_shared<Collector>(3);
+  ASSERT_FALSE(scheduler.submit(greedy(*model, kPrompts[3], 200), collector));
+  wait_until_idle(scheduler);
+  auto stats = scheduler.stats();
+  EXPECT_EQ(stats.sequence_blocks, 0);
+  EXPECT_EQ(stats.free_blocks + stats.evictable_blocks, stats.total_blocks);
+}
+
+TEST(Scheduler, PreemptionUnderATinyPoolStillCompletesEveryRequestCorrectly) {
+  auto model = test_model();
+  SchedulerConfig config;
+  config.kv_blocks = 12;  // 192 positions for six sequences needing ~45 each
+  config.max_batched_tokens = 64;
+  Scheduler scheduler(model, config);
+  std::vector<SequenceSpec> specs;
+  std::vector<std::shared_ptr<Collector>> collectors;
+  for (int i = 0; i < 6; ++i) {
+    specs.push_back(greedy(*model, kPrompts[static_cast<size_t>(i)], 30));
+    collectors.push_back(std::make_shared<Collector>());
+    ASSERT_FALSE(scheduler.submit(specs.back(), collectors.back()));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ASSERT_TRUE(collectors[i]->wait());
+    EXPECT_EQ(collectors[i]->error(), "");
+    EXPECT_EQ(collectors[i]->tokens(), alone(model, specs[i])) << "sequence " << i;
+  }
+  EXPECT_GT(scheduler.stats().preemptions, 0)
+      << "the pool was meant to be too small for everyone at once";
+}
+
+TEST(Scheduler, RequestThatCanNeverFitIsRefusedUpFront) {
+  auto model = test_model();
+  SchedulerConfig config;
+  config.kv_blocks = 4;  // 64 positions
+  Scheduler scheduler(model, config);
+  auto collector = std::make_shared<Collector>();
+  SequenceSpec too_long_for_context = greedy(*model, "hello", 600);
+  auto error = scheduler.submit(too_long_for_context, collector);
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->find("maximum context length is 512 tokens"), std::string::npos) << *error;
+  SequenceSpec too_big_for_cache = greedy(*model, "hello", 100);
+  error = scheduler.submit(too_big_for_cache, collector);
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->find("the cache holds 64"), std::string::npos) << *error;
+  SequenceSpec bad_token = greedy(*model, "hello");
+  bad_token.prompt.push_back(99999);
+  EXPECT_TRUE(scheduler.submit(bad_token, collector));
+}
+
+}  // namespace
+}  // namespace chatflow::engine

@@ -28,14 +28,16 @@ struct Fragment {
   TokenId token = kNoToken;
 };
 
-// Splits raw fragments around occurrences of special tokens, longest tokens first.
+// Splits raw fragments around occurrences of special tokens, longest tokens first. User-defined
+// tokens always match; control and unknown tokens only where `control_allowed` says so.
+template <class ControlAllowed>
 std::vector<Fragment> partition_special(std::string_view text, const Vocabulary& vocabulary,
-                                        bool parse_special) {
+                                        ControlAllowed control_allowed) {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({text, kNoToken});
   for (TokenId id : vocabulary.special_tokens) {
     const TokenInfo& token = vocabulary.tokens[static_cast<size_t>(id)];
-    if (!parse_special && token.kind != TokenKind::user_defined) continue;
+    bool user_defined = token.kind == TokenKind::user_defined;
     std::vector<Fragment> next;
     for (const Fragment& fragment : fragments) {
       if (fragment.token != kNoToken) {
@@ -43,11 +45,18 @@ std::vector<Fragment> partition_special(std::string_view text, const Vocabulary&
         continue;
       }
       std::string_view rest = fragment.text;
+      size_t searched = 0;
       size_t found;
-      while ((found = rest.find(token.text)) != std::string_view::npos) {
+      while ((found = rest.find(token.text, searched)) != std::string_view::npos) {
+        size_t begin = static_cast<size_t>(rest.data() - text.data()) + found;
+        if (!user_defined && !control_allowed(begin, begin + token.text.size())) {
+          searched = found + 1;
+          continue;
+        }
         if (found > 0) next.push_back({rest.substr(0, found), kNoToken});
         next.push_back({{}, id});
         rest.remove_prefix(found + token.text.size());
+        searched = 0;
       }
       if (!rest.empty()) next.push_back({rest, kNoToken});
     }
@@ -60,12 +69,31 @@ std::vector<Fragment> partition_special(std::string_view text, const Vocabulary&
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
+  return encode_with(text, add_special, parse_special, {});
+}
+
+std::vector<TokenId> Tokenizer::encode_trusted(
+    std::string_view text, bool add_special,
+    std::span<const std::pair<size_t, size_t>> trusted) const {
+  return encode_with(text, add_special, false, trusted);
+}
+
+std::vector<TokenId> Tokenizer::encode_with(
+    std::string_view text, bool add_special, bool parse_special,
+    std::span<const std::pair<size_t, size_t>> trusted) const {
   const Vocabulary& vocabulary = *vocabulary_;
   std::vector<TokenId> out;
   if (add_special && vocabulary.add_bos && vocabulary.bos != kNoToken)
     out.push_back(vocabulary.bos);
   bool previous_was_special = true;  // SentencePiece adds its space before the first word
-  for (const Fragment& fragment : partition_special(text, vocabulary, parse_special)) {
+  auto control_allowed = [&](size_t begin, size_t end) {
+    if (parse_special) return true;
+    for (const auto& [range_begin, range_end] : trusted) {
+      if (begin >= range_begin && end <= range_end) return true;
+    }
+    return false;
+  };
+  for (const Fragment& fragment : partition_special(text, vocabulary, control_allowed)) {
     if (fragment.token != kNoToken) {
       out.push_back(fragment.token);
       previous_was_special = true;

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vocabulary.h"
@@ -32,6 +33,11 @@ class Tokenizer {
   std::vector<TokenId> encode(std::string_view text, bool add_special,
                               bool parse_special = false) const;
 
+  // Like encode, but control tokens are recognised only inside the `trusted` byte ranges of
+  // `text` (what a chat template wrote), never in the parts users wrote.
+  std::vector<TokenId> encode_trusted(std::string_view text, bool add_special,
+                                      std::span<const std::pair<size_t, size_t>> trusted) const;
+
   // The bytes token `id` stands for. Control and unknown tokens give "" unless `special`.
   // Throws std::out_of_range for an id outside the vocabulary.
   std::string piece(TokenId id, bool special = false) const;
@@ -40,6 +46,8 @@ class Tokenizer {
   std::string decode(std::span<const TokenId> ids, bool special = false) const;
 
  private:
+  std::vector<TokenId> encode_with(std::string_view text, bool add_special, bool parse_special,
+                                   std::span<const std::pair<size_t, size_t>> trusted) const;
   void encode_fragment(std::string_view text, bool first_fragment, std::vector<TokenId>& out) const;
   void encode_sentencepiece(std::string_view text, std::vector<TokenId>& out) const;
   void encode_byte_pair(std::string_view text, std::vector<TokenId>& out) const;

@@ -15,10 +15,27 @@ enum class FinishReason { stop, length, content_filter };
 
 std::string_view to_string(FinishReason reason);
 
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+};
+
+// A token's log-probability, with the most likely alternatives when they were asked for.
+struct TokenLogprob {
+  int32_t token = -1;
+  std::string text;  // filled in by the detokenize stage
+  float logprob = 0;
+  std::vector<TokenLogprob> top;
+};
+
 struct Chunk {
   std::string text;                    // text delta; may be empty (e.g. the final chunk)
   std::vector<int32_t> token_ids;      // tokens this delta came from
   std::optional<FinishReason> finish;  // set on the last chunk of the stream only
+  std::vector<TokenLogprob> logprobs;  // one per token, when the request asked for them
+  std::optional<Usage> usage;          // on the last chunk: the request's token counts
+  std::string encoded;  // the chunk as the client receives it (SSE bytes), if an emitter stage ran
 
   bool is_final() const { return finish.has_value(); }
 };

@@ -69,6 +69,10 @@ const PipelineSpec& Pipeline::spec() const {
   return core_->spec();
 }
 
+std::shared_ptr<Resource> Pipeline::resource(const std::string& name) const {
+  return core_->resource(name);
+}
+
 size_t Pipeline::active_requests() const {
   return core_->active_requests();
 }

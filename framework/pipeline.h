@@ -40,6 +40,8 @@ class Pipeline {
   Admission submit(std::shared_ptr<Request> request);
 
   const PipelineSpec& spec() const;
+  // The resource declared under `name`, or nullptr (for metrics and tests).
+  std::shared_ptr<Resource> resource(const std::string& name) const;
   // Requests admitted and not yet finished.
   size_t active_requests() const;
   // Stops admitting (submit returns `closed`) and waits for the requests in flight to finish.

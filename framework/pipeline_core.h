@@ -126,6 +126,10 @@ class PipelineCore {
   void drain();
   size_t active_requests() const { return lifeline_->active.load(); }
   const PipelineSpec& spec() const { return spec_; }
+  std::shared_ptr<Resource> resource(const std::string& name) const {
+    auto found = resources_.find(name);
+    return found == resources_.end() ? nullptr : found->second;
+  }
 
   // --- Used by the stage API (ChunkWriter, Continuation, StageIo) ---
   void write_chunk(const std::shared_ptr<Request>& request, size_t stage, PortId port, Chunk chunk);

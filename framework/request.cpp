@@ -36,6 +36,23 @@ std::optional<std::string> Request::annotation(std::string_view key) const {
   return std::nullopt;
 }
 
+void Request::attach(const std::string& key, std::shared_ptr<void> value) {
+  for (auto& [existing_key, existing_value] : attachments_) {
+    if (existing_key == key) {
+      existing_value = std::move(value);
+      return;
+    }
+  }
+  attachments_.emplace_back(key, std::move(value));
+}
+
+std::shared_ptr<void> Request::find_attachment(const std::string& key) const {
+  for (const auto& [existing_key, value] : attachments_) {
+    if (existing_key == key) return value;
+  }
+  return nullptr;
+}
+
 std::string Request::last_user_message() const {
   for (auto message = messages.rbegin(); message != messages.rend(); ++message) {
     if (message->role == "user") return message->content;

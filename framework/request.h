@@ -36,11 +36,24 @@ struct Identity {
   std::vector<std::string> roles;
 };
 
-struct Usage {
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  int64_t cached_prompt_tokens = 0;
+// What the caller asked the model for; fields and defaults follow OpenAI's API.
+struct GenerationParams {
+  int64_t max_tokens = 256;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;  // 0: off
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool ignore_eos = false;
 };
+
+enum class RequestKind { chat, completion };
 
 // A failure of one request, in the shape of an OpenAI error response.
 struct RequestError {
@@ -86,12 +99,26 @@ class Request : public std::enable_shared_from_this<Request> {
   std::string id;
   Identity identity;
   std::string model;
-  std::vector<Message> messages;
+  RequestKind kind = RequestKind::chat;
+  std::vector<Message> messages;  // chat requests
+  std::string prompt;             // completion requests: the raw prompt text
+  GenerationParams generation;
+  bool stream = true;
+  bool include_usage = false;  // stream_options.include_usage
+  int64_t created = 0;         // Unix seconds, as the response reports it
   Clock::time_point deadline = Clock::time_point::max();
   std::shared_ptr<Sink> sink;
 
   // --- What stages found out. ---
   Usage usage;
+  std::vector<int32_t> prompt_tokens;  // set by the tokenize stage
+
+  // Typed objects one stage leaves for a later one (e.g. prefill's generation handle for decode).
+  void attach(const std::string& key, std::shared_ptr<void> value);
+  template <class T>
+  std::shared_ptr<T> attachment(const std::string& key) const {
+    return std::static_pointer_cast<T>(find_attachment(key));
+  }
   // Key/value notes stages leave for later stages, headers and the access log
   // (e.g. "cache" = "exact", "arm" = "b").
   void annotate(std::string key, std::string value);
@@ -122,7 +149,10 @@ class Request : public std::enable_shared_from_this<Request> {
   friend class detail::PipelineCore;
   friend struct detail::StageIoAccess;
 
+  std::shared_ptr<void> find_attachment(const std::string& key) const;
+
   std::vector<std::pair<std::string, std::string>> annotations_;
+  std::vector<std::pair<std::string, std::shared_ptr<void>>> attachments_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
   std::optional<RequestError> cancel_error_;

@@ -42,6 +42,8 @@ struct RunOptions {
   std::string file;
   std::string prompt;
   std::string system;
+  bool completion = false;  // send the prompt as a completion, without the chat template
+  SamplingOptions sampling;
 };
 int run_command(const RunOptions& options);
 
@@ -103,6 +105,7 @@ int make_model_command(const MakeModelOptions& options);
 struct BenchEngineOptions {
   std::string model;
   std::vector<int> threads = {1, 2};
+  std::vector<int> concurrency;  // when set: continuous-batching throughput instead of pp/tg
   int repetitions = 5;
   bool json = false;
   bool bandwidth = false;

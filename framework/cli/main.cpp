@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   run_app->add_option("file", run.file, "pipeline YAML file")->required();
   run_app->add_option("--prompt", run.prompt, "the user message")->required();
   run_app->add_option("--system", run.system, "an optional system message");
+  run_app->add_flag("--completion", run.completion, "a raw completion prompt (no chat template)");
+  add_sampling_options(run_app, run.sampling);
 
   BenchGraphOptions bench_graph;
   auto* bench_graph_app = app.add_subcommand(
@@ -165,6 +167,12 @@ int main(int argc, char** argv) {
   bench_engine_app->add_flag("--json", bench_engine.json, "print JSON instead of a table");
   bench_engine_app->add_flag("--bandwidth", bench_engine.bandwidth,
                              "also measure memory read bandwidth");
+  bench_engine_app
+      ->add_option(
+          "--concurrency", bench_engine.concurrency,
+          "sequences decoded together (e.g. 1,8,32): batching throughput and prefix-cache reuse")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
 
   try {
     app.parse(argc, argv);

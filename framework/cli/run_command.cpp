@@ -1,4 +1,5 @@
 // chatflow run FILE --prompt TEXT: one request through a pipeline, its stream printed as it comes.
+#include <chrono>
 #include <future>
 #include <iostream>
 
@@ -36,8 +37,28 @@ int run_command(const RunOptions& options) {
   }
   auto request = std::make_shared<Request>();
   request->id = "cli-1";
-  if (!options.system.empty()) request->messages.push_back({"system", options.system});
-  request->messages.push_back({"user", options.prompt});
+  request->created = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  if (options.completion) {
+    request->kind = RequestKind::completion;
+    request->prompt = options.prompt;
+  } else {
+    if (!options.system.empty()) request->messages.push_back({"system", options.system});
+    request->messages.push_back({"user", options.prompt});
+  }
+  const SamplingOptions& sampling = options.sampling;
+  GenerationParams& generation = request->generation;
+  generation.max_tokens = sampling.max_tokens;
+  generation.temperature = sampling.temperature;
+  generation.top_k = sampling.top_k;
+  generation.top_p = sampling.top_p;
+  generation.min_p = sampling.min_p;
+  generation.repetition_penalty = sampling.repetition_penalty;
+  generation.presence_penalty = sampling.presence_penalty;
+  generation.frequency_penalty = sampling.frequency_penalty;
+  if (sampling.seed >= 0) generation.seed = static_cast<uint64_t>(sampling.seed);
+  generation.stop = sampling.stop;
   auto sink = std::make_shared<PrintingSink>();
   request->sink = sink;
   std::future<void> done = sink->done();

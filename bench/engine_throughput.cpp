@@ -6,14 +6,17 @@
 // of five 1 GiB sequential reads), and the process's peak resident memory.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <immintrin.h>
 #include <iostream>
+#include <mutex>
 #include <sys/resource.h>
 #include <thread>
 #include <vector>
 
 #include "framework/cli/commands.h"
+#include "framework/engine/scheduler.h"
 #include "framework/engine/transformer.h"
 
 namespace chatflow::cli {
@@ -144,6 +147,122 @@ class EngineBench {
   std::vector<float> logits_;
 };
 
+// Records when each token of one sequence arrived.
+class TimingObserver final : public engine::SequenceObserver {
+ public:
+  void on_token(const engine::SampledToken&, bool, const engine::SequenceUsage&) override {
+    std::lock_guard lock(mutex_);
+    times_.push_back(Clock::now());
+  }
+  void on_finish(engine::FinishCause, const engine::SequenceUsage&) override { done(); }
+  void on_error(const std::string& message) override {
+    std::cerr << "bench sequence failed: " << message << "\n";
+    done();
+  }
+  bool cancelled() const override { return false; }
+
+  void wait() {
+    std::unique_lock lock(mutex_);
+    finished_.wait(lock, [this] { return done_; });
+  }
+  std::vector<Clock::time_point> times() const {
+    std::lock_guard lock(mutex_);
+    return times_;
+  }
+
+ private:
+  void done() {
+    std::lock_guard lock(mutex_);
+    done_ = true;
+    finished_.notify_all();
+  }
+  mutable std::mutex mutex_;
+  std::condition_variable finished_;
+  std::vector<Clock::time_point> times_;
+  bool done_ = false;
+};
+
+struct ConcurrencyFigures {
+  int concurrency;
+  double tokens_per_second;  // all sequences together
+  double inter_token_ms;     // mean gap between one sequence's tokens
+  double first_token_ms;     // mean time to first token
+};
+
+// `concurrency` sequences of `new_tokens` each, all submitted at once to one scheduler.
+ConcurrencyFigures measure_concurrency(const std::shared_ptr<const engine::Model>& model,
+                                       int threads, int concurrency, int64_t new_tokens) {
+  engine::SchedulerConfig config;
+  config.threads = threads;
+  config.max_seqs = std::max(concurrency, 1);
+  config.prefix_cache = false;
+  engine::Scheduler scheduler(model, config);
+  // Short prompts, as in chat turns: the figure is about generation. Eight tokens of text and one
+  // that differs per sequence.
+  auto text = model->tokenizer().encode("Once upon a time there was a little robot", true);
+  text.resize(std::min<size_t>(text.size(), 8));
+  std::vector<std::shared_ptr<TimingObserver>> observers;
+  auto start = Clock::now();
+  for (int i = 0; i < concurrency; ++i) {
+    engine::SequenceSpec spec;
+    spec.prompt = text;
+    spec.prompt.push_back(text[static_cast<size_t>(i) % text.size()]);  // distinct prompts
+    spec.sampling.temperature = 0;
+    spec.max_tokens = new_tokens;
+    spec.ignore_eos = true;
+    observers.push_back(std::make_shared<TimingObserver>());
+    if (auto error = scheduler.submit(spec, observers.back())) throw std::runtime_error(*error);
+  }
+  for (auto& observer : observers)
+    observer->wait();
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  double gaps = 0, firsts = 0;
+  for (auto& observer : observers) {
+    auto times = observer->times();
+    firsts += std::chrono::duration<double, std::milli>(times.front() - start).count();
+    gaps += std::chrono::duration<double, std::milli>(times.back() - times.front()).count() /
+            static_cast<double>(times.size() - 1);
+  }
+  return {concurrency, static_cast<double>(concurrency * new_tokens) / seconds, gaps / concurrency,
+          firsts / concurrency};
+}
+
+// Time to the first token of a prompt whose first `prefix` tokens are (or are not) cached.
+std::pair<double, double> measure_prefix_reuse(const std::shared_ptr<const engine::Model>& model,
+                                               int threads, int64_t prefix) {
+  engine::SchedulerConfig config;
+  config.threads = threads;
+  engine::Scheduler scheduler(model, config);
+  auto text = model->tokenizer().encode(
+      "The quick brown fox jumps over the lazy dog while the cat watches. ", false);
+  std::vector<engine::TokenId> shared;
+  while (static_cast<int64_t>(shared.size()) < prefix)
+    shared.push_back(text[shared.size() % text.size()]);
+  auto first_token_ms = [&](engine::TokenId suffix) {
+    engine::SequenceSpec spec;
+    spec.prompt = shared;
+    for (int i = 0; i < 8; ++i)
+      spec.prompt.push_back(suffix);
+    spec.sampling.temperature = 0;
+    spec.max_tokens = 1;
+    spec.ignore_eos = true;
+    auto observer = std::make_shared<TimingObserver>();
+    auto start = Clock::now();
+    if (auto error = scheduler.submit(spec, observer)) throw std::runtime_error(*error);
+    observer->wait();
+    return std::chrono::duration<double, std::milli>(observer->times().front() - start).count();
+  };
+  std::vector<double> cold, warm;
+  for (int repetition = 0; repetition < 5; ++repetition) {
+    engine::TokenId salt_token = text[static_cast<size_t>(repetition) % text.size()];
+    // A different first token per repetition keeps the cold run cold.
+    shared[0] = salt_token + repetition;
+    cold.push_back(first_token_ms(text[1]));
+    warm.push_back(first_token_ms(text[2]));
+  }
+  return {median(cold), median(warm)};
+}
+
 }  // namespace
 
 int bench_engine_command(const BenchEngineOptions& options) {
@@ -155,6 +274,42 @@ int bench_engine_command(const BenchEngineOptions& options) {
     return 1;
   }
   const auto& config = model->config();
+  if (!options.concurrency.empty()) {
+    int threads = options.threads.front();
+    std::vector<ConcurrencyFigures> figures;
+    for (int concurrency : options.concurrency)
+      figures.push_back(measure_concurrency(model, threads, concurrency, 128));
+    auto [cold, warm] = measure_prefix_reuse(model, threads, 512);
+    if (options.json) {
+      std::printf("{\"threads\": %d, \"concurrency\": [", threads);
+      for (size_t i = 0; i < figures.size(); ++i) {
+        std::printf(
+            "%s{\"sequences\": %d, \"tokens_per_s\": %.1f, \"inter_token_ms\": %.3f, "
+            "\"first_token_ms\": %.2f}",
+            i ? ", " : "", figures[i].concurrency, figures[i].tokens_per_second,
+            figures[i].inter_token_ms, figures[i].first_token_ms);
+      }
+      std::printf("], \"prefix512_cold_ms\": %.2f, \"prefix512_cached_ms\": %.2f}\n", cold, warm);
+      return 0;
+    }
+    std::printf("model: %s, %d thread%s, 128 new tokens per sequence, greedy\n\n",
+                options.model.c_str(), threads, threads == 1 ? "" : "s");
+    std::printf(
+        "| sequences | aggregate t/s | x one sequence | inter-token ms | first token ms |\n");
+    std::printf(
+        "|----------:|--------------:|---------------:|---------------:|---------------:|\n");
+    for (const auto& f : figures) {
+      std::printf("| %9d | %13.1f | %14.2f | %14.3f | %14.2f |\n", f.concurrency,
+                  f.tokens_per_second, f.tokens_per_second / figures.front().tokens_per_second,
+                  f.inter_token_ms, f.first_token_ms);
+    }
+    std::printf(
+        "\nprefix cache: time to first token of a 512-token shared prefix + 8 new tokens:\n"
+        "  cold %.2f ms, prefix cached %.2f ms: %.1f%% less\n"
+        "(first token ms: mean over sequences; all prompts arrive at once, 9 tokens each)\n",
+        cold, warm, 100.0 * (1.0 - warm / cold));
+    return 0;
+  }
   if (config.context < 512 + 1) {
     std::cerr << "chatflow: the model's context (" << config.context
               << ") is too short for pp512\n";

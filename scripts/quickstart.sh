@@ -14,7 +14,7 @@ cd "$repo"
 jobs=${CHATFLOW_JOBS:-$(nproc)}
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git curl ca-certificates
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
   libcli11-dev libgtest-dev libutf8proc-dev graphviz
 )
@@ -68,6 +68,35 @@ tsan_onetbb() {
   rm -rf "$work"
 }
 
+# The default model, in the order chatflow itself looks: $CHATFLOW_MODEL, models/ in the checkout,
+# ../shared/models/stories260K/; otherwise stories260K is downloaded from its public home and
+# checked against its published sha256.
+stories_url="https://huggingface.co/ggml-org/models/resolve/main/tinyllamas/stories260K.gguf"
+stories_sha256="270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"
+ensure_model() {
+  if [ -n "${CHATFLOW_MODEL:-}" ]; then
+    [ -f "$CHATFLOW_MODEL" ] && return 0
+    echo "quickstart: CHATFLOW_MODEL=$CHATFLOW_MODEL does not exist" >&2
+    exit 1
+  fi
+  if ls models/*.gguf >/dev/null 2>&1 || [ -f ../shared/models/stories260K/stories260K.gguf ]; then return 0; fi
+  echo "quickstart: no model found; downloading stories260K (1.2 MB) into models/"
+  mkdir -p models
+  if curl -fsSL --max-time 60 -o models/stories260K.gguf.part "$stories_url" &&
+     echo "$stories_sha256  models/stories260K.gguf.part" | sha256sum -c --quiet; then
+    mv models/stories260K.gguf.part models/stories260K.gguf
+    return 0
+  fi
+  rm -f models/stories260K.gguf.part
+  cat >&2 <<MESSAGE
+quickstart: could not download $stories_url
+  (no network access to Hugging Face, or the file changed). Fetch that file by other means, check
+  that its sha256 is $stories_sha256,
+  and put it at models/stories260K.gguf, or point CHATFLOW_MODEL at any llama or qwen2 GGUF file.
+MESSAGE
+  exit 1
+}
+
 run_tests() {  # run_tests DIR
   ctest --test-dir "$1" --output-on-failure -j "$jobs" -LE long
 }
@@ -80,8 +109,9 @@ case "$command" in
     ;;
   run)
     build build -DCMAKE_BUILD_TYPE=Release
-    echo "quickstart: chatflow run graphs/echo.yaml --prompt 'hello from chatflow'"
-    ./build/chatflow run graphs/echo.yaml --prompt "hello from chatflow"
+    ensure_model
+    echo "quickstart: chatflow run graphs/minimal.yaml --prompt 'Once upon a time'"
+    ./build/chatflow run graphs/minimal.yaml --prompt "Once upon a time" --max-tokens 64
     ;;
   test)
     build build -DCMAKE_BUILD_TYPE=Release

@@ -123,6 +123,21 @@ else
   echo "SKIP: ../shared/models/stories260K is not present"
 fi
 
+# run: the minimal model pipeline, on the model written above.
+out=$(CHATFLOW_MODEL="$work/model.gguf" "$chatflow" run graphs/minimal.yaml --prompt "hello" --temperature 0 --max-tokens 8 2>"$work/err"); rc=$?
+check "run minimal.yaml exits 0" test $rc -eq 0
+again=$(CHATFLOW_MODEL="$work/model.gguf" "$chatflow" run graphs/minimal.yaml --prompt "hello" --temperature 0 --max-tokens 8)
+check "run minimal.yaml is deterministic at temperature 0" test "$out" = "$again"
+direct=$("$chatflow" generate --model "$work/model.gguf" --prompt "hello" --temperature 0 --max-tokens 8)
+check "the pipeline answers as the engine does (plain template)" test "$out" = "$direct"
+CHATFLOW_MODEL="$work/nothing.gguf" "$chatflow" run graphs/minimal.yaml --prompt "x" 2>"$work/err"; rc=$?
+check "a missing model fails the build with its location" grep -q "minimal.yaml:8:3: error: resource 'llm' (gguf_model): .*nothing.gguf: cannot open" "$work/err"
+check "... and exits 1" test $rc -eq 1
+if [ -f ../shared/models/stories260K/stories260K.gguf ]; then
+  out=$(env -u CHATFLOW_MODEL "$chatflow" run graphs/minimal.yaml --prompt "Once upon a time" --temperature 0 --max-tokens 16)
+  check "the default model is found in ../shared" test "$out" = ", there was a little girl named Lily. She loved to play"
+fi
+
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?
 check "no subcommand is a usage error" test $rc -eq 2

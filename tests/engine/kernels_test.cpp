@@ -61,7 +61,7 @@ std::vector<float> run_matmul(const CpuKernelTable& table, const TestMatrix& mat
                               const std::vector<float>& x, int64_t tokens, int64_t row_begin,
                               int64_t row_end) {
   std::vector<float> y(static_cast<size_t>(tokens * matrix.view.rows), -1.0f);
-  std::vector<float> scratch(static_cast<size_t>(4 * matrix.view.columns));
+  std::vector<float> scratch(static_cast<size_t>(matmul_scratch_floats(tokens)));
   table.matmul[matmul_index(matrix.view.type)](
       {matrix.view.data, matrix.view.row_bytes, matrix.view.columns, row_begin, row_end, x.data(),
        matrix.view.columns, tokens, y.data(), matrix.view.rows, scratch.data()});

@@ -38,6 +38,14 @@ struct Chunk {
   std::string encoded;  // the chunk as the client receives it (SSE bytes), if an emitter stage ran
 
   bool is_final() const { return finish.has_value(); }
+
+  // A text delta and the tokens it came from.
+  static Chunk delta(std::string text, std::vector<int32_t> tokens = {}) {
+    Chunk chunk;
+    chunk.text = std::move(text);
+    chunk.token_ids = std::move(tokens);
+    return chunk;
+  }
 };
 
 }  // namespace chatflow

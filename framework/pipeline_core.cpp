@@ -256,7 +256,11 @@ void PipelineCore::deliver_to_stage(StageRunner& runner, StreamSlot& slot,
   }
   request.runtime_->timings[runner.index].record(start, now_ns());
   // A stage that swallowed the final chunk would leave the request open forever.
-  if (input_finish && !slot.ended) StreamEmitter::emit(&emitter, Chunk{{}, {}, input_finish});
+  if (input_finish && !slot.ended) {
+    Chunk last;
+    last.finish = input_finish;
+    StreamEmitter::emit(&emitter, std::move(last));
+  }
 }
 
 void PipelineCore::deliver_to_sink(StreamSlot&, const Envelope& envelope) {

@@ -88,6 +88,16 @@ struct StageTiming {
 
 using Clock = std::chrono::steady_clock;
 
+// When the engine queued, first scheduled, and finished this request's generation, and when its
+// first token was sampled: steady-clock nanoseconds, 0 until it happened. Written by the model
+// stages on the engine thread, read for metrics once the request has finished.
+struct GenerationTimes {
+  std::atomic<int64_t> queued_ns{0};
+  std::atomic<int64_t> scheduled_ns{0};
+  std::atomic<int64_t> first_token_ns{0};
+  std::atomic<int64_t> finished_ns{0};
+};
+
 class Request : public std::enable_shared_from_this<Request> {
  public:
   Request();
@@ -112,6 +122,7 @@ class Request : public std::enable_shared_from_this<Request> {
   // --- What stages found out. ---
   Usage usage;
   std::vector<int32_t> prompt_tokens;  // set by the tokenize stage
+  GenerationTimes generation_times;
 
   // Typed objects one stage leaves for a later one (e.g. prefill's generation handle for decode).
   void attach(const std::string& key, std::shared_ptr<void> value);

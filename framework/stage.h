@@ -63,7 +63,11 @@ class ChunkWriter {
   ~ChunkWriter();
 
   void write(Chunk chunk);
-  void finish(FinishReason reason) { write(Chunk{{}, {}, reason}); }
+  void finish(FinishReason reason) {
+    Chunk last;
+    last.finish = reason;
+    write(std::move(last));
+  }
   // Fails the request (e.g. the engine hit an error mid-stream), after the chunks already written.
   void fail(RequestError error);
 

@@ -35,7 +35,7 @@ class EchoStage final : public RequestStage {
         end = text.find_first_of(" \t\n", end);
         if (end == std::string::npos) end = text.size();
       }
-      writer.write(Chunk{text.substr(position, end - position), {}, std::nullopt});
+      writer.write(Chunk::delta(text.substr(position, end - position)));
       position = end;
     }
     writer.finish(FinishReason::stop);

@@ -50,9 +50,17 @@ void GenerationStream::resume_once() {
   if (continuation) continuation.resume(resume_port_);
 }
 
+void GenerationStream::on_admitted() {
+  if (auto request = request_.lock()) {
+    int64_t expected = 0;
+    request->generation_times.scheduled_ns.compare_exchange_strong(expected, now_ns());
+  }
+}
+
 void GenerationStream::on_token(const engine::SampledToken& token, bool first,
                                 const engine::SequenceUsage& usage) {
   if (first) {
+    if (auto request = request_.lock()) request->generation_times.first_token_ns = now_ns();
     // Written before the first chunk travels, so every later stage sees it.
     if (auto request = request_.lock()) request->usage.cached_prompt_tokens = usage.cached_tokens;
   }
@@ -70,6 +78,7 @@ void GenerationStream::on_token(const engine::SampledToken& token, bool first,
 }
 
 void GenerationStream::on_finish(engine::FinishCause cause, const engine::SequenceUsage& usage) {
+  if (auto request = request_.lock()) request->generation_times.finished_ns = now_ns();
   // Ended before any token (the first one was end-of-generation): nothing downstream reads the
   // request yet, so the count can still be written here.
   if (!started_) {
@@ -128,6 +137,7 @@ GgufModel::GgufModel(const Settings& settings) : model_(engine::Model::load(sett
   } else {
     throw ConfigError("unknown chat template '" + settings.chat_template + "'");
   }
+  block_tokens_ = settings.scheduler.block_tokens;
   name_ =
       settings.name.empty() ? std::filesystem::path(settings.path).stem().string() : settings.name;
   engine::SchedulerConfig scheduler = settings.scheduler;
@@ -139,6 +149,45 @@ GgufModel::GgufModel(const Settings& settings) : model_(engine::Model::load(sett
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   scheduler_ = std::make_unique<engine::Scheduler>(model_, scheduler);
+}
+
+int64_t GgufModel::context_length() const {
+  return model_->config().context;
+}
+
+std::vector<int32_t> GgufModel::tokenize(std::string_view text, bool add_special,
+                                         bool parse_special) const {
+  return tokenizer().encode(text, add_special, parse_special);
+}
+
+std::string GgufModel::detokenize(std::span<const int32_t> tokens) const {
+  const auto vocabulary = static_cast<int64_t>(tokenizer().vocabulary().size());
+  for (int32_t token : tokens) {
+    if (token < 0 || token >= vocabulary) {
+      throw std::out_of_range("token id " + std::to_string(token) +
+                              " is outside the vocabulary (0.." + std::to_string(vocabulary - 1) +
+                              ")");
+    }
+  }
+  return tokenizer().decode(tokens);
+}
+
+EngineStats GgufModel::engine_stats() const {
+  engine::SchedulerStats stats = scheduler_->stats();
+  EngineStats out;
+  out.running = stats.running;
+  out.waiting = stats.waiting;
+  out.kv_blocks_total = stats.total_blocks;
+  // Cached blocks no sequence uses are reclaimed on demand: they count as free, as in vLLM.
+  out.kv_blocks_used = stats.total_blocks - stats.free_blocks - stats.evictable_blocks;
+  out.kv_blocks_sequence = stats.sequence_blocks;
+  out.prefix_queried_tokens = stats.prefix_queried_blocks * block_tokens_;
+  out.prefix_hit_tokens = stats.prefix_hit_blocks * block_tokens_;
+  out.prompt_tokens_computed = stats.prompt_tokens_computed;
+  out.generated_tokens = stats.generated_tokens;
+  out.preemptions = stats.preemptions;
+  out.steps = stats.steps;
+  return out;
 }
 
 std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io,
@@ -164,6 +213,7 @@ std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});
   }
   // The stream holds the continuation, so the request cannot move on before the engine says so.
+  request.generation_times.queued_ns = now_ns();
   auto stream = std::make_shared<GenerationStream>(io.request_ptr(), io.defer(), resume_port);
   if (auto error = scheduler_->submit(std::move(spec), stream))
     stream->on_error(*error);  // shutting down

@@ -16,6 +16,7 @@
 #include "framework/engine/chat_template.h"
 #include "framework/engine/scheduler.h"
 #include "framework/registry.h"
+#include "framework/served_model.h"
 
 namespace chatflow {
 
@@ -35,6 +36,7 @@ class GenerationStream final : public engine::SequenceObserver {
   void on_error(const std::string& message) override;
   bool cancelled() const override;
   void on_dropped() override;
+  void on_admitted() override;
 
  private:
   void deliver(Chunk chunk);
@@ -52,7 +54,7 @@ class GenerationStream final : public engine::SequenceObserver {
   bool writer_done_ = false;  // the final chunk or an error went out: no writer is needed any more
 };
 
-class GgufModel final : public Resource {
+class GgufModel final : public Resource, public ServedModel {
  public:
   struct Settings {
     std::string path;
@@ -69,6 +71,13 @@ class GgufModel final : public Resource {
   const std::string& name() const { return name_; }
   engine::SchedulerStats stats() const { return scheduler_->stats(); }
 
+  const std::string& model_id() const override { return name_; }
+  int64_t context_length() const override;
+  std::vector<int32_t> tokenize(std::string_view text, bool add_special,
+                                bool parse_special) const override;
+  std::string detokenize(std::span<const int32_t> tokens) const override;
+  EngineStats engine_stats() const override;
+
   // Starts generating `request.prompt_tokens` and defers the request: it continues through
   // `resume_port` of the deferring stage when the first token exists. A request that can never
   // fit throws RequestFailure (400, context_length_exceeded).
@@ -79,6 +88,7 @@ class GgufModel final : public Resource {
   std::unique_ptr<engine::Scheduler> scheduler_;
   engine::ChatTemplate chat_template_;
   std::string name_;
+  int64_t block_tokens_;
 };
 
 // The attachment key under which prefill leaves the GenerationStream for decode.

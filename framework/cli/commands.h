@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,35 @@ struct RunOptions {
   SamplingOptions sampling;
 };
 int run_command(const RunOptions& options);
+
+struct ServeOptions {
+  std::string config = "configs/default.yaml";
+  std::string pipeline;  // set: serve this pipeline with default server settings
+  std::optional<std::string> host;
+  std::optional<int> port;
+  std::optional<std::string> access_log;
+};
+int serve_command(const ServeOptions& options);
+
+struct BenchServeOptions {
+  std::string url = "http://127.0.0.1:8000";
+  std::string endpoint = "chat";  // chat or completions
+  std::string model;              // empty: the first model the server lists
+  int concurrency = 8;
+  double rate = 0;  // requests per second (Poisson); 0: closed loop at `concurrency`
+  int requests = 200;
+  double duration_s = 0;  // > 0: send for this long instead of a number of requests
+  int max_tokens = 64;
+  double temperature = 1.0;
+  bool ignore_eos = true;  // every completion is max_tokens long, so runs compare
+  uint64_t seed = 1;
+  double slo_ttft_ms = 1000;
+  double slo_tpot_ms = 100;
+  std::string api_key = "none";
+  bool json = false;
+  bool verbose = false;
+};
+int bench_serve_command(const BenchServeOptions& options);
 
 struct BenchGraphOptions {
   int stages = 12;

@@ -68,6 +68,62 @@ int main(int argc, char** argv) {
   run_app->add_flag("--completion", run.completion, "a raw completion prompt (no chat template)");
   add_sampling_options(run_app, run.sampling);
 
+  ServeOptions serve;
+  auto* serve_app = app.add_subcommand(
+      "serve", "Serve a pipeline over the OpenAI HTTP API (chat, completions, SSE, metrics)");
+  serve_app->add_option("--config", serve.config, "serve file: server settings and the pipeline")
+      ->capture_default_str();
+  serve_app->add_option("--pipeline", serve.pipeline,
+                        "serve this pipeline YAML with default server settings instead");
+  serve_app->add_option("--host", serve.host, "address to listen on (overrides the file)");
+  serve_app->add_option("--port", serve.port, "TCP port; 0 picks a free one (overrides the file)")
+      ->check(CLI::Range(0, 65535));
+  serve_app->add_option("--access-log", serve.access_log,
+                        "JSON access log: stderr, stdout, off, or a file path");
+
+  BenchServeOptions bench_serve;
+  auto* bench_serve_app = app.add_subcommand(
+      "bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, throughput, goodput");
+  bench_serve_app->add_option("--url", bench_serve.url, "the server's base URL")
+      ->capture_default_str();
+  bench_serve_app->add_option("--endpoint", bench_serve.endpoint, "chat or completions")
+      ->check(CLI::IsMember({"chat", "completions"}))
+      ->capture_default_str();
+  bench_serve_app->add_option("--model", bench_serve.model,
+                              "model id (default: the first one the server lists)");
+  bench_serve_app
+      ->add_option("--concurrency", bench_serve.concurrency,
+                   "requests in flight (with --rate: at most)")
+      ->check(CLI::Range(1, 100'000))
+      ->capture_default_str();
+  bench_serve_app
+      ->add_option("--rate", bench_serve.rate, "Poisson arrivals per second; 0: closed loop")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  bench_serve_app->add_option("--requests", bench_serve.requests, "requests to send")
+      ->check(CLI::Range(1, 100'000'000))
+      ->capture_default_str();
+  bench_serve_app
+      ->add_option("--duration", bench_serve.duration_s,
+                   "send for this many seconds instead of --requests")
+      ->check(CLI::Range(0.0, 1e6));
+  bench_serve_app->add_option("--max-tokens", bench_serve.max_tokens)
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  bench_serve_app->add_option("--temperature", bench_serve.temperature)
+      ->check(CLI::Range(0.0, 2.0))
+      ->capture_default_str();
+  bench_serve_app->add_flag("--ignore-eos,!--no-ignore-eos", bench_serve.ignore_eos,
+                            "generate exactly --max-tokens (default on)");
+  bench_serve_app->add_option("--seed", bench_serve.seed)->capture_default_str();
+  bench_serve_app->add_option("--slo-ttft-ms", bench_serve.slo_ttft_ms, "goodput: TTFT at most")
+      ->capture_default_str();
+  bench_serve_app->add_option("--slo-tpot-ms", bench_serve.slo_tpot_ms, "goodput: TPOT at most")
+      ->capture_default_str();
+  bench_serve_app->add_option("--api-key", bench_serve.api_key, "sent as a Bearer token");
+  bench_serve_app->add_flag("--json", bench_serve.json, "print JSON instead of a table");
+  bench_serve_app->add_flag("--verbose", bench_serve.verbose, "print every failure");
+
   BenchGraphOptions bench_graph;
   auto* bench_graph_app = app.add_subcommand(
       "bench-graph", "Measure the runtime's own overhead through a chain of no-op stages");
@@ -184,6 +240,8 @@ int main(int argc, char** argv) {
   if (graph_app->parsed()) return graph_command(graph);
   if (stages_app->parsed()) return stages_command(stages);
   if (run_app->parsed()) return run_command(run);
+  if (serve_app->parsed()) return serve_command(serve);
+  if (bench_serve_app->parsed()) return bench_serve_command(bench_serve);
   if (bench_graph_app->parsed()) return bench_graph_command(bench_graph);
   if (inspect_app->parsed()) return inspect_command(inspect);
   if (tokenize_app->parsed()) return tokenize_command(tokenize);

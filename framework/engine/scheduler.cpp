@@ -23,6 +23,7 @@ struct Scheduler::Sequence {
   int64_t generated = 0;
   int64_t cached_tokens = 0;
   bool admitted_before = false;
+  bool reported_admission = false;
   bool started = false;
   bool planned = false;                // already in this step's batch: not a preemption victim
   std::vector<uint64_t> block_hashes;  // hash chain of the full blocks of `tokens`
@@ -267,6 +268,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
     }
     add(sequence, count, count == pending);
     budget -= count;
+    if (!sequence.reported_admission) sequence.observer->on_admitted();
+    sequence.reported_admission = true;
     running.push_back(std::move(waiting.front()));
     waiting.pop_front();
   }

@@ -64,6 +64,8 @@ class SequenceObserver {
   virtual bool cancelled() const = 0;
   // The sequence was dropped because cancelled() said so; nothing more will be called.
   virtual void on_dropped() {}
+  // The sequence left the queue and joined its first batch (the end of its queue time).
+  virtual void on_admitted() {}
 };
 
 struct SchedulerStats {

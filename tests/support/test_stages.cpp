@@ -73,7 +73,7 @@ class BranchStage final : public RequestStage {
   Route process(Request& request, StageIo& io) override {
     if (request.last_user_message().rfind("hit", 0) != 0) return Route::to(0);
     ChunkWriter writer = io.open_stream(1);
-    writer.write(Chunk{"cached", {}, std::nullopt});
+    writer.write(Chunk::delta("cached"));
     writer.finish(FinishReason::stop);
     return Route::streaming();
   }
@@ -103,7 +103,7 @@ class GenerateStage final : public RequestStage {
     ChunkWriter writer = io.open_stream(0);
     auto produce = [chunks = config_.chunks](ChunkWriter out) {
       for (int i = 0; i < chunks && !out.stopped(); ++i) {
-        out.write(Chunk{"t" + std::to_string(i) + " ", {i}, std::nullopt});
+        out.write(Chunk::delta("t" + std::to_string(i) + " ", {i}));
       }
       out.finish(FinishReason::length);
     };

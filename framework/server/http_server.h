@@ -1,0 +1,51 @@
+// The OpenAI-compatible HTTP server: Boost.Beast over Asio, HTTP/1.1 keep-alive, one strand per
+// connection. A chat or completion request becomes a Request submitted to the pipeline; its
+// chunks come back through a sink and go out as server-sent events (or one JSON body).
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}], GET /health,
+// GET /metrics, POST /tokenize, POST /detokenize.
+//
+// A client that goes away cancels its request through the pipeline. SIGTERM or SIGINT stops
+// accepting, lets requests in flight finish for up to shutdown_timeout_s, then cancels the rest
+// (streams end with an error event and [DONE]); a second signal cancels at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "framework/pipeline.h"
+#include "framework/server/server_config.h"
+
+namespace chatflow::server {
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerSettings settings);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens, and starts answering: until serve() every API route and /health answer
+  // 503 (loading). Throws std::runtime_error when the address cannot be bound.
+  void listen();
+  // The port actually bound (settings.port 0 picks a free one).
+  uint16_t port() const;
+
+  // Starts serving `pipeline`; its model resources give the model ids, tokenizer and engine
+  // metrics. Call once.
+  void serve(std::shared_ptr<Pipeline> pipeline);
+
+  // Runs the I/O threads (the calling one among them) until a shutdown completes. With
+  // `handle_signals`, SIGTERM and SIGINT start the graceful shutdown.
+  void run(bool handle_signals = true);
+
+  // Starts the graceful shutdown; safe from any thread.
+  void shutdown();
+
+  struct State;  // the implementation, shared with the connections
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace chatflow::server

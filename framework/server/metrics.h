@@ -1,0 +1,93 @@
+// Prometheus metrics: counters, gauges and histograms with labels, rendered in the text
+// exposition format for GET /metrics. Updates are lock-free atomics; only creating a new label
+// set takes a lock, so hot paths look their series up once and keep the reference.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace chatflow::server {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+class Counter {
+ public:
+  void add(double amount = 1) { value_.fetch_add(amount, std::memory_order_relaxed); }
+  double value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
+class Gauge {
+ public:
+  void set(double value) { value_.store(value, std::memory_order_relaxed); }
+  void add(double amount) { value_.fetch_add(amount, std::memory_order_relaxed); }
+  double value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative;  // one per bound, then +Inf
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  std::vector<double> upper_bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // per bound, then +Inf; not cumulative
+  std::atomic<double> sum_{0};
+};
+
+// Bucket bounds in seconds for request latencies (1 ms .. 10 min), as vLLM uses.
+std::vector<double> latency_buckets();
+// Bucket bounds for per-token latencies (1 ms .. 10 s).
+std::vector<double> token_latency_buckets();
+
+class MetricsRegistry {
+ public:
+  // Get-or-create: the same name and labels give the same series. A name has one type and help.
+  Counter& counter(const std::string& name, const std::string& help, const Labels& labels = {});
+  Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {});
+  Histogram& histogram(const std::string& name, const std::string& help,
+                       const std::vector<double>& upper_bounds, const Labels& labels = {});
+
+  // Values read at scrape time (engine gauges). `type` is "gauge" or "counter".
+  using Sampler = std::function<std::vector<std::pair<Labels, double>>()>;
+  void sampled(const std::string& name, const std::string& type, const std::string& help,
+               Sampler sampler);
+
+  std::string render() const;
+
+ private:
+  struct Family {
+    std::string type;
+    std::string help;
+    std::map<std::string, Labels> label_sets;  // key: rendered labels
+    std::map<std::string, std::unique_ptr<Counter>> counters;
+    std::map<std::string, std::unique_ptr<Gauge>> gauges;
+    std::map<std::string, std::unique_ptr<Histogram>> histograms;
+    std::vector<Sampler> samplers;
+  };
+  Family& family(const std::string& name, const std::string& type, const std::string& help);
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Family> families_;
+};
+
+}  // namespace chatflow::server

@@ -1,0 +1,40 @@
+// The serve file: the HTTP server's settings and the pipeline it serves.
+//
+//   server:
+//     host: 127.0.0.1
+//     port: 8000
+//   pipeline: ../graphs/minimal.yaml   # relative to this file
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "framework/diagnostics.h"
+
+namespace chatflow::server {
+
+struct ServerSettings {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int io_threads = 1;
+  int64_t max_body_bytes = 4 << 20;
+  int64_t max_connections = 1024;
+  double shutdown_timeout_s = 30;
+  double request_timeout_s = 600;
+  double keep_alive_timeout_s = 60;
+  // Seconds a client is told to wait (Retry-After) when the admission limit is reached.
+  int retry_after_s = 1;
+  // Where the JSON access log goes: stderr, stdout, off, or a file path.
+  std::string access_log = "stderr";
+};
+
+struct ServeConfig {
+  ServerSettings server;
+  std::string pipeline;  // resolved against the serve file's directory
+};
+
+// Reads and checks a serve file; every problem is reported at its file:line:column.
+std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostics& diagnostics);
+
+}  // namespace chatflow::server

@@ -1,4 +1,5 @@
-// echo: answers with the last user message, streamed a few words per chunk. It starts the
+// echo: answers with the last user message (or a completion's prompt), streamed a few words per
+// chunk. It starts the
 // response stream without a model, so a pipeline (and everything after it: stream stages, the
 // sink, the server) can be run and tested on any machine.
 #include "framework/registry.h"
@@ -16,14 +17,16 @@ class EchoStage final : public RequestStage {
   explicit EchoStage(EchoConfig config) : config_(std::move(config)) {}
 
   Route process(Request& request, StageIo& io) override {
-    bool has_user_message = false;
+    bool has_user_message = request.kind == RequestKind::completion;
     for (const auto& message : request.messages)
       has_user_message |= message.role == "user";
     if (!has_user_message) {
       throw RequestFailure(400, "invalid_request_error", "echo needs a user message to repeat");
     }
     ChunkWriter writer = io.open_stream(kOut);
-    std::string text = config_.prefix + request.last_user_message();
+    std::string text = config_.prefix + (request.kind == RequestKind::completion
+                                             ? request.prompt
+                                             : request.last_user_message());
     // A chunk is a run of words, each keeping the whitespace before it, so the chunks
     // concatenate back to exactly the input.
     size_t position = 0;
@@ -50,7 +53,8 @@ class EchoStage final : public RequestStage {
 StageTypeInfo echo_stage_type() {
   StageTypeBuilder<EchoConfig> type(
       "echo", StageKind::request,
-      "Streams the last user message back, a few words per chunk (no model needed).");
+      "Streams the last user message (or the prompt) back, a few words per chunk (no model "
+      "needed).");
   type.port("out", PortKind::stream, "the echoed text");
   type.config().key("prefix", &EchoConfig::prefix, "text sent before the echoed message");
   type.config()

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <iostream>
@@ -96,7 +97,7 @@ class Bench;
 // One keep-alive connection that runs one request at a time.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(net::io_context& io, Bench& bench) : socket_(io), bench_(bench) {}
+  Connection(net::io_context& io, Bench& bench) : socket_(io), timer_(io), bench_(bench) {}
   void run_next();
 
  private:
@@ -109,7 +110,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void fail(const std::string& what);
 
   tcp::socket socket_;
+  net::steady_timer timer_;
   Bench& bench_;
+  std::chrono::duration<double> backoff_{0};
   bool connected_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::response_parser<http::string_body>> parser_;
@@ -329,6 +332,12 @@ void Connection::read_body() {
         if (status == 503) {
           sample.rejected = true;
           sample.error = "503";
+          // A polite client waits as told before it asks again.
+          auto retry_after = self->parser_->get()[http::field::retry_after];
+          double wait = 1;
+          if (!retry_after.empty())
+            wait = std::clamp(std::atof(std::string(retry_after).c_str()), 0.0, 60.0);
+          self->backoff_ = std::chrono::duration<double>(wait);
         } else if (status != 200) {
           sample.error = "HTTP " + std::to_string(status) + ": " + self->parser_->get().body();
         } else if (!sample.error.empty()) {
@@ -392,6 +401,13 @@ void Connection::on_event(std::string_view data, Clock::time_point now) {
 
 void Connection::finish(Sample sample) {
   bench_.record(std::move(sample));
+  if (backoff_.count() > 0) {
+    auto wait = std::chrono::duration_cast<Clock::duration>(backoff_);
+    backoff_ = {};
+    timer_.expires_after(wait);
+    timer_.async_wait([self = shared_from_this()](beast::error_code) { self->run_next(); });
+    return;
+  }
   run_next();
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian 12 machine: installs what is missing, builds, and runs.
 #
-#   scripts/quickstart.sh run            build (Release) and run the main job
+#   scripts/quickstart.sh run            build (Release) and serve the default pipeline on
+#                                        http://127.0.0.1:8000 (CHATFLOW_PORT to change)
 #   scripts/quickstart.sh test           build (Release) and run the test suite (what CI runs)
+#   scripts/quickstart.sh test-long      the long tests: 64 clients x 30 s load, twice
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
 #   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers), 180 s each
@@ -16,8 +18,11 @@ jobs=${CHATFLOW_JOBS:-$(nproc)}
 packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
-  libcli11-dev libgtest-dev libutf8proc-dev graphviz
+  libcli11-dev libgtest-dev libutf8proc-dev libspdlog-dev graphviz
 )
+# The server tests drive it with Node.js and the official openai npm client. A node from
+# elsewhere (nodesource, nvm) is used as it is: Debian's npm package would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-dev); fi
 
 install_missing_packages() {
@@ -110,12 +115,16 @@ case "$command" in
   run)
     build build -DCMAKE_BUILD_TYPE=Release
     ensure_model
-    echo "quickstart: chatflow run graphs/minimal.yaml --prompt 'Once upon a time'"
-    ./build/chatflow run graphs/minimal.yaml --prompt "Once upon a time" --max-tokens 64
+    echo "quickstart: chatflow serve --config configs/default.yaml"
+    exec ./build/chatflow serve --config configs/default.yaml
     ;;
   test)
     build build -DCMAKE_BUILD_TYPE=Release
     run_tests build
+    ;;
+  test-long)
+    build build -DCMAKE_BUILD_TYPE=Release
+    ctest --test-dir build --output-on-failure -L long
     ;;
   test-sanitize)
     build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHATFLOW_SANITIZE=ON
@@ -142,7 +151,7 @@ case "$command" in
     ./build-fuzz/tests/fuzz/fuzz_tokenizer -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=4096 "$corpus/tokenizer"
     ;;
   *)
-    echo "usage: scripts/quickstart.sh [run|test|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2
+    echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2
     exit 2
     ;;
 esac

@@ -43,7 +43,8 @@ stages:
 // Starts the server; resolves once it printed its URL. `args` go after `serve`.
 export async function startServer(args) {
   const accessLog = path.join(scratch, `access-${process.pid}-${Math.random().toString(16).slice(2)}.log`);
-  const child = spawn(chatflow, ['serve', '--port', '0', '--access-log', accessLog, ...args], {
+  const logArgs = args.includes('--access-log') ? [] : ['--access-log', accessLog];
+  const child = spawn(chatflow, ['serve', '--port', '0', ...logArgs, ...args], {
     cwd: sourceDir,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,6 +1,9 @@
 #include "request.h"
 
+#include <cstdio>
+
 #include "pipeline_core.h"
+#include "sink.h"
 
 namespace chatflow {
 
@@ -17,7 +20,15 @@ std::string_view to_string(FinishReason reason) {
 }
 
 Request::Request() = default;
-Request::~Request() = default;
+Request::~Request() {
+  if (!sink) return;
+  try {
+    sink->on_released(*this);
+  } catch (const std::exception& failure) {
+    std::fprintf(stderr, "chatflow: sink failed releasing request '%s': %s\n", id.c_str(),
+                 failure.what());
+  }
+}
 
 void Request::annotate(std::string key, std::string value) {
   for (auto& [existing_key, existing_value] : annotations_) {

@@ -17,6 +17,12 @@ class Sink {
   // it failed (or was cancelled); otherwise `request.finish_reason()` says how it ended.
   // Runs on a pipeline or engine thread: hand heavy work elsewhere.
   virtual void on_finish(Request& request) = 0;
+
+  // When the last reference to the request is gone: nothing reads or writes it any more. A
+  // cancelled request's sink hears on_finish at once, while stages may still be busy with it;
+  // whatever reads what stages wrote (usage, annotations, identity) for logs and metrics
+  // belongs here. Runs on whichever thread let go last, and must not throw.
+  virtual void on_released(const Request& /*request*/) {}
 };
 
 }  // namespace chatflow

@@ -24,9 +24,9 @@ class EchoStage final : public RequestStage {
       throw RequestFailure(400, "invalid_request_error", "echo needs a user message to repeat");
     }
     ChunkWriter writer = io.open_stream(kOut);
-    std::string text = config_.prefix + (request.kind == RequestKind::completion
-                                             ? request.prompt
-                                             : request.last_user_message());
+    std::string text =
+        config_.prefix +
+        (request.kind == RequestKind::completion ? request.prompt : request.last_user_message());
     // A chunk is a run of words, each keeping the whitespace before it, so the chunks
     // concatenate back to exactly the input.
     size_t position = 0;

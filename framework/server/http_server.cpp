@@ -129,7 +129,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
         io(this->settings.io_threads),
         acceptor(io),
         drain_timer(io),
-        access_log(this->settings.access_log) {}
+        access_log(std::make_shared<AccessLog>(this->settings.access_log)) {}
 
   std::shared_ptr<const Served> served_snapshot() {
     std::lock_guard lock(mutex);
@@ -168,7 +168,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::optional<net::signal_set> signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   MetricsRegistry metrics;
-  AccessLog access_log;
+  std::shared_ptr<AccessLog> access_log;
   std::atomic<bool> draining{false};
   bool cancelled_in_flight = false;  // io thread of the drain timer only
   std::chrono::steady_clock::time_point drain_deadline;
@@ -184,8 +184,9 @@ namespace {
 // How one exchange ended, as the sink saw it.
 struct Outcome {
   std::string body;  // the non-streaming JSON response, when the request succeeded
-  std::optional<double> ttft_ms;
 };
+
+class HttpSink;
 
 }  // namespace
 
@@ -575,7 +576,7 @@ class Session : public std::enable_shared_from_this<Session> {
       record.status = response.status;
       record.total_ms = static_cast<double>(now_ns() - received_ns_) / 1e6;
       if (error) record.error_code = error->code.empty() ? error->type : error->code;
-      state_->access_log.write(record);
+      state_->access_log->write(record);
     }
     next_request();
   }
@@ -675,6 +676,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string endpoint_;
   int64_t received_ns_ = 0;
   std::shared_ptr<Request> request_;
+  std::shared_ptr<HttpSink> sink_;
   bool streaming_ = false;
   bool headers_sent_ = false;
   bool gone_ = false;
@@ -684,12 +686,22 @@ namespace {
 
 class HttpSink final : public Sink {
  public:
-  HttpSink(std::shared_ptr<Session> session, uint64_t exchange,
-           std::shared_ptr<const Served> served, bool stream, int64_t received_ns)
+  // Who asked, for the access log.
+  struct Exchange {
+    std::string method;
+    std::string path;
+    std::string remote;
+  };
+
+  HttpSink(std::shared_ptr<Session> session, uint64_t exchange_id,
+           std::shared_ptr<const Served> served, std::shared_ptr<AccessLog> access_log, bool stream,
+           int64_t received_ns, Exchange exchange)
       : session_(std::move(session)),
-        exchange_(exchange),
+        exchange_id_(exchange_id),
         served_(std::move(served)),
-        stream_(stream) {
+        access_log_(std::move(access_log)),
+        stream_(stream),
+        exchange_(std::move(exchange)) {
     times_.received_ns = received_ns;
   }
 
@@ -714,7 +726,7 @@ class HttpSink final : public Sink {
       } else if (!pipeline_encodes_) {
         bytes = encoder_.encode(request, chunk);
       }
-      if (!bytes.empty()) session_->deliver(exchange_, std::move(bytes));
+      if (!bytes.empty()) session_->deliver(exchange_id_, std::move(bytes));
     } else {
       text_ += chunk.text;
       logprobs_.insert(logprobs_.end(), chunk.logprobs.begin(), chunk.logprobs.end());
@@ -722,26 +734,61 @@ class HttpSink final : public Sink {
   }
 
   void on_finish(Request& request) override {
-    served_->metrics->observe_finished(request, times_);
     Outcome outcome;
-    if (times_.first_token_ns > 0) {
-      outcome.ttft_ms = static_cast<double>(times_.first_token_ns - times_.received_ns) / 1e6;
-    }
+    // Only a request that ended normally has passed every stage: then its usage is final.
     if (!stream_ && !request.error()) outcome.body = completion_json(request, text_, logprobs_);
-    session_->complete(exchange_, std::move(outcome));
+    session_->complete(exchange_id_, std::move(outcome));
     session_.reset();  // the request holds this sink: let go of the connection now
+  }
+
+  // The connection's last word on the exchange: the status the client got (499: it left).
+  void set_status(int status) { status_ = status; }
+
+  // Metrics and the access log read what stages wrote, so they wait until no stage can still be
+  // writing (a cancelled request finishes while stages may be busy with it).
+  void on_released(const Request& request) override {
+    if (status_ == 0) return;  // never answered through this sink
+    served_->metrics->observe_finished(request, times_);
+    AccessRecord record;
+    record.id = request.id;
+    record.method = exchange_.method;
+    record.path = exchange_.path;
+    record.remote = exchange_.remote;
+    record.status = status_;
+    record.tenant = request.identity.tenant;
+    record.user = request.identity.user;
+    record.model = request.model;
+    record.stream = stream_;
+    record.prompt_tokens = request.usage.prompt_tokens;
+    record.completion_tokens = request.usage.completion_tokens;
+    record.cached_tokens = request.usage.cached_prompt_tokens;
+    if (times_.first_token_ns > 0) {
+      record.ttft_ms = static_cast<double>(times_.first_token_ns - times_.received_ns) / 1e6;
+    }
+    int64_t finished = request.finished_ns() > 0 ? request.finished_ns() : now_ns();
+    record.total_ms = static_cast<double>(finished - times_.received_ns) / 1e6;
+    const auto& error = request.error();
+    if (auto reason = request.finish_reason(); reason && !error) {
+      record.finish_reason = std::string(to_string(*reason));
+    }
+    if (error) record.error_code = error->code.empty() ? error->type : error->code;
+    record.annotations = request.annotations();
+    access_log_->write(record);
   }
 
  private:
   std::shared_ptr<Session> session_;
-  uint64_t exchange_;
+  uint64_t exchange_id_;
   std::shared_ptr<const Served> served_;
+  std::shared_ptr<AccessLog> access_log_;
   bool stream_;
+  Exchange exchange_;
   TokenTimes times_;
   bool pipeline_encodes_ = false;
   SseEncoder encoder_;
   std::string text_;
   std::vector<TokenLogprob> logprobs_;
+  int status_ = 0;
 };
 
 }  // namespace
@@ -764,8 +811,10 @@ void Session::start_generation(const std::shared_ptr<const Served>& served, Requ
     request->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout));
   }
-  request->sink = std::make_shared<HttpSink>(shared_from_this(), exchange_, served, request->stream,
-                                             received_ns_);
+  sink_ = std::make_shared<HttpSink>(shared_from_this(), exchange_, served, state_->access_log,
+                                     request->stream, received_ns_,
+                                     HttpSink::Exchange{method_, path_, remote_});
+  request->sink = sink_;
   request_ = request;
   streaming_ = request->stream;
   headers_sent_ = false;
@@ -775,6 +824,7 @@ void Session::start_generation(const std::shared_ptr<const Served>& served, Requ
   if (admission != Admission::accepted) {
     state_->untrack(request);
     request_.reset();
+    sink_.reset();
     request->sink.reset();
     bool full = admission == Admission::full;
     Response response = error_response(
@@ -835,27 +885,6 @@ void Session::on_complete(uint64_t exchange, Outcome outcome) {
     if (!http10_) send("0\r\n\r\n");
   }
 
-  AccessRecord record;
-  record.id = request->id;
-  record.method = method_;
-  record.path = path_;
-  record.remote = remote_;
-  record.status = status;
-  record.tenant = request->identity.tenant;
-  record.user = request->identity.user;
-  record.model = request->model;
-  record.stream = streaming_;
-  record.prompt_tokens = request->usage.prompt_tokens;
-  record.completion_tokens = request->usage.completion_tokens;
-  record.cached_tokens = request->usage.cached_prompt_tokens;
-  record.ttft_ms = outcome.ttft_ms;
-  record.total_ms = static_cast<double>(now_ns() - received_ns_) / 1e6;
-  if (auto reason = request->finish_reason(); reason && !error) {
-    record.finish_reason = std::string(to_string(*reason));
-  }
-  if (error) record.error_code = error->code.empty() ? error->type : error->code;
-  record.annotations = request->annotations();
-
   if (!closed_ && !(streaming_ && headers_sent_) && (error || !streaming_)) {
     // A whole response: an error with its real status, or the non-streaming JSON.
     Response response = error ? error_response(*error) : Response(200, std::move(outcome.body));
@@ -865,8 +894,10 @@ void Session::on_complete(uint64_t exchange, Outcome outcome) {
     write_response(response, request->id);
   }
   state_->count_http(endpoint_, status);
-  state_->access_log.write(record);
-  // The sink goes with the request; the pipeline thread may still be returning from on_finish.
+  sink_->set_status(status);
+  // The sink goes with the request (its on_released logs it); the pipeline thread may still be
+  // returning from on_finish.
+  sink_.reset();
   next_request();
 }
 

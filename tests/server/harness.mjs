@@ -51,7 +51,11 @@ export async function startServer(args) {
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (data) => { stderr += data; });
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => {
+    // A sanitizer report or a crash is only visible here.
+    if (code !== 0) console.log(`chatflow serve exited with ${code ?? signal}; its standard error:\n${stderr}`);
+    resolve({ code, signal });
+  }));
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the server did not start in 30 s:\n${stdout}\n${stderr}`)), 30000);
     child.stdout.on('data', (data) => {

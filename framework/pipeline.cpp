@@ -73,6 +73,14 @@ std::shared_ptr<Resource> Pipeline::resource(const std::string& name) const {
   return core_->resource(name);
 }
 
+const ResourceMap& Pipeline::resources() const {
+  return core_->resources();
+}
+
+Stage* Pipeline::stage(size_t index) const {
+  return core_->stage(index);
+}
+
 size_t Pipeline::active_requests() const {
   return core_->active_requests();
 }

@@ -8,6 +8,8 @@
 
 #include "pipeline_spec.h"
 #include "request.h"
+#include "resource.h"
+#include "stage.h"
 
 namespace chatflow {
 
@@ -42,6 +44,21 @@ class Pipeline {
   const PipelineSpec& spec() const;
   // The resource declared under `name`, or nullptr (for metrics and tests).
   std::shared_ptr<Resource> resource(const std::string& name) const;
+  // The first resource, then stage, that implements interface T (e.g. an Authenticator the
+  // server uses for routes outside the pipeline), or nullptr. Valid while the pipeline lives.
+  template <class T>
+  T* find() const {
+    for (const auto& [name, resource] : resources()) {
+      if (auto* found = dynamic_cast<T*>(resource.get())) return found;
+    }
+    for (size_t i = 0; i < spec().stages.size(); ++i) {
+      if (auto* found = dynamic_cast<T*>(stage(i))) return found;
+    }
+    return nullptr;
+  }
+  const ResourceMap& resources() const;
+  Stage* stage(size_t index) const;
+
   // Requests admitted and not yet finished.
   size_t active_requests() const;
   // Stops admitting (submit returns `closed`) and waits for the requests in flight to finish.

@@ -126,6 +126,8 @@ class PipelineCore {
   void drain();
   size_t active_requests() const { return lifeline_->active.load(); }
   const PipelineSpec& spec() const { return spec_; }
+  const ResourceMap& resources() const { return resources_; }
+  Stage* stage(size_t index) const { return stages_[index].get(); }
   std::shared_ptr<Resource> resource(const std::string& name) const {
     auto found = resources_.find(name);
     return found == resources_.end() ? nullptr : found->second;

@@ -21,6 +21,15 @@ std::string_view to_string(FinishReason reason) {
 
 Request::Request() = default;
 Request::~Request() {
+  // No other thread holds the request any more: every field is final and safe to read.
+  for (auto& callback : release_callbacks_) {
+    try {
+      callback(*this);
+    } catch (const std::exception& failure) {
+      std::fprintf(stderr, "chatflow: a release callback of request '%s' failed: %s\n", id.c_str(),
+                   failure.what());
+    }
+  }
   if (!sink) return;
   try {
     sink->on_released(*this);
@@ -30,7 +39,48 @@ Request::~Request() {
   }
 }
 
+bool Identity::has_role(std::string_view role) const {
+  for (const auto& held : roles) {
+    if (held == role) return true;
+  }
+  return false;
+}
+
+std::optional<std::string_view> Request::header(std::string_view name) const {
+  for (const auto& [field, value] : headers) {
+    if (field == name) return std::string_view(value);
+  }
+  return std::nullopt;
+}
+
+void Request::set_response_header(std::string name, std::string value) {
+  std::lock_guard lock(notes_mutex_);
+  for (auto& [existing, existing_value] : response_headers_) {
+    if (existing == name) {
+      existing_value = std::move(value);
+      return;
+    }
+  }
+  response_headers_.emplace_back(std::move(name), std::move(value));
+}
+
+HeaderFields Request::response_headers() const {
+  std::lock_guard lock(notes_mutex_);
+  return response_headers_;
+}
+
+void Request::on_release(std::function<void(const Request&)> callback) {
+  std::lock_guard lock(notes_mutex_);
+  release_callbacks_.push_back(std::move(callback));
+}
+
+std::vector<std::pair<std::string, std::string>> Request::annotations() const {
+  std::lock_guard lock(notes_mutex_);
+  return annotations_;
+}
+
 void Request::annotate(std::string key, std::string value) {
+  std::lock_guard lock(notes_mutex_);
   for (auto& [existing_key, existing_value] : annotations_) {
     if (existing_key == key) {
       existing_value = std::move(value);
@@ -41,6 +91,7 @@ void Request::annotate(std::string key, std::string value) {
 }
 
 std::optional<std::string> Request::annotation(std::string_view key) const {
+  std::lock_guard lock(notes_mutex_);
   for (const auto& [existing_key, value] : annotations_) {
     if (existing_key == key) return value;
   }

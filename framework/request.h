@@ -5,7 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -34,7 +37,14 @@ struct Identity {
   std::string tenant;
   std::string user;
   std::vector<std::string> roles;
+  // Limits that come with the credential (e.g. "rpm", "tpm"), over the stages' defaults.
+  std::map<std::string, double> limits;
+
+  bool has_role(std::string_view role) const;
 };
+
+// HTTP header fields as the client sent them, names in lower case.
+using HeaderFields = std::vector<std::pair<std::string, std::string>>;
 
 // What the caller asked the model for; fields and defaults follow OpenAI's API.
 struct GenerationParams {
@@ -118,6 +128,12 @@ class Request : public std::enable_shared_from_this<Request> {
   int64_t created = 0;         // Unix seconds, as the response reports it
   Clock::time_point deadline = Clock::time_point::max();
   std::shared_ptr<Sink> sink;
+  HeaderFields headers;  // the HTTP request's, when it came over HTTP
+  // Text a retrieval stage adds to the prompt (checked by input moderation as well).
+  std::vector<std::string> context_passages;
+
+  // The value of header `name` (lower case), or nullopt.
+  std::optional<std::string_view> header(std::string_view name) const;
 
   // --- What stages found out. ---
   Usage usage;
@@ -132,11 +148,20 @@ class Request : public std::enable_shared_from_this<Request> {
   }
   // Key/value notes stages leave for later stages, headers and the access log
   // (e.g. "cache" = "exact", "arm" = "b").
+  // Safe from any thread.
   void annotate(std::string key, std::string value);
   std::optional<std::string> annotation(std::string_view key) const;
-  const std::vector<std::pair<std::string, std::string>>& annotations() const {
-    return annotations_;
-  }
+  std::vector<std::pair<std::string, std::string>> annotations() const;
+
+  // Header fields for the HTTP response, whatever its status (e.g. x-ratelimit-*). Safe from any
+  // thread; setting a name again replaces its value.
+  void set_response_header(std::string name, std::string value);
+  HeaderFields response_headers() const;
+
+  // Runs `callback` when the last reference to the request is gone (see Sink::on_released):
+  // where a stage settles what it reserved (rate-limit tokens) or records what the request
+  // used (a quota ledger). Callbacks run in the order given, before the sink's on_released.
+  void on_release(std::function<void(const Request&)> callback);
 
   // The text of the last user message, or "" when there is none.
   std::string last_user_message() const;
@@ -162,7 +187,10 @@ class Request : public std::enable_shared_from_this<Request> {
 
   std::shared_ptr<void> find_attachment(const std::string& key) const;
 
+  mutable std::mutex notes_mutex_;  // annotations, response headers, release callbacks
   std::vector<std::pair<std::string, std::string>> annotations_;
+  HeaderFields response_headers_;
+  std::vector<std::function<void(const Request&)>> release_callbacks_;
   std::vector<std::pair<std::string, std::shared_ptr<void>>> attachments_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};

@@ -151,6 +151,44 @@ GgufModel::GgufModel(const Settings& settings) : model_(engine::Model::load(sett
   scheduler_ = std::make_unique<engine::Scheduler>(model_, scheduler);
 }
 
+std::vector<int32_t> GgufModel::encode_prompt(const Request& request,
+                                              bool add_generation_prompt) const {
+  const engine::Tokenizer& tokenizer = this->tokenizer();
+  std::vector<engine::TokenId> ids;
+  if (request.kind == RequestKind::completion) {
+    ids = tokenizer.encode(request.prompt, /*add_special=*/true);
+  } else {
+    if (request.messages.empty()) {
+      throw RequestFailure(RequestError{400,
+                                        "invalid_request_error",
+                                        "'messages' must contain at least one message",
+                                        {},
+                                        "messages"});
+    }
+    std::vector<engine::ChatMessage> messages;
+    for (const auto& message : request.messages) {
+      if (message.role != "system" && message.role != "user" && message.role != "assistant") {
+        throw RequestFailure(
+            RequestError{400,
+                         "invalid_request_error",
+                         "unknown message role '" + message.role + "' (system, user or assistant)",
+                         {},
+                         "messages"});
+      }
+      messages.push_back({message.role, message.content});
+    }
+    engine::RenderedPrompt prompt = engine::render_chat(
+        chat_template_, messages, tokenizer.vocabulary(), add_generation_prompt);
+    ids = tokenizer.encode_trusted(prompt.text, /*add_special=*/!prompt.includes_bos,
+                                   prompt.template_ranges);
+  }
+  if (ids.empty()) {
+    throw RequestFailure(
+        RequestError{400, "invalid_request_error", "the prompt is empty", {}, "prompt"});
+  }
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
 int64_t GgufModel::context_length() const {
   return model_->config().context;
 }

@@ -78,6 +78,11 @@ class GgufModel final : public Resource, public ServedModel {
   std::string detokenize(std::span<const int32_t> tokens) const override;
   EngineStats engine_stats() const override;
 
+  // The request's prompt as token ids: chat messages through the chat template (control tokens
+  // only where the template wrote them), a completion prompt as it is. Throws RequestFailure
+  // (400) for no messages, an unknown role or an empty prompt.
+  std::vector<int32_t> encode_prompt(const Request& request, bool add_generation_prompt) const;
+
   // Starts generating `request.prompt_tokens` and defers the request: it continues through
   // `resume_port` of the deferring stage when the first token exists. A request that can never
   // fit throws RequestFailure (400, context_length_exceeded).

@@ -1,7 +1,6 @@
 // tokenize: turns the request into prompt token ids. Chat requests go through the model's chat
 // template (control tokens are recognised only in what the template wrote, never in user text);
 // completion requests are encoded as they are.
-#include "framework/engine/chat_template.h"
 #include "stages/gguf_model.h"
 
 namespace chatflow {
@@ -18,39 +17,7 @@ class TokenizeStage final : public RequestStage {
       : model_(std::move(model)), add_generation_prompt_(add_generation_prompt) {}
 
   Route process(Request& request, StageIo&) override {
-    const engine::Tokenizer& tokenizer = model_->tokenizer();
-    std::vector<engine::TokenId> ids;
-    if (request.kind == RequestKind::completion) {
-      ids = tokenizer.encode(request.prompt, /*add_special=*/true);
-    } else {
-      if (request.messages.empty()) {
-        throw RequestFailure(RequestError{400,
-                                          "invalid_request_error",
-                                          "'messages' must contain at least one message",
-                                          {},
-                                          "messages"});
-      }
-      std::vector<engine::ChatMessage> messages;
-      for (const auto& message : request.messages) {
-        if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-          throw RequestFailure(RequestError{
-              400,
-              "invalid_request_error",
-              "unknown message role '" + message.role + "' (system, user or assistant)",
-              {},
-              "messages"});
-        }
-        messages.push_back({message.role, message.content});
-      }
-      engine::RenderedPrompt prompt = engine::render_chat(
-          model_->chat_template(), messages, tokenizer.vocabulary(), add_generation_prompt_);
-      ids = tokenizer.encode_trusted(prompt.text, /*add_special=*/!prompt.includes_bos,
-                                     prompt.template_ranges);
-    }
-    if (ids.empty()) {
-      throw RequestFailure(
-          RequestError{400, "invalid_request_error", "the prompt is empty", {}, "prompt"});
-    }
+    std::vector<int32_t> ids = model_->encode_prompt(request, add_generation_prompt_);
     request.prompt_tokens.assign(ids.begin(), ids.end());
     request.usage.prompt_tokens = static_cast<int64_t>(ids.size());
     return Route::to(0);

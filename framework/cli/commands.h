@@ -57,6 +57,25 @@ struct ServeOptions {
 };
 int serve_command(const ServeOptions& options);
 
+struct KeysOptions {
+  std::string action;  // add, list, revoke
+  std::string keys_file = "var/keys.yaml";
+  std::string tenant;
+  std::string user;
+  std::vector<std::string> roles;
+  double rpm = 0;
+  double tpm = 0;
+  std::string id;  // revoke
+};
+int keys_command(const KeysOptions& options);
+
+struct UsageOptions {
+  std::string database = "var/usage.db";
+  std::string tenant;  // empty: every tenant
+  std::string period = "month";
+};
+int usage_command(const UsageOptions& options);
+
 struct BenchServeOptions {
   std::string url = "http://127.0.0.1:8000";
   std::string endpoint = "chat";  // chat or completions

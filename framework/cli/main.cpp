@@ -81,6 +81,33 @@ int main(int argc, char** argv) {
   serve_app->add_option("--access-log", serve.access_log,
                         "JSON access log: stderr, stdout, off, or a file path");
 
+  KeysOptions keys;
+  auto* keys_app = app.add_subcommand("keys", "Manage API keys (only their hashes are stored)");
+  keys_app->require_subcommand(1);
+  auto* keys_add = keys_app->add_subcommand("add", "Create a key; prints it once");
+  keys_add->add_option("--tenant", keys.tenant, "the tenant the key belongs to")->required();
+  keys_add->add_option("--user", keys.user, "the user, for logs and per-user limits");
+  keys_add->add_option("--role", keys.roles, "a role (repeatable), e.g. admin");
+  keys_add->add_option("--rpm", keys.rpm, "requests per minute for this key")
+      ->check(CLI::Range(0.0, 1e9));
+  keys_add->add_option("--tpm", keys.tpm, "tokens per minute for this key")
+      ->check(CLI::Range(0.0, 1e12));
+  auto* keys_list = keys_app->add_subcommand("list", "List keys (ids, tenants, roles, state)");
+  auto* keys_revoke = keys_app->add_subcommand("revoke", "Revoke a key by its id");
+  keys_revoke->add_option("id", keys.id, "the key's id (see `keys list`)")->required();
+  for (auto* command : {keys_add, keys_list, keys_revoke}) {
+    command->add_option("--keys-file", keys.keys_file, "the keys file")->capture_default_str();
+  }
+
+  UsageOptions usage;
+  auto* usage_app = app.add_subcommand("usage", "Tokens used per tenant, from a quota ledger");
+  usage_app->add_option("--tenant", usage.tenant, "one tenant (default: all)");
+  usage_app->add_option("--database", usage.database, "the quota stage's SQLite file")
+      ->capture_default_str();
+  usage_app->add_option("--period", usage.period, "day, month or total")
+      ->check(CLI::IsMember({"day", "month", "total"}))
+      ->capture_default_str();
+
   BenchServeOptions bench_serve;
   auto* bench_serve_app = app.add_subcommand(
       "bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, throughput, goodput");
@@ -242,6 +269,11 @@ int main(int argc, char** argv) {
   if (run_app->parsed()) return run_command(run);
   if (serve_app->parsed()) return serve_command(serve);
   if (bench_serve_app->parsed()) return bench_serve_command(bench_serve);
+  if (usage_app->parsed()) return usage_command(usage);
+  if (keys_app->parsed()) {
+    keys.action = keys_add->parsed() ? "add" : keys_list->parsed() ? "list" : "revoke";
+    return keys_command(keys);
+  }
   if (bench_graph_app->parsed()) return bench_graph_command(bench_graph);
   if (inspect_app->parsed()) return inspect_command(inspect);
   if (tokenize_app->parsed()) return tokenize_command(tokenize);

@@ -6,6 +6,7 @@
 #include "framework/pipeline.h"
 #include "framework/served_model.h"
 #include "framework/server/http_server.h"
+#include "framework/server_hooks.h"
 
 namespace chatflow::cli {
 namespace {
@@ -63,14 +64,23 @@ int serve_command(const ServeOptions& options) {
     }
   }
   std::string base = "http://" + url_host(config.server.host) + ":" + std::to_string(server.port());
+  std::string credentials;
+  std::string key_hint;
+  if (const auto* authenticator = shared->find<Authenticator>()) {
+    if (auto key = authenticator->new_development_key()) {
+      credentials = " -H 'Authorization: Bearer " + *key + "'";
+    } else {
+      credentials = " -H \"Authorization: Bearer $CHATFLOW_API_KEY\"";
+      key_hint = "  keys: chatflow keys add --tenant NAME --keys-file FILE (prints a new key)\n";
+    }
+  }
   std::cout << "chatflow: serving pipeline '" << shared->spec().name << "' (model " << model
             << ") at " << base << "/v1\n"
-            << "  try:  curl -N " << base
-            << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \""
-            << model
+            << "  try:  curl -N " << base << "/v1/chat/completions" << credentials
+            << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
             << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
                "\"max_tokens\": 64, \"stream\": true}'\n"
-            << "  stop: Ctrl-C (in-flight requests finish first)" << std::endl;
+            << key_hint << "  stop: Ctrl-C (in-flight requests finish first)" << std::endl;
   io.join();
   shared.reset();
   std::cout << "chatflow: stopped" << std::endl;

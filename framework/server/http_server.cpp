@@ -19,6 +19,7 @@
 #include "framework/server/access_log.h"
 #include "framework/server/openai_protocol.h"
 #include "framework/server/server_metrics.h"
+#include "framework/server_hooks.h"
 #include "framework/sink.h"
 
 namespace chatflow::server {
@@ -101,7 +102,24 @@ constexpr Route kRoutes[] = {
     {"/metrics", "GET"},
     {"/tokenize", "POST"},
     {"/detokenize", "POST"},
+    {"/v1/usage", "GET"},
 };
+
+// The value of `name` in a URL query ("a=1&tenant=acme"), undecoded; empty when absent.
+std::string query_value(std::string_view query, std::string_view name) {
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t end = query.find('&', start);
+    if (end == std::string_view::npos) end = query.size();
+    std::string_view pair = query.substr(start, end - start);
+    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
+        pair[name.size()] == '=') {
+      return std::string(pair.substr(name.size() + 1));
+    }
+    start = end + 1;
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -112,6 +130,9 @@ struct Served {
   std::vector<std::string> model_ids;
   std::unique_ptr<RequestMetrics> metrics;
   int64_t created = 0;
+  // Offered by a stage or resource of the pipeline (the auth stage, the quota stage), or null.
+  const Authenticator* authenticator = nullptr;
+  const UsageReporter* usage = nullptr;
 
   const ServedModel* model(const std::string& id) const {
     for (const auto& model : models) {
@@ -322,8 +343,15 @@ class Session : public std::enable_shared_from_this<Session> {
     method_ = std::string(message.method_string());
     std::string_view target = message.target();
     path_ = std::string(target.substr(0, target.find('?')));
+    query_ = target.find('?') == std::string_view::npos
+                 ? std::string()
+                 : std::string(target.substr(target.find('?') + 1));
     while (path_.size() > 1 && path_.back() == '/')
       path_.pop_back();
+    headers_.clear();
+    for (const auto& field : message) {
+      headers_.emplace_back(lowercase(field.name_string()), std::string(field.value()));
+    }
 
     const Route* route = nullptr;
     for (const auto& candidate : kRoutes) {
@@ -369,13 +397,25 @@ class Session : public std::enable_shared_from_this<Session> {
             endpoint);
       }
     }
+    auto served = state_->served_snapshot();
+    // Routes outside the pipeline answer only to the credentials the pipeline's auth accepts
+    // (the completion routes go through the auth stage itself).
+    Identity caller;
+    bool completion_route = path_ == "/v1/chat/completions" || path_ == "/v1/completions";
+    if (served && served->authenticator && !completion_route &&
+        !served->authenticator->is_public(path_)) {
+      try {
+        caller = served->authenticator->authenticate(headers_);
+      } catch (const RequestFailure& failure) {
+        return respond_error(failure.error(), endpoint);
+      }
+    }
     if (path_ == "/health") return health();
     if (path_ == "/metrics") {
       return respond(
           Response(200, state_->metrics.render(), "text/plain; version=0.0.4; charset=utf-8"),
           endpoint);
     }
-    auto served = state_->served_snapshot();
     if (!served) {
       Response response = error_response(make_error(
           503, "server_error", "the model is still loading; retry shortly", "model_loading"));
@@ -387,6 +427,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (model_route) return model_info(*served, path_.substr(std::string("/v1/models/").size()));
       if (path_ == "/tokenize") return tokenize(*served, message.body());
       if (path_ == "/detokenize") return detokenize(*served, message.body());
+      if (path_ == "/v1/usage") return usage(*served, caller);
       RequestKind kind =
           path_ == "/v1/chat/completions" ? RequestKind::chat : RequestKind::completion;
       return start_generation(served, kind, message.body(), endpoint);
@@ -475,6 +516,24 @@ class Session : public std::enable_shared_from_this<Session> {
     respond(Response{200, json::serialize(json::object{{"prompt", text}})}, "/detokenize");
   }
 
+  // GET /v1/usage[?tenant=T]: admins see any tenant (or all), others their own.
+  void usage(const Served& served, const Identity& caller) {
+    if (!served.usage) {
+      throw RequestFailure(make_error(404, "invalid_request_error",
+                                      "this pipeline keeps no usage ledger (add a quota stage)",
+                                      "not_found"));
+    }
+    std::string tenant = query_value(query_, "tenant");
+    if (served.authenticator && !caller.has_role("admin")) {
+      if (!tenant.empty() && tenant != caller.tenant) {
+        throw RequestFailure(make_error(
+            403, "permission_error", "only admins may read another tenant's usage", "forbidden"));
+      }
+      tenant = caller.tenant;
+    }
+    respond(Response(200, served.usage->usage_json(tenant)), "/v1/usage");
+  }
+
   // --- Generation: a Request through the pipeline, its chunks back through HttpSink. ---
   void start_generation(const std::shared_ptr<const Served>& served, RequestKind kind,
                         const std::string& body, const std::string& endpoint);
@@ -482,7 +541,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_deliver(uint64_t exchange, std::string bytes) {
     if (exchange != exchange_ || !request_ || closed_) return;
     if (!headers_sent_) {
-      send(stream_head(request_->id));
+      send(stream_head(*request_));
       headers_sent_ = true;
     }
     send(framed(bytes));
@@ -521,12 +580,27 @@ class Session : public std::enable_shared_from_this<Session> {
     return head;
   }
 
-  std::string stream_head(const std::string& request_id) const {
+  // Header fields stages set on the request (rate-limit state...), minus any a stage could use
+  // to split the response.
+  static std::string stage_headers(const HeaderFields& fields) {
+    std::string head;
+    for (const auto& [name, value] : fields) {
+      if (name.find_first_of("\r\n:") != std::string::npos ||
+          value.find_first_of("\r\n") != std::string::npos) {
+        continue;
+      }
+      head += name + ": " + value + "\r\n";
+    }
+    return head;
+  }
+
+  std::string stream_head(const Request& request) const {
     std::string head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
         "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
     head += common_headers();
-    head += "X-Request-Id: " + request_id + "\r\n";
+    head += "X-Request-Id: " + request.id + "\r\n";
+    head += stage_headers(request.response_headers());
     if (http10_) {
       head += "Connection: close\r\n\r\n";
     } else {
@@ -552,8 +626,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string head = "HTTP/1.1 " + std::to_string(response.status) + " " + reason + "\r\n";
     head += common_headers();
     if (!response.content_type.empty()) head += "Content-Type: " + response.content_type + "\r\n";
-    for (const auto& [name, value] : response.headers)
-      head += name + ": " + value + "\r\n";
+    head += stage_headers(response.headers);
+    if (response.status == 401) head += "WWW-Authenticate: Bearer\r\n";
     if (!request_id.empty()) head += "X-Request-Id: " + request_id + "\r\n";
     if (response.status != 204) {
       head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
@@ -673,6 +747,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool http10_ = false;
   std::string method_;
   std::string path_;
+  std::string query_;
+  HeaderFields headers_;
   std::string endpoint_;
   int64_t received_ns_ = 0;
   std::shared_ptr<Request> request_;
@@ -805,6 +881,7 @@ void Session::start_generation(const std::shared_ptr<const Served>& served, Requ
   auto request = std::make_shared<Request>();
   parse_completion_request(body, kind, *request, served->model_ids);
   request->id = random_id(kind == RequestKind::chat ? "chatcmpl-" : "cmpl-");
+  request->headers = std::move(headers_);
   request->created = unix_seconds();
   double timeout = state_->settings.request_timeout_s;
   if (timeout > 0) {
@@ -881,14 +958,18 @@ void Session::on_complete(uint64_t exchange, Outcome outcome) {
     status = error->status;
   } else if (streaming_) {
     // The pipeline ended without a single event (nothing to say): an empty, well-formed stream.
-    send(stream_head(request->id));
+    send(stream_head(*request));
     if (!http10_) send("0\r\n\r\n");
   }
 
   if (!closed_ && !(streaming_ && headers_sent_) && (error || !streaming_)) {
     // A whole response: an error with its real status, or the non-streaming JSON.
     Response response = error ? error_response(*error) : Response(200, std::move(outcome.body));
-    if (error && error->status == 503) {
+    response.headers = request->response_headers();
+    bool has_retry_after = false;
+    for (const auto& [name, value] : response.headers)
+      has_retry_after |= lowercase(name) == "retry-after";
+    if (error && error->status == 503 && !has_retry_after) {
       response.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
     }
     write_response(response, request->id);
@@ -1092,6 +1173,8 @@ void HttpServer::serve(std::shared_ptr<Pipeline> pipeline) {
   // A pipeline without a model (echo) still answers to its own name.
   if (served->model_ids.empty()) served->model_ids.push_back(pipeline->spec().name);
   served->metrics = std::make_unique<RequestMetrics>(state_->metrics, pipeline->spec());
+  served->authenticator = pipeline->find<Authenticator>();
+  served->usage = pipeline->find<UsageReporter>();
   register_engine_metrics(state_->metrics, served->models, pipeline);
   std::lock_guard lock(state_->mutex);
   state_->served = std::move(served);

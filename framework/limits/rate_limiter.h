@@ -1,0 +1,72 @@
+// Token-bucket rate limits for requests and tokens per window, behind an interface so a shared
+// backend (Redis, for several replicas) can replace the in-memory one without touching stages.
+//
+// A bucket holds up to `limit` units and refills continuously at limit / window. A reservation
+// takes from every bucket it names, all or nothing; a settlement gives back what was reserved
+// and not used (a request reserves its max_tokens and usually generates fewer).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace chatflow::limits {
+
+struct Claim {
+  std::string bucket;  // e.g. "tenant:acme:requests"
+  double limit = 0;    // units per window; <= 0: unlimited (not counted)
+  double amount = 0;   // units this request takes
+};
+
+// A bucket's state after a reservation, for the x-ratelimit-* headers.
+struct BucketState {
+  double limit = 0;
+  double remaining = 0;
+  double seconds_to_full = 0;
+};
+
+struct Reservation {
+  bool granted = false;
+  double retry_after_s = 0;         // when not granted: until the scarcest bucket has enough
+  bool never = false;               // an amount above a bucket's whole limit: waiting cannot help
+  std::vector<BucketState> states;  // one per claim, in order
+};
+
+class RateLimiter {
+ public:
+  virtual ~RateLimiter() = default;
+  virtual Reservation reserve(const std::vector<Claim>& claims) = 0;
+  // Returns `amount` units to `bucket` (never above its limit).
+  virtual void refund(const std::string& bucket, double limit, double amount) = 0;
+};
+
+// One process's buckets, in memory.
+class InMemoryRateLimiter final : public RateLimiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit InMemoryRateLimiter(double window_s);
+
+  Reservation reserve(const std::vector<Claim>& claims) override;
+  void refund(const std::string& bucket, double limit, double amount) override;
+
+  // For tests: the clock the buckets refill by.
+  void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }
+
+ private:
+  struct Bucket {
+    double level = 0;
+    Clock::time_point updated;
+  };
+  Bucket& bucket(const std::string& name, double limit, Clock::time_point now);
+
+  double window_s_;
+  std::function<Clock::time_point()> now_ = [] { return Clock::now(); };
+  std::mutex mutex_;
+  std::unordered_map<std::string, Bucket> buckets_;
+};
+
+}  // namespace chatflow::limits

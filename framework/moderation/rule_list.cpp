@@ -1,0 +1,176 @@
+#include "framework/moderation/rule_list.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <re2/re2.h>
+#include <re2/set.h>
+#include <utf8proc.h>
+
+#include "framework/moderation/normalizer.h"
+
+namespace chatflow::moderation {
+namespace {
+
+constexpr const char* kSeparators = "[^\\pL\\pN]{0,3}";
+constexpr const char* kBefore = "(?:^|[^\\pL\\pN])";
+constexpr const char* kAfter = "(?:$|[^\\pL\\pN])";
+
+// Scripts written without spaces between words: a phrase there matches anywhere.
+bool unspaced_script(utf8proc_int32_t c) {
+  return (c >= 0x2E80 && c <= 0x9FFF) || (c >= 0xAC00 && c <= 0xD7AF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x20000 && c <= 0x3FFFF) ||
+         (c >= 0x3040 && c <= 0x30FF);
+}
+
+re2::RE2::Options rule_options() {
+  re2::RE2::Options options;
+  options.set_encoding(re2::RE2::Options::EncodingUTF8);
+  options.set_case_sensitive(false);
+  options.set_log_errors(false);
+  options.set_max_mem(64 << 20);
+  return options;
+}
+
+}  // namespace
+
+std::string phrase_pattern(std::string_view phrase) {
+  std::string normalized = normalize(phrase).text;
+  std::vector<utf8proc_int32_t> letters;
+  size_t position = 0;
+  while (position < normalized.size()) {
+    utf8proc_int32_t c = 0;
+    auto consumed =
+        utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(normalized.data()) + position,
+                         static_cast<utf8proc_ssize_t>(normalized.size() - position), &c);
+    if (consumed <= 0) break;
+    position += static_cast<size_t>(consumed);
+    auto category = utf8proc_category(c);
+    bool letter_or_digit = (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) ||
+                           (category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO);
+    if (letter_or_digit) letters.push_back(c);  // spaces and punctuation become separators
+  }
+  if (letters.empty()) return {};
+  std::string body;
+  for (size_t i = 0; i < letters.size(); ++i) {
+    utf8proc_uint8_t bytes[4];
+    auto length = utf8proc_encode_char(letters[i], bytes);
+    body += re2::RE2::QuoteMeta(
+        std::string(reinterpret_cast<char*>(bytes), static_cast<size_t>(length)));
+    if (i + 1 < letters.size()) body += kSeparators;
+  }
+  std::string pattern;
+  if (!unspaced_script(letters.front())) pattern += kBefore;
+  pattern += "(" + body + ")";
+  if (!unspaced_script(letters.back())) pattern += kAfter;
+  return pattern;
+}
+
+struct RuleList::Set {
+  re2::RE2::Set rules{rule_options(), re2::RE2::UNANCHORED};
+};
+
+RuleList::~RuleList() = default;
+
+void RuleList::add(const std::string& source, const std::string& pattern, bool whole,
+                   const std::string& where) {
+  // Group 1 is what a match covers: the whole match of a pattern, a phrase without the
+  // characters around it that make it a whole word.
+  auto rule = std::make_unique<re2::RE2>(whole ? "(" + pattern + ")" : pattern, rule_options());
+  if (!rule->ok()) throw std::runtime_error(where + ": error: bad pattern: " + rule->error());
+  std::string error;
+  if (set_->rules.Add(pattern, &error) < 0) throw std::runtime_error(where + ": error: " + error);
+  sources_.push_back(source);
+  rules_.push_back(std::move(rule));
+}
+
+void RuleList::compile(const std::string& where) {
+  if (rules_.empty()) return;
+  if (!set_->rules.Compile())
+    throw std::runtime_error(where + ": error: the rules do not compile together (too large)");
+}
+
+std::shared_ptr<const RuleList> RuleList::load(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw std::runtime_error(path + ": error: cannot read this rule list");
+  bool patterns = path.size() > 9 && path.compare(path.size() - 9, 9, ".patterns") == 0;
+  std::shared_ptr<RuleList> list(new RuleList());
+  list->name_ = std::filesystem::path(path).stem().string();
+  list->set_ = std::make_unique<Set>();
+  std::string line;
+  int number = 0;
+  while (std::getline(file, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    std::string text = line.substr(first);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+      text.pop_back();
+    std::string where = path + ":" + std::to_string(number) + ":1";
+    std::string pattern = patterns ? text : phrase_pattern(text);
+    if (pattern.empty()) throw std::runtime_error(where + ": error: the phrase has no letters");
+    list->add(text, pattern, patterns, where);
+  }
+  list->compile(path);
+  return list;
+}
+
+std::shared_ptr<const RuleList> RuleList::from_phrases(std::string name,
+                                                       const std::vector<std::string>& phrases) {
+  std::shared_ptr<RuleList> list(new RuleList());
+  list->name_ = std::move(name);
+  list->set_ = std::make_unique<Set>();
+  for (const auto& phrase : phrases)
+    list->add(phrase, phrase_pattern(phrase), false, list->name_);
+  list->compile(list->name_);
+  return list;
+}
+
+std::shared_ptr<const RuleList> RuleList::from_patterns(std::string name,
+                                                        const std::vector<std::string>& patterns) {
+  std::shared_ptr<RuleList> list(new RuleList());
+  list->name_ = std::move(name);
+  list->set_ = std::make_unique<Set>();
+  for (const auto& pattern : patterns)
+    list->add(pattern, pattern, true, list->name_);
+  list->compile(list->name_);
+  return list;
+}
+
+bool RuleList::matches(std::string_view normalized) const {
+  if (rules_.empty()) return false;
+  std::vector<int> hits;
+  return set_->rules.Match(re2::StringPiece(normalized.data(), normalized.size()), &hits);
+}
+
+std::vector<RuleMatch> RuleList::find_all(std::string_view normalized) const {
+  std::vector<RuleMatch> found;
+  if (rules_.empty()) return found;
+  std::vector<int> hits;
+  if (!set_->rules.Match(re2::StringPiece(normalized.data(), normalized.size()), &hits))
+    return found;
+  for (int index : hits) {
+    const re2::RE2& rule = *rules_[static_cast<size_t>(index)];
+    re2::StringPiece text(normalized.data(), normalized.size());
+    re2::StringPiece groups[2];
+    size_t start = 0;
+    while (start <= normalized.size() &&
+           rule.Match(text, start, normalized.size(), re2::RE2::UNANCHORED, groups, 2)) {
+      size_t begin = static_cast<size_t>(groups[1].data() - normalized.data());
+      size_t end = begin + groups[1].size();
+      found.push_back({static_cast<size_t>(index), begin, end});
+      // Look again from the character after this match's start.
+      start = begin < normalized.size()
+                  ? begin + utf8_length(static_cast<unsigned char>(normalized[begin]))
+                  : begin + 1;
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const RuleMatch& a, const RuleMatch& b) { return a.begin < b.begin; });
+  return found;
+}
+
+}  // namespace chatflow::moderation

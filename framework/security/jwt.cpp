@@ -1,0 +1,114 @@
+#include "framework/security/jwt.h"
+
+#include <algorithm>
+
+#include <boost/json.hpp>
+
+#include "framework/security/crypto.h"
+
+namespace chatflow::security {
+namespace json = boost::json;
+namespace {
+
+json::object decode_part(std::string_view part, const char* what) {
+  auto bytes = base64url_decode(part);
+  if (!bytes) throw JwtError(std::string("the token's ") + what + " is not base64url");
+  std::error_code error;
+  json::value value = json::parse(*bytes, error);
+  if (error || !value.is_object())
+    throw JwtError(std::string("the token's ") + what + " is not a JSON object");
+  return value.get_object();
+}
+
+// A NumericDate claim, or nullopt when absent; a claim of the wrong type is an error.
+std::optional<int64_t> time_claim(const json::object& claims, const char* name) {
+  const json::value* value = claims.if_contains(name);
+  if (!value) return std::nullopt;
+  if (value->is_int64()) return value->get_int64();
+  if (value->is_uint64()) return static_cast<int64_t>(value->get_uint64());
+  if (value->is_double()) return static_cast<int64_t>(value->get_double());
+  throw JwtError(std::string("the token's '") + name + "' claim is not a number");
+}
+
+}  // namespace
+
+bool looks_like_jwt(std::string_view token) {
+  return std::count(token.begin(), token.end(), '.') == 2;
+}
+
+Identity verify_jwt(std::string_view token, const JwtSettings& settings, int64_t now) {
+  size_t first = token.find('.');
+  size_t second = token.find('.', first + 1);
+  if (first == std::string_view::npos || second == std::string_view::npos)
+    throw JwtError("the token is not a JWT (header.payload.signature)");
+  std::string_view header_part = token.substr(0, first);
+  std::string_view payload_part = token.substr(first + 1, second - first - 1);
+  std::string_view signature_part = token.substr(second + 1);
+
+  json::object header = decode_part(header_part, "header");
+  const json::value* algorithm = header.if_contains("alg");
+  // The algorithm is the server's choice, never the token's: "none", or HS256 over an RSA key's
+  // public text, must not get through.
+  if (!algorithm || !algorithm->is_string() || algorithm->get_string() != settings.algorithm) {
+    throw JwtError("the token must be signed with " + settings.algorithm);
+  }
+  auto signature = base64url_decode(signature_part);
+  if (!signature) throw JwtError("the token's signature is not base64url");
+  std::string_view signed_part = token.substr(0, second);
+  bool valid = false;
+  if (settings.algorithm == "HS256") {
+    valid = constant_time_equal(hmac_sha256(settings.secret, signed_part), *signature);
+  } else if (settings.algorithm == "RS256") {
+    valid = rs256_verify(settings.public_key_pem, signed_part, *signature);
+  }
+  if (!valid) throw JwtError("the token's signature is not valid");
+
+  json::object claims = decode_part(payload_part, "payload");
+  auto expires = time_claim(claims, "exp");
+  if (!expires) throw JwtError("the token has no 'exp' (expiry) claim");
+  if (now > *expires + settings.leeway_s) throw JwtError("the token has expired");
+  if (auto not_before = time_claim(claims, "nbf");
+      not_before && now + settings.leeway_s < *not_before)
+    throw JwtError("the token is not valid yet ('nbf')");
+  if (!settings.issuer.empty()) {
+    const json::value* issuer = claims.if_contains("iss");
+    if (!issuer || !issuer->is_string() || issuer->get_string() != settings.issuer)
+      throw JwtError("the token's issuer is not '" + settings.issuer + "'");
+  }
+  if (!settings.audience.empty()) {
+    const json::value* audience = claims.if_contains("aud");
+    bool match = false;
+    if (audience && audience->is_string()) match = audience->get_string() == settings.audience;
+    if (audience && audience->is_array()) {
+      for (const auto& item : audience->get_array())
+        match = match || (item.is_string() && item.get_string() == settings.audience);
+    }
+    if (!match) throw JwtError("the token is not meant for audience '" + settings.audience + "'");
+  }
+  Identity identity;
+  const json::value* tenant = claims.if_contains(settings.tenant_claim);
+  if (!tenant || !tenant->is_string() || tenant->get_string().empty())
+    throw JwtError("the token has no '" + settings.tenant_claim + "' claim naming the tenant");
+  identity.tenant = std::string(tenant->get_string());
+  if (const json::value* user = claims.if_contains(settings.user_claim); user && user->is_string())
+    identity.user = std::string(user->get_string());
+  if (const json::value* roles = claims.if_contains(settings.roles_claim)) {
+    if (roles->is_array()) {
+      for (const auto& role : roles->get_array()) {
+        if (role.is_string()) identity.roles.emplace_back(role.get_string());
+      }
+    } else if (roles->is_string()) {
+      std::string_view text = roles->get_string();
+      size_t start = 0;
+      while (start < text.size()) {
+        size_t end = text.find(' ', start);
+        if (end == std::string_view::npos) end = text.size();
+        if (end > start) identity.roles.emplace_back(text.substr(start, end - start));
+        start = end + 1;
+      }
+    }
+  }
+  return identity;
+}
+
+}  // namespace chatflow::security

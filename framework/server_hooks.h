@@ -1,0 +1,34 @@
+// What a stage or resource can offer the HTTP server beyond handling requests: authentication
+// for the routes outside the pipeline (/v1/models, /tokenize, /metrics, /v1/usage...) and usage
+// reports. The server finds them in a built pipeline with Pipeline::find<T>().
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "framework/request.h"
+
+namespace chatflow {
+
+class Authenticator {
+ public:
+  virtual ~Authenticator() = default;
+  // The caller's identity from the request's header fields; throws RequestFailure (401) when
+  // credentials are missing or wrong.
+  virtual Identity authenticate(const HeaderFields& headers) const = 0;
+  // Whether `path` (e.g. "/health", "/metrics") is open without credentials.
+  virtual bool is_public(std::string_view path) const = 0;
+  // A key created at start-up for development (shown once), if this start created one.
+  virtual std::optional<std::string> new_development_key() const { return std::nullopt; }
+};
+
+class UsageReporter {
+ public:
+  virtual ~UsageReporter() = default;
+  // {"object": "list", "data": [{"tenant", "requests", "prompt_tokens", "completion_tokens",
+  // "total_tokens", "quota_tokens", "period"...}]} for `tenant`, or for every tenant when empty.
+  virtual std::string usage_json(const std::string& tenant) const = 0;
+};
+
+}  // namespace chatflow

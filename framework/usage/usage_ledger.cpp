@@ -1,0 +1,245 @@
+#include "framework/usage/usage_ledger.h"
+
+#include <cstdio>
+#include <ctime>
+#include <stdexcept>
+
+#include <sqlite3.h>
+
+namespace chatflow::usage {
+namespace {
+
+int64_t unix_now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+void check(sqlite3* database, int code, const char* what) {
+  if (code != SQLITE_OK && code != SQLITE_DONE && code != SQLITE_ROW)
+    throw std::runtime_error(std::string(what) + ": " + sqlite3_errmsg(database));
+}
+
+// A prepared statement that finalises itself.
+class Statement {
+ public:
+  Statement(sqlite3* database, const char* sql) : database_(database) {
+    check(database, sqlite3_prepare_v2(database, sql, -1, &statement_, nullptr), sql);
+  }
+  ~Statement() { sqlite3_finalize(statement_); }
+  sqlite3_stmt* get() { return statement_; }
+
+ private:
+  sqlite3* database_;
+  sqlite3_stmt* statement_ = nullptr;
+};
+
+}  // namespace
+
+std::optional<Period> period_from_name(const std::string& name) {
+  if (name == "day") return Period::day;
+  if (name == "month") return Period::month;
+  if (name == "total") return Period::total;
+  return std::nullopt;
+}
+
+std::string_view to_string(Period period) {
+  switch (period) {
+    case Period::day:
+      return "day";
+    case Period::month:
+      return "month";
+    case Period::total:
+      return "total";
+  }
+  return "total";
+}
+
+std::shared_ptr<UsageLedger> UsageLedger::open(const std::string& path, Period period) {
+  static std::mutex registry_mutex;
+  static std::map<std::string, std::weak_ptr<UsageLedger>> registry;
+  std::lock_guard lock(registry_mutex);
+  if (auto existing = registry[path].lock()) {
+    if (existing->period_ != period)
+      throw std::runtime_error(path + " is already open with period " +
+                               std::string(to_string(existing->period_)));
+    return existing;
+  }
+  std::shared_ptr<UsageLedger> ledger(new UsageLedger(path, period));
+  registry[path] = ledger;
+  return ledger;
+}
+
+UsageLedger::UsageLedger(const std::string& path, Period period) : path_(path), period_(period) {
+  if (sqlite3_open_v2(path.c_str(), &database_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      nullptr) != SQLITE_OK) {
+    std::string message = database_ ? sqlite3_errmsg(database_) : "out of memory";
+    sqlite3_close(database_);
+    throw std::runtime_error("cannot open usage database " + path + ": " + message);
+  }
+  sqlite3_busy_timeout(database_, 5000);
+  const char* setup =
+      "PRAGMA journal_mode=WAL;"
+      "PRAGMA synchronous=NORMAL;"
+      "CREATE TABLE IF NOT EXISTS usage ("
+      "  id INTEGER PRIMARY KEY,"
+      "  time INTEGER NOT NULL,"
+      "  tenant TEXT NOT NULL,"
+      "  user TEXT NOT NULL,"
+      "  request_id TEXT NOT NULL,"
+      "  model TEXT NOT NULL,"
+      "  prompt_tokens INTEGER NOT NULL,"
+      "  completion_tokens INTEGER NOT NULL,"
+      "  status INTEGER NOT NULL);"
+      "CREATE INDEX IF NOT EXISTS usage_tenant_time ON usage (tenant, time);";
+  char* error = nullptr;
+  if (sqlite3_exec(database_, setup, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    sqlite3_close(database_);
+    throw std::runtime_error("cannot set up usage database " + path + ": " + message);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    roll_period_locked();
+  }
+  writer_ = std::thread([this] { run_writer(); });
+}
+
+UsageLedger::~UsageLedger() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  writer_.join();
+  sqlite3_close(database_);
+}
+
+int64_t UsageLedger::period_start() const {
+  if (period_ == Period::total) return 0;
+  std::time_t now = std::time(nullptr);
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  parts.tm_hour = parts.tm_min = parts.tm_sec = 0;
+  if (period_ == Period::month) parts.tm_mday = 1;
+  return static_cast<int64_t>(timegm(&parts));
+}
+
+// Loads this period's totals from the database when the period changed (and at start).
+void UsageLedger::roll_period_locked() {
+  int64_t start = period_start();
+  if (totals_loaded_ && start == totals_period_start_) return;
+  totals_loaded_ = true;
+  totals_.clear();
+  totals_period_start_ = start;
+  std::lock_guard database_lock(database_mutex_);
+  Statement query(database_,
+                  "SELECT tenant, SUM(prompt_tokens + completion_tokens) FROM usage "
+                  "WHERE time >= ? GROUP BY tenant");
+  sqlite3_bind_int64(query.get(), 1, start);
+  while (sqlite3_step(query.get()) == SQLITE_ROW) {
+    totals_[reinterpret_cast<const char*>(sqlite3_column_text(query.get(), 0))] =
+        sqlite3_column_int64(query.get(), 1);
+  }
+}
+
+void UsageLedger::append(UsageRecord record) {
+  if (record.time == 0) record.time = unix_now();
+  {
+    std::lock_guard lock(mutex_);
+    roll_period_locked();
+    if (record.time >= totals_period_start_)
+      totals_[record.tenant] += record.prompt_tokens + record.completion_tokens;
+    queue_.push_back(std::move(record));
+  }
+  work_.notify_one();
+}
+
+int64_t UsageLedger::used_tokens(const std::string& tenant) {
+  std::lock_guard lock(mutex_);
+  roll_period_locked();
+  auto found = totals_.find(tenant);
+  return found == totals_.end() ? 0 : found->second;
+}
+
+void UsageLedger::flush() {
+  std::unique_lock lock(mutex_);
+  written_.wait(lock, [&] { return queue_.empty() && !writing_; });
+}
+
+std::vector<TenantUsage> UsageLedger::report(const std::string& tenant) {
+  flush();
+  std::lock_guard database_lock(database_mutex_);
+  Statement query(database_,
+                  tenant.empty()
+                      ? "SELECT tenant, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM "
+                        "usage WHERE time >= ? GROUP BY tenant ORDER BY tenant"
+                      : "SELECT tenant, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM "
+                        "usage WHERE time >= ? AND tenant = ? GROUP BY tenant");
+  sqlite3_bind_int64(query.get(), 1, period_start());
+  if (!tenant.empty())
+    sqlite3_bind_text(query.get(), 2, tenant.c_str(), static_cast<int>(tenant.size()),
+                      SQLITE_TRANSIENT);
+  std::vector<TenantUsage> rows;
+  while (sqlite3_step(query.get()) == SQLITE_ROW) {
+    TenantUsage row;
+    row.tenant = reinterpret_cast<const char*>(sqlite3_column_text(query.get(), 0));
+    row.requests = sqlite3_column_int64(query.get(), 1);
+    row.prompt_tokens = sqlite3_column_int64(query.get(), 2);
+    row.completion_tokens = sqlite3_column_int64(query.get(), 3);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void UsageLedger::run_writer() {
+  while (true) {
+    std::vector<UsageRecord> batch;
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty() && stopping_) return;
+      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+      queue_.clear();
+      writing_ = true;
+    }
+    try {
+      write_batch(batch);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "chatflow: usage ledger %s: %s (%zu rows lost)\n", path_.c_str(),
+                   error.what(), batch.size());
+    }
+    {
+      std::lock_guard lock(mutex_);
+      writing_ = false;
+    }
+    written_.notify_all();
+  }
+}
+
+void UsageLedger::write_batch(const std::vector<UsageRecord>& batch) {
+  std::lock_guard database_lock(database_mutex_);
+  check(database_, sqlite3_exec(database_, "BEGIN", nullptr, nullptr, nullptr), "BEGIN");
+  try {
+    Statement insert(database_,
+                     "INSERT INTO usage (time, tenant, user, request_id, model, prompt_tokens, "
+                     "completion_tokens, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    for (const auto& record : batch) {
+      sqlite3_reset(insert.get());
+      sqlite3_bind_int64(insert.get(), 1, record.time);
+      sqlite3_bind_text(insert.get(), 2, record.tenant.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(insert.get(), 3, record.user.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(insert.get(), 4, record.request_id.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(insert.get(), 5, record.model.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(insert.get(), 6, record.prompt_tokens);
+      sqlite3_bind_int64(insert.get(), 7, record.completion_tokens);
+      sqlite3_bind_int(insert.get(), 8, record.status);
+      check(database_, sqlite3_step(insert.get()), "INSERT");
+    }
+  } catch (...) {
+    sqlite3_exec(database_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  check(database_, sqlite3_exec(database_, "COMMIT", nullptr, nullptr, nullptr), "COMMIT");
+}
+
+}  // namespace chatflow::usage

@@ -1,0 +1,218 @@
+// rate_limit: requests per minute and tokens per minute, per tenant and per user, as token
+// buckets. A request reserves one request and its prompt tokens (counted exactly with the
+// model's tokenizer) plus max_tokens; when it is over, what it did not use goes back. Over the
+// limit: 429 rate_limit_exceeded with Retry-After. Every response carries OpenAI's
+// x-ratelimit-* headers for the tightest bucket.
+#include <cmath>
+#include <sstream>
+
+#include "framework/limits/rate_limiter.h"
+#include "stages/gguf_model.h"
+
+namespace chatflow {
+namespace {
+
+struct RateLimitConfig {
+  std::string model;
+  double rpm = 0;
+  double tpm = 0;
+  double user_rpm = 0;
+  double user_tpm = 0;
+  double window_s = 60;
+  std::map<std::string, std::string> tenants;
+};
+
+struct Limits {
+  double rpm = 0;
+  double tpm = 0;
+};
+
+// "rpm=60 tpm=10000" (spaces or commas between).
+Limits parse_limits(const std::string& text, Limits defaults, const std::string& tenant) {
+  std::string normalized = text;
+  for (char& c : normalized)
+    c = c == ',' ? ' ' : c;
+  std::istringstream words(normalized);
+  std::string word;
+  while (words >> word) {
+    size_t equals = word.find('=');
+    std::string name = word.substr(0, equals);
+    double value = -1;
+    try {
+      if (equals != std::string::npos) value = std::stod(word.substr(equals + 1));
+    } catch (const std::exception&) {
+    }
+    if (value < 0 || (name != "rpm" && name != "tpm")) {
+      throw ConfigError("tenants." + tenant + ": expected 'rpm=N tpm=N', got '" + text + "'");
+    }
+    (name == "rpm" ? defaults.rpm : defaults.tpm) = value;
+  }
+  return defaults;
+}
+
+// OpenAI's reset format: "20ms", "1s", "6m0s".
+std::string reset_text(double seconds) {
+  if (seconds < 1) return std::to_string(static_cast<int>(std::ceil(seconds * 1000))) + "ms";
+  auto whole = static_cast<int64_t>(std::ceil(seconds));
+  if (whole < 60) return std::to_string(whole) + "s";
+  return std::to_string(whole / 60) + "m" + std::to_string(whole % 60) + "s";
+}
+
+class RateLimitStage final : public RequestStage {
+ public:
+  RateLimitStage(const RateLimitConfig& config, std::shared_ptr<GgufModel> model)
+      : config_(config),
+        model_(std::move(model)),
+        limiter_(std::make_shared<limits::InMemoryRateLimiter>(config.window_s)) {
+    for (const auto& [tenant, text] : config.tenants)
+      tenants_[tenant] = parse_limits(text, {config.rpm, config.tpm}, tenant);
+  }
+
+  Route process(Request& request, StageIo&) override {
+    const Identity& identity = request.identity;
+    Limits tenant{config_.rpm, config_.tpm};
+    if (auto found = tenants_.find(identity.tenant); found != tenants_.end())
+      tenant = found->second;
+    Limits user{config_.user_rpm, config_.user_tpm};
+    if (auto rpm = identity.limits.find("rpm"); rpm != identity.limits.end())
+      user.rpm = rpm->second;
+    if (auto tpm = identity.limits.find("tpm"); tpm != identity.limits.end())
+      user.tpm = tpm->second;
+
+    int64_t prompt_tokens = static_cast<int64_t>(request.prompt_tokens.size());
+    if (prompt_tokens == 0 && model_ && (tenant.tpm > 0 || user.tpm > 0))
+      prompt_tokens = static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    double tokens = static_cast<double>(prompt_tokens + request.generation.max_tokens);
+
+    std::string tenant_key = "tenant:" + identity.tenant;
+    std::string user_key = "user:" + identity.tenant + "/" + identity.user;
+    std::vector<limits::Claim> claims = {
+        {tenant_key + ":requests", tenant.rpm, 1},
+        {tenant_key + ":tokens", tenant.tpm, tokens},
+        {user_key + ":requests", user.rpm, 1},
+        {user_key + ":tokens", user.tpm, tokens},
+    };
+    limits::Reservation reservation = limiter_->reserve(claims);
+    set_headers(request, claims, reservation);
+    if (!reservation.granted) {
+      bool requests_bound = false;
+      for (size_t i : {size_t{0}, size_t{2}}) {
+        requests_bound |= claims[i].limit > 0 && reservation.states[i].remaining < 1;
+      }
+      std::string kind = requests_bound ? "requests" : "tokens";
+      if (reservation.never) {
+        throw RequestFailure(RequestError{
+            429,
+            kind,
+            "the request needs " + std::to_string(static_cast<int64_t>(tokens)) +
+                " tokens (prompt + max_tokens), more than your whole tokens-per-minute limit; "
+                "lower max_tokens",
+            "rate_limit_exceeded",
+            {}});
+      }
+      auto wait = static_cast<int64_t>(std::ceil(reservation.retry_after_s));
+      request.set_response_header("retry-after", std::to_string(std::max<int64_t>(1, wait)));
+      throw RequestFailure(RequestError{429,
+                                        kind,
+                                        "rate limit reached for " + kind +
+                                            " per minute; retry in " +
+                                            reset_text(reservation.retry_after_s),
+                                        "rate_limit_exceeded",
+                                        {}});
+    }
+    // Settle when the request is over: give back the tokens reserved and not used (or take the
+    // difference when the prompt grew after this stage).
+    auto limiter = limiter_;
+    double reserved = tokens;
+    std::vector<limits::Claim> token_claims = {claims[1], claims[3]};
+    request.on_release([limiter, reserved, token_claims](const Request& done) {
+      double used = static_cast<double>(done.usage.prompt_tokens + done.usage.completion_tokens);
+      if (done.usage.prompt_tokens == 0) used = 0;  // never reached the model
+      for (const auto& claim : token_claims)
+        limiter->refund(claim.bucket, claim.limit, reserved - used);
+    });
+    return Route::to(0);
+  }
+
+ private:
+  static void set_headers(Request& request, const std::vector<limits::Claim>& claims,
+                          const limits::Reservation& reservation) {
+    // The tightest bucket of each kind (requests: claims 0 and 2, tokens: 1 and 3).
+    auto tightest = [&](size_t a, size_t b) -> const limits::BucketState* {
+      const limits::BucketState* best = nullptr;
+      for (size_t i : {a, b}) {
+        if (claims[i].limit <= 0) continue;
+        if (!best || reservation.states[i].remaining < best->remaining)
+          best = &reservation.states[i];
+      }
+      return best;
+    };
+    auto put = [&](const char* kind, const limits::BucketState* state) {
+      if (!state) return;
+      std::string suffix = kind;
+      request.set_response_header("x-ratelimit-limit-" + suffix,
+                                  std::to_string(static_cast<int64_t>(state->limit)));
+      request.set_response_header(
+          "x-ratelimit-remaining-" + suffix,
+          std::to_string(static_cast<int64_t>(std::floor(state->remaining))));
+      request.set_response_header("x-ratelimit-reset-" + suffix,
+                                  reset_text(state->seconds_to_full));
+    };
+    put("requests", tightest(0, 2));
+    put("tokens", tightest(1, 3));
+  }
+
+  RateLimitConfig config_;
+  std::shared_ptr<GgufModel> model_;
+  std::shared_ptr<limits::RateLimiter> limiter_;
+  std::map<std::string, Limits> tenants_;
+};
+
+StageTypeInfo rate_limit_stage_type() {
+  StageTypeBuilder<RateLimitConfig> type(
+      "rate_limit", StageKind::request,
+      "Token buckets per tenant and user for requests and tokens per minute; 429 with "
+      "Retry-After and x-ratelimit-* headers.");
+  type.port("out", PortKind::request, "requests within their limits");
+  type.config()
+      .key("model", &RateLimitConfig::model,
+           "a gguf_model resource, to count prompt tokens exactly (needed for tpm)")
+      .resource("gguf_model");
+  type.config()
+      .key("rpm", &RateLimitConfig::rpm, "requests per window per tenant; 0: no limit")
+      .at_least(0);
+  type.config()
+      .key("tpm", &RateLimitConfig::tpm,
+           "tokens (prompt + max_tokens) per window per tenant; 0: no limit")
+      .at_least(0);
+  type.config()
+      .key("user_rpm", &RateLimitConfig::user_rpm,
+           "requests per window per user (a key's own rpm overrides it)")
+      .at_least(0);
+  type.config()
+      .key("user_tpm", &RateLimitConfig::user_tpm,
+           "tokens per window per user (a key's own tpm overrides it)")
+      .at_least(0);
+  type.config()
+      .key("window_s", &RateLimitConfig::window_s, "the window the limits are per, in seconds")
+      .range(0.001, 86400);
+  type.config().key("tenants", &RateLimitConfig::tenants,
+                    "per-tenant limits, e.g. {acme: \"rpm=60 tpm=10000\"}");
+  type.create([](const RateLimitConfig& config, StageContext& context) {
+    std::shared_ptr<GgufModel> model;
+    if (!config.model.empty()) model = context.resource<GgufModel>(config.model);
+    bool counts_tokens = config.tpm > 0 || config.user_tpm > 0;
+    for (const auto& [tenant, text] : config.tenants)
+      counts_tokens |= text.find("tpm") != std::string::npos;
+    if (counts_tokens && !model) {
+      throw ConfigError("token limits need 'model' (a gguf_model) to count prompt tokens");
+    }
+    return std::make_unique<RateLimitStage>(config, std::move(model));
+  });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(rate_limit_stage_type);
+
+}  // namespace
+}  // namespace chatflow

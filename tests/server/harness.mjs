@@ -1,6 +1,7 @@
 // Runs `chatflow serve` as a user would and talks to it over loopback: spawn, wait for the
 // ready line, raw HTTP over sockets, SSE and Prometheus parsing, signals.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -225,7 +226,8 @@ export async function waitFor(check, { timeoutMs = 10000, intervalMs = 20, what 
 // Opens a streaming request and reads SSE events as they come. `events()` is everything so far;
 // `waitEvents(n)` resolves once n data events arrived; `ended` resolves with the parsed
 // response once the server finished it.
-export function openStream(port, path, body) {
+export function openStream(port, path, body, headers = {}) {
+  const extraHeaders = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
   const socket = net.connect(port, '127.0.0.1');
   const parts = [];
   let listeners = [];
@@ -235,7 +237,7 @@ export function openStream(port, path, body) {
     socket.on('end', () => resolve(parseResponse(Buffer.concat(parts))));
     socket.on('error', reject);
   });
-  socket.on('connect', () => socket.write(postBytes(path, JSON.stringify(body))));
+  socket.on('connect', () => socket.write(postBytes(path, JSON.stringify(body), { extraHeaders })));
   const received = () => Buffer.concat(parts).toString('utf8');
   const countEvents = () => (received().match(/data: /g) || []).length;
   return {
@@ -262,4 +264,45 @@ export function openStream(port, path, body) {
 export function residentKiB(pid) {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]);
+}
+
+// A new API key from `chatflow keys add` (the key is printed once, on standard output).
+export function addKey(keysFile, tenant, { user = '', roles = [], rpm, tpm } = {}) {
+  const args = ['keys', 'add', '--tenant', tenant, '--keys-file', keysFile];
+  if (user) args.push('--user', user);
+  for (const role of roles) args.push('--role', role);
+  if (rpm) args.push('--rpm', String(rpm));
+  if (tpm) args.push('--tpm', String(tpm));
+  const result = spawnSync(chatflow, args, { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`keys add failed: ${result.stderr}`);
+  return result.stdout.trim();
+}
+
+export function runChatflow(args) {
+  return spawnSync(chatflow, args, { encoding: 'utf8', cwd: sourceDir });
+}
+
+// An HS256 JSON Web Token.
+export function jwtHs256(claims, secret, header = { alg: 'HS256', typ: 'JWT' }) {
+  const encode = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const signed = `${encode(header)}.${encode(claims)}`;
+  const signature = createHmac('sha256', secret).update(signed).digest('base64url');
+  return `${signed}.${signature}`;
+}
+
+export function scratchPath(name) {
+  return path.join(scratch, name);
+}
+
+// POST with headers; returns status, headers, parsed JSON (if any) and text.
+export async function post(url, pathname, body, headers = {}) {
+  const response = await fetch(url + pathname, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: response.status, headers: response.headers, text, json };
 }

@@ -1,0 +1,172 @@
+// Rate limits and quotas over HTTP: two tenants with different limits, 429 with the headers and
+// Retry-After, recovery after the wait, settlement of reserved tokens to the real count, the
+// SQLite quota ledger, /v1/usage and `chatflow usage`.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import {
+  addKey, metric, openStream, post, runChatflow, scrape, scratchPath, startServer, testModel,
+  waitFor, writeTemp,
+} from './harness.mjs';
+
+function pipeline(name, gates) {
+  return writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${scratchPath(`${name}-keys.yaml`)}}}
+${gates}
+  - {name: tokenize, type: tokenize, config: {model: llm}}
+  - {name: prefill, type: prefill, config: {model: llm}}
+  - {name: decode, type: decode, config: {model: llm}}
+  - {name: detokenize, type: detokenize, config: {model: llm}}
+  - {name: emit, type: sse_emit}
+`);
+}
+
+const ask = (max_tokens = 2) => ({
+  model: 'test-model', messages: [{ role: 'user', content: 'hello there' }], max_tokens, ignore_eos: true,
+});
+
+describe('rate limits per tenant', () => {
+  let server;
+  let acme;
+  let globex;
+  before(async () => {
+    const file = pipeline('limits', `  - name: limits
+    type: rate_limit
+    config: {model: llm, window_s: 4, tenants: {acme: "rpm=2", globex: "rpm=100"}}`);
+    acme = addKey(scratchPath('limits-keys.yaml'), 'acme');
+    globex = addKey(scratchPath('limits-keys.yaml'), 'globex');
+    server = await startServer(['--pipeline', file]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('one tenant hits 429 with headers; the other is unaffected; after the wait it passes', async () => {
+    const as = (key) => ({ Authorization: `Bearer ${key}` });
+    const first = await post(server.url, '/v1/chat/completions', ask(), as(acme));
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.headers.get('x-ratelimit-limit-requests'), '2');
+    assert.equal(first.headers.get('x-ratelimit-remaining-requests'), '1');
+    assert.match(first.headers.get('x-ratelimit-reset-requests'), /^\d+(ms|s)$/);
+    const second = await post(server.url, '/v1/chat/completions', ask(), as(acme));
+    assert.equal(second.status, 200);
+    assert.equal(second.headers.get('x-ratelimit-remaining-requests'), '0');
+    const refused = await post(server.url, '/v1/chat/completions', ask(), as(acme));
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.error.code, 'rate_limit_exceeded');
+    assert.equal(refused.json.error.type, 'requests');
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    assert.ok(retryAfter >= 1 && retryAfter <= 2, `Retry-After ${retryAfter}`);
+    assert.equal(refused.headers.get('x-ratelimit-limit-requests'), '2');
+    assert.equal(refused.headers.get('x-ratelimit-remaining-requests'), '0');
+    // The other tenant is not touched by acme's limit.
+    for (let i = 0; i < 5; i++) {
+      const other = await post(server.url, '/v1/chat/completions', ask(), as(globex));
+      assert.equal(other.status, 200);
+      assert.equal(other.headers.get('x-ratelimit-limit-requests'), '100');
+    }
+    await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000 + 100));
+    const again = await post(server.url, '/v1/chat/completions', ask(), as(acme));
+    assert.equal(again.status, 200, again.text);
+  });
+});
+
+describe('token reservation and quota', () => {
+  let server;
+  let acme;
+  let globex;
+  let admin;
+  const database = scratchPath('usage.db');
+  before(async () => {
+    const file = pipeline('tokens', `  - name: limits
+    type: rate_limit
+    config: {model: llm, tpm: 5000, window_s: 3600}
+  - name: quota
+    type: quota
+    config: {database: ${database}, tenants: {globex: "60"}}`);
+    const keys = scratchPath('tokens-keys.yaml');
+    acme = addKey(keys, 'acme');
+    globex = addKey(keys, 'globex');
+    admin = addKey(keys, 'ops', { roles: ['admin'] });
+    server = await startServer(['--pipeline', file]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  const usageOf = async (key, query = '') => {
+    const response = await fetch(`${server.url}/v1/usage${query}`, { headers: { Authorization: `Bearer ${key}` } });
+    return { status: response.status, body: await response.json() };
+  };
+
+  test('reserved max_tokens are settled to the real count', async () => {
+    const as = { Authorization: `Bearer ${acme}` };
+    // Reserve prompt + 3000 tokens, but leave after two tokens: most of it must come back.
+    const stream = openStream(server.port, '/v1/chat/completions', { ...ask(3000), stream: true }, as);
+    await stream.waitEvents(3);
+    stream.socket.destroy();
+    await waitFor(async () => metric(await scrape(server.url), 'chatflow:num_requests_running') === 0,
+      { what: 'the cancelled request to leave the engine' });
+    const used = await waitFor(async () => {
+      const { body } = await usageOf(admin, '?tenant=acme');
+      return body.data.length === 1 ? body.data[0] : undefined;
+    }, { what: 'the ledger row of the cancelled request' });
+    assert.ok(used.completion_tokens >= 2 && used.completion_tokens < 3000, JSON.stringify(used));
+    const next = await post(server.url, '/v1/chat/completions', ask(10), as);
+    assert.equal(next.status, 200, next.text);
+    const remaining = Number(next.headers.get('x-ratelimit-remaining-tokens'));
+    // 5000 - what the first request really used - what the second reserved (the bucket refills
+    // 1.4 tokens a second meanwhile).
+    const expected = 5000 - used.total_tokens - (next.json.usage.prompt_tokens + 10);
+    assert.ok(remaining >= expected && remaining <= expected + 10,
+      `remaining ${remaining}, expected ${expected} (without settlement it would be about ${expected - 3000})`);
+  });
+
+  test('a tenant past its quota gets 429 insufficient_quota; others carry on', async () => {
+    const as = { Authorization: `Bearer ${globex}` };
+    let refused;
+    for (let i = 0; i < 10 && !refused; i++) {
+      const response = await post(server.url, '/v1/chat/completions', ask(20), as);
+      if (response.status === 429) refused = response;
+      else assert.equal(response.status, 200, response.text);
+      // Rows reach the ledger when each request is released.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.ok(refused, 'the quota was never enforced');
+    assert.equal(refused.json.error.code, 'insufficient_quota');
+    assert.equal(refused.json.error.type, 'insufficient_quota');
+    const { body } = await usageOf(admin, '?tenant=globex');
+    assert.ok(body.data[0].total_tokens >= 60);
+    assert.equal(body.data[0].quota_tokens, 60);
+    assert.equal(body.data[0].remaining_tokens, 0);
+    assert.equal((await post(server.url, '/v1/chat/completions', ask(), { Authorization: `Bearer ${acme}` })).status, 200);
+  });
+
+  test('/v1/usage: admins see every tenant, others only their own', async () => {
+    const all = await usageOf(admin);
+    assert.equal(all.status, 200);
+    assert.deepEqual(all.body.data.map((row) => row.tenant).sort(), ['acme', 'globex']);
+    assert.equal(all.body.period, 'month');
+    const own = await usageOf(acme);
+    assert.deepEqual(own.body.data.map((row) => row.tenant), ['acme']);
+    assert.equal((await usageOf(acme, '?tenant=globex')).status, 403);
+    assert.equal((await fetch(`${server.url}/v1/usage`)).status, 401);
+  });
+
+  test('`chatflow usage` reads the same ledger', async () => {
+    const { body } = await usageOf(admin, '?tenant=globex');
+    const cli = runChatflow(['usage', '--database', database, '--tenant', 'globex']);
+    assert.equal(cli.status, 0, cli.stderr);
+    const row = cli.stdout.split('\n').find((line) => line.startsWith('globex'));
+    assert.ok(row, cli.stdout);
+    const columns = row.trim().split(/\s+/);
+    assert.equal(Number(columns[1]), body.data[0].requests);
+    assert.equal(Number(columns[4]), body.data[0].total_tokens);
+  });
+});

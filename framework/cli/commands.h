@@ -44,6 +44,7 @@ struct RunOptions {
   std::string prompt;
   std::string system;
   bool completion = false;  // send the prompt as a completion, without the chat template
+  std::string api_key;      // sent as the Authorization header, for pipelines with auth
   SamplingOptions sampling;
 };
 int run_command(const RunOptions& options);

@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
   run_app->add_option("--prompt", run.prompt, "the user message")->required();
   run_app->add_option("--system", run.system, "an optional system message");
   run_app->add_flag("--completion", run.completion, "a raw completion prompt (no chat template)");
+  run_app->add_option("--api-key", run.api_key, "for a pipeline with auth")
+      ->envname("CHATFLOW_API_KEY");
   add_sampling_options(run_app, run.sampling);
 
   ServeOptions serve;

@@ -59,6 +59,8 @@ int run_command(const RunOptions& options) {
   generation.frequency_penalty = sampling.frequency_penalty;
   if (sampling.seed >= 0) generation.seed = static_cast<uint64_t>(sampling.seed);
   generation.stop = sampling.stop;
+  if (!options.api_key.empty())
+    request->headers.push_back({"authorization", "Bearer " + options.api_key});
   auto sink = std::make_shared<PrintingSink>();
   request->sink = sink;
   std::future<void> done = sink->done();

@@ -824,7 +824,7 @@ class HttpSink final : public Sink {
   // writing (a cancelled request finishes while stages may be busy with it).
   void on_released(const Request& request) override {
     if (status_ == 0) return;  // never answered through this sink
-    served_->metrics->observe_finished(request, times_);
+    served_->metrics->observe_finished(request, times_, status_);
     AccessRecord record;
     record.id = request.id;
     record.method = exchange_.method;

@@ -9,7 +9,8 @@ double seconds_between(int64_t from_ns, int64_t to_ns) {
 
 }  // namespace
 
-RequestMetrics::RequestMetrics(MetricsRegistry& registry, const PipelineSpec& spec) {
+RequestMetrics::RequestMetrics(MetricsRegistry& registry, const PipelineSpec& spec)
+    : registry_(registry) {
   Labels labels{{"pipeline", spec.name}};
   auto latency = [&](const char* name, const char* help) {
     return &registry.histogram(name, help, latency_buckets(), labels);
@@ -53,7 +54,29 @@ RequestMetrics::RequestMetrics(MetricsRegistry& registry, const PipelineSpec& sp
                               "Requests that ended with an error or were cancelled.", labels);
 }
 
-void RequestMetrics::observe_finished(const Request& request, const TokenTimes& times) {
+void RequestMetrics::observe_finished(const Request& request, const TokenTimes& times, int status) {
+  // Per tenant: who is using the service, and how much.
+  const std::string& tenant = request.identity.tenant;
+  registry_
+      .counter("chatflow:tenant_requests_total", "Requests answered, by tenant and HTTP status.",
+               {{"tenant", tenant}, {"status", std::to_string(status)}})
+      .add();
+  registry_
+      .counter("chatflow:tenant_tokens_total", "Tokens used, by tenant and kind.",
+               {{"tenant", tenant}, {"kind", "prompt"}})
+      .add(static_cast<double>(request.usage.prompt_tokens));
+  registry_
+      .counter("chatflow:tenant_tokens_total", "Tokens used, by tenant and kind.",
+               {{"tenant", tenant}, {"kind", "completion"}})
+      .add(static_cast<double>(request.usage.completion_tokens));
+  // What stages noted (moderation flags, cache hits, A/B arms); stages keep values few.
+  for (const auto& [name, value] : request.annotations()) {
+    registry_
+        .counter("chatflow:request_annotations_total",
+                 "Notes stages left on requests (e.g. moderation=flagged:injection_en).",
+                 {{"name", name}, {"value", value}})
+        .add();
+  }
   int64_t finished = request.finished_ns() > 0 ? request.finished_ns() : now_ns();
   end_to_end_->observe(seconds_between(times.received_ns, finished));
   if (times.first_token_ns > 0) {

@@ -26,8 +26,9 @@ class RequestMetrics {
 
   // Between two chunks that carried tokens.
   void observe_inter_token(double seconds) { inter_token_->observe(seconds); }
-  // Once per finished request (any outcome).
-  void observe_finished(const Request& request, const TokenTimes& times);
+  // Once per finished request (any outcome), when nothing writes to it any more; `status` is
+  // the HTTP status the client got.
+  void observe_finished(const Request& request, const TokenTimes& times, int status);
 
  private:
   Histogram* time_to_first_token_;
@@ -42,6 +43,7 @@ class RequestMetrics {
   Counter* generation_tokens_;
   std::array<Counter*, 3> success_;  // by FinishReason
   Counter* failed_;
+  MetricsRegistry& registry_;  // for per-tenant and per-annotation series, made on first use
 };
 
 // Engine gauges and counters of every served model, labelled model_name, sampled per scrape;

@@ -138,6 +138,28 @@ if [ -f ../shared/models/stories260K/stories260K.gguf ]; then
   check "the default model is found in ../shared" test "$out" = ", there was a little girl named Lily. She loved to play"
 fi
 
+# chat.yaml: auth, limits, quota and moderation in front of the model.
+export CHATFLOW_KEYS_FILE="$work/keys.yaml" CHATFLOW_USAGE_DB="$work/usage.db"
+CHATFLOW_MODEL="$work/model.gguf" "$chatflow" validate graphs/chat.yaml >"$work/out" 2>"$work/err"; rc=$?
+check "validate chat.yaml exits 0" test $rc -eq 0
+check "the first build creates a keys file with a development key" grep -q "created $work/keys.yaml with a development key" "$work/err"
+key=$(grep -o "cf-[0-9a-f]*" "$work/err" | head -1)
+check "the keys file holds its hash, not the key" sh -c "! grep -q '$key' '$work/keys.yaml' && grep -q sha256 '$work/keys.yaml'"
+CHATFLOW_MODEL="$work/model.gguf" "$chatflow" run graphs/chat.yaml --prompt "hello" --max-tokens 4 >/dev/null 2>"$work/err"; rc=$?
+check "run chat.yaml without a key is refused (401)" grep -q "request failed: 401 authentication_error" "$work/err"
+check "... and exits 1" test $rc -eq 1
+CHATFLOW_MODEL="$work/model.gguf" "$chatflow" run graphs/chat.yaml --api-key "$key" --prompt "hello" --max-tokens 4 >/dev/null 2>"$work/err"; rc=$?
+check "run chat.yaml with the development key exits 0" test $rc -eq 0
+CHATFLOW_MODEL="$work/model.gguf" "$chatflow" run graphs/chat.yaml --api-key "$key" --prompt "how do I build a bomb" >/dev/null 2>"$work/err"; rc=$?
+check "a block-listed prompt is refused with content_filter" grep -q "request failed: 400 invalid_request_error: the request was blocked by the content filter" "$work/err"
+"$chatflow" keys add --tenant acme --role admin --keys-file "$work/keys.yaml" >"$work/newkey" 2>"$work/err"
+check "keys add prints one key" grep -qx "cf-[0-9a-f]\{48\}" "$work/newkey"
+"$chatflow" keys list --keys-file "$work/keys.yaml" >"$work/out"
+check "keys list shows both tenants" sh -c "grep -q ' dev ' '$work/out' && grep -q ' acme ' '$work/out'"
+"$chatflow" usage --database "$work/usage.db" >"$work/out" 2>&1; rc=$?
+check "usage reads the ledger the quota stage wrote" sh -c "test $rc -eq 0 && grep -q '^dev ' '$work/out'"
+unset CHATFLOW_KEYS_FILE CHATFLOW_USAGE_DB
+
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?
 check "no subcommand is a usage error" test $rc -eq 2

@@ -73,6 +73,14 @@ describe('rate limits per tenant', () => {
     await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000 + 100));
     const again = await post(server.url, '/v1/chat/completions', ask(), as(acme));
     assert.equal(again.status, 200, again.text);
+    // The tenant is in the metrics: requests by status, tokens by kind.
+    const samples = await waitFor(async () => {
+      const all = await scrape(server.url);
+      return metric(all, 'chatflow:tenant_requests_total', 'tenant="acme"', 'status="200"') === 3 ? all : undefined;
+    }, { what: 'per-tenant request counts' });
+    assert.equal(metric(samples, 'chatflow:tenant_requests_total', 'tenant="acme"', 'status="429"'), 1);
+    assert.equal(metric(samples, 'chatflow:tenant_requests_total', 'tenant="globex"', 'status="200"'), 5);
+    assert.equal(metric(samples, 'chatflow:tenant_tokens_total', 'tenant="globex"', 'kind="completion"'), 10);
   });
 });
 

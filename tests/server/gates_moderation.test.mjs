@@ -60,6 +60,8 @@ stages:
   test('personal data split across chunks is masked in the stream', async () => {
     const cases = [
       ['call me at 138 0013 8000 tonight', 'call me at [redacted] tonight'],
+      // Four chunks, three boundaries inside the number.
+      ['ring +86 138 0013 8000 now', 'ring [redacted] now'],
       ['card 4539 1488 0343 6467 thanks', 'card [redacted] thanks'],
       ['order 1234 5678 9012 3456 shipped', 'order 1234 5678 9012 3456 shipped'],
       ['mail bob@example.com or +44 20 7946 0958', 'mail [redacted] or [redacted]'],

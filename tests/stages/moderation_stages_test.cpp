@@ -39,6 +39,7 @@ TEST(OutputModeration, MasksPersonalDataSplitAcrossChunks) {
   ASSERT_TRUE(pipeline);
   // "138 0013 8000" arrives as three chunks; so does the card number (four).
   EXPECT_EQ(run(*pipeline, "call me at 138 0013 8000 tonight"), "call me at [redacted] tonight");
+  EXPECT_EQ(run(*pipeline, "ring +86 138 0013 8000 now"), "ring [redacted] now");
   EXPECT_EQ(run(*pipeline, "my card is 4539 1488 0343 6467 ok"), "my card is [redacted] ok");
   EXPECT_EQ(run(*pipeline, "order 1234 5678 9012 3456 shipped"),
             "order 1234 5678 9012 3456 shipped")

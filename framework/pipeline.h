@@ -56,6 +56,18 @@ class Pipeline {
     }
     return nullptr;
   }
+  // Every resource and stage that implements T.
+  template <class T>
+  std::vector<T*> find_all() const {
+    std::vector<T*> found;
+    for (const auto& [name, resource] : resources()) {
+      if (auto* object = dynamic_cast<T*>(resource.get())) found.push_back(object);
+    }
+    for (size_t i = 0; i < spec().stages.size(); ++i) {
+      if (auto* object = dynamic_cast<T*>(stage(i))) found.push_back(object);
+    }
+    return found;
+  }
   const ResourceMap& resources() const;
   Stage* stage(size_t index) const;
 

@@ -122,6 +122,7 @@ class Request : public std::enable_shared_from_this<Request> {
   RequestKind kind = RequestKind::chat;
   std::vector<Message> messages;  // chat requests
   std::string prompt;             // completion requests: the raw prompt text
+  std::string session_id;         // a server-side conversation (history stages), or empty
   GenerationParams generation;
   bool stream = true;
   bool include_usage = false;  // stream_options.include_usage

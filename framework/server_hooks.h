@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "framework/request.h"
 
@@ -29,6 +30,25 @@ class UsageReporter {
   // {"object": "list", "data": [{"tenant", "requests", "prompt_tokens", "completion_tokens",
   // "total_tokens", "quota_tokens", "period"...}]} for `tenant`, or for every tenant when empty.
   virtual std::string usage_json(const std::string& tenant) const = 0;
+};
+
+// What an admin asks to forget: one tenant's entries for one conversation (messages or prompt),
+// or with `everything`, all of the tenant's entries.
+struct CacheCorrection {
+  std::string tenant;
+  std::string model;  // empty: any model
+  std::vector<Message> messages;
+  std::string prompt;
+  bool everything = false;
+};
+
+// A cache the server can correct (DELETE /v1/cache).
+class CacheAdmin {
+ public:
+  virtual ~CacheAdmin() = default;
+  virtual std::string cache_name() const = 0;  // "exact", "semantic"
+  // Removes the matching entries; returns how many.
+  virtual size_t forget(const CacheCorrection& correction) = 0;
 };
 
 }  // namespace chatflow

@@ -103,6 +103,7 @@ constexpr Route kRoutes[] = {
     {"/tokenize", "POST"},
     {"/detokenize", "POST"},
     {"/v1/usage", "GET"},
+    {"/v1/cache", "DELETE"},
 };
 
 // The value of `name` in a URL query ("a=1&tenant=acme"), undecoded; empty when absent.
@@ -133,6 +134,7 @@ struct Served {
   // Offered by a stage or resource of the pipeline (the auth stage, the quota stage), or null.
   const Authenticator* authenticator = nullptr;
   const UsageReporter* usage = nullptr;
+  std::vector<CacheAdmin*> caches;
 
   const ServedModel* model(const std::string& id) const {
     for (const auto& model : models) {
@@ -382,7 +384,7 @@ class Session : public std::enable_shared_from_this<Session> {
       response.headers.push_back({"Allow", std::string(allowed) + ", OPTIONS"});
       return respond(std::move(response), endpoint);
     }
-    if (message.method() == http::verb::post) {
+    if (message.method() == http::verb::post || message.method() == http::verb::delete_) {
       std::string type = lowercase(message[http::field::content_type]);
       type = type.substr(0, type.find(';'));
       while (!type.empty() && type.back() == ' ')
@@ -428,6 +430,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (path_ == "/tokenize") return tokenize(*served, message.body());
       if (path_ == "/detokenize") return detokenize(*served, message.body());
       if (path_ == "/v1/usage") return usage(*served, caller);
+      if (path_ == "/v1/cache") return forget(*served, caller, message.body());
       RequestKind kind =
           path_ == "/v1/chat/completions" ? RequestKind::chat : RequestKind::completion;
       return start_generation(served, kind, message.body(), endpoint);
@@ -532,6 +535,21 @@ class Session : public std::enable_shared_from_this<Session> {
       tenant = caller.tenant;
     }
     respond(Response(200, served.usage->usage_json(tenant)), "/v1/usage");
+  }
+
+  // DELETE /v1/cache: admins correct cached answers (a tenant's conversation, or all of it).
+  void forget(const Served& served, const Identity& caller, const std::string& body) {
+    if (served.authenticator && !caller.has_role("admin")) {
+      throw RequestFailure(
+          make_error(403, "permission_error", "only admins may correct caches", "forbidden"));
+    }
+    CacheCorrection correction = parse_cache_correction(body);
+    if (correction.tenant.empty()) correction.tenant = caller.tenant;
+    json::object deleted;
+    for (CacheAdmin* cache : served.caches) {
+      deleted[cache->cache_name()] = static_cast<int64_t>(cache->forget(correction));
+    }
+    respond(Response(200, json::serialize(json::object{{"deleted", deleted}})), "/v1/cache");
   }
 
   // --- Generation: a Request through the pipeline, its chunks back through HttpSink. ---
@@ -882,6 +900,9 @@ void Session::start_generation(const std::shared_ptr<const Served>& served, Requ
   parse_completion_request(body, kind, *request, served->model_ids);
   request->id = random_id(kind == RequestKind::chat ? "chatcmpl-" : "cmpl-");
   request->headers = std::move(headers_);
+  if (request->session_id.empty()) {
+    if (auto session = request->header("x-session-id")) request->session_id = std::string(*session);
+  }
   request->created = unix_seconds();
   double timeout = state_->settings.request_timeout_s;
   if (timeout > 0) {
@@ -1175,6 +1196,7 @@ void HttpServer::serve(std::shared_ptr<Pipeline> pipeline) {
   served->metrics = std::make_unique<RequestMetrics>(state_->metrics, pipeline->spec());
   served->authenticator = pipeline->find<Authenticator>();
   served->usage = pipeline->find<UsageReporter>();
+  served->caches = pipeline->find_all<CacheAdmin>();
   register_engine_metrics(state_->metrics, served->models, pipeline);
   std::lock_guard lock(state_->mutex);
   state_->served = std::move(served);

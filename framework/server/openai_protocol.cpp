@@ -217,6 +217,32 @@ DetokenizeRequest parse_detokenize_request(std::string_view body) {
   return request;
 }
 
+CacheCorrection parse_cache_correction(std::string_view body) {
+  json::value document = parse_object(body);
+  Fields fields(document.get_object());
+  CacheCorrection correction;
+  correction.tenant = fields.string("tenant", "");
+  correction.model = fields.string("model", "");
+  correction.everything = fields.boolean("all", false);
+  correction.prompt = fields.string("prompt", "");
+  if (const json::value* messages = fields.get("messages")) {
+    if (!messages->is_array()) invalid("'messages' must be an array", "messages");
+    for (const auto& item : messages->get_array()) {
+      const json::object* message = item.if_object();
+      const json::value* role = message ? message->if_contains("role") : nullptr;
+      const json::value* content = message ? message->if_contains("content") : nullptr;
+      if (!role || !role->is_string() || !content || !content->is_string())
+        invalid("each message needs a string 'role' and 'content'", "messages");
+      std::string role_text(role->get_string());
+      if (role_text == "developer") role_text = "system";
+      correction.messages.push_back({role_text, std::string(content->get_string())});
+    }
+  }
+  if (!correction.everything && correction.messages.empty() && correction.prompt.empty())
+    invalid("say what to forget: 'messages', 'prompt', or \"all\": true");
+  return correction;
+}
+
 void parse_completion_request(std::string_view body, RequestKind kind, Request& request,
                               const std::vector<std::string>& served_models) {
   json::value document = parse_object(body);
@@ -334,6 +360,9 @@ void parse_completion_request(std::string_view body, RequestKind kind, Request& 
     if (!options->is_object()) invalid("'stream_options' must be an object", "stream_options");
     request.include_usage = Fields(options->get_object()).boolean("include_usage", false);
   }
+  request.session_id = fields.string("session_id", "");
+  if (request.session_id.size() > 256)
+    invalid("'session_id' may be at most 256 characters", "session_id");
   std::string user = fields.string("user", "");
   if (!user.empty() && request.identity.user.empty()) request.identity.user = user;
 }

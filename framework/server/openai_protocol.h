@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/request.h"
+#include "framework/server_hooks.h"
 
 namespace chatflow::server {
 
@@ -31,6 +32,10 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 DetokenizeRequest parse_detokenize_request(std::string_view body);
+
+// DELETE /v1/cache: {"tenant", "model", "messages" | "prompt" | "all": true}. Throws
+// RequestFailure (400).
+CacheCorrection parse_cache_correction(std::string_view body);
 
 // {"error": {"message", "type", "param", "code"}}
 std::string error_json(const RequestError& error);

@@ -1,0 +1,28 @@
+// An answer kept by a cache: the text deltas as the client first received them (so a hit streams
+// back in the same shape), how it ended, and its token counts.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/chunk.h"
+#include "framework/request.h"
+
+namespace chatflow::cache {
+
+struct CachedAnswer {
+  std::vector<std::string> chunks;
+  FinishReason finish = FinishReason::stop;
+  Usage usage;
+  std::string tenant;
+  std::string model;
+  std::string conversation;  // the conversation's digest without parameters, for corrections
+  std::chrono::steady_clock::time_point expires;
+
+  size_t bytes() const;
+};
+
+}  // namespace chatflow::cache

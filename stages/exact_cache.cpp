@@ -1,0 +1,146 @@
+// exact_cache: answers a request seen before without the model. The key is SHA-256 over the
+// tenant, the model, the cache's version, the whole conversation and every parameter that
+// changes the output, so a changed word, parameter or tenant is a miss. Only complete answers
+// (finish stop or length, nothing filtered or masked) are kept, by default only of deterministic
+// requests (temperature 0 or a seed). A hit streams the stored chunks through port `hit` and the
+// stream stages after it, with `x-chatflow-cache: exact`; a miss goes on through `miss`.
+#include <boost/json.hpp>
+
+#include "framework/cache/conversation.h"
+#include "framework/cache/lru_store.h"
+#include "framework/registry.h"
+#include "framework/response_recorder.h"
+#include "framework/security/crypto.h"
+#include "framework/server_hooks.h"
+
+namespace chatflow {
+namespace {
+
+struct ExactCacheConfig {
+  double ttl_s = 3600;
+  int64_t max_entries = 100000;
+  int64_t max_bytes = 256 << 20;
+  bool deterministic_only = true;
+  std::string version = "1";
+};
+
+constexpr PortId kMiss = 0;
+constexpr PortId kHit = 1;
+
+class ExactCacheStage final : public RequestStage, public CacheAdmin {
+ public:
+  explicit ExactCacheStage(const ExactCacheConfig& config)
+      : config_(config),
+        store_(std::make_shared<cache::LruStore>(static_cast<size_t>(config.max_entries),
+                                                 static_cast<size_t>(config.max_bytes))) {}
+
+  Route process(Request& request, StageIo& io) override {
+    const GenerationParams& g = request.generation;
+    bool cacheable = !g.logprobs && g.top_logprobs == 0 &&
+                     (!config_.deterministic_only || g.temperature == 0.0f || g.seed.has_value());
+    if (!cacheable) {
+      request.set_response_header("x-chatflow-cache", "bypass");
+      return Route::to(kMiss);
+    }
+    std::string conversation =
+        cache::conversation_json(request.kind, request.messages, request.prompt);
+    std::string conversation_digest =
+        security::sha256_hex(key_prefix(request.identity.tenant) + conversation);
+    std::string key = security::sha256_hex(
+        conversation_digest + boost::json::serialize(boost::json::string(request.model)) +
+        cache::output_parameters_json(request.generation));
+    if (auto answer = store_->get(key)) {
+      request.set_response_header("x-chatflow-cache", "exact");
+      request.annotate("cache", "exact");
+      request.usage = answer->usage;
+      ChunkWriter writer = io.open_stream(kHit);
+      for (const auto& text : answer->chunks)
+        writer.write(Chunk::delta(text));
+      Chunk last;
+      last.finish = answer->finish;
+      last.usage = answer->usage;
+      writer.write(std::move(last));
+      return Route::streaming();
+    }
+    request.set_response_header("x-chatflow-cache", "miss");
+    auto store = store_;
+    auto ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(config_.ttl_s));
+    std::string tenant = request.identity.tenant;
+    std::string model = request.model;
+    record_answer(request, nullptr,
+                  [store, key, conversation_digest, ttl, tenant, model](
+                      const Request& done, const RecordedAnswer& answer) {
+                    if (answer.failed || !answer.finish) return;
+                    if (*answer.finish == FinishReason::content_filter) return;
+                    // Masked text is not what the model said: never serve it again.
+                    if (done.annotation("output_moderation")) return;
+                    auto entry = std::make_shared<cache::CachedAnswer>();
+                    entry->chunks = answer.chunks;
+                    entry->finish = *answer.finish;
+                    entry->usage = answer.usage;
+                    entry->tenant = tenant;
+                    entry->model = model;
+                    entry->conversation = conversation_digest;
+                    entry->expires = std::chrono::steady_clock::now() + ttl;
+                    store->put(key, std::move(entry));
+                  });
+    return Route::to(kMiss);
+  }
+
+  std::string cache_name() const override { return "exact"; }
+
+  size_t forget(const CacheCorrection& correction) override {
+    if (correction.everything) {
+      return store_->erase_if(
+          [&](const cache::CachedAnswer& entry) { return entry.tenant == correction.tenant; });
+    }
+    std::string conversation = cache::conversation_json(
+        correction.messages.empty() ? RequestKind::completion : RequestKind::chat,
+        correction.messages, correction.prompt);
+    std::string digest = security::sha256_hex(key_prefix(correction.tenant) + conversation);
+    return store_->erase_if([&](const cache::CachedAnswer& entry) {
+      return entry.tenant == correction.tenant && entry.conversation == digest &&
+             (correction.model.empty() || entry.model == correction.model);
+    });
+  }
+
+ private:
+  std::string key_prefix(const std::string& tenant) const {
+    return boost::json::serialize(boost::json::array{config_.version, tenant});
+  }
+
+  ExactCacheConfig config_;
+  std::shared_ptr<cache::LruStore> store_;
+};
+
+StageTypeInfo exact_cache_stage_type() {
+  StageTypeBuilder<ExactCacheConfig> type(
+      "exact_cache", StageKind::request,
+      "Answers a request identical to an earlier one (same tenant, model, conversation and "
+      "parameters) from memory; port hit streams it, port miss goes on.");
+  type.port("miss", PortKind::request, "requests not answered from the cache");
+  type.port("hit", PortKind::stream, "the cached answer, as chunks");
+  type.config()
+      .key("ttl_s", &ExactCacheConfig::ttl_s, "how long an answer is kept")
+      .range(0.001, 1e9);
+  type.config()
+      .key("max_entries", &ExactCacheConfig::max_entries, "answers kept at most (LRU)")
+      .range(1, 1'000'000'000);
+  type.config()
+      .key("max_bytes", &ExactCacheConfig::max_bytes, "memory for answers at most (LRU)")
+      .range(1024, int64_t{1} << 40);
+  type.config().key("deterministic_only", &ExactCacheConfig::deterministic_only,
+                    "keep only answers of requests with temperature 0 or a seed");
+  type.config().key("version", &ExactCacheConfig::version,
+                    "part of every key: change it to start from an empty cache");
+  type.create([](const ExactCacheConfig& config, StageContext&) {
+    return std::make_unique<ExactCacheStage>(config);
+  });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(exact_cache_stage_type);
+
+}  // namespace
+}  // namespace chatflow

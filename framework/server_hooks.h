@@ -51,4 +51,12 @@ class CacheAdmin {
   virtual size_t forget(const CacheCorrection& correction) = 0;
 };
 
+// Session history the server can show (GET /v1/sessions/{id}).
+class HistoryReader {
+ public:
+  virtual ~HistoryReader() = default;
+  // {"object": "session", "id", "turns": [{"user", "assistant", "status", ...}]}.
+  virtual std::string session_json(const std::string& tenant, const std::string& session) = 0;
+};
+
 }  // namespace chatflow

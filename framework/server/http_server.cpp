@@ -135,6 +135,7 @@ struct Served {
   const Authenticator* authenticator = nullptr;
   const UsageReporter* usage = nullptr;
   std::vector<CacheAdmin*> caches;
+  HistoryReader* history = nullptr;
 
   const ServedModel* model(const std::string& id) const {
     for (const auto& model : models) {
@@ -360,12 +361,15 @@ class Session : public std::enable_shared_from_this<Session> {
       if (candidate.path == path_) route = &candidate;
     }
     bool model_route = path_.rfind("/v1/models/", 0) == 0;
-    if (!route && !model_route) {
+    bool session_route = path_.rfind("/v1/sessions/", 0) == 0 && path_.size() > 13;
+    if (!route && !model_route && !session_route) {
       return respond_error(make_error(404, "invalid_request_error",
                                       "no route for " + method_ + " " + path_, "not_found"),
                            "other");
     }
-    std::string endpoint = route ? std::string(route->path) : "/v1/models/{id}";
+    std::string endpoint = route         ? std::string(route->path)
+                           : model_route ? "/v1/models/{id}"
+                                         : "/v1/sessions/{id}";
     std::string_view allowed = route ? route->methods : "GET";
     if (message.method() == http::verb::options) {
       Response response(204, "", "");
@@ -427,6 +431,7 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       if (path_ == "/v1/models") return respond(Response(200, models_json(*served)), endpoint);
       if (model_route) return model_info(*served, path_.substr(std::string("/v1/models/").size()));
+      if (session_route) return session(*served, caller, path_.substr(13));
       if (path_ == "/tokenize") return tokenize(*served, message.body());
       if (path_ == "/detokenize") return detokenize(*served, message.body());
       if (path_ == "/v1/usage") return usage(*served, caller);
@@ -535,6 +540,17 @@ class Session : public std::enable_shared_from_this<Session> {
       tenant = caller.tenant;
     }
     respond(Response(200, served.usage->usage_json(tenant)), "/v1/usage");
+  }
+
+  // GET /v1/sessions/{id}: the caller's own session (its tenant's).
+  void session(const Served& served, const Identity& caller, const std::string& id) {
+    if (!served.history) {
+      throw RequestFailure(make_error(404, "invalid_request_error",
+                                      "this pipeline keeps no session history (add a "
+                                      "history_store)",
+                                      "not_found"));
+    }
+    respond(Response(200, served.history->session_json(caller.tenant, id)), "/v1/sessions/{id}");
   }
 
   // DELETE /v1/cache: admins correct cached answers (a tenant's conversation, or all of it).
@@ -1197,6 +1213,7 @@ void HttpServer::serve(std::shared_ptr<Pipeline> pipeline) {
   served->authenticator = pipeline->find<Authenticator>();
   served->usage = pipeline->find<UsageReporter>();
   served->caches = pipeline->find_all<CacheAdmin>();
+  served->history = pipeline->find<HistoryReader>();
   register_engine_metrics(state_->metrics, served->models, pipeline);
   std::lock_guard lock(state_->mutex);
   state_->served = std::move(served);

@@ -1,0 +1,59 @@
+// history_store: see history_store.h.
+#include "stages/history_store.h"
+
+#include <filesystem>
+
+#include <boost/json.hpp>
+
+#include "framework/registry.h"
+
+namespace chatflow {
+
+std::string HistoryStoreResource::session_json(const std::string& tenant,
+                                               const std::string& session) {
+  namespace json = boost::json;
+  json::array turns;
+  for (const auto& turn : store_->load(tenant, session)) {
+    turns.push_back({{"user", turn.user},
+                     {"assistant", turn.assistant},
+                     {"status", std::string(history::to_string(turn.status))},
+                     {"prompt_tokens", turn.prompt_tokens},
+                     {"completion_tokens", turn.completion_tokens},
+                     {"created", turn.time}});
+  }
+  return json::serialize(json::object{{"object", "session"}, {"id", session}, {"turns", turns}});
+}
+
+namespace {
+
+struct HistoryStoreConfig {
+  std::string backend = "sqlite";
+  std::string path = "var/history.db";
+};
+
+ResourceTypeInfo history_store_resource_type() {
+  ResourceTypeBuilder<HistoryStoreConfig> type(
+      "history_store",
+      "Session turns: SQLite (a file, WAL, one writer thread, batched commits) or memory.");
+  type.config()
+      .key("backend", &HistoryStoreConfig::backend, "sqlite or memory")
+      .choices({"sqlite", "memory"});
+  type.config().key("path", &HistoryStoreConfig::path, "the SQLite file");
+  type.create([](const HistoryStoreConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {
+    if (config.backend == "memory")
+      return std::make_shared<HistoryStoreResource>(history::make_memory_store());
+    std::filesystem::path file(config.path);
+    if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+    try {
+      return std::make_shared<HistoryStoreResource>(history::make_sqlite_store(config.path));
+    } catch (const std::runtime_error& error) {
+      throw ConfigError(error.what());
+    }
+  });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(history_store_resource_type);
+
+}  // namespace
+}  // namespace chatflow

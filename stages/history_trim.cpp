@@ -1,0 +1,129 @@
+// history_trim: the conversation the model sees. With a `store` and a request's session_id
+// (body field or x-session-id header), the session's completed turns come first, then the new
+// messages; the whole is trimmed to `budget_tokens`, counted with the model's own tokenizer and
+// chat template (trim.h). Each answered turn is recorded: committed before the last event of
+// its answer leaves, so a turn the client saw complete survives a crash; a cancelled or
+// filtered answer is recorded as such and never given back as context.
+#include <boost/json.hpp>
+
+#include "framework/history/trim.h"
+#include "framework/response_recorder.h"
+#include "stages/gguf_model.h"
+#include "stages/history_store.h"
+
+namespace chatflow {
+namespace {
+
+struct HistoryTrimConfig {
+  std::string store;
+  std::string model;
+  int64_t budget_tokens = 4000;
+};
+
+class HistoryTrimStage final : public RequestStage {
+ public:
+  HistoryTrimStage(std::shared_ptr<HistoryStoreResource> store, std::shared_ptr<GgufModel> model,
+                   int64_t budget)
+      : store_(std::move(store)), model_(std::move(model)), budget_(budget) {}
+
+  Route process(Request& request, StageIo&) override {
+    if (request.kind != RequestKind::chat) return Route::to(0);
+    bool session = store_ && !request.session_id.empty();
+    std::vector<Message> messages;
+    for (const auto& message : request.messages) {
+      if (message.role == "system") messages.push_back(message);
+    }
+    if (session) {
+      for (const auto& turn : store_->store().load(request.identity.tenant, request.session_id)) {
+        if (turn.status != history::TurnStatus::completed) continue;
+        messages.push_back({"user", turn.user});
+        messages.push_back({"assistant", turn.assistant});
+      }
+    }
+    for (const auto& message : request.messages) {
+      if (message.role != "system") messages.push_back(message);
+    }
+    auto count = [&](const std::vector<Message>& candidate) {
+      Request probe;
+      probe.kind = RequestKind::chat;
+      probe.messages = candidate;
+      return static_cast<int64_t>(model_->encode_prompt(probe, true).size());
+    };
+    history::TrimOutcome trimmed = history::trim_to_budget(messages, budget_, count);
+    request.messages = std::move(trimmed.messages);
+    if (trimmed.turns_dropped > 0) {
+      request.annotate("history", "trimmed " + std::to_string(trimmed.turns_dropped) + " turns");
+    }
+    if (session) record_turn(request);
+    return Route::to(0);
+  }
+
+ private:
+  void record_turn(Request& request) {
+    auto store = store_;
+    std::string tenant = request.identity.tenant;
+    std::string session = request.session_id;
+    std::string user = request.last_user_message();
+    auto recorded = std::make_shared<bool>(false);
+    auto turn_of = [user](const RecordedAnswer& answer, history::TurnStatus status) {
+      history::Turn turn;
+      turn.user = user;
+      turn.assistant = answer.text();
+      turn.status = status;
+      turn.prompt_tokens = answer.usage.prompt_tokens;
+      turn.completion_tokens = answer.usage.completion_tokens;
+      return turn;
+    };
+    record_answer(
+        request,
+        [store, tenant, session, turn_of, recorded](const Request&, const RecordedAnswer& answer) {
+          bool filtered = answer.finish == FinishReason::content_filter;
+          store->store().append(tenant, session,
+                                turn_of(answer, filtered ? history::TurnStatus::filtered
+                                                         : history::TurnStatus::completed),
+                                /*durable=*/true);
+          *recorded = true;
+        },
+        [store, tenant, session, turn_of, recorded](const Request& done,
+                                                    const RecordedAnswer& answer) {
+          if (*recorded) return;
+          history::TurnStatus status =
+              done.cancelled() ? history::TurnStatus::cancelled : history::TurnStatus::failed;
+          store->store().append(tenant, session, turn_of(answer, status), /*durable=*/false);
+        });
+  }
+
+  std::shared_ptr<HistoryStoreResource> store_;
+  std::shared_ptr<GgufModel> model_;
+  int64_t budget_;
+};
+
+StageTypeInfo history_trim_stage_type() {
+  StageTypeBuilder<HistoryTrimConfig> type(
+      "history_trim", StageKind::request,
+      "Builds the conversation under a token budget (system first, newest message last, whole "
+      "turns newest first); with a store, keeps and restores sessions by session_id.");
+  type.port("out", PortKind::request, "the request with its trimmed conversation");
+  type.config()
+      .key("store", &HistoryTrimConfig::store, "a history_store resource, for sessions")
+      .resource("history_store");
+  type.config()
+      .key("model", &HistoryTrimConfig::model, "the gguf_model whose tokenizer counts")
+      .required()
+      .resource("gguf_model");
+  type.config()
+      .key("budget_tokens", &HistoryTrimConfig::budget_tokens, "prompt tokens at most")
+      .range(16, 10'000'000);
+  type.create([](const HistoryTrimConfig& config, StageContext& context) {
+    std::shared_ptr<HistoryStoreResource> store;
+    if (!config.store.empty()) store = context.resource<HistoryStoreResource>(config.store);
+    return std::make_unique<HistoryTrimStage>(
+        std::move(store), context.resource<GgufModel>(config.model), config.budget_tokens);
+  });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(history_trim_stage_type);
+
+}  // namespace
+}  // namespace chatflow

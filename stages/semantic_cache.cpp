@@ -1,0 +1,243 @@
+// semantic_cache: answers a question asked before in other words. The conversation (every turn
+// but the system prompt) is embedded and looked up in the partition of its tenant, model and
+// system prompt; a request without a tenant is never cached. A neighbour above `threshold` is
+// still checked by a verifier (same numbers, negations and names), so "is it safe" never gets
+// the answer to "is it not safe". Questions about the present or the caller (today, weather,
+// my balance...) bypass the cache. A hit streams through port `hit` with
+// `x-chatflow-cache: semantic` and `x-chatflow-cache-similarity`.
+#include <cstdio>
+
+#include "framework/cache/conversation.h"
+#include "framework/cache/semantic_index.h"
+#include "framework/moderation/normalizer.h"
+#include "framework/moderation/rule_list.h"
+#include "framework/registry.h"
+#include "framework/response_recorder.h"
+#include "framework/security/crypto.h"
+#include "framework/server_hooks.h"
+#include "stages/embedder.h"
+
+namespace chatflow {
+namespace {
+
+struct SemanticCacheConfig {
+  std::string embedder;
+  double threshold = 0.95;
+  double ttl_s = 86400;
+  int64_t max_entries = 100000;
+  int candidates = 4;
+  bool deterministic_only = false;
+  std::vector<std::string> bypass;
+  bool built_in_bypass = true;
+};
+
+constexpr PortId kMiss = 0;
+constexpr PortId kHit = 1;
+
+// Questions whose answer depends on when or who asks.
+const std::vector<std::string> kBuiltInBypass = {"today",
+                                                 "tonight",
+                                                 "tomorrow",
+                                                 "yesterday",
+                                                 "right now",
+                                                 "at the moment",
+                                                 "currently",
+                                                 "current",
+                                                 "latest",
+                                                 "this week",
+                                                 "this month",
+                                                 "this year",
+                                                 "weather",
+                                                 "what time",
+                                                 "my balance",
+                                                 "my account",
+                                                 "my order",
+                                                 "my orders",
+                                                 "my subscription",
+                                                 "my password",
+                                                 "my name",
+                                                 "stock price",
+                                                 "exchange rate",
+                                                 "news",
+                                                 "今天",
+                                                 "明天",
+                                                 "昨天",
+                                                 "现在",
+                                                 "当前",
+                                                 "目前",
+                                                 "最新",
+                                                 "天气",
+                                                 "余额",
+                                                 "我的账户",
+                                                 "我的订单",
+                                                 "股价",
+                                                 "汇率",
+                                                 "新闻"};
+
+class SemanticCacheStage final : public RequestStage, public CacheAdmin {
+ public:
+  SemanticCacheStage(const SemanticCacheConfig& config,
+                     std::shared_ptr<const embedding::Embedder> embedder,
+                     std::vector<std::shared_ptr<const moderation::RuleList>> bypass)
+      : config_(config),
+        embedder_(std::move(embedder)),
+        index_(std::make_shared<cache::SemanticIndex>(embedder_->dimensions(),
+                                                      static_cast<size_t>(config.max_entries))),
+        bypass_(std::move(bypass)) {}
+
+  Route process(Request& request, StageIo& io) override {
+    const GenerationParams& g = request.generation;
+    std::string reason;
+    if (request.identity.tenant.empty()) {
+      reason = "no tenant";  // no partition, no cache
+    } else if (g.logprobs || g.top_logprobs > 0) {
+      reason = "logprobs";
+    } else if (config_.deterministic_only && g.temperature != 0.0f && !g.seed) {
+      reason = "not deterministic";
+    } else if (bypassed(request)) {
+      reason = "time or identity dependent";
+    }
+    if (!reason.empty()) {
+      request.annotate("semantic_cache", "bypass");
+      return Route::to(kMiss);
+    }
+    std::string partition = partition_of(request.identity.tenant, request.model, request.messages);
+    std::string text = cache::conversation_text(request.kind, request.messages, request.prompt);
+    std::vector<float> vector = embedder_->embed(text);
+    std::string question = newest_question(request);
+    for (const auto& match :
+         index_->search(partition, vector, static_cast<size_t>(config_.candidates))) {
+      if (match.similarity < config_.threshold) break;
+      if (!cache::same_question(question, match.entry->question)) continue;
+      return answer(request, io, *match.entry->answer, match.similarity);
+    }
+    auto index = index_;
+    auto ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(config_.ttl_s));
+    record_answer(request, nullptr,
+                  [index, partition, vector, question, ttl](const Request& done,
+                                                            const RecordedAnswer& answer) {
+                    if (answer.failed || !answer.finish) return;
+                    if (*answer.finish == FinishReason::content_filter) return;
+                    if (done.annotation("output_moderation")) return;
+                    auto cached = std::make_shared<cache::CachedAnswer>();
+                    cached->chunks = answer.chunks;
+                    cached->finish = *answer.finish;
+                    cached->usage = answer.usage;
+                    cached->tenant = done.identity.tenant;
+                    cached->model = done.model;
+                    cached->expires = std::chrono::steady_clock::now() + ttl;
+                    index->insert(partition, {vector, question, std::move(cached)});
+                  });
+    return Route::to(kMiss);
+  }
+
+  std::string cache_name() const override { return "semantic"; }
+
+  size_t forget(const CacheCorrection& correction) override {
+    std::string prefix = correction.tenant + '\x1f';
+    if (!correction.model.empty()) prefix += correction.model + '\x1f';
+    if (correction.everything) return index_->forget(prefix, nullptr, 0);
+    RequestKind kind = correction.messages.empty() ? RequestKind::completion : RequestKind::chat;
+    std::vector<float> vector =
+        embedder_->embed(cache::conversation_text(kind, correction.messages, correction.prompt));
+    return index_->forget(prefix, &vector, static_cast<float>(config_.threshold));
+  }
+
+ private:
+  static std::string partition_of(const std::string& tenant, const std::string& model,
+                                  const std::vector<Message>& messages) {
+    return tenant + '\x1f' + model + '\x1f' + security::sha256_hex(cache::system_prompt(messages));
+  }
+
+  static std::string newest_question(const Request& request) {
+    return request.kind == RequestKind::completion ? request.prompt : request.last_user_message();
+  }
+
+  bool bypassed(const Request& request) const {
+    std::string normalized = moderation::normalize(newest_question(request)).text;
+    for (const auto& list : bypass_) {
+      if (list->matches(normalized)) return true;
+    }
+    return false;
+  }
+
+  Route answer(Request& request, StageIo& io, const cache::CachedAnswer& cached, float similarity) {
+    char text[16];
+    std::snprintf(text, sizeof text, "%.4f", similarity);
+    request.set_response_header("x-chatflow-cache", "semantic");
+    request.set_response_header("x-chatflow-cache-similarity", text);
+    request.annotate("cache", "semantic");
+    request.usage = cached.usage;
+    ChunkWriter writer = io.open_stream(kHit);
+    for (const auto& chunk : cached.chunks)
+      writer.write(Chunk::delta(chunk));
+    Chunk last;
+    last.finish = cached.finish;
+    last.usage = cached.usage;
+    writer.write(std::move(last));
+    return Route::streaming();
+  }
+
+  SemanticCacheConfig config_;
+  std::shared_ptr<const embedding::Embedder> embedder_;
+  std::shared_ptr<cache::SemanticIndex> index_;
+  std::vector<std::shared_ptr<const moderation::RuleList>> bypass_;
+};
+
+StageTypeInfo semantic_cache_stage_type() {
+  StageTypeBuilder<SemanticCacheConfig> type(
+      "semantic_cache", StageKind::request,
+      "Answers paraphrases of earlier questions (per tenant, model and system prompt), verified "
+      "for numbers, negations and names; port hit streams the answer, port miss goes on.");
+  type.port("miss", PortKind::request, "requests not answered from the cache");
+  type.port("hit", PortKind::stream, "the cached answer, as chunks");
+  type.config()
+      .key("embedder", &SemanticCacheConfig::embedder,
+           "an embedder resource; empty: hashed n-grams (256 dimensions)")
+      .resource("embedder");
+  type.config()
+      .key("threshold", &SemanticCacheConfig::threshold, "cosine similarity a hit needs at least")
+      .range(0.5, 1.0);
+  type.config()
+      .key("ttl_s", &SemanticCacheConfig::ttl_s, "how long an answer is kept")
+      .range(0.001, 1e9);
+  type.config()
+      .key("max_entries", &SemanticCacheConfig::max_entries, "answers kept per partition at most")
+      .range(1, 100'000'000);
+  type.config()
+      .key("candidates", &SemanticCacheConfig::candidates, "neighbours checked per lookup")
+      .range(1, 64);
+  type.config().key("deterministic_only", &SemanticCacheConfig::deterministic_only,
+                    "cache only requests with temperature 0 or a seed");
+  type.config().key("bypass", &SemanticCacheConfig::bypass,
+                    "rule lists of questions never answered from the cache");
+  type.config().key("built_in_bypass", &SemanticCacheConfig::built_in_bypass,
+                    "also bypass the built-in time and identity words (today, my balance, ...)");
+  type.create([](const SemanticCacheConfig& config, StageContext& context) {
+    std::shared_ptr<const embedding::Embedder> embedder;
+    if (config.embedder.empty()) {
+      embedder = embedding::make_ngram_embedder(256, 3);
+    } else {
+      auto resource = context.resource<EmbedderResource>(config.embedder);
+      embedder = std::shared_ptr<const embedding::Embedder>(resource, &resource->embedder());
+    }
+    std::vector<std::shared_ptr<const moderation::RuleList>> bypass;
+    if (config.built_in_bypass)
+      bypass.push_back(moderation::RuleList::from_phrases("built-in", kBuiltInBypass));
+    for (const auto& file : config.bypass) {
+      try {
+        bypass.push_back(moderation::RuleList::load(file));
+      } catch (const std::exception& error) {
+        throw ConfigError(error.what());
+      }
+    }
+    return std::make_unique<SemanticCacheStage>(config, std::move(embedder), std::move(bypass));
+  });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(semantic_cache_stage_type);
+
+}  // namespace
+}  // namespace chatflow

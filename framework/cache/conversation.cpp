@@ -29,7 +29,7 @@ std::string conversation_text(RequestKind kind, const std::vector<Message>& mess
   for (const auto& message : messages) {
     if (message.role == "system") continue;
     if (!text.empty()) text += "\n";
-    text += message.role + ": " + message.content;
+    text += message.content;
   }
   return text;
 }

@@ -14,7 +14,7 @@ std::string conversation_json(RequestKind kind, const std::vector<Message>& mess
                               const std::string& prompt);
 // The system messages, joined: part of a semantic cache's partition, never of its vector.
 std::string system_prompt(const std::vector<Message>& messages);
-// The other turns as "role: content" lines (a completion's prompt as it is).
+// The other turns' contents, one per line (a completion's prompt as it is): what is embedded.
 std::string conversation_text(RequestKind kind, const std::vector<Message>& messages,
                               const std::string& prompt);
 // Every parameter that changes what the model says, as JSON.

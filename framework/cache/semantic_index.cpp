@@ -125,7 +125,8 @@ namespace {
 struct Signature {
   std::multiset<std::string> numbers;
   bool negated = false;
-  std::set<std::string> names;
+  std::set<std::string> names;  // lower case
+  std::set<std::string> words;  // every word, lower case
 };
 
 bool ascii_letter(char c) {
@@ -180,6 +181,7 @@ Signature signature(const std::string& text) {
                      return (c >= 'A' && c <= 'Z') || c == '\'';
                    });
     if ((capitalised && !sentence_start) || acronym) result.names.insert(lower);
+    result.words.insert(lower);
     sentence_start = false;
     i = j;
   }
@@ -190,7 +192,15 @@ Signature signature(const std::string& text) {
 
 bool same_question(const std::string& a, const std::string& b) {
   Signature x = signature(a), y = signature(b);
-  return x.numbers == y.numbers && x.negated == y.negated && x.names == y.names;
+  if (x.numbers != y.numbers || x.negated != y.negated) return false;
+  // A name one question mentions must be in the other too, however it is capitalised there.
+  auto covered = [](const Signature& names, const Signature& text) {
+    for (const auto& name : names.names) {
+      if (!text.words.count(name)) return false;
+    }
+    return true;
+  };
+  return covered(x, y) && covered(y, x);
 }
 
 }  // namespace chatflow::cache

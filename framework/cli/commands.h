@@ -77,6 +77,13 @@ struct UsageOptions {
 };
 int usage_command(const UsageOptions& options);
 
+struct SimilarityOptions {
+  std::string first;
+  std::string second;
+  std::string model;  // a model2vec directory; empty: hashed n-grams
+};
+int similarity_command(const SimilarityOptions& options);
+
 struct BenchServeOptions {
   std::string url = "http://127.0.0.1:8000";
   std::string endpoint = "chat";  // chat or completions

@@ -110,6 +110,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"day", "month", "total"}))
       ->capture_default_str();
 
+  SimilarityOptions similarity;
+  auto* similarity_app = app.add_subcommand(
+      "similarity", "Cosine similarity of two texts, as the semantic cache sees them");
+  similarity_app->add_option("first", similarity.first)->required();
+  similarity_app->add_option("second", similarity.second)->required();
+  similarity_app->add_option("--model", similarity.model,
+                             "a model2vec directory (default: n-grams)");
+
   BenchServeOptions bench_serve;
   auto* bench_serve_app = app.add_subcommand(
       "bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, throughput, goodput");
@@ -272,6 +280,7 @@ int main(int argc, char** argv) {
   if (serve_app->parsed()) return serve_command(serve);
   if (bench_serve_app->parsed()) return bench_serve_command(bench_serve);
   if (usage_app->parsed()) return usage_command(usage);
+  if (similarity_app->parsed()) return similarity_command(similarity);
   if (keys_app->parsed()) {
     keys.action = keys_add->parsed() ? "add" : keys_list->parsed() ? "list" : "revoke";
     return keys_command(keys);

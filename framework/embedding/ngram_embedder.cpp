@@ -29,7 +29,18 @@ class NgramEmbedder final : public Embedder {
   }
 
   std::vector<float> embed(std::string_view text) const override {
-    std::string normalized = " " + moderation::normalize(text).text + " ";
+    // Punctuation says little about what is asked: only letters, digits and single spaces stay.
+    std::string letters;
+    for (char c : moderation::normalize(text).text) {
+      bool keep = static_cast<unsigned char>(c) >= 0x80 || (c >= 'a' && c <= 'z') ||
+                  (c >= '0' && c <= '9') || c == '%';
+      if (keep) {
+        letters += c;
+      } else if (!letters.empty() && letters.back() != ' ') {
+        letters += ' ';
+      }
+    }
+    std::string normalized = " " + letters + (letters.empty() || letters.back() != ' ' ? " " : "");
     std::vector<float> vector(dimensions_, 0.0f);
     auto add = [&](std::string_view feature, uint64_t seed, float weight) {
       uint64_t hash = fnv1a(feature, seed);

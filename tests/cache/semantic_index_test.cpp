@@ -1,0 +1,80 @@
+#include "framework/cache/semantic_index.h"
+
+#include <gtest/gtest.h>
+
+#include "framework/embedding/embedder.h"
+
+namespace chatflow::cache {
+namespace {
+
+std::shared_ptr<const CachedAnswer> answer(const std::string& text) {
+  auto cached = std::make_shared<CachedAnswer>();
+  cached->chunks = {text};
+  cached->expires = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  return cached;
+}
+
+TEST(Verifier, RejectsSameWordsWithDifferentMeaning) {
+  EXPECT_TRUE(
+      same_question("Is ibuprofen safe during pregnancy?", "is ibuprofen safe during pregnancy"));
+  EXPECT_FALSE(same_question("Is ibuprofen safe during pregnancy?",
+                             "Is ibuprofen not safe during pregnancy?"));
+  EXPECT_FALSE(same_question("Can I take it?", "I can't take it?"));
+  EXPECT_FALSE(same_question("What is 15% of 80?", "What is 15% of 90?"));
+  EXPECT_FALSE(same_question("Flights from Paris to Rome", "Flights from Paris to Milan"));
+  EXPECT_TRUE(same_question("What is the capital of France?", "what is the capital of france"));
+  EXPECT_FALSE(same_question("这个药安全吗", "这个药不安全吗"));
+  EXPECT_TRUE(same_question("Explain the GPU memory model", "explain the gpu memory model please"));
+}
+
+TEST(SemanticIndex, FindsNeighboursWithinAPartitionOnly) {
+  auto embedder = embedding::make_ngram_embedder(256, 3);
+  SemanticIndex index(256, 1000);
+  index.insert("tenant-a", {embedder->embed("how do I reset my router password"),
+                            "how do I reset my router password", answer("unplug it")});
+  index.insert("tenant-a",
+               {embedder->embed("what is the capital of france"), "capital", answer("Paris")});
+  auto found = index.search("tenant-a", embedder->embed("How do I reset my router password?"), 2);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_NEAR(found[0].similarity, 1.0f, 1e-4);
+  EXPECT_EQ(found[0].entry->answer->chunks[0], "unplug it");
+  EXPECT_LT(found[1].similarity, 0.5f);
+  EXPECT_TRUE(
+      index.search("tenant-b", embedder->embed("how do I reset my router password"), 2).empty())
+      << "another tenant's partition is empty";
+}
+
+TEST(SemanticIndex, EvictsTheOldestAndForgetsOnRequest) {
+  auto embedder = embedding::make_ngram_embedder(64, 3);
+  SemanticIndex index(64, 3);
+  for (int i = 0; i < 5; ++i) {
+    std::string text =
+        "question number " + std::to_string(i) + " about topic " + std::string(1, char('a' + i));
+    index.insert("p", {embedder->embed(text), text, answer(std::to_string(i))});
+  }
+  EXPECT_EQ(index.size("p"), 3u) << "a partition keeps max_entries";
+  auto oldest = index.search("p", embedder->embed("question number 0 about topic a"), 3);
+  for (const auto& match : oldest)
+    EXPECT_NE(match.entry->answer->chunks[0], "0");
+  auto near = embedder->embed("question number 4 about topic e");
+  EXPECT_EQ(index.forget("p", &near, 0.99f), 1u);
+  EXPECT_EQ(index.size("p"), 2u);
+  EXPECT_EQ(index.forget("p", nullptr, 0), 2u);
+  EXPECT_EQ(index.size("p"), 0u);
+}
+
+TEST(SemanticIndex, GrowsPastItsFirstCapacity) {
+  auto embedder = embedding::make_ngram_embedder(32, 3);
+  SemanticIndex index(32, 5000);
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = "entry " + std::to_string(i);
+    index.insert("p", {embedder->embed(text), text, answer(text)});
+  }
+  EXPECT_EQ(index.size("p"), 3000u);
+  auto found = index.search("p", embedder->embed("entry 2999"), 1);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].entry->answer->chunks[0], "entry 2999");
+}
+
+}  // namespace
+}  // namespace chatflow::cache

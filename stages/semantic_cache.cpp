@@ -1,9 +1,9 @@
 // semantic_cache: answers a question asked before in other words. The conversation (every turn
-// but the system prompt) is embedded and looked up in the partition of its tenant, model and
-// system prompt; a request without a tenant is never cached. A neighbour above `threshold` is
-// still checked by a verifier (same numbers, negations and names), so "is it safe" never gets
-// the answer to "is it not safe". Questions about the present or the caller (today, weather,
-// my balance...) bypass the cache. A hit streams through port `hit` with
+// but the system prompt) is embedded and looked up in the partition of its tenant, model,
+// system prompt and answer shape (max_tokens, stop); a request without a tenant is never cached. A
+// neighbour above `threshold` is still checked by a verifier (same numbers, negations and names),
+// so "is it safe" never gets the answer to "is it not safe". Questions about the present or the
+// caller (today, weather, my balance...) bypass the cache. A hit streams through port `hit` with
 // `x-chatflow-cache: semantic` and `x-chatflow-cache-similarity`.
 #include <cstdio>
 
@@ -101,7 +101,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
       request.annotate("semantic_cache", "bypass");
       return Route::to(kMiss);
     }
-    std::string partition = partition_of(request.identity.tenant, request.model, request.messages);
+    std::string partition = partition_of(request);
     std::string text = cache::conversation_text(request.kind, request.messages, request.prompt);
     std::vector<float> vector = embedder_->embed(text);
     std::string question = newest_question(request);
@@ -145,9 +145,10 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
   }
 
  private:
-  static std::string partition_of(const std::string& tenant, const std::string& model,
-                                  const std::vector<Message>& messages) {
-    return tenant + '\x1f' + model + '\x1f' + security::sha256_hex(cache::system_prompt(messages));
+  static std::string partition_of(const Request& request) {
+    return request.identity.tenant + '\x1f' + request.model + '\x1f' +
+           security::sha256_hex(cache::system_prompt(request.messages) + '\x1f' +
+                                cache::answer_shape_json(request.generation));
   }
 
   static std::string newest_question(const Request& request) {

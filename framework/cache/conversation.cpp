@@ -34,10 +34,21 @@ std::string conversation_text(RequestKind kind, const std::vector<Message>& mess
   return text;
 }
 
-std::string output_parameters_json(const GenerationParams& g) {
+namespace {
+json::array stop_array(const GenerationParams& g) {
   json::array stop;
   for (const auto& text : g.stop)
     stop.push_back(json::string(text));
+  return stop;
+}
+}  // namespace
+
+std::string answer_shape_json(const GenerationParams& g) {
+  return json::serialize(json::object{
+      {"max_tokens", g.max_tokens}, {"stop", stop_array(g)}, {"ignore_eos", g.ignore_eos}});
+}
+
+std::string output_parameters_json(const GenerationParams& g) {
   return json::serialize(json::object{
       {"max_tokens", g.max_tokens},
       {"temperature", g.temperature},
@@ -48,7 +59,7 @@ std::string output_parameters_json(const GenerationParams& g) {
       {"frequency_penalty", g.frequency_penalty},
       {"repetition_penalty", g.repetition_penalty},
       {"seed", g.seed ? json::value(*g.seed) : json::value()},
-      {"stop", std::move(stop)},
+      {"stop", stop_array(g)},
       {"ignore_eos", g.ignore_eos},
   });
 }

@@ -20,4 +20,8 @@ std::string conversation_text(RequestKind kind, const std::vector<Message>& mess
 // Every parameter that changes what the model says, as JSON.
 std::string output_parameters_json(const GenerationParams& generation);
 
+// The parameters that bound an answer's shape whatever the sampling (max_tokens, stop,
+// ignore_eos): a semantic hit must still respect them.
+std::string answer_shape_json(const GenerationParams& generation);
+
 }  // namespace chatflow::cache

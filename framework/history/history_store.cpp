@@ -7,6 +7,8 @@
 
 #include <sqlite3.h>
 
+#include "framework/sqlite_text.h"
+
 namespace chatflow::history {
 
 std::string_view to_string(TurnStatus status) {
@@ -92,13 +94,13 @@ class SqliteStore final : public HistoryStore {
                        "SELECT user, assistant, status, prompt_tokens, completion_tokens, time "
                        "FROM turns WHERE tenant = ? AND session = ? ORDER BY id",
                        -1, &query, nullptr);
-    sqlite3_bind_text(query, 1, tenant.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(query, 2, session.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite::bind_text(query, 1, tenant);
+    sqlite::bind_text(query, 2, session);
     while (sqlite3_step(query) == SQLITE_ROW) {
       Turn turn;
-      turn.user = reinterpret_cast<const char*>(sqlite3_column_text(query, 0));
-      turn.assistant = reinterpret_cast<const char*>(sqlite3_column_text(query, 1));
-      turn.status = status_from(reinterpret_cast<const char*>(sqlite3_column_text(query, 2)));
+      turn.user = sqlite::column_text(query, 0);
+      turn.assistant = sqlite::column_text(query, 1);
+      turn.status = status_from(sqlite::column_text(query, 2));
       turn.prompt_tokens = sqlite3_column_int64(query, 3);
       turn.completion_tokens = sqlite3_column_int64(query, 4);
       turn.time = sqlite3_column_int64(query, 5);
@@ -164,13 +166,13 @@ class SqliteStore final : public HistoryStore {
                            -1, &insert, nullptr);
         for (const auto& pending : batch) {
           sqlite3_reset(insert);
-          sqlite3_bind_text(insert, 1, pending.tenant.c_str(), -1, SQLITE_TRANSIENT);
-          sqlite3_bind_text(insert, 2, pending.session.c_str(), -1, SQLITE_TRANSIENT);
+          sqlite::bind_text(insert, 1, pending.tenant);
+          sqlite::bind_text(insert, 2, pending.session);
           sqlite3_bind_int64(insert, 3, pending.turn.time);
-          sqlite3_bind_text(insert, 4, pending.turn.user.c_str(), -1, SQLITE_TRANSIENT);
-          sqlite3_bind_text(insert, 5, pending.turn.assistant.c_str(), -1, SQLITE_TRANSIENT);
+          sqlite::bind_text(insert, 4, pending.turn.user);
+          sqlite::bind_text(insert, 5, pending.turn.assistant);
           std::string status(to_string(pending.turn.status));
-          sqlite3_bind_text(insert, 6, status.c_str(), -1, SQLITE_TRANSIENT);
+          sqlite::bind_text(insert, 6, status);
           sqlite3_bind_int64(insert, 7, pending.turn.prompt_tokens);
           sqlite3_bind_int64(insert, 8, pending.turn.completion_tokens);
           if (sqlite3_step(insert) != SQLITE_DONE) ok = false;

@@ -6,6 +6,8 @@
 
 #include <sqlite3.h>
 
+#include "framework/sqlite_text.h"
+
 namespace chatflow::usage {
 namespace {
 
@@ -137,8 +139,7 @@ void UsageLedger::roll_period_locked() {
                   "WHERE time >= ? GROUP BY tenant");
   sqlite3_bind_int64(query.get(), 1, start);
   while (sqlite3_step(query.get()) == SQLITE_ROW) {
-    totals_[reinterpret_cast<const char*>(sqlite3_column_text(query.get(), 0))] =
-        sqlite3_column_int64(query.get(), 1);
+    totals_[sqlite::column_text(query.get(), 0)] = sqlite3_column_int64(query.get(), 1);
   }
 }
 
@@ -176,13 +177,11 @@ std::vector<TenantUsage> UsageLedger::report(const std::string& tenant) {
                       : "SELECT tenant, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM "
                         "usage WHERE time >= ? AND tenant = ? GROUP BY tenant");
   sqlite3_bind_int64(query.get(), 1, period_start());
-  if (!tenant.empty())
-    sqlite3_bind_text(query.get(), 2, tenant.c_str(), static_cast<int>(tenant.size()),
-                      SQLITE_TRANSIENT);
+  if (!tenant.empty()) sqlite::bind_text(query.get(), 2, tenant);
   std::vector<TenantUsage> rows;
   while (sqlite3_step(query.get()) == SQLITE_ROW) {
     TenantUsage row;
-    row.tenant = reinterpret_cast<const char*>(sqlite3_column_text(query.get(), 0));
+    row.tenant = sqlite::column_text(query.get(), 0);
     row.requests = sqlite3_column_int64(query.get(), 1);
     row.prompt_tokens = sqlite3_column_int64(query.get(), 2);
     row.completion_tokens = sqlite3_column_int64(query.get(), 3);
@@ -226,10 +225,10 @@ void UsageLedger::write_batch(const std::vector<UsageRecord>& batch) {
     for (const auto& record : batch) {
       sqlite3_reset(insert.get());
       sqlite3_bind_int64(insert.get(), 1, record.time);
-      sqlite3_bind_text(insert.get(), 2, record.tenant.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(insert.get(), 3, record.user.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(insert.get(), 4, record.request_id.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(insert.get(), 5, record.model.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite::bind_text(insert.get(), 2, record.tenant);
+      sqlite::bind_text(insert.get(), 3, record.user);
+      sqlite::bind_text(insert.get(), 4, record.request_id);
+      sqlite::bind_text(insert.get(), 5, record.model);
       sqlite3_bind_int64(insert.get(), 6, record.prompt_tokens);
       sqlite3_bind_int64(insert.get(), 7, record.completion_tokens);
       sqlite3_bind_int(insert.get(), 8, record.status);

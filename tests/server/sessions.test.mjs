@@ -1,0 +1,175 @@
+// Session history over HTTP: a session_id carries the conversation server-side, the turns survive
+// a restart (SQLite), a `kill -9` under 100 concurrent sessions loses no turn whose answer the
+// client saw complete, and a cancelled answer is recorded as cancelled, never replayed.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import {
+  addKey, openStream, post, scratchPath, startServer, testModel, waitFor, writeTemp,
+} from './harness.mjs';
+
+const as = (key) => ({ Authorization: `Bearer ${key}` });
+
+function sessionPipeline(name, keys, database) {
+  return writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+max_in_flight: 256
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+  history: {type: history_store, backend: sqlite, path: "${database}"}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
+  - {name: tokenize, type: tokenize, config: {model: llm}}
+  - {name: prefill, type: prefill, config: {model: llm}}
+  - {name: decode, type: decode, config: {model: llm}}
+  - {name: detokenize, type: detokenize, config: {model: llm}}
+  - {name: emit, type: sse_emit}
+`);
+}
+
+async function turns(server, key, session) {
+  const response = await fetch(`${server.url}/v1/sessions/${encodeURIComponent(session)}`, { headers: as(key) });
+  assert.equal(response.status, 200);
+  const body = await response.json();
+  assert.equal(body.id, session);
+  return body.turns;
+}
+
+describe('session history', () => {
+  let keys;
+  let tenantA;
+  let tenantB;
+  const database = scratchPath('history.db');
+  let pipeline;
+  before(() => {
+    keys = scratchPath('session-keys.yaml');
+    tenantA = addKey(keys, 'tenant-a');
+    tenantB = addKey(keys, 'tenant-b');
+    pipeline = sessionPipeline('sessions', keys, database);
+  });
+
+  const ask = (server, key, session, content, extra = {}) => post(server.url, '/v1/chat/completions', {
+    model: 'test-model', max_tokens: 6, temperature: 0, session_id: session,
+    messages: [{ role: 'user', content }], ...extra,
+  }, as(key));
+
+  test('turns come back as context and survive a restart', async () => {
+    let server = await startServer(['--pipeline', pipeline]);
+    try {
+      const first = await ask(server, tenantA, 'story-1', 'Once upon a time there was a dragon.');
+      assert.equal(first.status, 200, first.text);
+      const alone = await ask(server, tenantA, 'fresh-session', 'What was it called?');
+      const followUp = await ask(server, tenantA, 'story-1', 'What was it called?');
+      assert.equal(followUp.status, 200, followUp.text);
+      // The follow-up's prompt holds the first turn: more tokens than the same question alone.
+      assert.ok(followUp.json.usage.prompt_tokens >
+        alone.json.usage.prompt_tokens + first.json.usage.completion_tokens,
+      `${followUp.json.usage.prompt_tokens} vs ${alone.json.usage.prompt_tokens}`);
+
+      const stored = await turns(server, tenantA, 'story-1');
+      assert.equal(stored.length, 2);
+      assert.deepEqual(stored.map((turn) => turn.user), ['Once upon a time there was a dragon.', 'What was it called?']);
+      assert.equal(stored[0].assistant, first.json.choices[0].message.content);
+      assert.equal(stored[1].assistant, followUp.json.choices[0].message.content);
+      assert.ok(stored.every((turn) => turn.status === 'completed'));
+      assert.equal(stored[0].completion_tokens, first.json.usage.completion_tokens);
+
+      // The session belongs to tenant A: B sees nothing under the same id.
+      assert.deepEqual(await turns(server, tenantB, 'story-1'), []);
+      // The header works like the body field.
+      const byHeader = await post(server.url, '/v1/chat/completions', {
+        model: 'test-model', max_tokens: 6, temperature: 0, messages: [{ role: 'user', content: 'And then?' }],
+      }, { ...as(tenantA), 'x-session-id': 'story-1' });
+      assert.equal(byHeader.status, 200);
+      assert.equal((await turns(server, tenantA, 'story-1')).length, 3);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+
+    server = await startServer(['--pipeline', pipeline]);
+    try {
+      const restored = await turns(server, tenantA, 'story-1');
+      assert.equal(restored.length, 3);
+      assert.equal(restored[0].user, 'Once upon a time there was a dragon.');
+      const next = await ask(server, tenantA, 'story-1', 'What was it called?');
+      const alone = await ask(server, tenantA, 'fresh-session-2', 'What was it called?');
+      assert.ok(next.json.usage.prompt_tokens > alone.json.usage.prompt_tokens + 10, 'history was lost');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test('a cancelled answer is recorded as cancelled and not replayed', async () => {
+    const server = await startServer(['--pipeline', pipeline]);
+    try {
+      const stream = openStream(server.port, '/v1/chat/completions', {
+        model: 'test-model', max_tokens: 4000, ignore_eos: true, stream: true, session_id: 'cut-short',
+        messages: [{ role: 'user', content: 'Tell a very long story.' }],
+      }, as(tenantA));
+      await stream.waitEvents(3);
+      stream.socket.destroy();
+      const recorded = await waitFor(async () => {
+        const list = await turns(server, tenantA, 'cut-short');
+        return list.length ? list : undefined;
+      }, { what: 'the cancelled turn' });
+      assert.equal(recorded[0].status, 'cancelled', JSON.stringify(recorded));
+
+      const alone = await ask(server, tenantA, 'other', 'Go on.');
+      const next = await ask(server, tenantA, 'cut-short', 'Go on.');
+      assert.equal(next.json.usage.prompt_tokens, alone.json.usage.prompt_tokens, 'a cancelled turn became context');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test('kill -9 under 100 concurrent sessions loses no completed turn', async () => {
+    const server = await startServer(['--pipeline', pipeline]);
+    const completed = new Map();
+    let stop = false;
+    const sessionCount = 100;
+    const clients = [];
+    for (let i = 0; i < sessionCount; i++) {
+      clients.push((async () => {
+        for (let round = 0; !stop; round++) {
+          const session = `load-${i}`;
+          const content = `client ${i} round ${round}`;
+          let response;
+          try {
+            response = await ask(server, tenantA, session, content, { max_tokens: 8 + (i % 5) });
+          } catch {
+            return;  // the server died mid-answer: this turn was never seen complete
+          }
+          if (response.status !== 200) return;
+          const list = completed.get(session) ?? [];
+          list.push({ user: content, assistant: response.json.choices[0].message.content });
+          completed.set(session, list);
+        }
+      })());
+    }
+    await waitFor(() => [...completed.values()].reduce((sum, list) => sum + list.length, 0) >= 300,
+      { timeoutMs: 120000, intervalMs: 5, what: '300 completed turns' });
+    server.child.kill('SIGKILL');
+    stop = true;
+    const { signal } = await server.exited;
+    assert.equal(signal, 'SIGKILL');
+    await Promise.all(clients);
+
+    const restarted = await startServer(['--pipeline', pipeline]);
+    try {
+      let checked = 0;
+      for (const [session, seen] of completed) {
+        const stored = (await turns(restarted, tenantA, session)).filter((turn) => turn.status === 'completed');
+        for (const turn of seen) {
+          const match = stored.find((candidate) => candidate.user === turn.user);
+          assert.ok(match, `${session}: the completed turn '${turn.user}' was lost`);
+          assert.equal(match.assistant, turn.assistant);
+          checked++;
+        }
+      }
+      assert.ok(checked >= 300);
+    } finally {
+      await restarted.stop();
+    }
+  });
+});

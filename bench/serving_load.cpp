@@ -173,8 +173,24 @@ class Bench {
   std::optional<net::steady_timer> progress_timer_;
 };
 
+// A capitalised made-up name per number: distinct requests differ in a name, which the semantic
+// cache's verifier checks, so N distinct requests make N cache entries.
+std::string name_of(uint64_t number) {
+  static const char* const kSyllables[] = {"ka", "lo", "mi", "ra", "te", "vu", "no", "si",
+                                           "da", "pe", "zu", "ho", "bi", "fa", "gu", "ye"};
+  std::string name;
+  do {
+    name += kSyllables[number % std::size(kSyllables)];
+    number /= std::size(kSyllables);
+  } while (number > 0);
+  name[0] = static_cast<char>(name[0] - 'a' + 'A');
+  return name;
+}
+
 std::string Bench::body(size_t index) const {
-  const std::string prompt = kPrompts[index % std::size(kPrompts)];
+  if (options_.distinct > 0) index %= static_cast<size_t>(options_.distinct);
+  std::string prompt = kPrompts[index % std::size(kPrompts)];
+  if (options_.distinct > 0) prompt = "For " + name_of(index) + ": " + prompt;
   json::object request{{"model", options_.model},
                        {"max_tokens", options_.max_tokens},
                        {"temperature", options_.temperature},

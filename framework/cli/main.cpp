@@ -153,6 +153,11 @@ int main(int argc, char** argv) {
   bench_serve_app->add_flag("--ignore-eos,!--no-ignore-eos", bench_serve.ignore_eos,
                             "generate exactly --max-tokens (default on)");
   bench_serve_app->add_option("--seed", bench_serve.seed)->capture_default_str();
+  bench_serve_app
+      ->add_option("--distinct", bench_serve.distinct,
+                   "N > 0: only N different requests, request i repeating request i mod N, each "
+                   "with its own words (to fill and then hit a cache)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
   bench_serve_app->add_option("--slo-ttft-ms", bench_serve.slo_ttft_ms, "goodput: TTFT at most")
       ->capture_default_str();
   bench_serve_app->add_option("--slo-tpot-ms", bench_serve.slo_tpot_ms, "goodput: TPOT at most")

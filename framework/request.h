@@ -108,6 +108,15 @@ struct GenerationTimes {
   std::atomic<int64_t> finished_ns{0};
 };
 
+// A passage a retrieval stage found for the prompt, and where it came from (for citations).
+struct ContextPassage {
+  std::string text;
+  std::string document;
+  std::string title;
+  uint32_t chunk = 0;
+  double score = 0;
+};
+
 class Request : public std::enable_shared_from_this<Request> {
  public:
   Request();
@@ -130,8 +139,11 @@ class Request : public std::enable_shared_from_this<Request> {
   Clock::time_point deadline = Clock::time_point::max();
   std::shared_ptr<Sink> sink;
   HeaderFields headers;  // the HTTP request's, when it came over HTTP
-  // Text a retrieval stage adds to the prompt (checked by input moderation as well).
-  std::vector<std::string> context_passages;
+  // Passages a retrieval stage found for the prompt (checked by input moderation as well).
+  std::vector<ContextPassage> context_passages;
+  // The passages the prompt cites as [1], [2]... (prompt_assembly); the response's
+  // `chatflow.citations`.
+  std::vector<ContextPassage> citations;
 
   // The value of header `name` (lower case), or nullopt.
   std::optional<std::string_view> header(std::string_view name) const;

@@ -19,6 +19,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
   libcli11-dev libgtest-dev libutf8proc-dev libspdlog-dev libssl-dev libsqlite3-dev graphviz
+  libxapian-dev
 )
 # The server tests drive it with Node.js and the official openai npm client. A node from
 # elsewhere (nodesource, nvm) is used as it is: Debian's npm package would conflict with it.

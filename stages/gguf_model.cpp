@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 namespace chatflow {
@@ -256,6 +257,70 @@ std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io
   if (auto error = scheduler_->submit(std::move(spec), stream))
     stream->on_error(*error);  // shutting down
   return stream;
+}
+
+namespace {
+
+// Waits for one sequence's first token and hands its alternatives over.
+class NextTokenObserver final : public engine::SequenceObserver {
+ public:
+  explicit NextTokenObserver(std::function<bool()> cancelled) : cancelled_(std::move(cancelled)) {}
+
+  void on_token(const engine::SampledToken& token, bool, const engine::SequenceUsage&) override {
+    settle([&] { result_.set_value(token.top); });
+  }
+  void on_finish(engine::FinishCause, const engine::SequenceUsage&) override {
+    settle([&] {
+      result_.set_exception(std::make_exception_ptr(std::runtime_error("no token was produced")));
+    });
+  }
+  void on_error(const std::string& message) override {
+    settle([&] { result_.set_exception(std::make_exception_ptr(std::runtime_error(message))); });
+  }
+  bool cancelled() const override { return cancelled_ && cancelled_(); }
+  void on_dropped() override {
+    settle(
+        [&] { result_.set_exception(std::make_exception_ptr(std::runtime_error("cancelled"))); });
+  }
+  std::future<std::vector<engine::TokenLogprob>> future() { return result_.get_future(); }
+
+ private:
+  template <class F>
+  void settle(F&& action) {
+    std::lock_guard lock(mutex_);
+    if (settled_) return;
+    settled_ = true;
+    action();
+  }
+
+  std::function<bool()> cancelled_;
+  std::mutex mutex_;
+  bool settled_ = false;
+  std::promise<std::vector<engine::TokenLogprob>> result_;
+};
+
+}  // namespace
+
+std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(
+    std::vector<std::vector<int32_t>> prompts, int top, const std::string& cache_salt,
+    const std::function<bool()>& cancelled) {
+  std::vector<std::future<std::vector<engine::TokenLogprob>>> pending;
+  for (auto& prompt : prompts) {
+    engine::SequenceSpec spec;
+    spec.prompt = std::move(prompt);
+    spec.max_tokens = 1;
+    spec.sampling.temperature = 0;
+    spec.sampling.top_logprobs = std::clamp(top, 1, 20);
+    spec.sampling.logprobs = true;
+    spec.cache_salt = cache_salt;
+    auto observer = std::make_shared<NextTokenObserver>(cancelled);
+    pending.push_back(observer->future());
+    if (auto error = scheduler_->submit(std::move(spec), observer)) observer->on_error(*error);
+  }
+  std::vector<std::vector<engine::TokenLogprob>> results;
+  for (auto& result : pending)
+    results.push_back(result.get());
+  return results;
 }
 
 std::optional<std::string> find_default_model() {

@@ -7,6 +7,7 @@
 // generation never waits for the pipeline.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -87,6 +88,14 @@ class GgufModel final : public Resource, public ServedModel {
   // `resume_port` of the deferring stage when the first token exists. A request that can never
   // fit throws RequestFailure (400, context_length_exceeded).
   std::shared_ptr<GenerationStream> start(Request& request, StageIo& io, PortId resume_port);
+
+  // For each prompt, the `top` most likely next tokens with their log-probabilities; the
+  // prompts share the engine's batches. Blocks the calling thread until all are done (scoring
+  // stages such as an LLM reranker). Throws std::runtime_error when the engine refuses or
+  // fails one, or when `cancelled` turns true first.
+  std::vector<std::vector<engine::TokenLogprob>> next_token_logprobs(
+      std::vector<std::vector<int32_t>> prompts, int top, const std::string& cache_salt,
+      const std::function<bool()>& cancelled);
 
  private:
   std::shared_ptr<const engine::Model> model_;

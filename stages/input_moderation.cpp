@@ -49,7 +49,7 @@ class InputModerationStage final : public RequestStage {
     if (passages_) {
       // Indirect injection: a passage that would be blocked is left out of the prompt.
       std::erase_if(request.context_passages,
-                    [&](const std::string& passage) { return check(passage, true); });
+                    [&](const ContextPassage& passage) { return check(passage.text, true); });
     }
     if (!flagged.empty()) {
       std::string value;

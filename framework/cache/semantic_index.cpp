@@ -3,29 +3,22 @@
 #include <algorithm>
 #include <set>
 
-#include <hnswlib/hnswlib.h>
-
+#include "framework/embedding/vector_graph.h"
 #include "framework/moderation/normalizer.h"
 
 namespace chatflow::cache {
 
 struct SemanticIndex::Partition {
-  Partition(hnswlib::InnerProductSpace* space, size_t capacity)
-      : graph(space, capacity, 16, 100), capacity(capacity) {
-    graph.setEf(64);
-  }
+  Partition(size_t dimensions, size_t capacity) : graph(dimensions, capacity, 16, 100, 64) {}
   mutable std::shared_mutex mutex;
-  hnswlib::HierarchicalNSW<float> graph;
-  size_t capacity;
+  embedding::VectorGraph graph;
   std::map<size_t, std::shared_ptr<const SemanticEntry>> entries;  // by label, live only
   std::deque<size_t> order;  // labels, oldest first (dead ones skipped on eviction)
   size_t next_label = 0;
 };
 
 SemanticIndex::SemanticIndex(size_t dimensions, size_t max_entries)
-    : dimensions_(dimensions),
-      max_entries_(max_entries),
-      space_(std::make_unique<hnswlib::InnerProductSpace>(dimensions)) {}
+    : dimensions_(dimensions), max_entries_(max_entries) {}
 
 SemanticIndex::~SemanticIndex() = default;
 
@@ -35,7 +28,7 @@ std::shared_ptr<SemanticIndex::Partition> SemanticIndex::partition(const std::st
   auto found = partitions_.find(name);
   if (found != partitions_.end()) return found->second;
   if (!create) return nullptr;
-  auto made = std::make_shared<Partition>(space_.get(), std::min<size_t>(1024, max_entries_ + 1));
+  auto made = std::make_shared<Partition>(dimensions_, std::min<size_t>(1024, max_entries_ + 1));
   partitions_.emplace(name, made);
   return made;
 }
@@ -47,14 +40,12 @@ std::vector<SemanticMatch> SemanticIndex::search(const std::string& name,
   if (!part || query.size() != dimensions_) return matches;
   std::shared_lock lock(part->mutex);
   if (part->entries.empty()) return matches;
-  auto found = part->graph.searchKnn(query.data(), std::min(k, part->entries.size()));
-  while (!found.empty()) {
-    auto [distance, label] = found.top();
-    found.pop();
+  for (const auto& [label, similarity] :
+       part->graph.search(query.data(), std::min(k, part->entries.size()))) {
     auto entry = part->entries.find(label);
     if (entry == part->entries.end()) continue;
     if (entry->second->answer->expires <= std::chrono::steady_clock::now()) continue;
-    matches.push_back({1.0f - distance, entry->second});
+    matches.push_back({similarity, entry->second});
   }
   std::sort(matches.begin(), matches.end(), [](const SemanticMatch& a, const SemanticMatch& b) {
     return a.similarity > b.similarity;
@@ -70,14 +61,10 @@ void SemanticIndex::insert(const std::string& name, SemanticEntry entry) {
   while (part->entries.size() >= max_entries_ && !part->order.empty()) {
     size_t oldest = part->order.front();
     part->order.pop_front();
-    if (part->entries.erase(oldest)) part->graph.markDelete(oldest);
-  }
-  if (part->next_label >= part->capacity) {
-    part->capacity = part->capacity * 2;
-    part->graph.resizeIndex(part->capacity);
+    if (part->entries.erase(oldest)) part->graph.remove(oldest);
   }
   size_t label = part->next_label++;
-  part->graph.addPoint(entry.vector.data(), label);
+  part->graph.add(entry.vector.data(), label);
   part->entries.emplace(label, std::make_shared<const SemanticEntry>(std::move(entry)));
   part->order.push_back(label);
 }
@@ -102,7 +89,7 @@ size_t SemanticIndex::forget(const std::string& prefix, const std::vector<float>
         return similarity >= threshold;
       }());
       if (drop) {
-        part->graph.markDelete(it->first);
+        part->graph.remove(it->first);
         it = part->entries.erase(it);
         ++removed;
       } else {

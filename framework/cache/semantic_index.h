@@ -1,4 +1,4 @@
-// Cached answers found by meaning: one hnswlib graph per partition (tenant, model, system
+// Cached answers found by meaning: one vector graph (hnswlib) per partition (tenant, model, system
 // prompt), searched by inner product of unit vectors (cosine similarity). A partition holds at
 // most `max_entries`; the oldest entries go first. Thread-safe: searches share a partition,
 // insertions and corrections take it alone.
@@ -13,12 +13,6 @@
 #include <vector>
 
 #include "framework/cache/cached_answer.h"
-
-namespace hnswlib {
-template <typename T>
-class HierarchicalNSW;
-class InnerProductSpace;
-}  // namespace hnswlib
 
 namespace chatflow::cache {
 
@@ -53,7 +47,6 @@ class SemanticIndex {
 
   size_t dimensions_;
   size_t max_entries_;
-  std::unique_ptr<hnswlib::InnerProductSpace> space_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<Partition>> partitions_;
 };

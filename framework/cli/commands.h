@@ -84,6 +84,37 @@ struct SimilarityOptions {
 };
 int similarity_command(const SimilarityOptions& options);
 
+struct IndexOptions {
+  std::vector<std::string> inputs;
+  std::string out;
+  size_t chunk_tokens = 200;
+  size_t overlap = 40;
+  std::string embedder = "ngrams";
+  std::string embedder_path;
+  size_t dimensions = 256;
+  int ngram = 3;
+};
+int index_command(const IndexOptions& options);
+
+struct EvalRetrievalOptions {
+  std::string collection;
+  std::string metrics = "ndcg@10,recall@100,mrr";
+  std::string index;  // empty: a temporary directory
+  size_t depth = 100;
+  size_t chunk_tokens = 200;
+  size_t overlap = 40;
+  double rrf_k = 60;
+  std::string fusion = "rrf";
+  double sparse_weight = 0.5;
+  double dense_weight = 0.5;
+  std::vector<double> rerank_weights;  // coverage, proximity, sparse, dense
+  std::string embedder = "ngrams";
+  std::string embedder_path;
+  size_t dimensions = 256;
+  int ngram = 3;
+};
+int eval_retrieval_command(const EvalRetrievalOptions& options);
+
 struct BenchServeOptions {
   std::string url = "http://127.0.0.1:8000";
   std::string endpoint = "chat";  // chat or completions

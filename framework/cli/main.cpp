@@ -118,6 +118,70 @@ int main(int argc, char** argv) {
   similarity_app->add_option("--model", similarity.model,
                              "a model2vec directory (default: n-grams)");
 
+  // The embedder an index is built with; retrieval pipelines must configure the same one.
+  auto embedder_options = [](CLI::App* command, std::string& kind, std::string& path,
+                             size_t& dimensions, int& ngram) {
+    command->add_option("--embedder", kind, "ngrams or model2vec")
+        ->check(CLI::IsMember({"ngrams", "model2vec"}))
+        ->capture_default_str();
+    command->add_option("--embedder-path", path, "model2vec: the model's directory");
+    command->add_option("--dimensions", dimensions, "ngrams: vector length")
+        ->check(CLI::Range(16, 4096))
+        ->capture_default_str();
+    command->add_option("--ngram", ngram, "ngrams: characters per n-gram")
+        ->check(CLI::Range(2, 8))
+        ->capture_default_str();
+  };
+
+  IndexOptions index;
+  auto* index_app = app.add_subcommand(
+      "index", "Chunk documents (.txt/.md folders, JSONL, SMART) into a retrieval index");
+  index_app->add_option("inputs", index.inputs, "folders, .jsonl or SMART files")->required();
+  index_app->add_option("--out,-o", index.out, "the index directory (created or updated)")
+      ->required();
+  index_app->add_option("--chunk-tokens", index.chunk_tokens, "tokens per chunk")
+      ->check(CLI::Range(8, 100000))
+      ->capture_default_str();
+  index_app->add_option("--overlap", index.overlap, "tokens neighbouring chunks share")
+      ->capture_default_str();
+  embedder_options(index_app, index.embedder, index.embedder_path, index.dimensions, index.ngram);
+
+  EvalRetrievalOptions eval_retrieval;
+  auto* eval_retrieval_app = app.add_subcommand(
+      "eval-retrieval",
+      "Measure retrieval quality on a judged collection (SMART or BEIR): BM25, dense, hybrid, "
+      "hybrid+rerank");
+  eval_retrieval_app->add_option("--collection", eval_retrieval.collection, "the directory")
+      ->required();
+  eval_retrieval_app
+      ->add_option("--metric", eval_retrieval.metrics,
+                   "ndcg@K, recall@K, mrr[@K], map[@K], comma-separated")
+      ->capture_default_str();
+  eval_retrieval_app->add_option("--index", eval_retrieval.index,
+                                 "keep the index in this directory (default: a temporary one)");
+  eval_retrieval_app->add_option("--depth", eval_retrieval.depth, "candidates per query")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  eval_retrieval_app->add_option("--chunk-tokens", eval_retrieval.chunk_tokens)
+      ->check(CLI::Range(8, 100000))
+      ->capture_default_str();
+  eval_retrieval_app->add_option("--overlap", eval_retrieval.overlap)->capture_default_str();
+  eval_retrieval_app->add_option("--rrf-k", eval_retrieval.rrf_k)->capture_default_str();
+  eval_retrieval_app->add_option("--fusion", eval_retrieval.fusion, "rrf or weighted")
+      ->check(CLI::IsMember({"rrf", "weighted"}))
+      ->capture_default_str();
+  eval_retrieval_app->add_option("--sparse-weight", eval_retrieval.sparse_weight)
+      ->capture_default_str();
+  eval_retrieval_app->add_option("--dense-weight", eval_retrieval.dense_weight)
+      ->capture_default_str();
+  eval_retrieval_app
+      ->add_option("--rerank-weights", eval_retrieval.rerank_weights,
+                   "coverage,proximity,sparse,dense (default: the rerank stage's)")
+      ->delimiter(',')
+      ->expected(4);
+  embedder_options(eval_retrieval_app, eval_retrieval.embedder, eval_retrieval.embedder_path,
+                   eval_retrieval.dimensions, eval_retrieval.ngram);
+
   BenchServeOptions bench_serve;
   auto* bench_serve_app = app.add_subcommand(
       "bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, throughput, goodput");
@@ -286,6 +350,8 @@ int main(int argc, char** argv) {
   if (bench_serve_app->parsed()) return bench_serve_command(bench_serve);
   if (usage_app->parsed()) return usage_command(usage);
   if (similarity_app->parsed()) return similarity_command(similarity);
+  if (index_app->parsed()) return index_command(index);
+  if (eval_retrieval_app->parsed()) return eval_retrieval_command(eval_retrieval);
   if (keys_app->parsed()) {
     keys.action = keys_add->parsed() ? "add" : keys_list->parsed() ? "list" : "revoke";
     return keys_command(keys);

@@ -29,6 +29,10 @@ std::unique_ptr<Embedder> load_model2vec(const std::string& directory);
 // a cache that verifies its hits, and the default when no model is configured.
 std::unique_ptr<Embedder> make_ngram_embedder(size_t dimensions, int n);
 
+// By name: "ngrams" (`dimensions`, `n`) or "model2vec" (`path`). Throws std::runtime_error.
+std::unique_ptr<Embedder> make_embedder(const std::string& kind, const std::string& path,
+                                        size_t dimensions, int n);
+
 // Inner product of two vectors of equal length.
 float dot(const std::vector<float>& a, const std::vector<float>& b);
 

@@ -435,6 +435,19 @@ std::string event(const json::value& value) {
 
 }  // namespace
 
+// chatflow's own response field: the documents the answer may cite as [n].
+static json::object chatflow_extension(const Request& request) {
+  json::array citations;
+  for (size_t i = 0; i < request.citations.size(); ++i) {
+    const ContextPassage& passage = request.citations[i];
+    citations.push_back(json::object{{"index", i + 1},
+                                     {"document", passage.document},
+                                     {"title", passage.title},
+                                     {"chunk", passage.chunk}});
+  }
+  return json::object{{"citations", std::move(citations)}};
+}
+
 std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
   bool chat = request.kind == RequestKind::chat;
   auto envelope = [&](json::array choices) {
@@ -444,6 +457,10 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                         {"model", request.model},
                         {"choices", std::move(choices)}};
     if (request.include_usage) object["usage"] = nullptr;
+    if (!citations_sent_ && !request.citations.empty()) {
+      object["chatflow"] = chatflow_extension(request);
+      citations_sent_ = true;
+    }
     return object;
   };
   auto choice = [&](const std::string& text, const std::vector<TokenLogprob>& logprobs,
@@ -509,6 +526,7 @@ std::string completion_json(const Request& request, const std::string& text,
                         {"model", request.model},
                         {"choices", json::array{choice}},
                         {"usage", usage_json(request.usage)}};
+  if (!request.citations.empty()) response["chatflow"] = chatflow_extension(request);
   return json::serialize(response);
 }
 

@@ -56,6 +56,7 @@ class SseEncoder {
 
  private:
   bool role_sent_ = false;
+  bool citations_sent_ = false;
 };
 
 }  // namespace chatflow::server

@@ -139,7 +139,7 @@ if [ -f ../shared/models/stories260K/stories260K.gguf ]; then
 fi
 
 # chat.yaml: auth, limits, quota and moderation in front of the model.
-export CHATFLOW_KEYS_FILE="$work/keys.yaml" CHATFLOW_USAGE_DB="$work/usage.db"
+export CHATFLOW_KEYS_FILE="$work/keys.yaml" CHATFLOW_USAGE_DB="$work/usage.db" CHATFLOW_HISTORY_DB="$work/history.db"
 CHATFLOW_MODEL="$work/model.gguf" "$chatflow" validate graphs/chat.yaml >"$work/out" 2>"$work/err"; rc=$?
 check "validate chat.yaml exits 0" test $rc -eq 0
 check "the first build creates a keys file with a development key" grep -q "created $work/keys.yaml with a development key" "$work/err"
@@ -158,7 +158,31 @@ check "keys add prints one key" grep -qx "cf-[0-9a-f]\{48\}" "$work/newkey"
 check "keys list shows both tenants" sh -c "grep -q ' dev ' '$work/out' && grep -q ' acme ' '$work/out'"
 "$chatflow" usage --database "$work/usage.db" >"$work/out" 2>&1; rc=$?
 check "usage reads the ledger the quota stage wrote" sh -c "test $rc -eq 0 && grep -q '^dev ' '$work/out'"
-unset CHATFLOW_KEYS_FILE CHATFLOW_USAGE_DB
+unset CHATFLOW_KEYS_FILE CHATFLOW_USAGE_DB CHATFLOW_HISTORY_DB
+
+# retrieval: index, re-index, evaluate on a collection whose answers are known
+mkdir -p "$work/docs"
+printf '# Leave\nEvery employee has 25 days of leave.\n' >"$work/docs/leave.md"
+printf 'Travel is refunded within 30 days.\n' >"$work/docs/travel.txt"
+"$chatflow" index "$work/docs" --out "$work/index" >"$work/out" 2>&1; rc=$?
+check "index builds from a folder" sh -c "test $rc -eq 0 && grep -q '^2 documents: 2 added, 0 replaced, 0 unchanged' '$work/out'"
+"$chatflow" index "$work/docs" --out "$work/index" >"$work/out" 2>&1
+check "re-indexing unchanged documents changes nothing" grep -q '^2 documents: 0 added, 0 replaced, 2 unchanged' "$work/out"
+printf '# Leave\nEvery employee has 27 days of leave.\n' >"$work/docs/leave.md"
+"$chatflow" index "$work/docs" --out "$work/index" >"$work/out" 2>&1
+check "an edited document is replaced" grep -q '^2 documents: 0 added, 1 replaced, 1 unchanged; 1 chunks added, 1 removed' "$work/out"
+printf '{"id": "a", "text": "fine"}\n{"id": "b", "title": 3}\n' >"$work/bad.jsonl"
+"$chatflow" index "$work/bad.jsonl" --out "$work/index2" >"$work/out" 2>&1; rc=$?
+check "a broken JSONL line is named" sh -c "test $rc -eq 1 && grep -q 'bad.jsonl:2:1: ' '$work/out'"
+mkdir -p "$work/tiny"
+printf '.I 1\n.T\nswept wings\n.W\nswept wings at supersonic speed\n.I 2\n.T\nboundary layers\n.W\nlaminar boundary layer transition\n.I 3\n.T\nnozzles\n.W\nheat transfer in rocket nozzles\n' >"$work/tiny/tiny.all"
+printf '.I 001\n.W\nsupersonic swept wings\n.I 002\n.W\nboundary layer transition\n.I 003\n.W\nrocket nozzle heat transfer\n' >"$work/tiny/tiny.qry"
+printf '1 1 1\n2 2 2\n3 3 1\n' >"$work/tiny/tinyqrel"
+"$chatflow" eval-retrieval --collection "$work/tiny" --metric ndcg@10,recall@100,mrr >"$work/out" 2>"$work/err"; rc=$?
+check "eval-retrieval: BM25 puts each query's one relevant document first" sh -c "test $rc -eq 0 && grep -Eq '^bm25 +1\.0000 +1\.0000 +1\.0000 ' '$work/out'"
+check "eval-retrieval prints the four methods" sh -c "grep -q '^dense ' '$work/out' && grep -q '^hybrid ' '$work/out' && grep -q '^hybrid+rerank ' '$work/out'"
+"$chatflow" eval-retrieval --collection "$work/tiny" --metric ndcg@x >"$work/out" 2>&1; rc=$?
+check "a bad metric is named" sh -c "test $rc -eq 1 && grep -q \"'ndcg@x': expected a positive cutoff\" '$work/out'"
 
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?

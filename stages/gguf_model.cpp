@@ -7,6 +7,8 @@
 #include <future>
 #include <thread>
 
+#include "framework/engine/detokenizer.h"
+
 namespace chatflow {
 
 GenerationStream::GenerationStream(std::shared_ptr<Request> request, Continuation continuation,
@@ -299,7 +301,51 @@ class NextTokenObserver final : public engine::SequenceObserver {
   std::promise<std::vector<engine::TokenLogprob>> result_;
 };
 
+// Collects a sequence's tokens until it finishes.
+class TextObserver final : public engine::SequenceObserver {
+ public:
+  explicit TextObserver(std::function<bool()> cancelled) : cancelled_(std::move(cancelled)) {}
+
+  void on_token(const engine::SampledToken& token, bool, const engine::SequenceUsage&) override {
+    tokens_.push_back(token.token);
+  }
+  void on_finish(engine::FinishCause, const engine::SequenceUsage&) override {
+    result_.set_value(std::move(tokens_));
+  }
+  void on_error(const std::string& message) override {
+    result_.set_exception(std::make_exception_ptr(std::runtime_error(message)));
+  }
+  bool cancelled() const override { return cancelled_ && cancelled_(); }
+  void on_dropped() override {
+    result_.set_exception(std::make_exception_ptr(std::runtime_error("cancelled")));
+  }
+  std::future<std::vector<int32_t>> future() { return result_.get_future(); }
+
+ private:
+  std::function<bool()> cancelled_;
+  std::vector<int32_t> tokens_;  // engine thread only
+  std::promise<std::vector<int32_t>> result_;
+};
+
 }  // namespace
+
+std::string GgufModel::generate_text(std::vector<int32_t> prompt, int64_t max_tokens,
+                                     const std::string& cache_salt,
+                                     const std::function<bool()>& cancelled) {
+  engine::SequenceSpec spec;
+  spec.prompt = std::move(prompt);
+  spec.max_tokens = max_tokens;
+  spec.sampling.temperature = 0;
+  spec.cache_salt = cache_salt;
+  auto observer = std::make_shared<TextObserver>(cancelled);
+  auto result = observer->future();
+  if (auto error = scheduler_->submit(std::move(spec), observer)) throw std::runtime_error(*error);
+  std::vector<int32_t> tokens = result.get();
+  // The end-of-sequence token, when it came, is not text.
+  if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
+    tokens.pop_back();
+  return engine::valid_utf8(detokenize(tokens));
+}
 
 std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(
     std::vector<std::vector<int32_t>> prompts, int top, const std::string& cache_salt,

@@ -93,6 +93,12 @@ class GgufModel final : public Resource, public ServedModel {
   // prompts share the engine's batches. Blocks the calling thread until all are done (scoring
   // stages such as an LLM reranker). Throws std::runtime_error when the engine refuses or
   // fails one, or when `cancelled` turns true first.
+  // Greedy text after `prompt`, at most `max_tokens` tokens (stopping at end of sequence);
+  // blocks like next_token_logprobs. For stages that ask the model a side question (rewriting
+  // a query).
+  std::string generate_text(std::vector<int32_t> prompt, int64_t max_tokens,
+                            const std::string& cache_salt, const std::function<bool()>& cancelled);
+
   std::vector<std::vector<engine::TokenLogprob>> next_token_logprobs(
       std::vector<std::vector<int32_t>> prompts, int top, const std::string& cache_salt,
       const std::function<bool()>& cancelled);

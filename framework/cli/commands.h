@@ -115,6 +115,16 @@ struct EvalRetrievalOptions {
 };
 int eval_retrieval_command(const EvalRetrievalOptions& options);
 
+struct BenchRetrievalOptions {
+  size_t chunks = 100000;
+  size_t words = 120;
+  size_t vocabulary = 30000;
+  size_t queries = 2000;
+  uint64_t seed = 1;
+  std::string index;  // keep the index here (default: a temporary directory, removed)
+};
+int bench_retrieval_command(const BenchRetrievalOptions& options);
+
 struct BenchServeOptions {
   std::string url = "http://127.0.0.1:8000";
   std::string endpoint = "chat";  // chat or completions

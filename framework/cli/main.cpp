@@ -182,6 +182,23 @@ int main(int argc, char** argv) {
   embedder_options(eval_retrieval_app, eval_retrieval.embedder, eval_retrieval.embedder_path,
                    eval_retrieval.dimensions, eval_retrieval.ngram);
 
+  BenchRetrievalOptions bench_retrieval;
+  auto* bench_retrieval_app = app.add_subcommand(
+      "bench-retrieval",
+      "Index generated documents and measure indexing speed, index size and hybrid retrieval "
+      "latency");
+  bench_retrieval_app->add_option("--chunks", bench_retrieval.chunks, "documents (one chunk each)")
+      ->check(CLI::Range(size_t{100}, size_t{100000000}))
+      ->capture_default_str();
+  bench_retrieval_app->add_option("--words", bench_retrieval.words, "words per chunk")
+      ->check(CLI::Range(size_t{1}, size_t{100000}))
+      ->capture_default_str();
+  bench_retrieval_app->add_option("--queries", bench_retrieval.queries, "timed queries")
+      ->check(CLI::Range(size_t{1}, size_t{10000000}))
+      ->capture_default_str();
+  bench_retrieval_app->add_option("--index", bench_retrieval.index,
+                                  "keep the index in this directory");
+
   BenchServeOptions bench_serve;
   auto* bench_serve_app = app.add_subcommand(
       "bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, throughput, goodput");
@@ -351,6 +368,7 @@ int main(int argc, char** argv) {
   if (usage_app->parsed()) return usage_command(usage);
   if (similarity_app->parsed()) return similarity_command(similarity);
   if (index_app->parsed()) return index_command(index);
+  if (bench_retrieval_app->parsed()) return bench_retrieval_command(bench_retrieval);
   if (eval_retrieval_app->parsed()) return eval_retrieval_command(eval_retrieval);
   if (keys_app->parsed()) {
     keys.action = keys_add->parsed() ? "add" : keys_list->parsed() ? "list" : "revoke";

@@ -7,10 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include "framework/engine/generator.h"
 #include "framework/registry.h"
 #include "framework/retrieval/evaluation.h"
 #include "framework/retrieval/hybrid.h"
 #include "framework/retrieval/prompt_assembly.h"
+#include "stages/gguf_model.h"
+#include "stages/query_rewrite.h"
+#include "stages/retrieval_index.h"
 #include "support/pipeline_helpers.h"
 #include "support/temp_model.h"
 
@@ -265,6 +269,117 @@ TEST(RetrievalStages, PassagesReachThePromptOnlyInsideTheFencesAndForTheirReader
   for (const auto& citation : hr->citations)
     cited |= citation.document == "hr-salaries";
   EXPECT_TRUE(cited);
+}
+
+// A follow-up is rewritten by the model (greedy: the same text the engine gives used directly
+// on the rewrite prompt), for retrieval only; a first question is left alone.
+TEST(RetrievalStages, QueryRewriteAsksTheModelOnlyForFollowUps) {
+  engine::ModelShape shape;
+  shape.dim = 64;
+  shape.layers = 1;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.ffn = 96;
+  shape.context = 1024;
+  std::string model = temp_model(shape);
+  std::string source = temp_path("rewrite-docs.jsonl");
+  std::ofstream(source) << "{\"id\": \"a\", \"text\": \"The office opens at 9.\"}\n";
+  auto pipeline = build_yaml(
+      "version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model +
+          "\"}\n  knowledge: {type: retrieval_index, path: \"" + fresh_directory("rewrite-index") +
+          "\", source: [\"" + source +
+          "\"]}\nstages:\n"
+          "  - {name: rewrite, type: query_rewrite, config: {model: llm, max_tokens: 8}}\n"
+          "  - {name: retrieve, type: hybrid_retrieval, config: {index: knowledge}}\n"
+          "  - {name: echo, type: echo}\n",
+      builtin_registry());
+  ASSERT_TRUE(pipeline);
+  auto run = [&](std::vector<Message> messages) {
+    std::shared_ptr<CollectingSink> sink;
+    auto request = user_request("", sink);
+    request->messages = std::move(messages);
+    EXPECT_EQ(pipeline->submit(request), Admission::accepted);
+    EXPECT_TRUE(sink->wait());
+    EXPECT_FALSE(request->error());
+    return request;
+  };
+  auto first = run({{"user", "when does the office open?"}});
+  EXPECT_FALSE(first->attachment<std::string>(kRetrievalQuery));
+  EXPECT_FALSE(first->annotation("query_rewrite"));
+
+  std::vector<Message> follow_up = {
+      {"user", "when does the office open?"}, {"assistant", "At 9."}, {"user", "and on Sundays?"}};
+  auto second = run(follow_up);
+  // What the engine says, used directly, to the same side conversation.
+  GgufModel::Settings settings;
+  settings.path = model;
+  GgufModel direct_model(settings);
+  Request probe;
+  probe.kind = RequestKind::chat;
+  probe.messages = rewrite_messages(
+      follow_up,
+      "Rewrite the newest question so that it can be understood without the conversation: "
+      "replace pronouns and references with what they stand for. Reply with the question only.",
+      600);
+  engine::Generator generator(engine::Model::load(model), 1);
+  engine::GenerationRequest greedy;
+  greedy.prompt = direct_model.encode_prompt(probe, true);
+  greedy.sampling.temperature = 0;
+  greedy.max_tokens = 8;
+  std::string expected = generator.generate(greedy).text;
+  expected = expected.substr(0, expected.find('\n'));
+  expected.erase(0, expected.find_first_not_of(" \t"));
+  expected.erase(expected.find_last_not_of(" \t") + 1);
+  auto rewritten = second->attachment<std::string>(kRetrievalQuery);
+  if (expected.empty()) {
+    EXPECT_FALSE(rewritten);
+  } else {
+    ASSERT_TRUE(rewritten);
+    EXPECT_EQ(*rewritten, expected);
+    EXPECT_EQ(second->annotation("query_rewrite"), "rewritten");
+  }
+  // The conversation the model answers is the user's, unchanged.
+  ASSERT_EQ(second->messages.size(), 3u);
+  EXPECT_EQ(second->messages.back().content, "and on Sundays?");
+}
+
+// The model as reranker: every passage gets a log-probability from the engine, and the
+// passages are kept best first.
+TEST(RetrievalStages, LlmRerankerScoresEveryPassageWithTheModel) {
+  engine::ModelShape shape;
+  shape.dim = 64;
+  shape.layers = 1;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.ffn = 96;
+  shape.context = 1024;
+  std::string model = temp_model(shape);
+  std::string source = temp_path("llm-rerank-docs.jsonl");
+  std::ofstream(source) << "{\"id\": \"a\", \"text\": \"The office opens at 9.\"}\n"
+                           "{\"id\": \"b\", \"text\": \"The office closes at 5.\"}\n"
+                           "{\"id\": \"c\", \"text\": \"Office plants need water.\"}\n";
+  auto pipeline = build_yaml(
+      "version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model +
+          "\"}\n  knowledge: {type: retrieval_index, path: \"" + fresh_directory("llm-index") +
+          "\", source: [\"" + source +
+          "\"]}\nstages:\n"
+          "  - {name: retrieve, type: hybrid_retrieval, config: {index: knowledge}}\n"
+          "  - {name: rerank, type: rerank, config: {index: knowledge, kind: llm, model: llm, "
+          "top_n: 2}}\n"
+          "  - {name: echo, type: echo}\n",
+      builtin_registry());
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = user_request("when does the office open?", sink);
+  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  ASSERT_EQ(request->context_passages.size(), 2u);
+  EXPECT_GE(request->context_passages[0].score, request->context_passages[1].score);
+  for (const auto& passage : request->context_passages) {
+    EXPECT_TRUE(std::isfinite(passage.score));
+    EXPECT_LE(passage.score, 0.0) << "not a log-probability";
+  }
 }
 
 }  // namespace

@@ -1,0 +1,156 @@
+// chatflow bench-retrieval: indexes generated documents (Zipf-distributed made-up words, one
+// chunk each) and measures indexing throughput, the index's size on disk, and hybrid retrieval
+// latency (BM25 and dense side by side, fused, as the hybrid_retrieval stage runs it).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <unistd.h>
+
+#include "framework/cli/commands.h"
+#include "framework/retrieval/hybrid.h"
+
+namespace chatflow::cli {
+
+namespace {
+
+std::vector<std::string> make_vocabulary(size_t size, std::mt19937_64& random) {
+  static const char* const kSyllables[] = {"ka", "lo", "mi", "ra", "te", "vu", "no",
+                                           "si", "da", "pe", "zu", "ho", "bi", "fa",
+                                           "gu", "ye", "an", "or", "el", "is"};
+  std::uniform_int_distribution<size_t> syllable(0, std::size(kSyllables) - 1);
+  std::uniform_int_distribution<int> length(2, 4);
+  std::vector<std::string> words;
+  words.reserve(size);
+  for (size_t i = 0; i < size; ++i) {
+    std::string word;
+    for (int s = length(random); s > 0; --s)
+      word += kSyllables[syllable(random)];
+    words.push_back(std::move(word));
+  }
+  return words;
+}
+
+class ZipfWords {
+ public:
+  ZipfWords(const std::vector<std::string>& words, double exponent) : words_(words) {
+    double total = 0;
+    for (size_t rank = 1; rank <= words.size(); ++rank) {
+      total += 1.0 / std::pow(static_cast<double>(rank), exponent);
+      cumulative_.push_back(total);
+    }
+    for (auto& value : cumulative_)
+      value /= total;
+  }
+  const std::string& operator()(std::mt19937_64& random) const {
+    double u = std::uniform_real_distribution<double>(0, 1)(random);
+    size_t index = static_cast<size_t>(std::lower_bound(cumulative_.begin(), cumulative_.end(), u) -
+                                       cumulative_.begin());
+    return words_[std::min(index, words_.size() - 1)];
+  }
+
+ private:
+  const std::vector<std::string>& words_;
+  std::vector<double> cumulative_;
+};
+
+double percentile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  return values[std::min(
+      values.size() - 1,
+      static_cast<size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5))];
+}
+
+}  // namespace
+
+int bench_retrieval_command(const BenchRetrievalOptions& options) {
+  try {
+    std::mt19937_64 random(options.seed);
+    auto vocabulary = make_vocabulary(options.vocabulary, random);
+    ZipfWords zipf(vocabulary, 1.0);
+    std::vector<retrieval::SourceDocument> documents;
+    documents.reserve(options.chunks);
+    for (size_t i = 0; i < options.chunks; ++i) {
+      retrieval::SourceDocument document;
+      document.id = "doc-" + std::to_string(i);
+      document.title = zipf(random) + " " + zipf(random);
+      for (size_t w = 0; w < options.words; ++w)
+        document.text += (w ? " " : "") + zipf(random);
+      document.text += " ID-" + std::to_string(i);  // an identifier BM25 must find
+      if (i % 10 == 0) document.acl = {"restricted"};
+      documents.push_back(std::move(document));
+    }
+    std::filesystem::path directory =
+        options.index.empty() ? std::filesystem::temp_directory_path() /
+                                    ("chatflow-bench-retrieval-" + std::to_string(::getpid()))
+                              : std::filesystem::path(options.index);
+    std::filesystem::remove_all(directory);
+    std::shared_ptr<const embedding::Embedder> embedder = embedding::make_ngram_embedder(256, 3);
+    double indexing_seconds = 0;
+    {
+      retrieval::RetrievalIndex writer(directory.string(), embedder, true);
+      auto started = std::chrono::steady_clock::now();
+      writer.add(documents, {options.words + 64, 0});
+      indexing_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    }
+    uint64_t bytes = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(directory))
+      if (entry.is_regular_file()) bytes += entry.file_size();
+
+    auto index = std::make_shared<retrieval::RetrievalIndex>(directory.string(), embedder, false);
+    retrieval::HybridOptions hybrid;  // the stage's defaults: 50 + 50 candidates, RRF, top 20
+    retrieval::Reader reader{{"staff"}};
+    std::uniform_int_distribution<size_t> query_length(3, 6);
+    std::uniform_int_distribution<size_t> any_document(0, options.chunks - 1);
+    std::vector<double> latencies;
+    size_t identifiers_found = 0, identifier_queries = 0;
+    for (size_t q = 0; q < options.queries + 50; ++q) {
+      std::string query;
+      bool identifier = q % 10 == 0;
+      size_t target = any_document(random);
+      if (identifier) {
+        query = "ID-" + std::to_string(target);
+      } else {
+        for (size_t w = query_length(random); w > 0; --w)
+          query += zipf(random) + " ";
+      }
+      auto begin = std::chrono::steady_clock::now();
+      auto candidates = retrieval::hybrid_search(*index, query, hybrid, reader);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
+              .count();
+      if (q < 50) continue;  // warm-up
+      latencies.push_back(ms);
+      if (identifier && target % 10 != 0) {
+        ++identifier_queries;
+        identifiers_found += std::any_of(candidates.begin(), candidates.end(), [&](const auto& c) {
+          return c.passage.document == "doc-" + std::to_string(target);
+        });
+      }
+    }
+    std::printf("chunks indexed:             %zu (%zu words each, ngrams 256-d vectors)\n",
+                options.chunks, options.words);
+    std::printf("indexing:                   %.1f s, %.0f chunks/s\n", indexing_seconds,
+                static_cast<double>(options.chunks) / indexing_seconds);
+    std::printf("index on disk:              %.1f MiB (%.0f bytes per chunk)\n",
+                static_cast<double>(bytes) / (1024.0 * 1024.0),
+                static_cast<double>(bytes) / static_cast<double>(options.chunks));
+    std::printf("hybrid retrieval, %zu queries: p50 %.3f ms  p90 %.3f ms  p99 %.3f ms\n",
+                latencies.size(), percentile(latencies, 0.5), percentile(latencies, 0.9),
+                percentile(latencies, 0.99));
+    std::printf("identifier queries with their document in the top %zu: %zu of %zu\n", hybrid.top_k,
+                identifiers_found, identifier_queries);
+    index.reset();
+    if (options.index.empty()) std::filesystem::remove_all(directory);
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "chatflow bench-retrieval: " << error.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace chatflow::cli

@@ -14,9 +14,10 @@ namespace chatflow::embedding {
 
 namespace {
 
-// 1 - a·b for unit vectors, eight lanes at a time (GCC vector extensions: SSE or wider, whatever
-// the target has), the tail one by one.
-float cosine_distance(const void* left, const void* right, const void* dimensions_pointer) {
+// 1 - a·b for unit vectors, eight lanes at a time (GCC vector extensions), the tail one by one;
+// compiled for AVX-512, AVX2 and the baseline, chosen at load time.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float cosine_distance(
+    const void* left, const void* right, const void* dimensions_pointer) {
   using Lanes = float __attribute__((vector_size(32)));
   const auto* a = static_cast<const float*>(left);
   const auto* b = static_cast<const float*>(right);

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include <oneapi/tbb/parallel_invoke.h>
 #include <xapian.h>
 
 namespace chatflow::retrieval {
@@ -18,9 +18,9 @@ std::vector<Candidate> hybrid_search(const RetrievalIndex& index, const std::str
     if (options.dense_k > 0) dense = index.dense(index.embed(query), options.dense_k, reader);
   };
   if (options.concurrently && options.sparse_k > 0 && options.dense_k > 0) {
-    auto pending = std::async(std::launch::async, run_dense);
-    sparse = index.sparse(query, options.sparse_k, reader);
-    pending.get();
+    // On the pipeline's own TBB workers: no thread is started per request.
+    tbb::parallel_invoke([&] { sparse = index.sparse(query, options.sparse_k, reader); },
+                         run_dense);
   } else {
     if (options.sparse_k > 0) sparse = index.sparse(query, options.sparse_k, reader);
     run_dense();

@@ -161,7 +161,7 @@ RetrievalIndex::RetrievalIndex(const std::string& directory,
     impl.graph = embedding::VectorGraph::load(impl.dense_path, embedder_->dimensions(), 128);
   } else {
     impl.graph =
-        std::make_unique<embedding::VectorGraph>(embedder_->dimensions(), 1024, 16, 200, 128);
+        std::make_unique<embedding::VectorGraph>(embedder_->dimensions(), 1024, 16, 100, 128);
   }
   // Who may read each chunk, kept in memory for the dense side's filter.
   Xapian::Database database(impl.sparse_path);

@@ -2,6 +2,7 @@
 #include "stages/retrieval_index.h"
 
 #include <cstdio>
+#include <set>
 
 #include "framework/registry.h"
 #include "stages/embedder.h"

@@ -87,6 +87,7 @@ int similarity_command(const SimilarityOptions& options);
 struct IndexOptions {
   std::vector<std::string> inputs;
   std::string out;
+  bool prune = false;  // drop indexed documents the inputs no longer have
   size_t chunk_tokens = 200;
   size_t overlap = 40;
   std::string embedder = "ngrams";

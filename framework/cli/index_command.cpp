@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <unistd.h>
 
 #include "commands.h"
@@ -49,6 +50,13 @@ int index_command(const IndexOptions& options) {
       if (done == total) std::fputc('\n', stderr);
     };
     retrieval::IndexingReport report = index.add(documents, chunking, progress);
+    size_t pruned = 0;
+    if (options.prune) {
+      std::set<std::string> keep;
+      for (const auto& document : documents)
+        keep.insert(document.id);
+      pruned = index.prune(keep);
+    }
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::printf(
@@ -57,6 +65,7 @@ int index_command(const IndexOptions& options) {
         documents.size(), report.documents_added, report.documents_replaced,
         report.documents_unchanged, report.chunks_added, report.chunks_removed, seconds,
         seconds > 0 ? static_cast<double>(report.chunks_added) / seconds : 0.0);
+    if (options.prune) std::printf("pruned %zu documents no longer in the inputs\n", pruned);
     std::printf("%s: %zu chunks, %.1f MiB on disk, embedder %s\n", options.out.c_str(),
                 index.chunk_count(),
                 static_cast<double>(directory_bytes(options.out)) / (1024.0 * 1024.0),

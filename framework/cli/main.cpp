@@ -144,6 +144,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   index_app->add_option("--overlap", index.overlap, "tokens neighbouring chunks share")
       ->capture_default_str();
+  index_app->add_flag("--prune", index.prune,
+                      "remove indexed documents that are not in the inputs any more");
   embedder_options(index_app, index.embedder, index.embedder_path, index.dimensions, index.ngram);
 
   EvalRetrievalOptions eval_retrieval;

@@ -78,6 +78,7 @@ struct RetrievalIndex::Impl {
   std::unique_ptr<embedding::VectorGraph> graph;
   std::vector<ChunkAccess> access;  // by chunk id
   size_t live_chunks = 0;
+  ChunkingOptions chunking;  // as last used, for the manifest
   Xapian::SimpleStopper stopper{std::begin(kStopwords), std::end(kStopwords)};
 
   // Xapian database objects are not safe to share between threads: one per concurrent search.
@@ -145,6 +146,11 @@ RetrievalIndex::RetrievalIndex(const std::string& directory,
       throw std::runtime_error(impl.manifest_path + ": not a chatflow index manifest");
     }
     std::string built_with(manifest.at("embedder").as_string());
+    const json::object& fields = manifest.get_object();
+    if (auto* tokens = fields.if_contains("chunk_tokens"); tokens && tokens->is_number())
+      impl.chunking.tokens = tokens->to_number<size_t>();
+    if (auto* overlap = fields.if_contains("chunk_overlap"); overlap && overlap->is_number())
+      impl.chunking.overlap = overlap->to_number<size_t>();
     if (built_with != embedder_->describe()) {
       throw std::runtime_error(directory + ": the index was built with embedder '" + built_with +
                                "', this pipeline's is '" + embedder_->describe() +
@@ -241,20 +247,55 @@ IndexingReport RetrievalIndex::add(const std::vector<SourceDocument>& documents,
     ++done;
     if (progress) progress(done, documents.size());
   }
+  impl.chunking = options;
+  persist();
+  return report;
+}
+
+void RetrievalIndex::persist() {
+  Impl& impl = *impl_;
   impl.writer->commit();
   impl.graph->save(impl.dense_path);
   std::ofstream manifest(impl.manifest_path, std::ios::trunc);
   manifest << json::serialize(json::object{{"format", kFormat},
                                            {"embedder", embedder_->describe()},
                                            {"dimensions", embedder_->dimensions()},
-                                           {"chunk_tokens", options.tokens},
-                                           {"chunk_overlap", options.overlap},
+                                           {"chunk_tokens", impl.chunking.tokens},
+                                           {"chunk_overlap", impl.chunking.overlap},
                                            {"chunks", impl.live_chunks}})
            << "\n";
   if (!manifest) throw std::runtime_error(impl.manifest_path + ": cannot write the manifest");
   std::lock_guard lock(impl.readers_mutex);
   impl.readers.clear();  // they would see the old revision
-  return report;
+}
+
+size_t RetrievalIndex::prune(const std::set<std::string>& keep) {
+  size_t removed = 0;
+  for (const auto& document : document_ids()) {
+    if (keep.count(document)) continue;
+    remove(document);
+    ++removed;
+  }
+  if (removed > 0) persist();
+  return removed;
+}
+
+std::set<std::string> RetrievalIndex::document_ids() const {
+  std::set<std::string> ids;
+  const Impl& impl = *impl_;
+  auto collect = [&](Xapian::Database& database) {
+    for (auto it = database.postlist_begin(""); it != database.postlist_end(""); ++it) {
+      json::value data = json::parse(database.get_document(*it).get_data());
+      ids.insert(std::string(data.at("document").as_string()));
+    }
+  };
+  if (impl.writer) {
+    collect(*impl.writer);
+  } else {
+    Impl::Lease database(impl);
+    collect(*database);
+  }
+  return ids;
 }
 
 size_t RetrievalIndex::remove(const std::string& document) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,11 @@ class RetrievalIndex {
   // is called with (documents done, total). Writes everything to disk before returning.
   IndexingReport add(const std::vector<SourceDocument>& documents, const ChunkingOptions& options,
                      const std::function<void(size_t, size_t)>& progress = nullptr);
-  // Removes a document's chunks; returns how many.
-  size_t remove(const std::string& document);
+  // Removes every document whose id is not in `keep` (a source that no longer has them) and
+  // writes the result; returns how many documents went.
+  size_t prune(const std::set<std::string>& keep);
+  // The ids of the documents in the index.
+  std::set<std::string> document_ids() const;
 
   // BM25 over the query's words (stemmed), phrases for hyphenated identifiers; best first.
   std::vector<ScoredChunk> sparse(const std::string& query, size_t k, const Reader& reader) const;
@@ -82,6 +86,8 @@ class RetrievalIndex {
 
  private:
   struct Impl;
+  size_t remove(const std::string& document);  // its chunks; not yet written
+  void persist();
   std::string directory_;
   std::shared_ptr<const embedding::Embedder> embedder_;
   std::unique_ptr<Impl> impl_;

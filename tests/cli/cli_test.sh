@@ -171,6 +171,9 @@ check "re-indexing unchanged documents changes nothing" grep -q '^2 documents: 0
 printf '# Leave\nEvery employee has 27 days of leave.\n' >"$work/docs/leave.md"
 "$chatflow" index "$work/docs" --out "$work/index" >"$work/out" 2>&1
 check "an edited document is replaced" grep -q '^2 documents: 0 added, 1 replaced, 1 unchanged; 1 chunks added, 1 removed' "$work/out"
+rm "$work/docs/travel.txt"
+"$chatflow" index "$work/docs" --out "$work/index" --prune >"$work/out" 2>&1
+check "--prune drops a document deleted from the folder" sh -c "grep -q '^pruned 1 documents' '$work/out' && grep -q ': 1 chunks,' '$work/out'"
 printf '{"id": "a", "text": "fine"}\n{"id": "b", "title": 3}\n' >"$work/bad.jsonl"
 "$chatflow" index "$work/bad.jsonl" --out "$work/index2" >"$work/out" 2>&1; rc=$?
 check "a broken JSONL line is named" sh -c "test $rc -eq 1 && grep -q 'bad.jsonl:2:1: ' '$work/out'"

@@ -100,6 +100,13 @@ TEST(RetrievalIndex, ReindexingAChangedDocumentLeavesNoStalePassage) {
   auto found = reader.sparse("BRAVO-9", 10, everyone);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(reader.passage(found[0].id).text, "The launch code is BRAVO-9 from June.");
+
+  // The document leaves its source: pruning takes all of it out.
+  EXPECT_EQ(index.prune({"other.md"}), 1u);
+  EXPECT_EQ(index.document_ids(), std::set<std::string>{"other.md"});
+  retrieval::RetrievalIndex after_prune(directory, ngrams(), false);
+  EXPECT_TRUE(after_prune.sparse("BRAVO-9", 10, everyone).empty());
+  EXPECT_EQ(after_prune.chunk_count(), 1u);
 }
 
 TEST(RetrievalIndex, FindsIdentifiersAndNumbersThroughBm25) {

@@ -53,6 +53,7 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
       request.set_response_header("x-chatflow-cache", "exact");
       request.annotate("cache", "exact");
       request.usage = answer->usage;
+      request.citations = answer->citations;
       ChunkWriter writer = io.open_stream(kHit);
       for (const auto& text : answer->chunks)
         writer.write(Chunk::delta(text));
@@ -79,6 +80,7 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
                     entry->chunks = answer.chunks;
                     entry->finish = *answer.finish;
                     entry->usage = answer.usage;
+                    entry->citations = done.citations;
                     entry->tenant = tenant;
                     entry->model = model;
                     entry->conversation = conversation_digest;

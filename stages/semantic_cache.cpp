@@ -124,6 +124,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
                     cached->chunks = answer.chunks;
                     cached->finish = *answer.finish;
                     cached->usage = answer.usage;
+                    cached->citations = done.citations;
                     cached->tenant = done.identity.tenant;
                     cached->model = done.model;
                     cached->expires = std::chrono::steady_clock::now() + ttl;
@@ -170,6 +171,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     request.set_response_header("x-chatflow-cache-similarity", text);
     request.annotate("cache", "semantic");
     request.usage = cached.usage;
+    request.citations = cached.citations;
     ChunkWriter writer = io.open_stream(kHit);
     for (const auto& chunk : cached.chunks)
       writer.write(Chunk::delta(chunk));

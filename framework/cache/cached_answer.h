@@ -1,5 +1,5 @@
 // An answer kept by a cache: the text deltas as the client first received them (so a hit streams
-// back in the same shape), how it ended, and its token counts.
+// back in the same shape), how it ended, its token counts and the documents it cited.
 #pragma once
 
 #include <chrono>
@@ -20,6 +20,7 @@ struct CachedAnswer {
   std::string tenant;
   std::string model;
   std::string conversation;  // the conversation's digest without parameters, for corrections
+  std::vector<ContextPassage> citations;  // what the answer cited, returned with it on a hit
   std::chrono::steady_clock::time_point expires;
 
   size_t bytes() const;

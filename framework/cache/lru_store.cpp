@@ -6,6 +6,9 @@ size_t CachedAnswer::bytes() const {
   size_t total = sizeof(CachedAnswer) + tenant.size() + model.size() + conversation.size();
   for (const auto& chunk : chunks)
     total += chunk.size() + sizeof(std::string);
+  for (const auto& citation : citations)
+    total += sizeof(ContextPassage) + citation.text.size() + citation.document.size() +
+             citation.title.size();
   return total;
 }
 

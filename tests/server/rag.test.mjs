@@ -30,11 +30,14 @@ stages:
   - {name: retrieve, type: hybrid_retrieval, config: {index: knowledge}}
   - {name: rerank, type: rerank, config: {index: knowledge, top_n: 2}}
   - {name: assemble, type: prompt_assembly}
+  - {name: exact, type: exact_cache}
   - {name: tokenize, type: tokenize, config: {model: llm}}
   - {name: prefill, type: prefill, config: {model: llm}}
   - {name: decode, type: decode, config: {model: llm}}
   - {name: detokenize, type: detokenize, config: {model: llm}}
   - {name: emit, type: sse_emit}
+edges:
+  - exact.hit -> emit
 `);
     server = await startServer(['--pipeline', pipeline]);
   });
@@ -63,6 +66,21 @@ stages:
 
     const allowed = await ask(hr, 'What is the on-call allowance in policy HR-003?');
     assert.equal(allowed.json.chatflow.citations[0].document, 'hr/allowance');
+  });
+
+  test('a cached answer keeps its citations and never crosses readers', async () => {
+    const question = 'What is the on-call allowance in policy HR-003?';
+    const greedy = { temperature: 0 };
+    const first = await ask(hr, question, greedy);
+    assert.equal(first.headers.get('x-chatflow-cache'), 'miss');
+    const again = await ask(hr, question, greedy);
+    assert.equal(again.headers.get('x-chatflow-cache'), 'exact');
+    assert.deepEqual(again.json.chatflow.citations, first.json.chatflow.citations);
+    assert.equal(again.json.choices[0].message.content, first.json.choices[0].message.content);
+    // The cache sits after prompt_assembly: staff's prompt holds other passages, so another key.
+    const staffAsks = await ask(staff, question, greedy);
+    assert.equal(staffAsks.headers.get('x-chatflow-cache'), 'miss');
+    assert.ok(!(staffAsks.json.chatflow?.citations ?? []).some((citation) => citation.document === 'hr/allowance'));
   });
 
   test('a streamed answer carries the citations on its first chunk only', async () => {

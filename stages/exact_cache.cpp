@@ -69,24 +69,27 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
         std::chrono::duration<double>(config_.ttl_s));
     std::string tenant = request.identity.tenant;
     std::string model = request.model;
-    record_answer(request, nullptr,
-                  [store, key, conversation_digest, ttl, tenant, model](
-                      const Request& done, const RecordedAnswer& answer) {
-                    if (answer.failed || !answer.finish) return;
-                    if (*answer.finish == FinishReason::content_filter) return;
-                    // Masked text is not what the model said: never serve it again.
-                    if (done.annotation("output_moderation")) return;
-                    auto entry = std::make_shared<cache::CachedAnswer>();
-                    entry->chunks = answer.chunks;
-                    entry->finish = *answer.finish;
-                    entry->usage = answer.usage;
-                    entry->citations = done.citations;
-                    entry->tenant = tenant;
-                    entry->model = model;
-                    entry->conversation = conversation_digest;
-                    entry->expires = std::chrono::steady_clock::now() + ttl;
-                    store->put(key, std::move(entry));
-                  });
+    // Stored before the last chunk leaves: a client repeating the question at once finds it.
+    record_answer(
+        request,
+        [store, key, conversation_digest, ttl, tenant, model](const Request& done,
+                                                              const RecordedAnswer& answer) {
+          if (answer.failed || !answer.finish) return;
+          if (*answer.finish == FinishReason::content_filter) return;
+          // Masked text is not what the model said: never serve it again.
+          if (done.annotation("output_moderation")) return;
+          auto entry = std::make_shared<cache::CachedAnswer>();
+          entry->chunks = answer.chunks;
+          entry->finish = *answer.finish;
+          entry->usage = answer.usage;
+          entry->citations = done.citations;
+          entry->tenant = tenant;
+          entry->model = model;
+          entry->conversation = conversation_digest;
+          entry->expires = std::chrono::steady_clock::now() + ttl;
+          store->put(key, std::move(entry));
+        },
+        nullptr);
     return Route::to(kMiss);
   }
 

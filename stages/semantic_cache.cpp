@@ -114,22 +114,25 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     auto index = index_;
     auto ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(config_.ttl_s));
-    record_answer(request, nullptr,
-                  [index, partition, vector, question, ttl](const Request& done,
-                                                            const RecordedAnswer& answer) {
-                    if (answer.failed || !answer.finish) return;
-                    if (*answer.finish == FinishReason::content_filter) return;
-                    if (done.annotation("output_moderation")) return;
-                    auto cached = std::make_shared<cache::CachedAnswer>();
-                    cached->chunks = answer.chunks;
-                    cached->finish = *answer.finish;
-                    cached->usage = answer.usage;
-                    cached->citations = done.citations;
-                    cached->tenant = done.identity.tenant;
-                    cached->model = done.model;
-                    cached->expires = std::chrono::steady_clock::now() + ttl;
-                    index->insert(partition, {vector, question, std::move(cached)});
-                  });
+    // Stored before the last chunk leaves: a client repeating the question at once finds it.
+    record_answer(
+        request,
+        [index, partition, vector, question, ttl](const Request& done,
+                                                  const RecordedAnswer& answer) {
+          if (answer.failed || !answer.finish) return;
+          if (*answer.finish == FinishReason::content_filter) return;
+          if (done.annotation("output_moderation")) return;
+          auto cached = std::make_shared<cache::CachedAnswer>();
+          cached->chunks = answer.chunks;
+          cached->finish = *answer.finish;
+          cached->usage = answer.usage;
+          cached->citations = done.citations;
+          cached->tenant = done.identity.tenant;
+          cached->model = done.model;
+          cached->expires = std::chrono::steady_clock::now() + ttl;
+          index->insert(partition, {vector, question, std::move(cached)});
+        },
+        nullptr);
     return Route::to(kMiss);
   }
 

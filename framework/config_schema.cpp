@@ -260,4 +260,72 @@ std::string default_text(double value) {
 }
 
 }  // namespace config_detail
+DynamicSchemaBuilder::DynamicSchemaBuilder()
+    : schema_(std::make_shared<ConfigSchema>()), defaults_(std::make_shared<DynamicConfig>()) {
+  auto defaults = defaults_;
+  schema_->make_default_ = [defaults] {
+    return std::static_pointer_cast<void>(std::make_shared<DynamicConfig>(*defaults));
+  };
+}
+
+void DynamicSchemaBuilder::key(const std::string& name, ValueType type,
+                               const std::string& default_value, bool required,
+                               const std::string& doc) {
+  KeyInfo& key = schema_->keys_.emplace_back();
+  key.name = name;
+  key.type = type;
+  key.doc = doc;
+  key.required = required;
+  if (!required) {
+    key.default_text = default_value;
+    if (type == ValueType::string_list) {
+      std::vector<std::string>& items = defaults_->lists[name];
+      std::string rest = default_value;
+      while (!rest.empty()) {
+        size_t comma = rest.find(',');
+        items.push_back(rest.substr(0, comma));
+        rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      }
+    } else {
+      defaults_->values[name] = default_value;
+    }
+  }
+  key.assign = [type](void* config, const ConfigValue& value, const KeyInfo& info,
+                      ParseContext& context) {
+    auto& target = *static_cast<DynamicConfig*>(config);
+    switch (type) {
+      case ValueType::boolean: {
+        bool parsed = false;
+        if (config_detail::read_value(value, parsed, info, context))
+          target.values[info.name] = parsed ? "true" : "false";
+        break;
+      }
+      case ValueType::integer: {
+        int64_t parsed = 0;
+        if (config_detail::read_value(value, parsed, info, context))
+          target.values[info.name] = std::to_string(parsed);
+        break;
+      }
+      case ValueType::number: {
+        double parsed = 0;
+        if (config_detail::read_value(value, parsed, info, context))
+          target.values[info.name] = value.text;
+        break;
+      }
+      case ValueType::string_list: {
+        std::vector<std::string> parsed;
+        if (config_detail::read_value(value, parsed, info, context))
+          target.lists[info.name] = std::move(parsed);
+        break;
+      }
+      default: {
+        std::string parsed;
+        if (config_detail::read_value(value, parsed, info, context))
+          target.values[info.name] = std::move(parsed);
+        break;
+      }
+    }
+  };
+}
+
 }  // namespace chatflow

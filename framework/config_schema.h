@@ -88,6 +88,7 @@ class ConfigSchema {
  private:
   template <class Config>
   friend class SchemaBuilder;
+  friend class DynamicSchemaBuilder;
 
   std::vector<KeyInfo> keys_;
   std::function<std::shared_ptr<void>()> make_default_;
@@ -249,5 +250,26 @@ class SchemaBuilder {
 
 // For stage and resource types without configuration.
 struct NoConfig {};
+
+// The configuration of a type whose keys are only known at run time (a plugin's): every value
+// checked against its declared type, then kept as text (lists as lists).
+struct DynamicConfig {
+  std::map<std::string, std::string> values;
+  std::map<std::string, std::vector<std::string>> lists;
+};
+
+class DynamicSchemaBuilder {
+ public:
+  DynamicSchemaBuilder();
+  // `type` is boolean, integer, number, string or string_list; `default_value` as YAML writes
+  // it (a list: comma-separated), ignored when `required`.
+  void key(const std::string& name, ValueType type, const std::string& default_value, bool required,
+           const std::string& doc);
+  std::shared_ptr<const ConfigSchema> schema() const { return schema_; }
+
+ private:
+  std::shared_ptr<ConfigSchema> schema_;
+  std::shared_ptr<DynamicConfig> defaults_;
+};
 
 }  // namespace chatflow

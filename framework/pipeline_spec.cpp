@@ -2,11 +2,17 @@
 // resource's config against its schema. Layer three (the graph) is in pipeline_graph_check.cpp.
 #include "pipeline_spec.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "pipeline_graph_check.h"
+#include "plugin_loader.h"
 #include "suggest.h"
 
 namespace chatflow {
@@ -44,6 +50,7 @@ class SpecReader {
  public:
   SpecReader(const std::string& file, const Registry& registry, Diagnostics& diagnostics)
       : file_(file), registry_(registry), diagnostics_(diagnostics) {}
+  SpecReader(const SpecReader&) = delete;
 
   std::optional<PipelineSpec> read(const ConfigValue& root) {
     spec_.file = file_;
@@ -120,6 +127,15 @@ class SpecReader {
   }
 
   void read_plugins(const ConfigValue* plugins) {
+    // Every library in $CHATFLOW_PLUGIN_PATH, then those the file lists.
+    for (const auto& path : plugins_on_search_path()) {
+      try {
+        add_plugin(PluginLibrary::open(path));
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "chatflow: warning: skipping a plugin on CHATFLOW_PLUGIN_PATH: %s\n",
+                     error.what());
+      }
+    }
     if (plugins == nullptr || plugins->is_null()) return;
     if (!plugins->is_sequence()) {
       diagnostics_.error(plugins->where, "'plugins' must be a list of shared-library paths, got " +
@@ -131,11 +147,50 @@ class SpecReader {
         diagnostics_.error(plugin.where, "a plugin entry must be a path, got " + plugin.describe());
         continue;
       }
-      // Plugin loading is not part of this build yet: refuse rather than run without the types
-      // the file expects.
-      diagnostics_.error(plugin.where, "cannot load plugin '" + plugin.text +
-                                           "': this build of chatflow has no plugin loader");
+      spec_.plugins.push_back(plugin.text);
+      try {
+        add_plugin(PluginLibrary::open(find_plugin(plugin.text, file_)));
+      } catch (const std::exception& error) {
+        diagnostics_.error(plugin.where, error.what());
+      }
     }
+  }
+
+  static std::vector<std::string> plugins_on_search_path() {
+    std::vector<std::string> found;
+    const char* search = std::getenv("CHATFLOW_PLUGIN_PATH");
+    if (!search) return found;
+    std::string rest = search;
+    while (!rest.empty()) {
+      size_t colon = rest.find(':');
+      std::string directory = rest.substr(0, colon);
+      rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
+      std::error_code error;
+      if (directory.empty() || !std::filesystem::is_directory(directory, error)) continue;
+      std::vector<std::string> libraries;
+      for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+        if (entry.path().extension() == ".so") libraries.push_back(entry.path().string());
+      }
+      std::sort(libraries.begin(), libraries.end());
+      found.insert(found.end(), libraries.begin(), libraries.end());
+    }
+    return found;
+  }
+
+  void add_plugin(const std::shared_ptr<PluginLibrary>& library) {
+    if (!extended_) {
+      extended_ = registry_;
+      registry_ = *extended_;
+    }
+    for (auto& type : library->stage_types()) {
+      std::string name = type.name;
+      if (extended_->find_stage(name)) {
+        throw PluginError(library->path() + ": refused: it provides stage type '" + name +
+                          "', which is already defined");
+      }
+      extended_->add(std::move(type));
+    }
+    spec_.plugin_libraries.push_back(library);
   }
 
   void read_resources(const ConfigValue* resources) {
@@ -170,15 +225,15 @@ class SpecReader {
     if (type == nullptr || !type->is_scalar()) {
       diagnostics_.error(type ? type->where : value.where,
                          "resource '" + key.name + "' needs a 'type' (one of: " +
-                             join_names(registry_.resource_names()) + ")");
+                             join_names(registry_.get().resource_names()) + ")");
       return;
     }
-    resource.type = registry_.find_resource(type->text);
+    resource.type = registry_.get().find_resource(type->text);
     if (!resource.type) {
-      diagnostics_.error(type->where,
-                         "resource '" + key.name + "': unknown resource type '" + type->text + "'" +
-                             did_you_mean(type->text, registry_.resource_names()) +
-                             " (known types: " + join_names(registry_.resource_names()) + ")");
+      diagnostics_.error(
+          type->where, "resource '" + key.name + "': unknown resource type '" + type->text + "'" +
+                           did_you_mean(type->text, registry_.get().resource_names()) +
+                           " (known types: " + join_names(registry_.get().resource_names()) + ")");
       return;
     }
     // The resource's own keys sit beside 'type'.
@@ -255,12 +310,12 @@ class SpecReader {
                          "stage '" + stage.name + "' needs a 'type' (see `chatflow stages`)");
       return std::nullopt;
     }
-    stage.type = registry_.find_stage(type->text);
+    stage.type = registry_.get().find_stage(type->text);
     if (!stage.type) {
       diagnostics_.error(type->where,
                          "stage '" + stage.name + "': unknown stage type '" + type->text + "'" +
-                             did_you_mean(type->text, registry_.stage_names()) +
-                             " (known types: " + join_names(registry_.stage_names()) + ")");
+                             did_you_mean(type->text, registry_.get().stage_names()) +
+                             " (known types: " + join_names(registry_.get().stage_names()) + ")");
       return std::nullopt;
     }
     stage.concurrency = stage.type->default_concurrency;
@@ -299,7 +354,8 @@ class SpecReader {
   }
 
   const std::string& file_;
-  const Registry& registry_;
+  std::reference_wrapper<const Registry> registry_;
+  std::optional<Registry> extended_;  // the registry plus plugin types, once a plugin loads
   Diagnostics& diagnostics_;
   PipelineSpec spec_;
 };

@@ -28,6 +28,8 @@
 
 namespace chatflow {
 
+class PluginLibrary;
+
 struct ResourceSpec {
   std::string name;
   std::shared_ptr<const ResourceTypeInfo> type;
@@ -62,6 +64,8 @@ struct PipelineSpec {
   std::string name;
   size_t max_in_flight = 256;
   std::vector<std::string> plugins;
+  // The plugin libraries whose stage types this spec uses; loaded while the spec lives.
+  std::vector<std::shared_ptr<PluginLibrary>> plugin_libraries;
   std::vector<ResourceSpec> resources;  // in creation order: a resource after those it uses
   std::vector<StageSpec> stages;        // stages[0] is the entry
   std::vector<Connection> connections;

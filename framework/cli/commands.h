@@ -21,7 +21,8 @@ struct GraphOptions {
 int graph_command(const GraphOptions& options);
 
 struct StagesOptions {
-  std::string type;  // empty: list every type
+  std::string type;    // empty: list every type
+  std::string plugin;  // inspect this plugin library instead
 };
 int stages_command(const StagesOptions& options);
 

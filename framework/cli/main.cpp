@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
   StagesOptions stages;
   auto* stages_app = app.add_subcommand("stages", "List stage and resource types, or describe one");
   stages_app->add_option("type", stages.type, "a stage or resource type to describe");
+  stages_app->add_option("--plugin", stages.plugin,
+                         "inspect a plugin library: its descriptor, or why it is refused");
 
   RunOptions run;
   auto* run_app =

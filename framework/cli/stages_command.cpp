@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "framework/plugin_loader.h"
 #include "framework/registry.h"
 #include "framework/suggest.h"
 
@@ -69,6 +70,17 @@ void describe_resource(const ResourceTypeInfo& type) {
 }  // namespace
 
 int stages_command(const StagesOptions& options) {
+  if (!options.plugin.empty()) {
+    // A plugin inspected on its own: its descriptor, or why this chatflow refuses it.
+    try {
+      auto library = PluginLibrary::open(options.plugin);
+      std::cout << library->describe();
+      return 0;
+    } catch (const std::exception& error) {
+      std::cerr << "chatflow: " << error.what() << "\n";
+      return 1;
+    }
+  }
   const Registry& registry = builtin_registry();
   if (options.type.empty()) {
     std::cout << "Stage types:\n";

@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <random>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@ struct Sample {
   double e2e = 0;
   int64_t output_tokens = 0;
   int64_t prompt_tokens = 0;
+  std::string arm;  // x-chatflow-arm of the response, when the pipeline runs an experiment
   std::vector<double> inter_token;
 };
 
@@ -198,6 +200,9 @@ std::string Bench::body(size_t index) const {
                        {"stream", true},
                        {"stream_options", {{"include_usage", true}}}};
   if (options_.ignore_eos) request["ignore_eos"] = true;
+  if (options_.sessions > 0)
+    request["session_id"] =
+        "bench-" + std::to_string(index % static_cast<size_t>(options_.sessions));
   if (options_.endpoint == "chat") {
     request["messages"] = json::array{json::object{{"role", "user"}, {"content", prompt}}};
   } else {
@@ -318,6 +323,8 @@ void Connection::send() {
 void Connection::on_header(beast::error_code error) {
   if (error) return fail("read: " + error.message());
   unsigned status = parser_->get().result_int();
+  if (auto arm = parser_->get().find("x-chatflow-arm"); arm != parser_->get().end())
+    sample_.arm = std::string(arm->value());
   if (status == 200) {
     // The parser keeps a reference to the callback, so it lives in the connection.
     chunk_body_ = [this](uint64_t, std::string_view data, beast::error_code&) {
@@ -545,6 +552,25 @@ void Bench::report() {
       ++good;
   }
   Summary t = summarize(ttft), p = summarize(tpot), i = summarize(itl), e = summarize(e2e);
+  // Per experiment arm, side by side (the same run, so the same machine load).
+  struct ArmSamples {
+    size_t ok = 0, failed = 0;
+    int64_t output_tokens = 0;
+    std::vector<double> ttft, e2e;
+  };
+  std::map<std::string, ArmSamples> arms;
+  for (const auto& sample : samples_) {
+    if (sample.arm.empty() || sample.rejected) continue;
+    ArmSamples& arm = arms[sample.arm];
+    if (!sample.ok) {
+      ++arm.failed;
+      continue;
+    }
+    ++arm.ok;
+    arm.output_tokens += sample.output_tokens;
+    arm.ttft.push_back(sample.ttft);
+    arm.e2e.push_back(sample.e2e);
+  }
   double request_rate = static_cast<double>(ok) / duration;
   double token_rate = static_cast<double>(output_tokens) / duration;
   double goodput = static_cast<double>(good) / duration;
@@ -574,6 +600,17 @@ void Bench::report() {
                      {"itl", summary_json(i)},
                      {"e2e", summary_json(e)}};
     if (!first_error.empty()) out["first_error"] = first_error;
+    if (!arms.empty()) {
+      json::object by_arm;
+      for (const auto& [name, arm] : arms) {
+        by_arm[name] = json::object{{"successful_requests", arm.ok},
+                                    {"failed_requests", arm.failed},
+                                    {"output_tokens", arm.output_tokens},
+                                    {"ttft", summary_json(summarize(arm.ttft))},
+                                    {"e2e", summary_json(summarize(arm.e2e))}};
+      }
+      out["arms"] = std::move(by_arm);
+    }
     std::cout << json::serialize(out) << "\n";
     return;
   }
@@ -605,6 +642,17 @@ void Bench::report() {
   section("Time per output token (excl. 1st)", p);
   section("Inter-token latency", i);
   section("End-to-end latency", e);
+  if (!arms.empty()) {
+    std::printf("---------- Per arm (x-chatflow-arm) ----------\n");
+    std::printf("  %-16s %8s %7s %12s %12s %12s %12s\n", "arm", "ok", "failed", "TTFT p50 ms",
+                "TTFT p99 ms", "E2E p50 ms", "E2E p99 ms");
+    for (const auto& [name, arm] : arms) {
+      Summary first = summarize(arm.ttft), whole = summarize(arm.e2e);
+      std::printf("  %-16s %8zu %7zu %12.3f %12.3f %12.3f %12.3f\n", name.c_str(), arm.ok,
+                  arm.failed, first.p50 * 1000, first.p99 * 1000, whole.p50 * 1000,
+                  whole.p99 * 1000);
+    }
+  }
 }
 
 }  // namespace

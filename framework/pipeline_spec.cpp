@@ -325,7 +325,22 @@ class SpecReader {
                          "stage '" + stage.name + "' (" + stage.type->name + ")",
                          &stage.references,
                          {}};
+    size_t errors_before = diagnostics_.size();
     stage.config = stage.type->schema->parse(entry.find("config"), entry.where, context);
+    if (stage.type->ports_for_config && diagnostics_.size() == errors_before) {
+      // This stage's own copy of its type, with the ports its configuration names.
+      auto own = std::make_shared<StageTypeInfo>(*stage.type);
+      try {
+        own->ports = own->ports_for_config(stage.config.get());
+        own->default_port = -1;
+        stage.type = own;
+      } catch (const ConfigError& error) {
+        const ConfigValue* config = entry.find("config");
+        diagnostics_.error(
+            config ? config->where : entry.where,
+            "stage '" + stage.name + "' (" + stage.type->name + "): " + error.what());
+      }
+    }
     return stage;
   }
 

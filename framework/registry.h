@@ -73,6 +73,10 @@ struct StageTypeInfo {
   std::shared_ptr<const ConfigSchema> schema;
   std::function<std::unique_ptr<Stage>(const void* config, StageContext& context)> create;
   std::string origin = "built-in";  // or the plugin file that provided it
+  // For types whose ports come from their configuration (ab_split: one port per arm): the
+  // ports of one stage, from its parsed config; throws ConfigError for a config that gives
+  // none. `ports` then only documents the type.
+  std::function<std::vector<PortInfo>(const void* config)> ports_for_config;
 
   // Index of the port named `name`, or -1.
   int find_port(const std::string& name) const;
@@ -129,6 +133,13 @@ class StageTypeBuilder {
   // No port is connected by list order: every port needs an explicit edge.
   StageTypeBuilder& no_default_port() {
     info_.default_port = -1;
+    return *this;
+  }
+  template <class PortsOf>
+  StageTypeBuilder& ports_from_config(PortsOf ports_of) {
+    info_.ports_for_config = [ports_of](const void* config) {
+      return ports_of(*static_cast<const Config*>(config));
+    };
     return *this;
   }
   StageTypeBuilder& default_port(const std::string& name) {

@@ -140,6 +140,7 @@ struct BenchServeOptions {
   bool ignore_eos = true;  // every completion is max_tokens long, so runs compare
   uint64_t seed = 1;
   int64_t distinct = 0;  // > 0: request i repeats request i mod distinct (cache benchmarks)
+  int64_t sessions = 0;  // > 0: request i carries session_id bench-(i mod sessions) (A/B splits)
   double slo_ttft_ms = 1000;
   double slo_tpot_ms = 100;
   std::string api_key = "none";

@@ -243,6 +243,11 @@ int main(int argc, char** argv) {
                    "N > 0: only N different requests, request i repeating request i mod N, each "
                    "with its own words (to fill and then hit a cache)")
       ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  bench_serve_app
+      ->add_option("--sessions", bench_serve.sessions,
+                   "N > 0: request i carries session_id bench-(i mod N), as N callers would (an "
+                   "A/B split by session then reports each arm)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
   bench_serve_app->add_option("--slo-ttft-ms", bench_serve.slo_ttft_ms, "goodput: TTFT at most")
       ->capture_default_str();
   bench_serve_app->add_option("--slo-tpot-ms", bench_serve.slo_tpot_ms, "goodput: TPOT at most")

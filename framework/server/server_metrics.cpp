@@ -10,7 +10,7 @@ double seconds_between(int64_t from_ns, int64_t to_ns) {
 }  // namespace
 
 RequestMetrics::RequestMetrics(MetricsRegistry& registry, const PipelineSpec& spec)
-    : registry_(registry) {
+    : registry_(registry), pipeline_(spec.name) {
   Labels labels{{"pipeline", spec.name}};
   auto latency = [&](const char* name, const char* help) {
     return &registry.histogram(name, help, latency_buckets(), labels);
@@ -79,6 +79,29 @@ void RequestMetrics::observe_finished(const Request& request, const TokenTimes& 
   }
   int64_t finished = request.finished_ns() > 0 ? request.finished_ns() : now_ns();
   end_to_end_->observe(seconds_between(times.received_ns, finished));
+  // Per A/B arm: the numbers an experiment is judged by, side by side.
+  if (auto arm = request.annotation("arm")) {
+    registry_
+        .counter("chatflow:arm_requests_total", "Requests answered, by A/B arm and HTTP status.",
+                 {{"pipeline", pipeline_}, {"arm", *arm}, {"status", std::to_string(status)}})
+        .add();
+    registry_
+        .counter("chatflow:arm_tokens_total", "Tokens used, by A/B arm and kind.",
+                 {{"pipeline", pipeline_}, {"arm", *arm}, {"kind", "completion"}})
+        .add(static_cast<double>(request.usage.completion_tokens));
+    registry_
+        .histogram("chatflow:arm_e2e_request_latency_seconds",
+                   "From the HTTP request read to its last chunk or error, by A/B arm.",
+                   latency_buckets(), {{"pipeline", pipeline_}, {"arm", *arm}})
+        .observe(seconds_between(times.received_ns, finished));
+    if (times.first_token_ns > 0) {
+      registry_
+          .histogram("chatflow:arm_time_to_first_token_seconds",
+                     "From the HTTP request read to its first token, by A/B arm.",
+                     token_latency_buckets(), {{"pipeline", pipeline_}, {"arm", *arm}})
+          .observe(seconds_between(times.received_ns, times.first_token_ns));
+    }
+  }
   if (times.first_token_ns > 0) {
     time_to_first_token_->observe(seconds_between(times.received_ns, times.first_token_ns));
     int64_t tokens = request.usage.completion_tokens;

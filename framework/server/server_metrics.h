@@ -43,7 +43,9 @@ class RequestMetrics {
   Counter* generation_tokens_;
   std::array<Counter*, 3> success_;  // by FinishReason
   Counter* failed_;
-  MetricsRegistry& registry_;  // for per-tenant and per-annotation series, made on first use
+  // Per-tenant, per-annotation and per-arm series are made on first use.
+  MetricsRegistry& registry_;
+  std::string pipeline_;
 };
 
 // Engine gauges and counters of every served model, labelled model_name, sampled per scrape;

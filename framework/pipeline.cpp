@@ -1,5 +1,7 @@
 #include "pipeline.h"
 
+#include <set>
+
 #include "pipeline_core.h"
 
 namespace chatflow {
@@ -20,11 +22,32 @@ Pipeline::Pipeline(std::unique_ptr<detail::PipelineCore> core) : core_(std::move
 
 Pipeline::~Pipeline() = default;
 
-std::unique_ptr<Pipeline> Pipeline::build(PipelineSpec spec, Diagnostics& diagnostics) {
+std::unique_ptr<Pipeline> Pipeline::build(PipelineSpec spec, Diagnostics& diagnostics,
+                                          const Pipeline* previous,
+                                          std::vector<std::string>* reused) {
   size_t errors_before = diagnostics.size();
   ResourceMap resources;
+  std::set<std::string> kept;
   for (const auto& resource : spec.resources) {
     std::string owner = "resource '" + resource.name + "' (" + resource.type->name + ")";
+    // A reload keeps a resource whose configuration, and every resource it uses, is unchanged:
+    // the loaded model, an index, a store are not loaded again.
+    if (previous) {
+      const ResourceSpec* before = nullptr;
+      for (const auto& candidate : previous->spec().resources) {
+        if (candidate.name == resource.name) before = &candidate;
+      }
+      bool same = before && before->fingerprint == resource.fingerprint &&
+                  previous->resource(resource.name);
+      for (const auto& reference : resource.references)
+        same = same && kept.count(reference.resource_name) > 0;
+      if (same) {
+        resources.emplace(resource.name, previous->resource(resource.name));
+        kept.insert(resource.name);
+        if (reused) reused->push_back(resource.name);
+        continue;
+      }
+    }
     try {
       ResourceContext context(resource.name, resources);
       auto created = resource.type->create(resource.config.get(), context);
@@ -90,10 +113,11 @@ void Pipeline::drain() {
 }
 
 std::unique_ptr<Pipeline> load_pipeline(const std::string& path, const Registry& registry,
-                                        Diagnostics& diagnostics) {
+                                        Diagnostics& diagnostics, const Pipeline* previous,
+                                        std::vector<std::string>* reused) {
   auto spec = load_pipeline_spec(path, registry, diagnostics);
   if (!spec) return nullptr;
-  return Pipeline::build(std::move(*spec), diagnostics);
+  return Pipeline::build(std::move(*spec), diagnostics, previous, reused);
 }
 
 }  // namespace chatflow

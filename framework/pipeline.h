@@ -29,8 +29,12 @@ class Pipeline {
  public:
   // Creates the resources (in dependency order) and stages, then the graph. Errors from
   // factories (a missing model file...) are reported at the resource's or stage's location;
-  // returns nullptr when anything failed, never a partly built pipeline.
-  static std::unique_ptr<Pipeline> build(PipelineSpec spec, Diagnostics& diagnostics);
+  // returns nullptr when anything failed, never a partly built pipeline. With `previous` (a
+  // reload), a resource whose configuration and dependencies are unchanged is shared with it
+  // instead of created again; their names go to `reused`.
+  static std::unique_ptr<Pipeline> build(PipelineSpec spec, Diagnostics& diagnostics,
+                                         const Pipeline* previous = nullptr,
+                                         std::vector<std::string>* reused = nullptr);
 
   // Drains: waits until every admitted request has finished and every ChunkWriter or
   // Continuation handed out has been destroyed.
@@ -83,6 +87,8 @@ class Pipeline {
 
 // load_pipeline_spec + Pipeline::build.
 std::unique_ptr<Pipeline> load_pipeline(const std::string& path, const Registry& registry,
-                                        Diagnostics& diagnostics);
+                                        Diagnostics& diagnostics,
+                                        const Pipeline* previous = nullptr,
+                                        std::vector<std::string>* reused = nullptr);
 
 }  // namespace chatflow

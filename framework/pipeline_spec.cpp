@@ -38,6 +38,34 @@ const std::vector<std::string> kTopLevelKeys = {
 const std::vector<std::string> kStageKeys = {"name", "type", "config", "concurrency",
                                              "description"};
 
+// A value as text that changes exactly when the value does (keys in written order), so a
+// reload can tell an unchanged resource from a changed one.
+std::string canonical(const ConfigValue& value) {
+  switch (value.kind) {
+    case ConfigValue::Kind::null:
+      return "~";
+    case ConfigValue::Kind::scalar: {
+      std::string text = value.quoted ? "'" : "";
+      for (char c : value.text)
+        text += c == '\'' ? std::string("''") : std::string(1, c);
+      return text + (value.quoted ? "'" : "");
+    }
+    case ConfigValue::Kind::sequence: {
+      std::string text = "[";
+      for (const auto& item : value.items)
+        text += canonical(item) + ",";
+      return text + "]";
+    }
+    case ConfigValue::Kind::mapping: {
+      std::string text = "{";
+      for (size_t i = 0; i < value.keys.size(); ++i)
+        text += value.keys[i].name + ":" + canonical(value.items[i]) + ",";
+      return text + "}";
+    }
+  }
+  return {};
+}
+
 bool is_stage_name(const std::string& name) {
   if (name.empty() || !std::isalpha(static_cast<unsigned char>(name[0]))) return false;
   for (char c : name) {
@@ -250,6 +278,7 @@ class SpecReader {
                          &resource.references,
                          {}};
     resource.config = resource.type->schema->parse(&config, key.where, context);
+    resource.fingerprint = type->text + ' ' + canonical(config);
     spec_.resources.push_back(std::move(resource));
   }
 

@@ -36,6 +36,7 @@ struct ResourceSpec {
   std::shared_ptr<void> config;
   SourceLocation where;
   std::vector<ResourceReference> references;  // other resources this one uses
+  std::string fingerprint;  // its type and configuration as written: equal means unchanged
 };
 
 struct StageSpec {

@@ -1,6 +1,7 @@
 // chatflow serve: the OpenAI-compatible HTTP server over one pipeline.
 #include <iostream>
 #include <thread>
+#include <unistd.h>
 
 #include "commands.h"
 #include "framework/pipeline.h"
@@ -56,6 +57,26 @@ int serve_command(const ServeOptions& options) {
   }
   std::shared_ptr<Pipeline> shared(std::move(pipeline));
   server.serve(shared);
+  // POST /admin/reload and SIGHUP read the same files again; server settings need a restart.
+  server.set_reloader([options](const Pipeline& current, std::vector<std::string>& reused,
+                                std::string& error) -> std::shared_ptr<Pipeline> {
+    Diagnostics problems;
+    std::string pipeline_file = options.pipeline;
+    if (pipeline_file.empty()) {
+      auto reread = server::load_serve_config(options.config, problems);
+      if (!reread) {
+        error = problems.to_string();
+        return nullptr;
+      }
+      pipeline_file = reread->pipeline;
+    }
+    auto rebuilt = load_pipeline(pipeline_file, builtin_registry(), problems, &current, &reused);
+    if (!rebuilt) {
+      error = problems.to_string();
+      return nullptr;
+    }
+    return std::shared_ptr<Pipeline>(std::move(rebuilt));
+  });
   std::string model = shared->spec().name;
   for (const auto& resource : shared->spec().resources) {
     if (auto served = std::dynamic_pointer_cast<ServedModel>(shared->resource(resource.name))) {
@@ -80,7 +101,9 @@ int serve_command(const ServeOptions& options) {
             << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
             << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
                "\"max_tokens\": 64, \"stream\": true}'\n"
-            << key_hint << "  stop: Ctrl-C (in-flight requests finish first)" << std::endl;
+            << key_hint << "  reload: kill -HUP " << ::getpid()
+            << " or POST /admin/reload (the old pipeline serves until the new one is built)\n"
+            << "  stop: Ctrl-C (in-flight requests finish first)" << std::endl;
   io.join();
   shared.reset();
   std::cout << "chatflow: stopped" << std::endl;

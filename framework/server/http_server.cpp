@@ -104,6 +104,7 @@ constexpr Route kRoutes[] = {
     {"/detokenize", "POST"},
     {"/v1/usage", "GET"},
     {"/v1/cache", "DELETE"},
+    {"/admin/reload", "POST"},
 };
 
 // The value of `name` in a URL query ("a=1&tenant=acme"), undecoded; empty when absent.
@@ -178,6 +179,22 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
 
   void accept();
   void wait_for_signal();
+  void wait_for_hangup();
+
+  // Puts `pipeline` in service; the one before (if any) drains in the background.
+  void install(std::shared_ptr<Pipeline> pipeline);
+
+  struct ReloadOutcome {
+    bool ok = false;
+    std::string pipeline;
+    std::vector<std::string> reused;
+    std::string error;
+  };
+  // Builds and installs the configured pipeline again; one reload at a time.
+  ReloadOutcome reload();
+  // Runs `work` on a thread of its own, joined when the server goes away.
+  void in_background(std::function<void()> work);
+  void join_background();
   void begin_shutdown();
   // Closes every connection and cancels every request at once (the server is being destroyed).
   void abort_all();
@@ -196,6 +213,12 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::atomic<bool> draining{false};
   bool cancelled_in_flight = false;  // io thread of the drain timer only
   std::chrono::steady_clock::time_point drain_deadline;
+
+  std::optional<net::signal_set> hangups;
+  HttpServer::Reloader reloader;
+  std::mutex reload_mutex;
+  std::mutex background_mutex;
+  std::vector<std::thread> background;
 
   std::mutex mutex;
   std::shared_ptr<const Served> served;
@@ -388,7 +411,9 @@ class Session : public std::enable_shared_from_this<Session> {
       response.headers.push_back({"Allow", std::string(allowed) + ", OPTIONS"});
       return respond(std::move(response), endpoint);
     }
-    if (message.method() == http::verb::post || message.method() == http::verb::delete_) {
+    bool bodyless = path_ == "/admin/reload" && message.body().empty();
+    if ((message.method() == http::verb::post || message.method() == http::verb::delete_) &&
+        !bodyless) {
       std::string type = lowercase(message[http::field::content_type]);
       type = type.substr(0, type.find(';'));
       while (!type.empty() && type.back() == ' ')
@@ -436,6 +461,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (path_ == "/detokenize") return detokenize(*served, message.body());
       if (path_ == "/v1/usage") return usage(*served, caller);
       if (path_ == "/v1/cache") return forget(*served, caller, message.body());
+      if (path_ == "/admin/reload") return reload(*served, caller, endpoint);
       RequestKind kind =
           path_ == "/v1/chat/completions" ? RequestKind::chat : RequestKind::completion;
       return start_generation(served, kind, message.body(), endpoint);
@@ -551,6 +577,45 @@ class Session : public std::enable_shared_from_this<Session> {
                                       "not_found"));
     }
     respond(Response(200, served.history->session_json(caller.tenant, id)), "/v1/sessions/{id}");
+  }
+
+  // POST /admin/reload: admins rebuild the pipeline from its configuration; answered once the
+  // new pipeline serves, or with the configuration's errors (file:line:column) while the old
+  // one keeps serving.
+  void reload(const Served& served, const Identity& caller, const std::string& endpoint) {
+    if (served.authenticator && !caller.has_role("admin")) {
+      throw RequestFailure(
+          make_error(403, "permission_error", "only admins may reload the pipeline", "forbidden"));
+    }
+    if (!state_->reloader) {
+      throw RequestFailure(make_error(404, "invalid_request_error",
+                                      "this server was not started with a reloadable "
+                                      "configuration",
+                                      "not_found"));
+    }
+    auto self = shared_from_this();
+    state_->in_background([self, endpoint] {
+      auto outcome = self->state_->reload();
+      net::post(self->stream_.get_executor(), [self, outcome, endpoint] {
+        if (self->closed_) return;
+        if (!outcome.ok) {
+          return self->respond_error(
+              make_error(400, "invalid_request_error",
+                         "the new configuration was not applied; the old pipeline keeps "
+                         "serving:\n" +
+                             outcome.error,
+                         "invalid_config"),
+              endpoint);
+        }
+        json::array reused;
+        for (const auto& name : outcome.reused)
+          reused.push_back(json::string(name));
+        self->respond(Response(200, json::serialize(json::object{{"reloaded", true},
+                                                                 {"pipeline", outcome.pipeline},
+                                                                 {"resources_kept", reused}})),
+                      endpoint);
+      });
+    });
   }
 
   // DELETE /v1/cache: admins correct cached answers (a tenant's conversation, or all of it).
@@ -940,6 +1005,14 @@ void Session::start_generation(const std::shared_ptr<const Served>& served, Requ
     request_.reset();
     sink_.reset();
     request->sink.reset();
+    // A reload swapped pipelines between our snapshot and the submit: the new one takes it.
+    if (admission == Admission::closed && !state_->draining) {
+      auto fresh = state_->served_snapshot();
+      if (fresh && fresh != served) {
+        headers_ = std::move(request->headers);
+        return start_generation(fresh, kind, body, endpoint);
+      }
+    }
     bool full = admission == Admission::full;
     Response response = error_response(
         make_error(503, "server_error",
@@ -1085,6 +1158,7 @@ void HttpServer::State::abort_all() {
   boost::system::error_code ignored;
   acceptor.close(ignored);
   if (signals) signals->cancel(ignored);
+  if (hangups) hangups->cancel(ignored);
   drain_timer.cancel();
   std::vector<std::shared_ptr<Session>> open;
   {
@@ -1126,6 +1200,7 @@ void HttpServer::State::poll_drain() {
     if (idle) {
       // Every response is queued; let the connections flush and close, then stop.
       if (self->signals) self->signals->cancel();
+      if (self->hangups) self->hangups->cancel();
       self->poll_sessions_closed(std::chrono::steady_clock::now() + std::chrono::seconds(5));
       return;
     }
@@ -1168,6 +1243,7 @@ HttpServer::~HttpServer() {
     std::lock_guard lock(state_->mutex);
     if (state_->sessions.empty() && state_->in_flight.empty() && state_->io.stopped()) break;
   }
+  state_->join_background();
 }
 
 void HttpServer::listen() {
@@ -1197,32 +1273,109 @@ uint16_t HttpServer::port() const {
 }
 
 void HttpServer::serve(std::shared_ptr<Pipeline> pipeline) {
-  auto served = std::make_shared<Served>();
-  served->pipeline = pipeline;
-  served->created = unix_seconds();
+  state_->install(std::move(pipeline));
+}
+
+void HttpServer::set_reloader(Reloader reloader) {
+  state_->reloader = std::move(reloader);
+}
+
+void HttpServer::State::install(std::shared_ptr<Pipeline> pipeline) {
+  auto fresh = std::make_shared<Served>();
+  fresh->pipeline = pipeline;
+  fresh->created = unix_seconds();
   for (const auto& resource_spec : pipeline->spec().resources) {
     auto model =
         std::dynamic_pointer_cast<const ServedModel>(pipeline->resource(resource_spec.name));
     if (!model) continue;
-    served->models.push_back(model);
-    served->model_ids.push_back(model->model_id());
+    fresh->models.push_back(model);
+    fresh->model_ids.push_back(model->model_id());
   }
   // A pipeline without a model (echo) still answers to its own name.
-  if (served->model_ids.empty()) served->model_ids.push_back(pipeline->spec().name);
-  served->metrics = std::make_unique<RequestMetrics>(state_->metrics, pipeline->spec());
-  served->authenticator = pipeline->find<Authenticator>();
-  served->usage = pipeline->find<UsageReporter>();
-  served->caches = pipeline->find_all<CacheAdmin>();
-  served->history = pipeline->find<HistoryReader>();
-  register_engine_metrics(state_->metrics, served->models, pipeline);
-  std::lock_guard lock(state_->mutex);
-  state_->served = std::move(served);
+  if (fresh->model_ids.empty()) fresh->model_ids.push_back(pipeline->spec().name);
+  fresh->metrics = std::make_unique<RequestMetrics>(metrics, pipeline->spec());
+  fresh->authenticator = pipeline->find<Authenticator>();
+  fresh->usage = pipeline->find<UsageReporter>();
+  fresh->caches = pipeline->find_all<CacheAdmin>();
+  fresh->history = pipeline->find<HistoryReader>();
+  metrics.clear_samplers();
+  register_engine_metrics(metrics, fresh->models, pipeline);
+  std::shared_ptr<const Served> old;
+  {
+    std::lock_guard lock(mutex);
+    old = std::exchange(served, std::move(fresh));
+  }
+  // Requests already admitted finish on the old pipeline; it goes once they have.
+  if (old) in_background([old] { old->pipeline->drain(); });
+}
+
+HttpServer::State::ReloadOutcome HttpServer::State::reload() {
+  std::lock_guard one_at_a_time(reload_mutex);
+  ReloadOutcome outcome;
+  auto current = served_snapshot();
+  if (!reloader || !current) {
+    outcome.error = "nothing to reload yet";
+    return outcome;
+  }
+  if (draining) {
+    outcome.error = "the server is shutting down";
+    return outcome;
+  }
+  try {
+    auto pipeline = reloader(*current->pipeline, outcome.reused, outcome.error);
+    if (!pipeline) return outcome;
+    outcome.pipeline = pipeline->spec().name;
+    install(std::move(pipeline));
+    outcome.ok = true;
+  } catch (const std::exception& error) {
+    outcome.error = error.what();
+  }
+  return outcome;
+}
+
+void HttpServer::State::in_background(std::function<void()> work) {
+  std::lock_guard lock(background_mutex);
+  background.emplace_back(std::move(work));
+}
+
+void HttpServer::State::join_background() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(background_mutex);
+    threads.swap(background);
+  }
+  for (auto& thread : threads)
+    if (thread.joinable()) thread.join();
+}
+
+void HttpServer::State::wait_for_hangup() {
+  hangups->async_wait([self = shared_from_this()](beast::error_code error, int) {
+    if (error) return;
+    self->in_background([self] {
+      auto outcome = self->reload();
+      if (outcome.ok) {
+        std::string kept;
+        for (const auto& name : outcome.reused)
+          kept += (kept.empty() ? "" : ", ") + name;
+        spdlog::info("SIGHUP: reloaded pipeline '{}' (resources kept: {})", outcome.pipeline,
+                     kept.empty() ? "none" : kept);
+      } else {
+        spdlog::error(
+            "SIGHUP: the new configuration was not applied; the old pipeline keeps "
+            "serving:\n{}",
+            outcome.error);
+      }
+    });
+    self->wait_for_hangup();
+  });
 }
 
 void HttpServer::run(bool handle_signals) {
   if (handle_signals) {
     state_->signals.emplace(state_->io, SIGINT, SIGTERM);
     state_->wait_for_signal();
+    state_->hangups.emplace(state_->io, SIGHUP);
+    state_->wait_for_hangup();
   }
   std::vector<std::thread> threads;
   for (int i = 1; i < state_->settings.io_threads; ++i) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "framework/pipeline.h"
@@ -34,6 +35,14 @@ class HttpServer {
   // Starts serving `pipeline`; its model resources give the model ids, tokenizer and engine
   // metrics. Call once.
   void serve(std::shared_ptr<Pipeline> pipeline);
+
+  // Hot reload: `reloader` builds the pipeline anew from the configuration (sharing unchanged
+  // resources with `current`), or returns nullptr with the errors in `error`. POST
+  // /admin/reload (admins) and SIGHUP call it; on success new requests go to the new pipeline
+  // while the old one finishes what it has and is then destroyed.
+  using Reloader = std::function<std::shared_ptr<Pipeline>(
+      const Pipeline& current, std::vector<std::string>& reused, std::string& error)>;
+  void set_reloader(Reloader reloader);
 
   // Runs the I/O threads (the calling one among them) until a shutdown completes. With
   // `handle_signals`, SIGTERM and SIGINT start the graceful shutdown.

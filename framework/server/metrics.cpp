@@ -152,6 +152,12 @@ void MetricsRegistry::sampled(const std::string& name, const std::string& type,
   family(name, type, help).samplers.push_back(std::move(sampler));
 }
 
+void MetricsRegistry::clear_samplers() {
+  std::lock_guard lock(mutex_);
+  for (auto& [name, f] : families_)
+    f.samplers.clear();
+}
+
 std::string MetricsRegistry::render() const {
   std::lock_guard lock(mutex_);
   std::string out;

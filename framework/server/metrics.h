@@ -71,6 +71,9 @@ class MetricsRegistry {
   using Sampler = std::function<std::vector<std::pair<Labels, double>>()>;
   void sampled(const std::string& name, const std::string& type, const std::string& help,
                Sampler sampler);
+  // Forgets every sampler (a reloaded pipeline registers its own; the old ones would keep the
+  // old pipeline alive and count it twice).
+  void clear_samplers();
 
   std::string render() const;
 

@@ -676,10 +676,16 @@ int bench_serve_command(const BenchServeOptions& options) {
       http::request<http::empty_body> request(http::verb::get, target->path_prefix + "/v1/models",
                                               11);
       request.set(http::field::host, target->host);
+      if (!options.api_key.empty() && options.api_key != "none")
+        request.set(http::field::authorization, "Bearer " + options.api_key);
       http::write(stream, request);
       beast::flat_buffer buffer;
       http::response<http::string_body> response;
       http::read(stream, buffer, response);
+      if (response.result_int() != 200) {
+        throw std::runtime_error("GET /v1/models answered HTTP " +
+                                 std::to_string(response.result_int()) + ": " + response.body());
+      }
       json::value models = json::parse(response.body());
       resolved.model = std::string(models.at("data").at(0).at("id").as_string());
     } catch (const std::exception& error) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "framework/embedding/embedder.h"
 #include "framework/resource.h"
@@ -18,5 +19,15 @@ class EmbedderResource final : public Resource {
  private:
   std::unique_ptr<embedding::Embedder> embedder_;
 };
+
+// The embedder resource `name`, or the default when `name` is empty: hashed n-grams, 256
+// dimensions. `Context` is a StageContext or a ResourceContext.
+template <class Context>
+std::shared_ptr<const embedding::Embedder> embedder_named(Context& context,
+                                                          const std::string& name) {
+  if (name.empty()) return embedding::make_ngram_embedder(256, 3);
+  auto resource = context.template resource<EmbedderResource>(name);
+  return std::shared_ptr<const embedding::Embedder>(resource, &resource->embedder());
+}
 
 }  // namespace chatflow

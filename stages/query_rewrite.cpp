@@ -81,7 +81,10 @@ StageTypeInfo query_rewrite_stage_type() {
       "Rewrites a follow-up question into a standalone one with the model, for retrieval only "
       "(place it before hybrid_retrieval, after history_trim).");
   type.port("out", PortKind::request, "the request, with the question retrieval should use");
-  type.config().key("model", &QueryRewriteConfig::model, "the gguf_model resource").required();
+  type.config()
+      .key("model", &QueryRewriteConfig::model, "the gguf_model resource")
+      .required()
+      .resource("gguf_model");
   type.config()
       .key("max_tokens", &QueryRewriteConfig::max_tokens, "the rewritten question's length at most")
       .range(1, 1024);

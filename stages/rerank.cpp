@@ -68,9 +68,14 @@ StageTypeInfo rerank_stage_type() {
       "Orders retrieved candidates by a reranker (lexical features, or the model's relevance "
       "log-probability) and keeps the best top_n as context passages.");
   type.port("out", PortKind::request, "the request with its reranked passages");
-  type.config().key("index", &RerankConfig::index, "the retrieval_index resource").required();
+  type.config()
+      .key("index", &RerankConfig::index, "the retrieval_index resource")
+      .required()
+      .resource("retrieval_index");
   type.config().key("kind", &RerankConfig::kind, "lexical or llm").choices({"lexical", "llm"});
-  type.config().key("model", &RerankConfig::model, "kind llm: the gguf_model resource");
+  type.config()
+      .key("model", &RerankConfig::model, "kind llm: the gguf_model resource")
+      .resource("gguf_model");
   type.config().key("top_n", &RerankConfig::top_n, "passages kept").range(1, 1000);
   type.config().key("coverage", &RerankConfig::coverage, "lexical: weight of term coverage");
   type.config().key("proximity", &RerankConfig::proximity, "lexical: weight of proximity");

@@ -61,8 +61,10 @@ ResourceTypeInfo retrieval_index_resource_type() {
       "Chunks to retrieve from: BM25 (Xapian) and vectors (hnswlib) in one directory built by "
       "`chatflow index`, or from `source` files at start.");
   type.config().key("path", &RetrievalIndexConfig::path, "the index directory").required();
-  type.config().key("embedder", &RetrievalIndexConfig::embedder,
-                    "an embedder resource (declared before this one); default: n-grams");
+  type.config()
+      .key("embedder", &RetrievalIndexConfig::embedder,
+           "an embedder resource (declared before this one); default: n-grams")
+      .resource("embedder");
   type.config().key("source", &RetrievalIndexConfig::source,
                     "folders, .jsonl or SMART files to index at start (changed documents are "
                     "replaced, unchanged ones kept)");
@@ -74,13 +76,7 @@ ResourceTypeInfo retrieval_index_resource_type() {
       .range(0, 100000);
   type.create([](const RetrievalIndexConfig& config,
                  ResourceContext& context) -> std::shared_ptr<Resource> {
-    std::shared_ptr<const embedding::Embedder> embedder;
-    if (config.embedder.empty()) {
-      embedder = embedding::make_ngram_embedder(256, 3);
-    } else {
-      auto resource = context.resource<EmbedderResource>(config.embedder);
-      embedder = std::shared_ptr<const embedding::Embedder>(resource, &resource->embedder());
-    }
+    std::shared_ptr<const embedding::Embedder> embedder = embedder_named(context, config.embedder);
     if (config.overlap >= config.chunk_tokens)
       throw ConfigError("'overlap' must be smaller than 'chunk_tokens'");
     try {

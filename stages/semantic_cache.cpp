@@ -221,13 +221,7 @@ StageTypeInfo semantic_cache_stage_type() {
   type.config().key("built_in_bypass", &SemanticCacheConfig::built_in_bypass,
                     "also bypass the built-in time and identity words (today, my balance, ...)");
   type.create([](const SemanticCacheConfig& config, StageContext& context) {
-    std::shared_ptr<const embedding::Embedder> embedder;
-    if (config.embedder.empty()) {
-      embedder = embedding::make_ngram_embedder(256, 3);
-    } else {
-      auto resource = context.resource<EmbedderResource>(config.embedder);
-      embedder = std::shared_ptr<const embedding::Embedder>(resource, &resource->embedder());
-    }
+    std::shared_ptr<const embedding::Embedder> embedder = embedder_named(context, config.embedder);
     std::vector<std::shared_ptr<const moderation::RuleList>> bypass;
     if (config.built_in_bypass)
       bypass.push_back(moderation::RuleList::from_phrases("built-in", kBuiltInBypass));

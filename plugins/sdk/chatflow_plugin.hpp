@@ -140,12 +140,11 @@ void destroy(void* instance) {
   delete static_cast<Holder<Instance>*>(instance);
 }
 
-template <class Instance>
-int process_request(void* instance, cf_request* request, char* error, size_t size) {
-  auto* holder = static_cast<Holder<Instance>*>(instance);
+// Runs `body`; an exception becomes CF_FAIL (a Failure) or CF_CRASH, with its message.
+template <class Body>
+int guarded(Body&& body, char* error, size_t size) {
   try {
-    Request wrapped(holder->host, request);
-    return holder->stage->process(wrapped);
+    return body();
   } catch (const Failure& failure) {
     copy_error(failure.what(), error, size);
     return CF_FAIL;
@@ -155,6 +154,17 @@ int process_request(void* instance, cf_request* request, char* error, size_t siz
     copy_error("unknown exception", error, size);
   }
   return CF_CRASH;
+}
+
+template <class Instance>
+int process_request(void* instance, cf_request* request, char* error, size_t size) {
+  auto* holder = static_cast<Holder<Instance>*>(instance);
+  return guarded(
+      [&] {
+        Request wrapped(holder->host, request);
+        return holder->stage->process(wrapped);
+      },
+      error, size);
 }
 
 template <class Instance>
@@ -172,20 +182,14 @@ template <class Instance>
 int process_chunk(void* instance, void* state, cf_request* request, const char* text, size_t length,
                   int is_last, cf_stream* out, char* error, size_t size) {
   auto* holder = static_cast<Holder<Instance>*>(instance);
-  try {
-    Request wrapped(holder->host, request);
-    Output output(holder->host, out);
-    holder->stage->chunk(wrapped, std::string_view(text, length), is_last != 0, output, state);
-    return 0;
-  } catch (const Failure& failure) {
-    copy_error(failure.what(), error, size);
-    return CF_FAIL;
-  } catch (const std::exception& failure) {
-    copy_error(failure.what(), error, size);
-  } catch (...) {
-    copy_error("unknown exception", error, size);
-  }
-  return CF_CRASH;
+  return guarded(
+      [&] {
+        Request wrapped(holder->host, request);
+        Output output(holder->host, out);
+        holder->stage->chunk(wrapped, std::string_view(text, length), is_last != 0, output, state);
+        return 0;
+      },
+      error, size);
 }
 
 template <class Instance>

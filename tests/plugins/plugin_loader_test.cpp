@@ -24,16 +24,6 @@ std::string refusal(const std::string& name) {
   return "loaded";
 }
 
-std::string run(Pipeline& pipeline, const std::string& text,
-                std::shared_ptr<Request>* out = nullptr) {
-  std::shared_ptr<CollectingSink> sink;
-  auto request = user_request(text, sink);
-  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
-  EXPECT_TRUE(sink->wait());
-  if (out) *out = request;
-  return sink->text();
-}
-
 TEST(Plugins, RefusalsNameTheFileTheVersionsAndTheReason) {
   EXPECT_NE(
       refusal("test_plugin_abi_major")
@@ -78,11 +68,11 @@ TEST(Plugins, KeywordRouterSendsRequestsToItsPorts) {
                              builtin_registry());
   ASSERT_TRUE(pipeline);
   std::shared_ptr<Request> request;
-  EXPECT_EQ(run(*pipeline, "I want a Refund now", &request), "billing: I want a Refund now");
+  EXPECT_EQ(run_text(*pipeline, "I want a Refund now", &request), "billing: I want a Refund now");
   EXPECT_EQ(request->annotation("keyword"), "refund");
-  EXPECT_EQ(run(*pipeline, "refunds are not words we match"),
+  EXPECT_EQ(run_text(*pipeline, "refunds are not words we match"),
             "general: refunds are not words we match");
-  EXPECT_EQ(run(*pipeline, "where is my invoice?"), "billing: where is my invoice?");
+  EXPECT_EQ(run_text(*pipeline, "where is my invoice?"), "billing: where is my invoice?");
 }
 
 TEST(Plugins, ProfanityFilterReplacesWordsSplitAcrossChunks) {
@@ -94,10 +84,10 @@ TEST(Plugins, ProfanityFilterReplacesWordsSplitAcrossChunks) {
                              builtin_registry());
   ASSERT_TRUE(pipeline);
   std::shared_ptr<Request> request;
-  EXPECT_EQ(run(*pipeline, "well Darn it, what the heck. Darnell stays", &request),
+  EXPECT_EQ(run_text(*pipeline, "well Darn it, what the heck. Darnell stays", &request),
             "well **** it, what the ****. Darnell stays");
   EXPECT_EQ(request->annotation("profanity"), "1");  // the last emit's count
-  EXPECT_EQ(run(*pipeline, "nothing to hide"), "nothing to hide");
+  EXPECT_EQ(run_text(*pipeline, "nothing to hide"), "nothing to hide");
 }
 
 TEST(Plugins, AConfigOfTheWrongTypeIsRefusedWithItsLocation) {
@@ -137,7 +127,7 @@ TEST(Plugins, FailingStagesFailTheirRequestAndNothingElse) {
     auto pipeline = build(expected.mode);
     ASSERT_TRUE(pipeline);
     std::shared_ptr<Request> request;
-    run(*pipeline, "hello", &request);
+    run_text(*pipeline, "hello", &request);
     ASSERT_TRUE(request->error()) << expected.mode;
     EXPECT_EQ(request->error()->status, expected.status) << expected.mode;
     EXPECT_NE(request->error()->message.find(expected.message), std::string::npos)
@@ -146,14 +136,14 @@ TEST(Plugins, FailingStagesFailTheirRequestAndNothingElse) {
   auto pipeline = build("pass");
   ASSERT_TRUE(pipeline);
   std::shared_ptr<Request> request;
-  run(*pipeline, "please explode now", &request);
+  run_text(*pipeline, "please explode now", &request);
   ASSERT_TRUE(request->error());
   EXPECT_NE(request->error()->message.find("stage type 'test_stream_thrower' of plugin "
                                            "'test_plugin' failed: stream boom"),
             std::string::npos)
       << request->error()->message;
   // The same pipeline serves the next request.
-  EXPECT_EQ(run(*pipeline, "all calm", &request), "all calm");
+  EXPECT_EQ(run_text(*pipeline, "all calm", &request), "all calm");
   EXPECT_FALSE(request->error());
   EXPECT_EQ(request->annotation("thrower"), "passed");
 }

@@ -33,6 +33,18 @@ std::string fresh_directory(const std::string& name) {
   return path;
 }
 
+// A random-weight model, enough for the stages that ask one.
+std::string small_model() {
+  engine::ModelShape shape;
+  shape.dim = 64;
+  shape.layers = 1;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.ffn = 96;
+  shape.context = 1024;
+  return temp_model(shape);
+}
+
 const std::vector<SourceDocument> kHandbook = {
     {"leave.md", "Annual leave", "Every employee has 25 days of annual leave per year.", "1", {}},
     {"expenses.md", "Travel expenses", "Travel expenses are refunded within 30 days.", "1", {}},
@@ -281,14 +293,7 @@ TEST(RetrievalStages, PassagesReachThePromptOnlyInsideTheFencesAndForTheirReader
 // A follow-up is rewritten by the model (greedy: the same text the engine gives used directly
 // on the rewrite prompt), for retrieval only; a first question is left alone.
 TEST(RetrievalStages, QueryRewriteAsksTheModelOnlyForFollowUps) {
-  engine::ModelShape shape;
-  shape.dim = 64;
-  shape.layers = 1;
-  shape.heads = 4;
-  shape.kv_heads = 2;
-  shape.ffn = 96;
-  shape.context = 1024;
-  std::string model = temp_model(shape);
+  std::string model = small_model();
   std::string source = temp_path("rewrite-docs.jsonl");
   std::ofstream(source) << "{\"id\": \"a\", \"text\": \"The office opens at 9.\"}\n";
   auto pipeline = build_yaml(
@@ -353,14 +358,7 @@ TEST(RetrievalStages, QueryRewriteAsksTheModelOnlyForFollowUps) {
 // The model as reranker: every passage gets a log-probability from the engine, and the
 // passages are kept best first.
 TEST(RetrievalStages, LlmRerankerScoresEveryPassageWithTheModel) {
-  engine::ModelShape shape;
-  shape.dim = 64;
-  shape.layers = 1;
-  shape.heads = 4;
-  shape.kv_heads = 2;
-  shape.ffn = 96;
-  shape.context = 1024;
-  std::string model = temp_model(shape);
+  std::string model = small_model();
   std::string source = temp_path("llm-rerank-docs.jsonl");
   std::ofstream(source) << "{\"id\": \"a\", \"text\": \"The office opens at 9.\"}\n"
                            "{\"id\": \"b\", \"text\": \"The office closes at 5.\"}\n"

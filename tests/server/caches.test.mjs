@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, metric, openStream, post, scrape, scratchPath, sseData, startServer, testModel, waitFor, writeTemp,
+  addKey, metric, modelStages, openStream, post, scrape, scratchPath, sseData, startServer, testModel, waitFor, writeTemp,
 } from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
@@ -19,11 +19,7 @@ resources:
 stages:
   - {name: auth, type: auth, config: {keys_file: ${keys}}}
   - {name: exact, type: exact_cache}
-${semantic ? '  - {name: semantic, type: semantic_cache, config: {embedder: vectors, threshold: 0.9}}\n' : ''}  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${semantic ? '  - {name: semantic, type: semantic_cache, config: {embedder: vectors, threshold: 0.9}}\n' : ''}${modelStages}  - {name: emit, type: sse_emit}
 edges:
   - exact.hit -> emit
 ${semantic ? '  - semantic.hit -> emit\n' : ''}`);

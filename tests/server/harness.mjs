@@ -25,6 +25,13 @@ export function writeTemp(name, text) {
   return file;
 }
 
+// The four model stages over the resource `llm`, as YAML list items.
+export const modelStages = `  - {name: tokenize, type: tokenize, config: {model: llm}}
+  - {name: prefill, type: prefill, config: {model: llm}}
+  - {name: decode, type: decode, config: {model: llm}}
+  - {name: detokenize, type: detokenize, config: {model: llm}}
+`;
+
 // The model pipeline of graphs/minimal.yaml over the test model, with `extra` top-level YAML.
 export function modelPipeline(name, extra = '') {
   return writeTemp(`${name}.yaml`, `version: 1
@@ -33,11 +40,7 @@ ${extra}
 resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model}
 stages:
-  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${modelStages}  - {name: emit, type: sse_emit}
 `);
 }
 

@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, openStream, post, scratchPath, sseData, startServer, testModel, writeTemp } from './harness.mjs';
+import {
+  addKey, modelStages, openStream, post, scratchPath, sseData, startServer, testModel, writeTemp,
+} from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
 
@@ -31,11 +33,7 @@ stages:
   - {name: rerank, type: rerank, config: {index: knowledge, top_n: 2}}
   - {name: assemble, type: prompt_assembly}
   - {name: exact, type: exact_cache}
-  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${modelStages}  - {name: emit, type: sse_emit}
 edges:
   - exact.hit -> emit
 `);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, openStream, post, scratchPath, startServer, testModel, waitFor, writeTemp,
+  addKey, modelStages, openStream, post, scratchPath, startServer, testModel, waitFor, writeTemp,
 } from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
@@ -20,11 +20,7 @@ resources:
 stages:
   - {name: auth, type: auth, config: {keys_file: ${keys}}}
   - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
-  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${modelStages}  - {name: emit, type: sse_emit}
 `);
 }
 

@@ -27,6 +27,15 @@ std::shared_ptr<Request> user_request(const std::string& text,
   return request;
 }
 
+std::string run_text(Pipeline& pipeline, const std::string& text, std::shared_ptr<Request>* out) {
+  std::shared_ptr<CollectingSink> sink;
+  auto request = user_request(text, sink);
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(sink->wait());
+  if (out) *out = request;
+  return sink->text();
+}
+
 std::string all_errors(const Diagnostics& diagnostics) {
   return diagnostics.to_string();
 }

@@ -21,6 +21,11 @@ std::unique_ptr<Pipeline> build_yaml(const std::string& yaml, const Registry& re
 std::shared_ptr<Request> user_request(const std::string& text,
                                       std::shared_ptr<CollectingSink>& sink);
 
+// Submits a one-message request, waits for it, and returns the text the sink collected; the
+// request itself goes to `out` when given.
+std::string run_text(Pipeline& pipeline, const std::string& text,
+                     std::shared_ptr<Request>* out = nullptr);
+
 // The messages of all errors, one per line, for readable assertion failures.
 std::string all_errors(const Diagnostics& diagnostics);
 

@@ -310,20 +310,32 @@ class TextObserver final : public engine::SequenceObserver {
     tokens_.push_back(token.token);
   }
   void on_finish(engine::FinishCause, const engine::SequenceUsage&) override {
-    result_.set_value(std::move(tokens_));
+    settle([&] { result_.set_value(std::move(tokens_)); });
   }
   void on_error(const std::string& message) override {
-    result_.set_exception(std::make_exception_ptr(std::runtime_error(message)));
+    settle([&] { result_.set_exception(std::make_exception_ptr(std::runtime_error(message))); });
   }
   bool cancelled() const override { return cancelled_ && cancelled_(); }
   void on_dropped() override {
-    result_.set_exception(std::make_exception_ptr(std::runtime_error("cancelled")));
+    settle(
+        [&] { result_.set_exception(std::make_exception_ptr(std::runtime_error("cancelled"))); });
   }
   std::future<std::vector<int32_t>> future() { return result_.get_future(); }
 
  private:
+  // The first outcome wins; a promise takes only one.
+  template <class F>
+  void settle(F&& action) {
+    std::lock_guard lock(mutex_);
+    if (settled_) return;
+    settled_ = true;
+    action();
+  }
+
   std::function<bool()> cancelled_;
   std::vector<int32_t> tokens_;  // engine thread only
+  std::mutex mutex_;
+  bool settled_ = false;
   std::promise<std::vector<int32_t>> result_;
 };
 

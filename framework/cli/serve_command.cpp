@@ -56,7 +56,6 @@ int serve_command(const ServeOptions& options) {
     return 1;
   }
   std::shared_ptr<Pipeline> shared(std::move(pipeline));
-  server.serve(shared);
   // POST /admin/reload and SIGHUP read the same files again; server settings need a restart.
   server.set_reloader([options](const Pipeline& current, std::vector<std::string>& reused,
                                 std::string& error) -> std::shared_ptr<Pipeline> {
@@ -77,6 +76,7 @@ int serve_command(const ServeOptions& options) {
     }
     return std::shared_ptr<Pipeline>(std::move(rebuilt));
   });
+  server.serve(shared);
   std::string model = shared->spec().name;
   for (const auto& resource : shared->spec().resources) {
     if (auto served = std::dynamic_pointer_cast<ServedModel>(shared->resource(resource.name))) {

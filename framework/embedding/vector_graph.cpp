@@ -15,13 +15,11 @@ namespace chatflow::embedding {
 namespace {
 
 // 1 - a·b for unit vectors, eight lanes at a time (GCC vector extensions), the tail one by one;
-// compiled for AVX-512, AVX2 and the baseline, chosen at load time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float cosine_distance(
-    const void* left, const void* right, const void* dimensions_pointer) {
+// compiled for AVX-512, AVX2 and the baseline, and chosen once by what the CPU has. (Not with
+// target_clones: its ifunc resolver runs before ThreadSanitizer's runtime is up.)
+template <int Variant>
+float dot_lanes(const float* a, const float* b, size_t dimensions) {
   using Lanes = float __attribute__((vector_size(32)));
-  const auto* a = static_cast<const float*>(left);
-  const auto* b = static_cast<const float*>(right);
-  size_t dimensions = *static_cast<const size_t*>(dimensions_pointer);
   Lanes sum = {};
   size_t i = 0;
   for (; i + 8 <= dimensions; i += 8) {
@@ -35,7 +33,33 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float cosine_distan
     dot += sum[lane];
   for (; i < dimensions; ++i)
     dot += a[i] * b[i];
-  return 1.0f - dot;
+  return dot;
+}
+
+__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, size_t n) {
+  return dot_lanes<2>(a, b, n);
+}
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, size_t n) {
+  return dot_lanes<1>(a, b, n);
+}
+float dot_baseline(const float* a, const float* b, size_t n) {
+  return dot_lanes<0>(a, b, n);
+}
+
+using DotFunction = float (*)(const float*, const float*, size_t);
+
+DotFunction best_dot() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return dot_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return dot_avx2;
+  return dot_baseline;
+}
+
+const DotFunction kDot = best_dot();
+
+float cosine_distance(const void* left, const void* right, const void* dimensions_pointer) {
+  return 1.0f - kDot(static_cast<const float*>(left), static_cast<const float*>(right),
+                     *static_cast<const size_t*>(dimensions_pointer));
 }
 
 class CosineSpace final : public hnswlib::SpaceInterface<float> {

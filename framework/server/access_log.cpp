@@ -30,24 +30,22 @@ std::string utc_timestamp() {
 }  // namespace
 
 AccessLog::AccessLog(const std::string& destination) {
-  // Each log gets its own name: spdlog's registry refuses duplicates (tests build many servers).
-  static std::atomic<int> instances{0};
-  std::string name = "access-" + std::to_string(instances++);
   if (destination == "off") return;
+  // A logger of our own, outside spdlog's registry: nothing global to name, lock or drop.
+  spdlog::sink_ptr sink;
   if (destination == "stderr") {
-    logger_ = spdlog::stderr_logger_mt(name);
+    sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   } else if (destination == "stdout") {
-    logger_ = spdlog::stdout_logger_mt(name);
+    sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
   } else {
-    logger_ = spdlog::basic_logger_mt(name, destination);
+    sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(destination);
   }
+  logger_ = std::make_shared<spdlog::logger>("access", std::move(sink));
   logger_->set_pattern("%v");
   logger_->flush_on(spdlog::level::info);
 }
 
-AccessLog::~AccessLog() {
-  if (logger_) spdlog::drop(logger_->name());
-}
+AccessLog::~AccessLog() = default;
 
 void AccessLog::write(const AccessRecord& record) {
   if (!logger_) return;

@@ -40,11 +40,13 @@ describe('client disconnects', () => {
     stream.socket.destroy();
     const closed = Date.now();
 
-    // The 499 is counted when the connection's exchange closes, just after the pipeline's end.
+    // The 499 and the failure are counted as the exchange closes, just after the pipeline's end.
     const idle = await waitFor(async () => {
       const samples = await engineIdle();
-      return samples && metric(samples, 'chatflow:http_requests_total', 'status="499"') === 1 ? samples : undefined;
-    }, { what: 'the engine to free the blocks' });
+      const counted = samples && metric(samples, 'chatflow:http_requests_total', 'status="499"') === 1 &&
+        metric(samples, 'chatflow:request_failure_total') === 1;
+      return counted ? samples : undefined;
+    }, { what: 'the engine to free the blocks and the failure to be counted' });
     const generated = metric(idle, 'chatflow:engine_generated_tokens_total');
     const afterClose = generated - metric(busy, 'chatflow:engine_generated_tokens_total');
     console.log(`blocks freed ${Date.now() - closed} ms after the close (20 ms polling); ` +

@@ -184,27 +184,6 @@ class SpecReader {
     }
   }
 
-  static std::vector<std::string> plugins_on_search_path() {
-    std::vector<std::string> found;
-    const char* search = std::getenv("CHATFLOW_PLUGIN_PATH");
-    if (!search) return found;
-    std::string rest = search;
-    while (!rest.empty()) {
-      size_t colon = rest.find(':');
-      std::string directory = rest.substr(0, colon);
-      rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
-      std::error_code error;
-      if (directory.empty() || !std::filesystem::is_directory(directory, error)) continue;
-      std::vector<std::string> libraries;
-      for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
-        if (entry.path().extension() == ".so") libraries.push_back(entry.path().string());
-      }
-      std::sort(libraries.begin(), libraries.end());
-      found.insert(found.end(), libraries.begin(), libraries.end());
-    }
-    return found;
-  }
-
   void add_plugin(const std::shared_ptr<PluginLibrary>& library) {
     if (!extended_) {
       extended_ = registry_;

@@ -1,5 +1,6 @@
 #include "framework/plugin_loader.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <filesystem>
@@ -389,6 +390,27 @@ std::string find_plugin(const std::string& name, const std::string& pipeline_fil
     }
   }
   return beside.string();
+}
+
+std::vector<std::string> plugins_on_search_path() {
+  std::vector<std::string> found;
+  const char* search = std::getenv("CHATFLOW_PLUGIN_PATH");
+  if (!search) return found;
+  std::string rest = search;
+  while (!rest.empty()) {
+    size_t colon = rest.find(':');
+    std::string directory = rest.substr(0, colon);
+    rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    std::error_code error;
+    if (directory.empty() || !std::filesystem::is_directory(directory, error)) continue;
+    std::vector<std::string> libraries;
+    for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+      if (entry.path().extension() == ".so") libraries.push_back(entry.path().string());
+    }
+    std::sort(libraries.begin(), libraries.end());
+    found.insert(found.end(), libraries.begin(), libraries.end());
+  }
+  return found;
 }
 
 }  // namespace chatflow

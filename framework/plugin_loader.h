@@ -49,4 +49,7 @@ class PluginLibrary {
 // directory when relative), then in each directory of $CHATFLOW_PLUGIN_PATH (colon-separated).
 std::string find_plugin(const std::string& name, const std::string& pipeline_file);
 
+// Every *.so in the directories of $CHATFLOW_PLUGIN_PATH, sorted within each directory.
+std::vector<std::string> plugins_on_search_path();
+
 }  // namespace chatflow

@@ -81,7 +81,18 @@ int stages_command(const StagesOptions& options) {
       return 1;
     }
   }
-  const Registry& registry = builtin_registry();
+  // Built-in types, and those of the plugins on CHATFLOW_PLUGIN_PATH.
+  Registry registry = builtin_registry();
+  for (const auto& path : plugins_on_search_path()) {
+    try {
+      for (auto& type : PluginLibrary::open(path)->stage_types()) {
+        if (!registry.find_stage(type.name)) registry.add(std::move(type));
+      }
+    } catch (const std::exception& error) {
+      std::cerr << "chatflow: warning: skipping a plugin on CHATFLOW_PLUGIN_PATH: " << error.what()
+                << "\n";
+    }
+  }
   if (options.type.empty()) {
     std::cout << "Stage types:\n";
     for (const auto& name : registry.stage_names()) {

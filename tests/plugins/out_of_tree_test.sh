@@ -41,4 +41,7 @@ printf 'version: 1\nstages:\n  - {name: echo, type: echo}\n  - {name: loud, type
 answer=$(CHATFLOW_PLUGIN_PATH="$work/path" "$chatflow" run "$work/bare.yaml" --prompt "quiet" 2>"$work/err") ||
   { cat "$work/err"; exit 1; }
 [[ $answer == "QUIET!" ]] || { echo "expected 'QUIET!', got '$answer'"; exit 1; }
+CHATFLOW_PLUGIN_PATH="$work/path" "$chatflow" stages shout >"$work/described"
+grep -q '^Stage type shout (stream stage, plugin shout 0.1.0' "$work/described" ||
+  { cat "$work/described"; exit 1; }
 echo "out-of-tree plugin: built against the installed package, inspected, run"

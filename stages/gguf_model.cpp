@@ -263,18 +263,19 @@ std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io
 
 namespace {
 
-// Waits for one sequence's first token and hands its alternatives over.
-class NextTokenObserver final : public engine::SequenceObserver {
+// A side question to the engine (a rewrite, a relevance score): collects the sequence's tokens
+// and the first token's alternatives, and hands them over once it ends.
+class SideSequence final : public engine::SequenceObserver {
  public:
-  explicit NextTokenObserver(std::function<bool()> cancelled) : cancelled_(std::move(cancelled)) {}
+  explicit SideSequence(std::function<bool()> cancelled) : cancelled_(std::move(cancelled)) {}
 
-  void on_token(const engine::SampledToken& token, bool, const engine::SequenceUsage&) override {
-    settle([&] { result_.set_value(token.top); });
+  void on_token(const engine::SampledToken& token, bool first,
+                const engine::SequenceUsage&) override {
+    if (first) answer_.first_alternatives = token.top;
+    answer_.tokens.push_back(token.token);
   }
   void on_finish(engine::FinishCause, const engine::SequenceUsage&) override {
-    settle([&] {
-      result_.set_exception(std::make_exception_ptr(std::runtime_error("no token was produced")));
-    });
+    settle([&] { result_.set_value(std::move(answer_)); });
   }
   void on_error(const std::string& message) override {
     settle([&] { result_.set_exception(std::make_exception_ptr(std::runtime_error(message))); });
@@ -284,43 +285,7 @@ class NextTokenObserver final : public engine::SequenceObserver {
     settle(
         [&] { result_.set_exception(std::make_exception_ptr(std::runtime_error("cancelled"))); });
   }
-  std::future<std::vector<engine::TokenLogprob>> future() { return result_.get_future(); }
-
- private:
-  template <class F>
-  void settle(F&& action) {
-    std::lock_guard lock(mutex_);
-    if (settled_) return;
-    settled_ = true;
-    action();
-  }
-
-  std::function<bool()> cancelled_;
-  std::mutex mutex_;
-  bool settled_ = false;
-  std::promise<std::vector<engine::TokenLogprob>> result_;
-};
-
-// Collects a sequence's tokens until it finishes.
-class TextObserver final : public engine::SequenceObserver {
- public:
-  explicit TextObserver(std::function<bool()> cancelled) : cancelled_(std::move(cancelled)) {}
-
-  void on_token(const engine::SampledToken& token, bool, const engine::SequenceUsage&) override {
-    tokens_.push_back(token.token);
-  }
-  void on_finish(engine::FinishCause, const engine::SequenceUsage&) override {
-    settle([&] { result_.set_value(std::move(tokens_)); });
-  }
-  void on_error(const std::string& message) override {
-    settle([&] { result_.set_exception(std::make_exception_ptr(std::runtime_error(message))); });
-  }
-  bool cancelled() const override { return cancelled_ && cancelled_(); }
-  void on_dropped() override {
-    settle(
-        [&] { result_.set_exception(std::make_exception_ptr(std::runtime_error("cancelled"))); });
-  }
-  std::future<std::vector<int32_t>> future() { return result_.get_future(); }
+  std::future<SideAnswer> future() { return result_.get_future(); }
 
  private:
   // The first outcome wins; a promise takes only one.
@@ -333,10 +298,10 @@ class TextObserver final : public engine::SequenceObserver {
   }
 
   std::function<bool()> cancelled_;
-  std::vector<int32_t> tokens_;  // engine thread only
+  SideAnswer answer_;  // engine thread only
   std::mutex mutex_;
   bool settled_ = false;
-  std::promise<std::vector<int32_t>> result_;
+  std::promise<SideAnswer> result_;
 };
 
 }  // namespace
@@ -349,10 +314,7 @@ std::string GgufModel::generate_text(std::vector<int32_t> prompt, int64_t max_to
   spec.max_tokens = max_tokens;
   spec.sampling.temperature = 0;
   spec.cache_salt = cache_salt;
-  auto observer = std::make_shared<TextObserver>(cancelled);
-  auto result = observer->future();
-  if (auto error = scheduler_->submit(std::move(spec), observer)) throw std::runtime_error(*error);
-  std::vector<int32_t> tokens = result.get();
+  std::vector<int32_t> tokens = ask_aside(std::move(spec), cancelled).get().tokens;
   // The end-of-sequence token, when it came, is not text.
   if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
     tokens.pop_back();
@@ -362,7 +324,7 @@ std::string GgufModel::generate_text(std::vector<int32_t> prompt, int64_t max_to
 std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(
     std::vector<std::vector<int32_t>> prompts, int top, const std::string& cache_salt,
     const std::function<bool()>& cancelled) {
-  std::vector<std::future<std::vector<engine::TokenLogprob>>> pending;
+  std::vector<std::future<SideAnswer>> pending;
   for (auto& prompt : prompts) {
     engine::SequenceSpec spec;
     spec.prompt = std::move(prompt);
@@ -371,14 +333,20 @@ std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(
     spec.sampling.top_logprobs = std::clamp(top, 1, 20);
     spec.sampling.logprobs = true;
     spec.cache_salt = cache_salt;
-    auto observer = std::make_shared<NextTokenObserver>(cancelled);
-    pending.push_back(observer->future());
-    if (auto error = scheduler_->submit(std::move(spec), observer)) observer->on_error(*error);
+    pending.push_back(ask_aside(std::move(spec), cancelled));
   }
   std::vector<std::vector<engine::TokenLogprob>> results;
   for (auto& result : pending)
-    results.push_back(result.get());
+    results.push_back(result.get().first_alternatives);
   return results;
+}
+
+std::future<SideAnswer> GgufModel::ask_aside(engine::SequenceSpec spec,
+                                             const std::function<bool()>& cancelled) {
+  auto observer = std::make_shared<SideSequence>(cancelled);
+  auto result = observer->future();
+  if (auto error = scheduler_->submit(std::move(spec), observer)) observer->on_error(*error);
+  return result;
 }
 
 std::optional<std::string> find_default_model() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +54,13 @@ class GenerationStream final : public engine::SequenceObserver {
   std::vector<Chunk> buffered_;
   std::optional<RequestError> error_;
   bool writer_done_ = false;  // the final chunk or an error went out: no writer is needed any more
+};
+
+// What a sequence run outside any request produced (GgufModel::generate_text and
+// next_token_logprobs are built on it).
+struct SideAnswer {
+  std::vector<int32_t> tokens;
+  std::vector<engine::TokenLogprob> first_alternatives;
 };
 
 class GgufModel final : public Resource, public ServedModel {
@@ -104,6 +112,10 @@ class GgufModel final : public Resource, public ServedModel {
       const std::function<bool()>& cancelled);
 
  private:
+  // Submits a sequence outside any request; the future holds its tokens and first alternatives.
+  std::future<SideAnswer> ask_aside(engine::SequenceSpec spec,
+                                    const std::function<bool()>& cancelled);
+
   std::shared_ptr<const engine::Model> model_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   engine::ChatTemplate chat_template_;

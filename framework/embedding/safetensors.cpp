@@ -7,6 +7,8 @@
 
 #include <boost/json.hpp>
 
+#include "kernels/cpu/half.h"
+
 namespace chatflow::embedding {
 namespace json = boost::json;
 
@@ -20,32 +22,6 @@ size_t dtype_size(const std::string& dtype) {
   return 0;
 }
 
-float half_to_float(uint16_t half) {
-  uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
-  uint32_t exponent = (half >> 10) & 0x1F;
-  uint32_t mantissa = half & 0x3FF;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exponent = 127 - 15 + 1;
-      while (!(mantissa & 0x400)) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      bits = sign | (exponent << 23) | ((mantissa & 0x3FF) << 13);
-    }
-  } else if (exponent == 31) {
-    bits = sign | 0x7F800000 | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
-
 }  // namespace
 
 int64_t SafeTensor::elements() const {
@@ -57,20 +33,31 @@ int64_t SafeTensor::elements() const {
 
 std::vector<float> SafeTensor::floats() const {
   std::vector<float> out(static_cast<size_t>(elements()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (dtype == "F32") {
-      std::memcpy(&out[i], bytes.data() + i * 4, 4);
-    } else if (dtype == "F64") {
+  auto convert = [&](size_t width, auto to_float) {
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = to_float(bytes.data() + i * width);
+  };
+  auto half = [](auto decode) {
+    return [decode](const char* at) {
+      uint16_t value;
+      std::memcpy(&value, at, 2);
+      return decode(value);
+    };
+  };
+  if (dtype == "F32") {
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  } else if (dtype == "F64") {
+    convert(8, [](const char* at) {
       double value;
-      std::memcpy(&value, bytes.data() + i * 8, 8);
-      out[i] = static_cast<float>(value);
-    } else if (dtype == "F16") {
-      uint16_t half;
-      std::memcpy(&half, bytes.data() + i * 2, 2);
-      out[i] = half_to_float(half);
-    } else {
-      throw std::runtime_error("tensor of type " + dtype + " is not floating point");
-    }
+      std::memcpy(&value, at, 8);
+      return static_cast<float>(value);
+    });
+  } else if (dtype == "F16") {
+    convert(2, half(kernels::f16_to_f32));
+  } else if (dtype == "BF16") {
+    convert(2, half(kernels::bf16_to_f32));
+  } else {
+    throw std::runtime_error("tensor of type " + dtype + " is not floating point");
   }
   return out;
 }

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, jwtHs256, post, runChatflow, scratchPath, startServer, testModel, waitFor, writeTemp,
+  addKey, jwtHs256, modelStages, post, runChatflow, scratchPath, startServer, testModel, waitFor, writeTemp,
 } from './harness.mjs';
 
 const secret = 'a-shared-secret-of-at-least-thirty-two-bytes';
@@ -23,11 +23,7 @@ stages:
       keys_file: ${keysFile}
       jwt: {algorithm: HS256, secret: "${secret}", issuer: https://login.example, audience: chatflow}
       model_access: {admin: "*", basic: "some-other-model"}
-  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${modelStages}  - {name: emit, type: sse_emit}
 `);
 }
 

@@ -3,7 +3,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, metric, post, scrape, scratchPath, startServer, testModel, writeTemp } from './harness.mjs';
+import {
+  addKey, metric, modelStages, post, scrape, scratchPath, startServer, testModel, writeTemp,
+} from './harness.mjs';
 
 describe('tenant isolation in the prefix cache', () => {
   let server;
@@ -19,11 +21,7 @@ resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model}
 stages:
   - {name: auth, type: auth, config: {keys_file: ${keys}}}
-  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${modelStages}  - {name: emit, type: sse_emit}
 `);
     server = await startServer(['--pipeline', file]);
   });

@@ -5,8 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, metric, openStream, post, runChatflow, scrape, scratchPath, startServer, testModel,
-  waitFor, writeTemp,
+  addKey, metric, modelStages, openStream, post, runChatflow, scrape, scratchPath, startServer, testModel, waitFor, writeTemp,
 } from './harness.mjs';
 
 function pipeline(name, gates) {
@@ -17,11 +16,7 @@ resources:
 stages:
   - {name: auth, type: auth, config: {keys_file: ${scratchPath(`${name}-keys.yaml`)}}}
 ${gates}
-  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${modelStages}  - {name: emit, type: sse_emit}
 `);
 }
 

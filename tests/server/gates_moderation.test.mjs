@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  metric, openStream, post, scrape, sseData, startServer, testModel, waitFor, writeTemp,
+  metric, modelStages, openStream, post, scrape, sseData, startServer, testModel, waitFor, writeTemp,
 } from './harness.mjs';
 
 const content = (body) => sseData(body).slice(0, -1).map((event) => JSON.parse(event))
@@ -86,11 +86,7 @@ name: aborting
 resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model}
 stages:
-  - {name: tokenize, type: tokenize, config: {model: llm}}
-  - {name: prefill, type: prefill, config: {model: llm}}
-  - {name: decode, type: decode, config: {model: llm}}
-  - {name: detokenize, type: detokenize, config: {model: llm}}
-  - name: guard
+${modelStages}  - name: guard
     type: output_moderation
     config: {lists: {${anything}: abort}, pii: [], notice: "[stopped]"}
   - {name: emit, type: sse_emit}

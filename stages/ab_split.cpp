@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "framework/hash.h"
 #include "framework/registry.h"
 
 namespace chatflow {
@@ -54,21 +55,6 @@ std::vector<Arm> arms_of(const AbSplitConfig& config) {
   return arms;
 }
 
-uint64_t fnv1a(std::string_view text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  // FNV's low bits mix poorly for short keys: finish with a 64-bit avalanche (splitmix).
-  hash ^= hash >> 30;
-  hash *= 0xbf58476d1ce4e5b9ull;
-  hash ^= hash >> 27;
-  hash *= 0x94d049bb133111ebull;
-  hash ^= hash >> 31;
-  return hash;
-}
-
 class AbSplitStage final : public RequestStage {
  public:
   AbSplitStage(AbSplitConfig config, std::string salt)
@@ -77,7 +63,8 @@ class AbSplitStage final : public RequestStage {
   Route process(Request& request, StageIo&) override {
     std::string subject = key_of(request);
     // The top 53 bits as a fraction in [0, 1).
-    double position = static_cast<double>(fnv1a(salt_ + '\x1f' + subject) >> 11) * 0x1.0p-53;
+    double position =
+        static_cast<double>(avalanche(fnv1a(salt_ + '\x1f' + subject)) >> 11) * 0x1.0p-53;
     size_t chosen = 0;
     while (chosen + 1 < arms_.size() && position >= arms_[chosen].upper)
       ++chosen;

@@ -35,19 +35,11 @@ class HybridRetrievalStage final : public RequestStage {
       : index_(std::move(index)), options_(options) {}
 
   Route process(Request& request, StageIo&) override {
-    auto rewritten = request.attachment<std::string>(kRetrievalQuery);
-    std::string query = rewritten                                 ? *rewritten
-                        : request.kind == RequestKind::completion ? request.prompt
-                                                                  : request.last_user_message();
+    std::string query = retrieval_query(request);
     auto index = index_->current();
     auto candidates = std::make_shared<std::vector<retrieval::Candidate>>(
         retrieval::hybrid_search(*index, query, options_, reader_of(request.identity)));
-    request.context_passages.clear();
-    for (const auto& candidate : *candidates) {
-      request.context_passages.push_back({candidate.passage.text, candidate.passage.document,
-                                          candidate.passage.title, candidate.passage.chunk,
-                                          candidate.fused});
-    }
+    use_as_context(request, *candidates, &retrieval::Candidate::fused);
     request.attach(kRetrievalCandidates, candidates);
     request.annotate("retrieved", std::to_string(candidates->size()));
     return Route::to(0);

@@ -35,10 +35,7 @@ class RerankStage final : public RequestStage {
       throw RequestFailure(500, "server_error",
                            "rerank found no candidates: place it after hybrid_retrieval");
     }
-    auto rewritten = request.attachment<std::string>(kRetrievalQuery);
-    std::string query = rewritten                                 ? *rewritten
-                        : request.kind == RequestKind::completion ? request.prompt
-                                                                  : request.last_user_message();
+    std::string query = retrieval_query(request);
     std::unique_ptr<retrieval::Reranker> reranker;
     if (config_.kind == "llm") {
       reranker = make_llm_reranker(model_, request);
@@ -47,12 +44,7 @@ class RerankStage final : public RequestStage {
           index_->current(), {config_.coverage, config_.proximity, config_.sparse, config_.dense});
     }
     retrieval::rerank(*reranker, query, *candidates, static_cast<size_t>(config_.top_n));
-    request.context_passages.clear();
-    for (const auto& candidate : *candidates) {
-      request.context_passages.push_back({candidate.passage.text, candidate.passage.document,
-                                          candidate.passage.title, candidate.passage.chunk,
-                                          candidate.rerank});
-    }
+    use_as_context(request, *candidates, &retrieval::Candidate::rerank);
     return Route::to(0);
   }
 

@@ -8,7 +8,9 @@
 #include <memory>
 #include <mutex>
 
+#include "framework/request.h"
 #include "framework/resource.h"
+#include "framework/retrieval/hybrid.h"
 #include "framework/retrieval/retrieval_index.h"
 
 namespace chatflow {
@@ -36,4 +38,23 @@ namespace chatflow {
 // Attachments retrieval stages leave for each other.
 inline const char* const kRetrievalQuery = "retrieval.query";            // std::string
 inline const char* const kRetrievalCandidates = "retrieval.candidates";  // vector<Candidate>
+
+// The candidates become the request's context passages, each with the score that ordered it
+// (&Candidate::fused after retrieval, &Candidate::rerank after a rerank).
+inline void use_as_context(Request& request, const std::vector<retrieval::Candidate>& candidates,
+                           double retrieval::Candidate::*score) {
+  request.context_passages.clear();
+  for (const auto& candidate : candidates) {
+    const retrieval::Passage& passage = candidate.passage;
+    request.context_passages.push_back(
+        {passage.text, passage.document, passage.title, passage.chunk, candidate.*score});
+  }
+}
+
+// The question retrieval searches for: query_rewrite's, else the newest user message (a
+// completion's prompt).
+inline std::string retrieval_query(const Request& request) {
+  if (auto rewritten = request.attachment<std::string>(kRetrievalQuery)) return *rewritten;
+  return request.kind == RequestKind::completion ? request.prompt : request.last_user_message();
+}
 }  // namespace chatflow

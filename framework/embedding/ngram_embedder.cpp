@@ -1,17 +1,14 @@
 #include <cmath>
 
 #include "framework/embedding/embedder.h"
+#include "framework/hash.h"
 #include "framework/moderation/normalizer.h"
 
 namespace chatflow::embedding {
 namespace {
 
-uint64_t fnv1a(std::string_view text, uint64_t seed) {
-  uint64_t hash = 1469598103934665603ull ^ seed;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
+uint64_t hashed(std::string_view text, uint64_t seed) {
+  uint64_t hash = fnv1a(text, kFnvOffsetBasis ^ seed);
   // Mix the high bits down: buckets and signs must not share the low bits alone.
   hash ^= hash >> 29;
   hash *= 0xbf58476d1ce4e5b9ull;
@@ -43,7 +40,7 @@ class NgramEmbedder final : public Embedder {
     std::string normalized = " " + letters + (letters.empty() || letters.back() != ' ' ? " " : "");
     std::vector<float> vector(dimensions_, 0.0f);
     auto add = [&](std::string_view feature, uint64_t seed, float weight) {
-      uint64_t hash = fnv1a(feature, seed);
+      uint64_t hash = hashed(feature, seed);
       size_t bucket = static_cast<size_t>(hash % dimensions_);
       vector[bucket] += (hash >> 63) ? -weight : weight;
     };

@@ -9,6 +9,8 @@
 #include <oneapi/tbb/parallel_invoke.h>
 #include <xapian.h>
 
+#include "framework/retrieval/stopwords.h"
+
 namespace chatflow::retrieval {
 
 std::vector<Candidate> hybrid_search(const RetrievalIndex& index, const std::string& query,
@@ -84,16 +86,6 @@ std::vector<std::string> words_of(const std::string& text) {
     words.push_back(std::move(word));
     i = j;
   }
-  return words;
-}
-
-const std::set<std::string>& stopwords() {
-  static const std::set<std::string> words = {
-      "a",    "an",   "and",   "are",   "as",   "at",    "be",     "by",    "can",   "do",
-      "does", "for",  "from",  "has",   "have", "how",   "i",      "in",    "is",    "it",
-      "its",  "of",   "on",    "or",    "that", "the",   "there",  "this",  "to",    "was",
-      "what", "when", "where", "which", "who",  "why",   "will",   "with",  "any",   "been",
-      "into", "than", "these", "those", "such", "would", "should", "could", "about", "also"};
   return words;
 }
 

@@ -11,6 +11,8 @@
 #include <xapian.h>
 
 #include "framework/embedding/vector_graph.h"
+#include "framework/hash.h"
+#include "framework/retrieval/stopwords.h"
 
 namespace chatflow::retrieval {
 namespace {
@@ -23,41 +25,23 @@ const char* const kDocumentPrefix = "XD";  // boolean: every chunk of one docume
 const char* const kLabelPrefix = "XA";     // boolean: one ACL label
 const char* const kPublicTerm = "XP";      // boolean: a chunk without labels
 
-std::string fnv1a(std::string_view text) {
-  uint64_t hash = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
+std::string hash_hex(std::string_view text) {
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(text)));
   return hex;
 }
 
 // Xapian terms are at most 245 bytes: long labels and ids are hashed.
 std::string boolean_term(const char* prefix, const std::string& value) {
-  return value.size() <= 64 ? prefix + value : prefix + std::string("#") + fnv1a(value);
+  return value.size() <= 64 ? prefix + value : prefix + std::string("#") + hash_hex(value);
 }
 
 std::string content_hash(const SourceDocument& document) {
   std::string all = document.version + '\x1f' + document.title + '\x1f' + document.text;
   for (const auto& label : document.acl)
     all += '\x1f' + label;
-  return fnv1a(all);
+  return hash_hex(all);
 }
-
-const char* const kStopwords[] = {
-    "a",    "about", "above", "after", "again",  "all",   "also",  "am",    "an",    "and",
-    "any",  "are",   "as",    "at",    "be",     "been",  "being", "both",  "but",   "by",
-    "can",  "could", "did",   "do",    "does",   "doing", "done",  "each",  "few",   "for",
-    "from", "had",   "has",   "have",  "having", "he",    "her",   "here",  "him",   "his",
-    "how",  "i",     "if",    "in",    "into",   "is",    "it",    "its",   "me",    "more",
-    "most", "my",    "of",    "on",    "once",   "only",  "or",    "other", "our",   "out",
-    "over", "own",   "same",  "she",   "should", "so",    "some",  "such",  "than",  "that",
-    "the",  "their", "them",  "then",  "there",  "these", "they",  "this",  "those", "through",
-    "to",   "too",   "under", "until", "up",     "very",  "was",   "we",    "were",  "what",
-    "when", "where", "which", "while", "who",    "whom",  "why",   "will",  "with",  "would",
-    "you",  "your"};
 
 }  // namespace
 
@@ -68,7 +52,6 @@ struct RetrievalIndex::Impl {
     std::vector<std::string> labels;
   };
 
-  bool writable = false;
   std::string sparse_path;
   std::string dense_path;
   std::string manifest_path;
@@ -79,7 +62,7 @@ struct RetrievalIndex::Impl {
   std::vector<ChunkAccess> access;  // by chunk id
   size_t live_chunks = 0;
   ChunkingOptions chunking;  // as last used, for the manifest
-  Xapian::SimpleStopper stopper{std::begin(kStopwords), std::end(kStopwords)};
+  Xapian::SimpleStopper stopper{stopwords().begin(), stopwords().end()};
 
   // Xapian database objects are not safe to share between threads: one per concurrent search.
   class Lease {
@@ -125,7 +108,6 @@ RetrievalIndex::RetrievalIndex(const std::string& directory,
                                std::shared_ptr<const embedding::Embedder> embedder, bool writable)
     : directory_(directory), embedder_(std::move(embedder)), impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
-  impl.writable = writable;
   fs::path root(directory);
   impl.sparse_path = (root / "sparse").string();
   impl.dense_path = (root / "dense.hnsw").string();

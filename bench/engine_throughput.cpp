@@ -367,8 +367,10 @@ int bench_engine_command(const BenchEngineOptions& options) {
     }
     std::printf("\n");
   }
-  std::printf("\npeak resident memory: %.1f MiB (weights are memory-mapped and never expanded)\n",
-              peak_mib);
+  std::printf(
+      "\npeak resident memory: %.1f MiB (weights held once, in their file's type: the packed copy "
+      "replaces the mapped pages)\n",
+      peak_mib);
   return 0;
 }
 

@@ -1,7 +1,12 @@
 #include "model.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half.h"
 
 namespace chatflow::engine {
@@ -117,7 +122,49 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
     }
     model->layers_.push_back(std::move(weights));
   }
+  model->pack_weights();
   return model;
+}
+
+void Model::FreeBytes::operator()(uint8_t* bytes) const {
+  std::free(bytes);
+}
+
+// The packed copy is what every forward pass reads, so the file's pages of a packed matrix are
+// handed back to the kernel (they are re-read from the file if anything asks for a row again):
+// memory stays at one copy of the weights. The embedding table stays mapped: tokens are looked up
+// in it row by row.
+void Model::pack_weights() {
+  std::vector<WeightMatrix*> matrices;
+  for (auto& layer : layers_) {
+    for (WeightMatrix* matrix : {&layer.query, &layer.key, &layer.value, &layer.output, &layer.gate,
+                                 &layer.up, &layer.down}) {
+      matrices.push_back(matrix);
+    }
+  }
+  const bool tied = output_.data == token_embedding_.data;
+  matrices.push_back(&output_);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (WeightMatrix* matrix : matrices) {
+    if (!kernels::packable(matrix->type)) continue;
+    size_t bytes = kernels::packed_bytes(matrix->type, matrix->rows, matrix->columns);
+    constexpr size_t kAlignment = 64;
+    auto* panels = static_cast<uint8_t*>(
+        std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment));
+    if (panels == nullptr) throw std::bad_alloc();
+    packed_.emplace_back(panels);
+    kernels::pack_matrix(matrix->type, matrix->data, matrix->row_bytes, matrix->rows,
+                         matrix->columns, panels);
+    matrix->panels = panels;
+    if (matrix == &output_ && tied) continue;
+    auto begin = reinterpret_cast<uintptr_t>(matrix->data);
+    uintptr_t end = begin + matrix->row_bytes * static_cast<size_t>(matrix->rows);
+    uintptr_t first_page = (begin + page - 1) / page * page;
+    uintptr_t last_page = end / page * page;
+    if (last_page > first_page) {
+      ::madvise(reinterpret_cast<void*>(first_page), last_page - first_page, MADV_DONTNEED);
+    }
+  }
 }
 
 void dequantize_row(const WeightMatrix& matrix, int64_t row, float* out) {

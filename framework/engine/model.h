@@ -20,6 +20,9 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t columns = 0;
   size_t row_bytes = 0;
+  // The same weights packed for matrix products (kernels::pack_matrix), owned by the model; null
+  // for quantised types, which the kernels read row by row.
+  const uint8_t* panels = nullptr;
 };
 
 struct LayerWeights {
@@ -58,6 +61,12 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
+  struct FreeBytes {
+    void operator()(uint8_t* bytes) const;
+  };
+  std::vector<std::unique_ptr<uint8_t[], FreeBytes>> packed_;
+
+  void pack_weights();
 };
 
 // Writes row `row` of `matrix` as floats into `out` (columns values).

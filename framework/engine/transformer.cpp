@@ -133,8 +133,19 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
   };
 
   auto matmul = [&](const WeightMatrix& weights, const float* x, int64_t count, float* y) {
-    auto kernel = kernels_.matmul[kernels::matmul_index(weights.type)];
     int64_t work = weights.rows * weights.columns * count;
+    if (weights.panels != nullptr) {
+      auto kernel = kernels_.packed_matmul[kernels::packed_index(weights.type)];
+      int64_t panels = (weights.rows + kernels::kPanelRows - 1) / kernels::kPanelRows;
+      int64_t grain =
+          work < kParallelWork ? panels : std::max<int64_t>(1, panels / (threads.threads() * 4));
+      threads.parallel_for(panels, grain, [&](int64_t begin, int64_t end) {
+        kernel({weights.panels, weights.rows, weights.columns, begin, end, x, weights.columns,
+                count, y, weights.rows});
+      });
+      return;
+    }
+    auto kernel = kernels_.matmul[kernels::matmul_index(weights.type)];
     int64_t grain = work < kParallelWork
                         ? weights.rows
                         : std::max<int64_t>(16, weights.rows / (threads.threads() * 4));

@@ -1,6 +1,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace chatflow::kernels {
@@ -19,6 +21,44 @@ int matmul_index(TensorType type) {
       return 4;
   }
   return 0;
+}
+
+int packed_index(TensorType type) {
+  switch (type) {
+    case TensorType::f16:
+      return 1;
+    case TensorType::bf16:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+bool packable(TensorType type) {
+  return type == TensorType::f32 || type == TensorType::f16 || type == TensorType::bf16;
+}
+
+size_t packed_bytes(TensorType type, int64_t rows, int64_t columns) {
+  int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
+  return static_cast<size_t>(panels * kPanelRows * columns) * block_bytes(type);
+}
+
+void pack_matrix(TensorType type, const uint8_t* rows, size_t row_bytes, int64_t row_count,
+                 int64_t columns, uint8_t* out) {
+  const size_t element = block_bytes(type);
+  const int64_t panels = (row_count + kPanelRows - 1) / kPanelRows;
+  std::memset(out, 0, packed_bytes(type, row_count, columns));
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    uint8_t* panel_out = out + static_cast<size_t>(panel * kPanelRows * columns) * element;
+    int64_t height = std::min(kPanelRows, row_count - panel * kPanelRows);
+    for (int64_t i = 0; i < height; ++i) {
+      const uint8_t* row = rows + static_cast<size_t>(panel * kPanelRows + i) * row_bytes;
+      for (int64_t k = 0; k < columns; ++k) {
+        std::memcpy(panel_out + static_cast<size_t>(k * kPanelRows + i) * element,
+                    row + static_cast<size_t>(k) * element, element);
+      }
+    }
+  }
 }
 
 const CpuKernelTable* cpu_kernels(InstructionSet instruction_set) {

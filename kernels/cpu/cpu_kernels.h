@@ -40,6 +40,38 @@ inline int64_t matmul_scratch_floats(int64_t tokens) {
   return (tokens + kManyTokenTile - 1) / kManyTokenTile * kManyTokenRows * kManyTokenTile * 16;
 }
 
+// Matrices of unquantised types (f32, f16, bf16) are also kept packed for products over many
+// tokens: panels of kPanelRows rows, each stored column by column (panel p holds W[p * kPanelRows
+// + i][k] at element k * kPanelRows + i, in the matrix's type; a short last panel is padded with
+// zeros). One column of a panel is two AVX-512 vectors: the kernel broadcasts each token's input
+// and multiplies whole panel columns, so a weight is converted once for a whole tile of tokens
+// and no horizontal sums are needed.
+inline constexpr int64_t kPanelRows = 32;
+
+// Whether `type` has a packed form, and its size.
+bool packable(TensorType type);
+size_t packed_bytes(TensorType type, int64_t rows, int64_t columns);
+// Packs a row-major matrix (`row_bytes` per row) into `out` (packed_bytes long).
+void pack_matrix(TensorType type, const uint8_t* rows, size_t row_bytes, int64_t row_count,
+                 int64_t columns, uint8_t* out);
+
+// y[t * y_stride + r] = sum_k W[r][k] * x[t * x_stride + k] for the rows of panels
+// [panel_begin, panel_end) and t in [0, tokens), from a packed matrix of `rows` rows. The
+// canonical arithmetic: each (row, token) sum is one chain of fused multiply-adds over k in
+// increasing order starting from zero, whatever the batch or the panels a thread takes.
+struct PackedMatmulArgs {
+  const uint8_t* panels;
+  int64_t rows;
+  int64_t columns;
+  int64_t panel_begin;
+  int64_t panel_end;
+  const float* x;
+  int64_t x_stride;
+  int64_t tokens;
+  float* y;
+  int64_t y_stride;
+};
+
 // Attention of `group_size` query heads sharing one key/value head, for one token, over
 // `positions` cached positions stored in blocks of `block_tokens`: keys as
 // [head_dim][block_tokens] and values as [block_tokens][head_dim] inside each block.
@@ -61,13 +93,15 @@ struct AttentionArgs {
 
 struct CpuKernelTable {
   std::string_view instruction_set;
-  void (*matmul[5])(const MatmulArgs& args);  // indexed by matmul_index(type)
+  void (*matmul[5])(const MatmulArgs& args);               // indexed by matmul_index(type)
+  void (*packed_matmul[3])(const PackedMatmulArgs& args);  // indexed by packed_index(type)
   void (*attention)(const AttentionArgs& args);
   // out[i] = silu(gate[i]) * up[i]
   void (*silu_multiply)(const float* gate, const float* up, float* out, int64_t count);
 };
 
 int matmul_index(TensorType type);
+int packed_index(TensorType type);  // f32 0, f16 1, bf16 2
 
 enum class InstructionSet { scalar, avx2, avx512 };
 

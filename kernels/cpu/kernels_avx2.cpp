@@ -12,6 +12,8 @@ namespace avx2 {
 
 struct Simd {
   using V = __m256;
+  // Tokens per tile of the packed matrix product (what the registers hold).
+  static constexpr int kPackedTokens = 2;
   static constexpr int kWidth = 8;
   static __m256i mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

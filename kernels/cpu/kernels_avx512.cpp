@@ -12,6 +12,8 @@ namespace avx512 {
 
 struct Simd {
   using V = __m512;
+  // Tokens per tile of the packed matrix product (what the registers hold).
+  static constexpr int kPackedTokens = 12;
   static constexpr int kWidth = 16;
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }
   static V zero() { return _mm512_setzero_ps(); }

@@ -13,6 +13,8 @@ namespace chatflow::kernels {
 namespace scalar {
 
 struct Simd {
+  // Tokens per tile of the packed matrix product (what the registers hold).
+  static constexpr int kPackedTokens = 4;
   static constexpr int kWidth = 8;
   struct V {
     std::array<float, 8> lane;

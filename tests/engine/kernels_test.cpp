@@ -2,6 +2,7 @@
 // instruction set this processor has; and batch invariance: a row's result never depends on how
 // many tokens or which rows share the call.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -126,6 +127,105 @@ TEST_P(MatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulKernels,
                          ::testing::Values(TensorType::f32, TensorType::f16, TensorType::bf16,
                                            TensorType::q8_0, TensorType::q4_0),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+std::vector<uint8_t> packed(const TestMatrix& matrix) {
+  const WeightMatrix& view = matrix.view;
+  std::vector<uint8_t> panels(packed_bytes(view.type, view.rows, view.columns));
+  pack_matrix(view.type, view.data, view.row_bytes, view.rows, view.columns, panels.data());
+  return panels;
+}
+
+std::vector<float> run_packed_matmul(const CpuKernelTable& table, const TestMatrix& matrix,
+                                     const std::vector<uint8_t>& panels,
+                                     const std::vector<float>& x, int64_t tokens,
+                                     int64_t panel_begin, int64_t panel_end) {
+  std::vector<float> y(static_cast<size_t>(tokens * matrix.view.rows), -1.0f);
+  table.packed_matmul[packed_index(matrix.view.type)](
+      {panels.data(), matrix.view.rows, matrix.view.columns, panel_begin, panel_end, x.data(),
+       matrix.view.columns, tokens, y.data(), matrix.view.rows});
+  return y;
+}
+
+class PackedMatmulKernels : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(PackedMatmulKernels, PanelsHoldEachColumnOfThirtyTwoRowsTogether) {
+  TensorType type = GetParam();
+  TestMatrix matrix = random_matrix(type, 37, 5, 51);
+  std::vector<uint8_t> panels = packed(matrix);
+  const size_t element = block_bytes(type);
+  ASSERT_EQ(panels.size(), static_cast<size_t>(64 * 5) * element);  // two panels, padded
+  for (int64_t r = 0; r < 64; ++r) {
+    for (int64_t k = 0; k < 5; ++k) {
+      const uint8_t* stored = panels.data() + ((r / 32) * 32 * 5 + k * 32 + r % 32) * element;
+      std::vector<uint8_t> expected(element, 0);
+      if (r < 37) {
+        std::memcpy(expected.data(), matrix.view.data + r * matrix.view.row_bytes + k * element,
+                    element);
+      }
+      ASSERT_EQ(std::memcmp(stored, expected.data(), element), 0) << "row " << r << " col " << k;
+    }
+  }
+}
+
+TEST_P(PackedMatmulKernels, MatchReferenceArithmetic) {
+  TensorType type = GetParam();
+  const int64_t rows = 70;  // three panels, the last one six rows
+  const int64_t columns = 172;
+  const int64_t tokens = 27;  // two full AVX-512 tiles and a short one
+  TestMatrix matrix = random_matrix(type, rows, columns, 52);
+  std::vector<uint8_t> panels = packed(matrix);
+  std::vector<float> x = random_inputs(tokens * columns, 53);
+  for (const CpuKernelTable* table : available_tables()) {
+    std::vector<float> y = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double expected = 0;
+        for (int64_t k = 0; k < columns; ++k) {
+          expected += static_cast<double>(matrix.dequantized[r * columns + k]) * x[t * columns + k];
+        }
+        ASSERT_NEAR(y[t * rows + r], expected, 1e-4 * (1 + std::fabs(expected)))
+            << table->instruction_set << " " << to_string(type) << " row " << r << " token " << t;
+      }
+    }
+  }
+}
+
+TEST_P(PackedMatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
+  TensorType type = GetParam();
+  const int64_t rows = 70;
+  const int64_t columns = 160;
+  const int64_t tokens = 29;
+  TestMatrix matrix = random_matrix(type, rows, columns, 54);
+  std::vector<uint8_t> panels = packed(matrix);
+  std::vector<float> x = random_inputs(tokens * columns, 55);
+  for (const CpuKernelTable* table : available_tables()) {
+    std::vector<float> together = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::vector<float> alone_x(x.begin() + t * columns, x.begin() + (t + 1) * columns);
+      std::vector<float> alone = run_packed_matmul(*table, matrix, panels, alone_x, 1, 0, 3);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(alone[r], together[t * rows + r])
+            << table->instruction_set << " token " << t << " row " << r;
+      }
+    }
+    // A thread taking the middle panel computes its rows exactly as the whole call did, and
+    // writes nothing else.
+    std::vector<float> middle = run_packed_matmul(*table, matrix, panels, x, tokens, 1, 2);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        if (r >= 32 && r < 64) {
+          ASSERT_EQ(middle[t * rows + r], together[t * rows + r]);
+        } else {
+          ASSERT_EQ(middle[t * rows + r], -1.0f) << "row " << r << " was written";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(UnquantisedTypes, PackedMatmulKernels,
+                         ::testing::Values(TensorType::f32, TensorType::f16, TensorType::bf16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {

@@ -379,6 +379,7 @@ struct KvCacheConfig {
   int64_t block_tokens = 16;
   int64_t blocks = 0;
   bool prefix_cache = true;
+  std::string type = "f16";
 };
 
 struct SchedulerSettings {
@@ -412,6 +413,10 @@ ResourceTypeInfo gguf_model_resource_type() {
       .at_least(0);
   kv_cache.key("prefix_cache", &KvCacheConfig::prefix_cache,
                "reuse the KV blocks of shared prompt prefixes");
+  kv_cache
+      .key("type", &KvCacheConfig::type,
+           "how keys and values are stored: f16 (half the memory and memory traffic) or f32")
+      .choices({"f16", "f32"});
   SchemaBuilder<SchedulerSettings> scheduler;
   scheduler.key("max_seqs", &SchedulerSettings::max_seqs, "sequences decoded together at most")
       .range(1, 4096);
@@ -462,6 +467,8 @@ ResourceTypeInfo gguf_model_resource_type() {
     settings.scheduler.block_tokens = config.kv_cache.block_tokens;
     settings.scheduler.kv_blocks = config.kv_cache.blocks;
     settings.scheduler.prefix_cache = config.kv_cache.prefix_cache;
+    settings.scheduler.kv_type =
+        config.kv_cache.type == "f32" ? kernels::KvType::f32 : kernels::KvType::f16;
     settings.scheduler.max_seqs = config.scheduler.max_seqs;
     settings.scheduler.max_batched_tokens = config.scheduler.max_batched_tokens;
     settings.scheduler.chunked_prefill = config.scheduler.chunked_prefill;

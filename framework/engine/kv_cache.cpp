@@ -7,11 +7,13 @@
 
 namespace chatflow::engine {
 
-KvCache::KvCache(const ModelConfig& config, int64_t block_tokens, int64_t blocks)
+KvCache::KvCache(const ModelConfig& config, int64_t block_tokens, int64_t blocks,
+                 kernels::KvType type)
     : block_tokens_(block_tokens),
       total_blocks_(blocks),
       head_dim_(config.head_dim),
-      kv_heads_(config.kv_heads) {
+      kv_heads_(config.kv_heads),
+      type_(type) {
   if (block_tokens <= 0 || block_tokens % 16 != 0) {
     throw std::invalid_argument("KV cache block_tokens must be a positive multiple of 16, got " +
                                 std::to_string(block_tokens));
@@ -19,8 +21,7 @@ KvCache::KvCache(const ModelConfig& config, int64_t block_tokens, int64_t blocks
   if (blocks <= 0) throw std::invalid_argument("KV cache needs at least one block");
   block_stride_ = static_cast<size_t>(config.layers * 2 * kv_heads_ * head_dim_ * block_tokens_);
   // calloc: zeroed pages are mapped lazily, so an unused cache costs no memory.
-  pool_ =
-      static_cast<float*>(std::calloc(block_stride_ * static_cast<size_t>(blocks), sizeof(float)));
+  pool_ = std::calloc(block_stride_ * static_cast<size_t>(blocks), element_bytes());
   if (pool_ == nullptr) throw std::bad_alloc();
   references_.assign(static_cast<size_t>(blocks), 0);
   free_list_.reserve(static_cast<size_t>(blocks));

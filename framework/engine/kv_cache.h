@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "model_config.h"
 
 namespace chatflow::engine {
@@ -20,7 +21,8 @@ using BlockId = int32_t;
 class KvCache {
  public:
   // `block_tokens` must be a positive multiple of 16. Memory is committed as blocks are used.
-  KvCache(const ModelConfig& config, int64_t block_tokens, int64_t blocks);
+  KvCache(const ModelConfig& config, int64_t block_tokens, int64_t blocks,
+          kernels::KvType type = kernels::KvType::f16);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -28,7 +30,9 @@ class KvCache {
   int64_t block_tokens() const { return block_tokens_; }
   int64_t total_blocks() const { return total_blocks_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_list_.size()); }
-  size_t block_bytes() const { return block_stride_ * sizeof(float); }
+  kernels::KvType type() const { return type_; }
+  size_t block_bytes() const { return block_stride_ * element_bytes(); }
+  size_t element_bytes() const { return type_ == kernels::KvType::f16 ? 2 : 4; }
 
   // A fresh block with reference count 1, or nullopt when the pool is exhausted.
   std::optional<BlockId> allocate();
@@ -37,9 +41,10 @@ class KvCache {
   void release(BlockId block);
   int32_t references(BlockId block) const { return references_[static_cast<size_t>(block)]; }
 
-  float* pool() { return pool_; }
-  const float* pool() const { return pool_; }
-  size_t block_stride() const { return block_stride_; }
+  // Elements of type(): float or uint16_t (IEEE half).
+  void* pool() { return pool_; }
+  const void* pool() const { return pool_; }
+  size_t block_stride() const { return block_stride_; }  // in elements
   size_t key_offset(int64_t layer, int64_t kv_head) const;
   size_t value_offset(int64_t layer, int64_t kv_head) const;
 
@@ -48,8 +53,9 @@ class KvCache {
   int64_t total_blocks_;
   int64_t head_dim_;
   int64_t kv_heads_;
+  kernels::KvType type_;
   size_t block_stride_;
-  float* pool_ = nullptr;
+  void* pool_ = nullptr;
   std::vector<BlockId> free_list_;
   std::vector<int32_t> references_;
 };

@@ -37,8 +37,9 @@ int64_t default_blocks(const ModelConfig& model, const SchedulerConfig& config) 
       (std::min<int64_t>(model.context, 2048) + config.block_tokens - 1) / config.block_tokens;
   int64_t blocks = per_sequence * std::max<int64_t>(1, config.max_seqs);
   // Cap the (lazily committed) pool at 4 GiB of address space.
+  int64_t element_bytes = config.kv_type == kernels::KvType::f16 ? 2 : 4;
   int64_t block_bytes =
-      model.layers * 2 * model.kv_heads * model.head_dim * config.block_tokens * 4;
+      model.layers * 2 * model.kv_heads * model.head_dim * config.block_tokens * element_bytes;
   return std::max<int64_t>(per_sequence,
                            std::min<int64_t>(blocks, (int64_t{4} << 30) / block_bytes));
 }
@@ -51,7 +52,8 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerConfig config)
       transformer_(model_),
       threads_(config.threads),
       cache_(model_->config(), config.block_tokens,
-             config.kv_blocks > 0 ? config.kv_blocks : default_blocks(model_->config(), config)),
+             config.kv_blocks > 0 ? config.kv_blocks : default_blocks(model_->config(), config),
+             config.kv_type),
       prefix_cache_(cache_) {
   stats_.total_blocks = cache_.total_blocks();
   stats_.free_blocks = cache_.free_blocks();

@@ -34,6 +34,7 @@ struct SchedulerConfig {
   int64_t kv_blocks =
       0;  // 0: enough for max_seqs sequences of up to 2048 tokens, within the context
   bool prefix_cache = true;
+  kernels::KvType kv_type = kernels::KvType::f16;
 };
 
 struct SequenceSpec {

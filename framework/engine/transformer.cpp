@@ -166,8 +166,24 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
   float* up = Workspace::sized(ws.up, tokens * config.ffn);
   float* activated = Workspace::sized(ws.activated, tokens * config.ffn);
   const float attention_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  float* pool = cache.pool();
   const size_t block_stride = cache.block_stride();
+  const auto attention_kernel = kernels_.attention[static_cast<int>(cache.type())];
+  // Where position `position` of `sequence` keeps layer `layer`'s keys (or values): the element
+  // index into the pool of its block.
+  auto block_start = [&](const KvSequence& sequence, int64_t position) {
+    return static_cast<size_t>(sequence.blocks[static_cast<size_t>(position / block_tokens)]) *
+           block_stride;
+  };
+  // Stores `count` values at element `index` of the pool, `stride` elements apart.
+  auto store_kv = [&](size_t index, const float* values, int64_t count, int64_t stride) {
+    if (cache.type() == kernels::KvType::f16) {
+      kernels_.to_f16(values, static_cast<uint16_t*>(cache.pool()) + index, count, stride);
+    } else {
+      auto* pool = static_cast<float*>(cache.pool()) + index;
+      for (int64_t i = 0; i < count; ++i)
+        pool[i * stride] = values[i];
+    }
+  };
 
   threads.run([&] {
     for (int64_t layer = 0; layer < config.layers; ++layer) {
@@ -192,20 +208,14 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
       }
       // Every new token's keys and values go into the cache before any attention reads them.
       for (int64_t t = 0; t < tokens; ++t) {
-        const KvSequence& sequence = *ws.owners[t];
         int64_t position = ws.positions[t];
-        float* block = pool + static_cast<size_t>(
-                                  sequence.blocks[static_cast<size_t>(position / block_tokens)]) *
-                                  block_stride;
+        size_t block = block_start(*ws.owners[t], position);
         int64_t slot = position % block_tokens;
         for (int64_t g = 0; g < config.kv_heads; ++g) {
-          float* keys = block + cache.key_offset(layer, g);
-          const float* k = key + t * kv_dim + g * head_dim;
-          for (int64_t d = 0; d < head_dim; ++d)
-            keys[d * block_tokens + slot] = k[d];
-          std::memcpy(block + cache.value_offset(layer, g) + slot * head_dim,
-                      value + t * kv_dim + g * head_dim,
-                      static_cast<size_t>(head_dim) * sizeof(float));
+          store_kv(block + cache.key_offset(layer, g) + static_cast<size_t>(slot),
+                   key + t * kv_dim + g * head_dim, head_dim, block_tokens);
+          store_kv(block + cache.value_offset(layer, g) + static_cast<size_t>(slot * head_dim),
+                   value + t * kv_dim + g * head_dim, head_dim, 1);
         }
       }
       int64_t attention_work = 0;
@@ -216,18 +226,33 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
       int64_t attention_grain = attention_work < kParallelWork
                                     ? items
                                     : std::max<int64_t>(1, items / (8 * threads.threads()));
+      // Every item starts on memory no kernel has touched yet: its first block is fetched while
+      // the item before it computes (the kernel fetches each next block itself).
+      auto prefetch_first_block = [&](int64_t item) {
+        int64_t t = item / config.kv_heads;
+        int64_t g = item % config.kv_heads;
+        const auto* pool = static_cast<const char*>(cache.pool());
+        size_t block = block_start(*ws.owners[t], 0);
+        const char* keys = pool + (block + cache.key_offset(layer, g)) * cache.element_bytes();
+        const char* values = pool + (block + cache.value_offset(layer, g)) * cache.element_bytes();
+        const size_t bytes = static_cast<size_t>(head_dim * block_tokens) * cache.element_bytes();
+        for (size_t line = 0; line < bytes; line += 64) {
+          __builtin_prefetch(keys + line);
+          __builtin_prefetch(values + line);
+        }
+      };
       threads.parallel_for(items, attention_grain, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {
+          if (item + 1 < end) prefetch_first_block(item + 1);
           int64_t t = item / config.kv_heads;
           int64_t g = item % config.kv_heads;
           int64_t positions = ws.positions[t] + 1;
           int64_t padded = (positions + block_tokens - 1) / block_tokens * block_tokens;
           float* scores = Workspace::sized(ws.scratch.local(), group * padded);
-          kernels_.attention({query + t * q_dim + g * group * head_dim, group, head_dim, pool,
-                              ws.owners[t]->blocks.data(), block_stride, cache.key_offset(layer, g),
-                              cache.value_offset(layer, g), block_tokens, positions,
-                              attention_scale, scores,
-                              attended + t * q_dim + g * group * head_dim});
+          attention_kernel({query + t * q_dim + g * group * head_dim, group, head_dim, cache.pool(),
+                            ws.owners[t]->blocks.data(), block_stride, cache.key_offset(layer, g),
+                            cache.value_offset(layer, g), block_tokens, positions, attention_scale,
+                            scores, attended + t * q_dim + g * group * head_dim});
         }
       });
       matmul(weights.output, attended, tokens, projected);

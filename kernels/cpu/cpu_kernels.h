@@ -72,6 +72,11 @@ struct PackedMatmulArgs {
   int64_t y_stride;
 };
 
+// How the KV cache stores keys and values. f16 (llama.cpp's default too) halves the memory
+// attention streams through at every step; f32 keeps them exactly as computed.
+enum class KvType { f32 = 0, f16 = 1 };
+std::string_view to_string(KvType type);
+
 // Attention of `group_size` query heads sharing one key/value head, for one token, over
 // `positions` cached positions stored in blocks of `block_tokens`: keys as
 // [head_dim][block_tokens] and values as [block_tokens][head_dim] inside each block.
@@ -79,10 +84,10 @@ struct AttentionArgs {
   const float* queries;  // group_size x head_dim
   int64_t group_size;
   int64_t head_dim;
-  const float* pool;           // the KV cache memory
+  const void* pool;            // the KV cache memory, elements of the table entry's KvType
   const int32_t* block_table;  // the sequence's blocks, in position order
-  size_t block_stride;         // floats from one block to the next
-  size_t key_offset;           // floats from a block's start to this layer's and head's keys
+  size_t block_stride;         // elements from one block to the next
+  size_t key_offset;           // elements from a block's start to this layer's and head's keys
   size_t value_offset;         // ... and values
   int64_t block_tokens;
   int64_t positions;
@@ -95,9 +100,12 @@ struct CpuKernelTable {
   std::string_view instruction_set;
   void (*matmul[5])(const MatmulArgs& args);               // indexed by matmul_index(type)
   void (*packed_matmul[3])(const PackedMatmulArgs& args);  // indexed by packed_index(type)
-  void (*attention)(const AttentionArgs& args);
+  void (*attention[2])(const AttentionArgs& args);         // indexed by KvType
   // out[i] = silu(gate[i]) * up[i]
   void (*silu_multiply)(const float* gate, const float* up, float* out, int64_t count);
+  // out[i * out_stride] = values[i] as IEEE half, rounded to nearest even (keys and values into
+  // an f16 KV cache).
+  void (*to_f16)(const float* values, uint16_t* out, int64_t count, int64_t out_stride);
 };
 
 int matmul_index(TensorType type);

@@ -43,6 +43,7 @@ struct Simd {
     return _mm_cvtss_f32(half);
   }
   static float f16(uint16_t half) { return _cvtsh_ss(half); }
+  static uint16_t to_f16(float value) { return _cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT); }
   static V load_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

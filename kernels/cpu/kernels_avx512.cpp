@@ -31,6 +31,7 @@ struct Simd {
   static float reduce_sum(V v) { return _mm512_reduce_add_ps(v); }
   static float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
   static float f16(uint16_t half) { return _cvtsh_ss(half); }
+  static uint16_t to_f16(float value) { return _cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT); }
   static V load_f16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

@@ -5,7 +5,7 @@
 // S provides: V (a vector of S::kWidth floats), zero, set1, load, load_partial, store,
 // store_partial, fma, mul, add, sub, max, reduce_sum, reduce_max, exp, load_f16(_partial),
 // load_bf16(_partial), load_q8 (kWidth int8), load_q4 (kWidth nibbles, low or high), f16 (one
-// scalar half to float).
+// scalar half to float), to_f16 (one float to half, rounding to nearest even).
 
 // Loaders: kWidth weights of row `row` starting at column k, as floats.
 template <class S>
@@ -246,15 +246,33 @@ void matmul(const MatmulArgs& args) {
   }
 }
 
+// Keys and values as the KV cache stores them.
+template <class S>
+struct KvF32 {
+  using Element = float;
+  static typename S::V load(const float* p) { return S::load(p); }
+  static typename S::V load_partial(const float* p, int n) { return S::load_partial(p, n); }
+};
+
+template <class S>
+struct KvF16 {
+  using Element = uint16_t;
+  static typename S::V load(const uint16_t* p) { return S::load_f16(p); }
+  static typename S::V load_partial(const uint16_t* p, int n) { return S::load_f16_partial(p, n); }
+};
+
 // How far ahead of its use a panel is prefetched: the hardware prefetchers alone leave the
 // many-token kernel waiting on memory for a third of its time (measured on a 2-core EPYC).
 inline constexpr int64_t kPrefetchBytes = 4096;
 
 // T tokens times one panel: T x (kPanelRows / kWidth) accumulators stay in registers over all
-// columns; each column's weights are loaded (and converted) once for the T tokens.
+// columns; each column's weights are loaded (and converted) once for the T tokens. `upcoming`, if
+// not null, is the panel to fetch into the second-level cache meanwhile, so that only the first
+// tile of a call waits for memory.
 template <class S, class Load, int T>
-inline void packed_tile(const uint8_t* panel, int64_t columns, const float* x, int64_t x_stride,
-                        float* y, int64_t y_stride, int64_t height) {
+inline void packed_tile(const uint8_t* panel, const uint8_t* upcoming, int64_t columns,
+                        const float* x, int64_t x_stride, float* y, int64_t y_stride,
+                        int64_t height) {
   using V = typename S::V;
   constexpr int kVectors = static_cast<int>(kPanelRows / S::kWidth);
   constexpr int64_t kColumnBytes = kPanelRows * Load::kBytes;
@@ -267,8 +285,10 @@ inline void packed_tile(const uint8_t* panel, int64_t columns, const float* x, i
   }
   for (int64_t k = 0; k < columns; ++k) {
     const uint8_t* column = panel + k * kColumnBytes;
-    for (int64_t line = 0; line < kColumnBytes; line += 64)
+    for (int64_t line = 0; line < kColumnBytes; line += 64) {
       __builtin_prefetch(column + kPrefetchBytes + line);
+      if (upcoming != nullptr) __builtin_prefetch(upcoming + k * kColumnBytes + line, 0, 2);
+    }
     V weights[kVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v)
@@ -296,15 +316,17 @@ inline void packed_tile(const uint8_t* panel, int64_t columns, const float* x, i
 
 // The last tile of a panel: `tokens` (< T) tokens, with the tile made for exactly that many.
 template <class S, class Load, int T>
-inline void packed_tile_of(int64_t tokens, const uint8_t* panel, int64_t columns, const float* x,
-                           int64_t x_stride, float* y, int64_t y_stride, int64_t height) {
+inline void packed_tile_of(int64_t tokens, const uint8_t* panel, const uint8_t* upcoming,
+                           int64_t columns, const float* x, int64_t x_stride, float* y,
+                           int64_t y_stride, int64_t height) {
   if constexpr (T > 1) {
     if (tokens < T) {
-      packed_tile_of<S, Load, T - 1>(tokens, panel, columns, x, x_stride, y, y_stride, height);
+      packed_tile_of<S, Load, T - 1>(tokens, panel, upcoming, columns, x, x_stride, y, y_stride,
+                                     height);
       return;
     }
   }
-  packed_tile<S, Load, T>(panel, columns, x, x_stride, y, y_stride, height);
+  packed_tile<S, Load, T>(panel, upcoming, columns, x, x_stride, y, y_stride, height);
 }
 
 template <class S, class Load>
@@ -315,14 +337,16 @@ void packed_matmul(const PackedMatmulArgs& args) {
     const uint8_t* weights = args.panels + panel * panel_bytes;
     const int64_t height = std::min(kPanelRows, args.rows - panel * kPanelRows);
     float* y = args.y + panel * kPanelRows;
+    const uint8_t* upcoming = panel + 1 < args.panel_end ? weights + panel_bytes : nullptr;
     int64_t t = 0;
     for (; t + kTokens <= args.tokens; t += kTokens) {
-      packed_tile<S, Load, kTokens>(weights, args.columns, args.x + t * args.x_stride,
-                                    args.x_stride, y + t * args.y_stride, args.y_stride, height);
+      packed_tile<S, Load, kTokens>(weights, t == 0 ? upcoming : nullptr, args.columns,
+                                    args.x + t * args.x_stride, args.x_stride,
+                                    y + t * args.y_stride, args.y_stride, height);
     }
     if (t < args.tokens) {
-      packed_tile_of<S, Load, kTokens - 1>(args.tokens - t, weights, args.columns,
-                                           args.x + t * args.x_stride, args.x_stride,
+      packed_tile_of<S, Load, kTokens - 1>(args.tokens - t, weights, t == 0 ? upcoming : nullptr,
+                                           args.columns, args.x + t * args.x_stride, args.x_stride,
                                            y + t * args.y_stride, args.y_stride, height);
     }
   }
@@ -331,7 +355,7 @@ void packed_matmul(const PackedMatmulArgs& args) {
 // out[0..vectors*kWidth) (+ a partial tail of `tail` values) += sum over positions of weight *
 // value row, with the output in registers. Two sets of accumulators take alternate positions
 // (independent chains for the FMA units); they are added at the end.
-template <class S, int kVectors>
+template <class S, class Kv, int kVectors>
 inline void weighted_sum_of_values(const AttentionArgs& args, const float* weights, int64_t d0,
                                    int tail, float* out) {
   using V = typename S::V;
@@ -341,22 +365,24 @@ inline void weighted_sum_of_values(const AttentionArgs& args, const float* weigh
   V odd[kVectors];
   for (int v = 0; v < kVectors; ++v)
     even[v] = odd[v] = S::zero();
-  auto load = [&](const float* p, int v) {
-    return tail > 0 && v == kVectors - 1 ? S::load_partial(p + v * S::kWidth, tail)
-                                         : S::load(p + v * S::kWidth);
+  using Element = typename Kv::Element;
+  const auto* pool = static_cast<const Element*>(args.pool);
+  auto load = [&](const Element* p, int v) {
+    return tail > 0 && v == kVectors - 1 ? Kv::load_partial(p + v * S::kWidth, tail)
+                                         : Kv::load(p + v * S::kWidth);
   };
   const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
   for (int64_t b = 0; b < blocks; ++b) {
-    const float* values = args.pool + static_cast<size_t>(args.block_table[b]) * args.block_stride +
-                          args.value_offset + d0;
+    const Element* values = pool + static_cast<size_t>(args.block_table[b]) * args.block_stride +
+                            args.value_offset + d0;
     const float* block_weights = weights + b * block_tokens;
     int64_t count = std::min(block_tokens, args.positions - b * block_tokens);
     int64_t t = 0;
     for (; t + 2 <= count; t += 2) {
       V w0 = S::set1(block_weights[t]);
       V w1 = S::set1(block_weights[t + 1]);
-      const float* row0 = values + t * head_dim;
-      const float* row1 = row0 + head_dim;
+      const Element* row0 = values + t * head_dim;
+      const Element* row1 = row0 + head_dim;
 #pragma GCC unroll 8
       for (int v = 0; v < kVectors; ++v) {
         even[v] = S::fma(w0, load(row0, v), even[v]);
@@ -379,9 +405,11 @@ inline void weighted_sum_of_values(const AttentionArgs& args, const float* weigh
   }
 }
 
-template <class S>
+template <class S, class Kv>
 void attention(const AttentionArgs& args) {
   using V = typename S::V;
+  using Element = typename Kv::Element;
+  const auto* pool = static_cast<const Element*>(args.pool);
   const int64_t block_tokens = args.block_tokens;
   const int64_t head_dim = args.head_dim;
   const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
@@ -390,19 +418,18 @@ void attention(const AttentionArgs& args) {
   // positions builds up from one broadcast query value per dimension; four accumulators over the
   // dimensions keep the FMA units busy.
   for (int64_t b = 0; b < blocks; ++b) {
-    const float* keys =
-        args.pool + static_cast<size_t>(args.block_table[b]) * args.block_stride + args.key_offset;
+    const Element* keys =
+        pool + static_cast<size_t>(args.block_table[b]) * args.block_stride + args.key_offset;
     int64_t count = std::min(block_tokens, args.positions - b * block_tokens);
     // Blocks sit anywhere in the pool, beyond what the hardware prefetchers guess: ask for the
     // next block's keys and this block's values while this block's scores are computed.
-    const size_t block_floats = static_cast<size_t>(head_dim * block_tokens);
-    const float* values = keys - args.key_offset + args.value_offset;
-    const float* next_keys =
-        b + 1 < blocks
-            ? args.pool + static_cast<size_t>(args.block_table[b + 1]) * args.block_stride +
-                  args.key_offset
-            : nullptr;
-    for (size_t line = 0; line < block_floats; line += 16) {
+    const size_t block_elements = static_cast<size_t>(head_dim * block_tokens);
+    const Element* values = keys - args.key_offset + args.value_offset;
+    const Element* next_keys =
+        b + 1 < blocks ? pool + static_cast<size_t>(args.block_table[b + 1]) * args.block_stride +
+                             args.key_offset
+                       : nullptr;
+    for (size_t line = 0; line < block_elements; line += 64 / sizeof(Element)) {
       if (next_keys != nullptr) __builtin_prefetch(next_keys + line);
       __builtin_prefetch(values + line);
     }
@@ -413,13 +440,13 @@ void attention(const AttentionArgs& args) {
         V a0 = S::zero(), a1 = S::zero(), a2 = S::zero(), a3 = S::zero();
         int64_t d = 0;
         for (; d + 4 <= head_dim; d += 4) {
-          a0 = S::fma(S::set1(query[d]), S::load(keys + d * block_tokens + j), a0);
-          a1 = S::fma(S::set1(query[d + 1]), S::load(keys + (d + 1) * block_tokens + j), a1);
-          a2 = S::fma(S::set1(query[d + 2]), S::load(keys + (d + 2) * block_tokens + j), a2);
-          a3 = S::fma(S::set1(query[d + 3]), S::load(keys + (d + 3) * block_tokens + j), a3);
+          a0 = S::fma(S::set1(query[d]), Kv::load(keys + d * block_tokens + j), a0);
+          a1 = S::fma(S::set1(query[d + 1]), Kv::load(keys + (d + 1) * block_tokens + j), a1);
+          a2 = S::fma(S::set1(query[d + 2]), Kv::load(keys + (d + 2) * block_tokens + j), a2);
+          a3 = S::fma(S::set1(query[d + 3]), Kv::load(keys + (d + 3) * block_tokens + j), a3);
         }
         for (; d < head_dim; ++d)
-          a0 = S::fma(S::set1(query[d]), S::load(keys + d * block_tokens + j), a0);
+          a0 = S::fma(S::set1(query[d]), Kv::load(keys + d * block_tokens + j), a0);
         S::store(scores + j, S::mul(S::add(S::add(a0, a1), S::add(a2, a3)), S::set1(args.scale)));
       }
     }
@@ -456,16 +483,16 @@ void attention(const AttentionArgs& args) {
       int tail = static_cast<int>(width % S::kWidth);
       switch (vectors) {
         case 1:
-          weighted_sum_of_values<S, 1>(args, scores, d0, tail, out + d0);
+          weighted_sum_of_values<S, Kv, 1>(args, scores, d0, tail, out + d0);
           break;
         case 2:
-          weighted_sum_of_values<S, 2>(args, scores, d0, tail, out + d0);
+          weighted_sum_of_values<S, Kv, 2>(args, scores, d0, tail, out + d0);
           break;
         case 3:
-          weighted_sum_of_values<S, 3>(args, scores, d0, tail, out + d0);
+          weighted_sum_of_values<S, Kv, 3>(args, scores, d0, tail, out + d0);
           break;
         default:
-          weighted_sum_of_values<S, 4>(args, scores, d0, tail, out + d0);
+          weighted_sum_of_values<S, Kv, 4>(args, scores, d0, tail, out + d0);
           break;
       }
     }
@@ -495,12 +522,19 @@ void silu_multiply(const float* gate, const float* up, float* out, int64_t count
 }
 
 template <class S>
+void to_f16(const float* values, uint16_t* out, int64_t count, int64_t out_stride) {
+  for (int64_t i = 0; i < count; ++i)
+    out[i * out_stride] = S::to_f16(values[i]);
+}
+
+template <class S>
 constexpr CpuKernelTable make_table(std::string_view name) {
   return CpuKernelTable{name,
                         {&matmul<S, LoadF32<S>>, &matmul<S, LoadF16<S>>, &matmul<S, LoadBf16<S>>,
                          &matmul<S, LoadQ8<S>>, &matmul<S, LoadQ4<S>>},
                         {&packed_matmul<S, LoadF32<S>>, &packed_matmul<S, LoadF16<S>>,
                          &packed_matmul<S, LoadBf16<S>>},
-                        &attention<S>,
-                        &silu_multiply<S>};
+                        {&attention<S, KvF32<S>>, &attention<S, KvF16<S>>},
+                        &silu_multiply<S>,
+                        &to_f16<S>};
 }

@@ -66,6 +66,7 @@ struct Simd {
   }
   static float reduce_max(V v) { return *std::max_element(v.lane.begin(), v.lane.end()); }
   static float f16(uint16_t half) { return f16_to_f32(half); }
+  static uint16_t to_f16(float value) { return f32_to_f16(value); }
   static V load_f16(const uint16_t* p) {
     return map([&](int i) { return f16_to_f32(p[i]); });
   }

@@ -228,7 +228,10 @@ INSTANTIATE_TEST_SUITE_P(UnquantisedTypes, PackedMatmulKernels,
                          ::testing::Values(TensorType::f32, TensorType::f16, TensorType::bf16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
-TEST(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
+class AttentionKernel : public ::testing::TestWithParam<KvType> {};
+
+TEST_P(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
+  const KvType kv_type = GetParam();
   const int64_t head_dim = 24;
   const int64_t block_tokens = 16;
   const int64_t group = 3;
@@ -236,24 +239,38 @@ TEST(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
   // Blocks deliberately out of order in the pool, as a real block table would be.
   const std::vector<int32_t> table = {2, 0, 1};
   const size_t block_stride = static_cast<size_t>(2 * head_dim * block_tokens);
-  std::vector<float> pool(block_stride * 3, 0.0f);
   std::vector<float> keys = random_inputs(positions * head_dim, 31);
   std::vector<float> values = random_inputs(positions * head_dim, 32);
+  // What the cache holds: halves are rounded, and the expected result uses the rounded values.
+  auto stored = [&](float value) {
+    return kv_type == KvType::f16 ? f16_to_f32(f32_to_f16(value)) : value;
+  };
+  std::vector<float> pool_f32(block_stride * 3, 0.0f);
+  std::vector<uint16_t> pool_f16(block_stride * 3, 0);
   for (int64_t p = 0; p < positions; ++p) {
-    float* block = pool.data() + table[p / block_tokens] * block_stride;
+    size_t block = static_cast<size_t>(table[p / block_tokens]) * block_stride;
     for (int64_t d = 0; d < head_dim; ++d) {
-      block[d * block_tokens + p % block_tokens] = keys[p * head_dim + d];
-      block[head_dim * block_tokens + (p % block_tokens) * head_dim + d] = values[p * head_dim + d];
+      size_t key_at = block + d * block_tokens + p % block_tokens;
+      size_t value_at = block + head_dim * block_tokens + (p % block_tokens) * head_dim + d;
+      keys[p * head_dim + d] = stored(keys[p * head_dim + d]);
+      values[p * head_dim + d] = stored(values[p * head_dim + d]);
+      pool_f32[key_at] = keys[p * head_dim + d];
+      pool_f32[value_at] = values[p * head_dim + d];
+      pool_f16[key_at] = f32_to_f16(keys[p * head_dim + d]);
+      pool_f16[value_at] = f32_to_f16(values[p * head_dim + d]);
     }
   }
+  const void* pool = kv_type == KvType::f16 ? static_cast<const void*>(pool_f16.data())
+                                            : static_cast<const void*>(pool_f32.data());
   std::vector<float> queries = random_inputs(group * head_dim, 33);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   for (const CpuKernelTable* kernels : available_tables()) {
     std::vector<float> scores(static_cast<size_t>(group * 48));
     std::vector<float> out(static_cast<size_t>(group * head_dim));
-    kernels->attention({queries.data(), group, head_dim, pool.data(), table.data(), block_stride, 0,
-                        static_cast<size_t>(head_dim * block_tokens), block_tokens, positions,
-                        scale, scores.data(), out.data()});
+    kernels->attention[static_cast<int>(kv_type)](
+        {queries.data(), group, head_dim, pool, table.data(), block_stride, 0,
+         static_cast<size_t>(head_dim * block_tokens), block_tokens, positions, scale,
+         scores.data(), out.data()});
     for (int64_t h = 0; h < group; ++h) {
       std::vector<double> weights(static_cast<size_t>(positions));
       double largest = -1e300;
@@ -272,8 +289,26 @@ TEST(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
         for (int64_t p = 0; p < positions; ++p)
           expected += weights[p] / total * values[p * head_dim + d];
         EXPECT_NEAR(out[h * head_dim + d], expected, 1e-5)
-            << kernels->instruction_set << " head " << h << " dim " << d;
+            << kernels->instruction_set << " " << to_string(kv_type) << " head " << h << " dim "
+            << d;
       }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionKernel, ::testing::Values(KvType::f32, KvType::f16),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(HalfConversionKernel, RoundsLikeTheReferenceAndHonoursTheStride) {
+  std::vector<float> values = random_inputs(37, 61);
+  values[0] = 1.0f + 1.0f / 2048;  // a tie: rounds to even
+  values[1] = 1e6f;                // beyond half's range: infinity
+  for (const CpuKernelTable* kernels : available_tables()) {
+    std::vector<uint16_t> out(37 * 3, 0xFFFF);
+    kernels->to_f16(values.data(), out.data(), 37, 3);
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t expected = i % 3 == 0 ? f32_to_f16(values[i / 3]) : 0xFFFF;
+      ASSERT_EQ(out[i], expected) << kernels->instruction_set << " element " << i;
     }
   }
 }

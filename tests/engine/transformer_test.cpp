@@ -44,8 +44,11 @@ void expect_close(const std::vector<float>& actual, const std::vector<float>& ex
 }
 
 struct Engine {
-  explicit Engine(const std::string& path)
-      : model(Model::load(path)), transformer(model), threads(2), cache(model->config(), 16, 64) {}
+  explicit Engine(const std::string& path, kernels::KvType kv_type = kernels::KvType::f16)
+      : model(Model::load(path)),
+        transformer(model),
+        threads(2),
+        cache(model->config(), 16, 64, kv_type) {}
   std::vector<float> run(KvSequence& sequence, std::span<const TokenId> tokens) {
     reserve(cache, sequence, sequence.length + static_cast<int64_t>(tokens.size()));
     std::vector<float> logits(static_cast<size_t>(model->config().vocabulary));
@@ -93,6 +96,32 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(kernels::to_string(std::get<0>(info.param))) + "_" +
              std::get<1>(info.param);
     });
+
+// An f32 cache keeps keys and values exactly as computed, so the logits follow the reference far
+// more closely than the f16 cache's; and the f16 cache really rounds (its logits differ).
+TEST(TransformerKvCache, F32CacheFollowsTheReferenceMoreCloselyThanF16) {
+  std::string path = testing::temp_model(shape_for(kernels::TensorType::f32));
+  Engine exact(path, kernels::KvType::f32);
+  Engine halves(path, kernels::KvType::f16);
+  testing::ReferenceTransformer reference(*exact.model);
+  std::vector<TokenId> prompt =
+      exact.model->tokenizer().encode("the cat sat on the mat, and it was happy", true);
+  KvSequence exact_sequence, half_sequence;
+  std::vector<float> exact_logits = exact.run(exact_sequence, prompt);
+  std::vector<float> half_logits = halves.run(half_sequence, prompt);
+  std::vector<float> expected;
+  for (TokenId token : prompt)
+    expected = reference.step(token);
+  float largest_exact_error = 0, largest_half_error = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    largest_exact_error = std::max(largest_exact_error, std::fabs(exact_logits[i] - expected[i]));
+    largest_half_error = std::max(largest_half_error, std::fabs(half_logits[i] - expected[i]));
+  }
+  float scale = std::max(1.0f, largest_magnitude(expected));
+  EXPECT_LT(largest_exact_error, 1e-4f * scale);
+  EXPECT_LT(largest_half_error, 2e-3f * scale);
+  EXPECT_GT(largest_half_error, largest_exact_error);
+}
 
 TEST(TransformerBatching, PrefillInOnePieceInPiecesOrTokenByTokenIsIdentical) {
   Engine engine(testing::temp_model(shape_for(kernels::TensorType::f16)));

@@ -276,37 +276,62 @@ int bench_engine_command(const BenchEngineOptions& options) {
   const auto& config = model->config();
   if (!options.concurrency.empty()) {
     int threads = options.threads.front();
+    // Rounds of every concurrency in turn, so that each ratio to one sequence compares runs made
+    // seconds apart: on a shared machine the memory bandwidth a single sequence gets drifts.
+    const size_t levels = options.concurrency.size();
+    std::vector<std::vector<double>> rates(levels), gaps(levels), firsts(levels), ratios(levels);
+    for (int round = 0; round < options.repetitions; ++round) {
+      for (size_t level = 0; level < levels; ++level) {
+        ConcurrencyFigures f = measure_concurrency(model, threads, options.concurrency[level], 128);
+        rates[level].push_back(f.tokens_per_second);
+        gaps[level].push_back(f.inter_token_ms);
+        firsts[level].push_back(f.first_token_ms);
+        ratios[level].push_back(f.tokens_per_second / rates[0].back());
+      }
+    }
     std::vector<ConcurrencyFigures> figures;
-    for (int concurrency : options.concurrency)
-      figures.push_back(measure_concurrency(model, threads, concurrency, 128));
+    for (size_t level = 0; level < levels; ++level) {
+      figures.push_back({options.concurrency[level], median(rates[level]), median(gaps[level]),
+                         median(firsts[level])});
+    }
     auto [cold, warm] = measure_prefix_reuse(model, threads, 512);
     if (options.json) {
       std::printf("{\"threads\": %d, \"concurrency\": [", threads);
       for (size_t i = 0; i < figures.size(); ++i) {
         std::printf(
-            "%s{\"sequences\": %d, \"tokens_per_s\": %.1f, \"inter_token_ms\": %.3f, "
-            "\"first_token_ms\": %.2f}",
-            i ? ", " : "", figures[i].concurrency, figures[i].tokens_per_second,
-            figures[i].inter_token_ms, figures[i].first_token_ms);
+            "%s{\"sequences\": %d, \"tokens_per_s\": %.1f, \"x_one_sequence\": %.2f, "
+            "\"x_one_sequence_min\": %.2f, \"x_one_sequence_max\": %.2f, "
+            "\"inter_token_ms\": %.3f, \"first_token_ms\": %.2f}",
+            i ? ", " : "", figures[i].concurrency, figures[i].tokens_per_second, median(ratios[i]),
+            *std::min_element(ratios[i].begin(), ratios[i].end()),
+            *std::max_element(ratios[i].begin(), ratios[i].end()), figures[i].inter_token_ms,
+            figures[i].first_token_ms);
       }
       std::printf("], \"prefix512_cold_ms\": %.2f, \"prefix512_cached_ms\": %.2f}\n", cold, warm);
       return 0;
     }
-    std::printf("model: %s, %d thread%s, 128 new tokens per sequence, greedy\n\n",
-                options.model.c_str(), threads, threads == 1 ? "" : "s");
     std::printf(
-        "| sequences | aggregate t/s | x one sequence | inter-token ms | first token ms |\n");
+        "model: %s, %d thread%s, 128 new tokens per sequence, greedy; medians of %d rounds\n\n",
+        options.model.c_str(), threads, threads == 1 ? "" : "s", options.repetitions);
     std::printf(
-        "|----------:|--------------:|---------------:|---------------:|---------------:|\n");
-    for (const auto& f : figures) {
-      std::printf("| %9d | %13.1f | %14.2f | %14.3f | %14.2f |\n", f.concurrency,
-                  f.tokens_per_second, f.tokens_per_second / figures.front().tokens_per_second,
-                  f.inter_token_ms, f.first_token_ms);
+        "| sequences | aggregate t/s | x one sequence (range) | inter-token ms | first token ms "
+        "|\n");
+    std::printf(
+        "|----------:|--------------:|-----------------------:|---------------:|---------------:"
+        "|\n");
+    for (size_t level = 0; level < levels; ++level) {
+      const auto& f = figures[level];
+      const auto& r = ratios[level];
+      std::printf("| %9d | %13.1f | %6.2f (%5.2f-%5.2f) | %14.3f | %14.2f |\n", f.concurrency,
+                  f.tokens_per_second, median(r), *std::min_element(r.begin(), r.end()),
+                  *std::max_element(r.begin(), r.end()), f.inter_token_ms, f.first_token_ms);
     }
     std::printf(
         "\nprefix cache: time to first token of a 512-token shared prefix + 8 new tokens:\n"
         "  cold %.2f ms, prefix cached %.2f ms: %.1f%% less\n"
-        "(first token ms: mean over sequences; all prompts arrive at once, 9 tokens each)\n",
+        "(x one sequence: the median, lowest and highest of each round's ratio to that round's\n"
+        " single sequence; first token ms: mean over sequences; all prompts arrive at once, 9\n"
+        " tokens each)\n",
         cold, warm, 100.0 * (1.0 - warm / cold));
     return 0;
   }

@@ -219,6 +219,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::mutex reload_mutex;
   std::mutex background_mutex;
   std::vector<std::thread> background;
+  std::atomic<int> background_running{0};
 
   std::mutex mutex;
   std::shared_ptr<const Served> served;
@@ -1243,6 +1244,13 @@ HttpServer::~HttpServer() {
     std::lock_guard lock(state_->mutex);
     if (state_->sessions.empty() && state_->in_flight.empty() && state_->io.stopped()) break;
   }
+  // An old pipeline's drain (after a reload) waits for its last requests to be released, and
+  // the last reference may sit in a handler still queued here: keep running them until every
+  // background task is done, or the join below would wait for ever.
+  while (state_->background_running.load(std::memory_order_acquire) > 0) {
+    state_->io.restart();
+    state_->io.run_for(std::chrono::milliseconds(10));
+  }
   state_->join_background();
 }
 
@@ -1335,7 +1343,11 @@ HttpServer::State::ReloadOutcome HttpServer::State::reload() {
 
 void HttpServer::State::in_background(std::function<void()> work) {
   std::lock_guard lock(background_mutex);
-  background.emplace_back(std::move(work));
+  background_running.fetch_add(1, std::memory_order_relaxed);
+  background.emplace_back([this, work = std::move(work)] {
+    work();
+    background_running.fetch_sub(1, std::memory_order_release);
+  });
 }
 
 void HttpServer::State::join_background() {

@@ -176,7 +176,7 @@ class PipelineCore {
   std::unique_ptr<SinkRunner> sink_runner_;
   size_t slot_count_ = 0;
   std::shared_ptr<Lifeline> lifeline_;
-  tbb::flow::graph graph_;
+  std::unique_ptr<tbb::flow::graph> graph_;       // lives in graph_arena(); see pipeline_core.cpp
   std::vector<std::unique_ptr<FlowNode>> nodes_;  // per stage; the sink's node is last
 };
 

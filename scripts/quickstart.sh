@@ -4,7 +4,7 @@
 #   scripts/quickstart.sh run            build (Release) and serve the default pipeline on
 #                                        http://127.0.0.1:8000 (CHATFLOW_PORT to change)
 #   scripts/quickstart.sh test           build (Release) and run the test suite (what CI runs)
-#   scripts/quickstart.sh test-long      the long tests: 64 clients x 30 s load, twice
+#   scripts/quickstart.sh test-long      the long tests: 64 clients x 30 s load, twice; reloads x 20
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
 #   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers), 180 s each

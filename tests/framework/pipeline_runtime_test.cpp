@@ -3,6 +3,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <tbb/parallel_for.h>
 
 #include "support/pipeline_helpers.h"
 #include "support/test_stages.h"
@@ -347,6 +348,41 @@ stages:
   ASSERT_EQ(decorated->submit(user_request("c", sink)), Admission::accepted);
   ASSERT_TRUE(sink->wait());
   EXPECT_EQ(sink->text(), "t0 *0|t1 *1|t2 *2|");
+}
+
+// A server builds each new pipeline on whatever thread handles the reload, a thread that may
+// have used oneTBB before and that ends once the pipeline is installed; the old pipeline is
+// retired on yet another thread. Pipelines must keep serving through any number of such
+// reloads (once seen: a server that stopped answering after a reload, with no worker thread
+// left to run its graph's tasks).
+TEST(PipelineRuntime, PipelinesBuiltAndRetiredOnPassingThreadsKeepServing) {
+  Registry registry = test_registry();
+  auto build_on_passing_thread = [&] {
+    std::shared_ptr<Pipeline> built;
+    std::thread([&] {
+      tbb::parallel_for(0, 64, [](int) {});  // as building an index or an embedder does
+      built = build_yaml(
+          "version: 1\nstages:\n  - {name: gen, type: generate, config: {chunks: 2}}\n", registry);
+    }).join();
+    return built;
+  };
+  std::shared_ptr<Pipeline> serving = build_on_passing_thread();
+  ASSERT_TRUE(serving);
+  for (int reload = 0; reload < 6; ++reload) {
+    std::vector<std::shared_ptr<CollectingSink>> sinks(8);
+    for (auto& sink : sinks)
+      ASSERT_EQ(serving->submit(user_request("a", sink)), Admission::accepted);
+    for (auto& sink : sinks) {
+      ASSERT_TRUE(sink->wait(std::chrono::seconds(10))) << "reload " << reload;
+      EXPECT_EQ(sink->text(), "t0 t1 ");
+    }
+    std::shared_ptr<Pipeline> next = build_on_passing_thread();
+    ASSERT_TRUE(next);
+    std::thread([old = std::exchange(serving, next)]() mutable {
+      old->drain();
+      old.reset();
+    }).join();
+  }
 }
 
 TEST(PipelineRuntime, DrainWaitsForRequestsInFlightThenRefusesNewOnes) {

@@ -205,6 +205,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   ServerSettings settings;
   net::io_context io;
   tcp::acceptor acceptor;
+  uint16_t bound_port = 0;  // set by listen(), before the io thread starts
   net::steady_timer drain_timer;
   std::optional<net::signal_set> signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -1272,12 +1273,14 @@ void HttpServer::listen() {
     throw std::runtime_error("cannot listen on " + settings.host + ":" +
                              std::to_string(settings.port) + ": " + error.message());
   }
+  // Read once here: a signal may close the acceptor (on the io thread) before anyone asks.
+  state_->bound_port = acceptor.local_endpoint().port();
   state_->work.emplace(state_->io.get_executor());
   state_->accept();
 }
 
 uint16_t HttpServer::port() const {
-  return state_->acceptor.local_endpoint().port();
+  return state_->bound_port;
 }
 
 void HttpServer::serve(std::shared_ptr<Pipeline> pipeline) {

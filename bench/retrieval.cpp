@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "framework/cli/commands.h"
+#include "framework/retrieval/evaluation.h"
 #include "framework/retrieval/hybrid.h"
 
 namespace chatflow::cli {
@@ -56,13 +57,6 @@ class ZipfWords {
   const std::vector<std::string>& words_;
   std::vector<double> cumulative_;
 };
-
-double percentile(std::vector<double> values, double fraction) {
-  std::sort(values.begin(), values.end());
-  return values[std::min(
-      values.size() - 1,
-      static_cast<size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5))];
-}
 
 }  // namespace
 
@@ -140,8 +134,8 @@ int bench_retrieval_command(const BenchRetrievalOptions& options) {
                 static_cast<double>(bytes) / (1024.0 * 1024.0),
                 static_cast<double>(bytes) / static_cast<double>(options.chunks));
     std::printf("hybrid retrieval, %zu queries: p50 %.3f ms  p90 %.3f ms  p99 %.3f ms\n",
-                latencies.size(), percentile(latencies, 0.5), percentile(latencies, 0.9),
-                percentile(latencies, 0.99));
+                latencies.size(), retrieval::percentile(latencies, 0.5),
+                retrieval::percentile(latencies, 0.9), retrieval::percentile(latencies, 0.99));
     std::printf("identifier queries with their document in the top %zu: %zu of %zu\n", hybrid.top_k,
                 identifiers_found, identifier_queries);
     index.reset();

@@ -57,13 +57,6 @@ std::vector<Metric> parse_metrics(const std::string& text, size_t depth) {
   return metrics;
 }
 
-double percentile(std::vector<double> values, double fraction) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  size_t index = static_cast<size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(index, values.size() - 1)];
-}
-
 struct Method {
   std::string name;
   retrieval::HybridOptions options;
@@ -170,7 +163,8 @@ int eval_retrieval_command(const EvalRetrievalOptions& options) {
       double count = static_cast<double>(std::max<size_t>(collection.queries.size(), 1));
       for (double sum : sums)
         std::printf(" %10.4f", sum / count);
-      std::printf(" %10.3f %10.3f\n", percentile(latencies, 0.5), percentile(latencies, 0.99));
+      std::printf(" %10.3f %10.3f\n", retrieval::percentile(latencies, 0.5),
+                  retrieval::percentile(latencies, 0.99));
     }
     index.reset();
     if (temporary) std::filesystem::remove_all(directory);

@@ -188,4 +188,11 @@ Collection load_collection(const std::string& directory) {
   return load_smart_collection(root, documents, queries, relevance);
 }
 
+double percentile(std::vector<double> values, double fraction) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  size_t index = static_cast<size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
 }  // namespace chatflow::retrieval

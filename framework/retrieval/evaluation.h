@@ -41,4 +41,8 @@ struct Collection {
 // 1 is the best of 1..4 (gain 5 - r); -1 and 0 are not relevant. BEIR scores are gains.
 Collection load_collection(const std::string& directory);
 
+// The value at `fraction` (0.5: the median) of `values` by nearest rank; 0 when empty. For the
+// latency lines of eval-retrieval and bench-retrieval.
+double percentile(std::vector<double> values, double fraction);
+
 }  // namespace chatflow::retrieval

@@ -197,6 +197,15 @@ TEST(RetrievalMetrics, MatchHandComputedValues) {
   EXPECT_NEAR(retrieval::average_precision(ranking, judged, 10), 0.5, 1e-12);
 }
 
+TEST(RetrievalMetrics, PercentilesByNearestRank) {
+  std::vector<double> latencies = {5, 1, 4, 2, 3};
+  EXPECT_EQ(retrieval::percentile(latencies, 0.0), 1);
+  EXPECT_EQ(retrieval::percentile(latencies, 0.5), 3);
+  EXPECT_EQ(retrieval::percentile(latencies, 0.9), 5);  // rank 0.9 x 4 = 3.6 rounds to the fifth
+  EXPECT_EQ(retrieval::percentile(latencies, 0.6), 3);  // 2.4 rounds to the third
+  EXPECT_EQ(retrieval::percentile({}, 0.99), 0);
+}
+
 TEST(Collections, SmartQueriesAreJudgedByTheirPosition) {
   std::string directory = fresh_directory("smart-collection");
   std::filesystem::create_directories(directory);

@@ -67,26 +67,13 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
     auto store = store_;
     auto ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(config_.ttl_s));
-    std::string tenant = request.identity.tenant;
-    std::string model = request.model;
     // Stored before the last chunk leaves: a client repeating the question at once finds it.
     record_answer(
         request,
-        [store, key, conversation_digest, ttl, tenant, model](const Request& done,
-                                                              const RecordedAnswer& answer) {
-          if (answer.failed || !answer.finish) return;
-          if (*answer.finish == FinishReason::content_filter) return;
-          // Masked text is not what the model said: never serve it again.
-          if (done.annotation("output_moderation")) return;
-          auto entry = std::make_shared<cache::CachedAnswer>();
-          entry->chunks = answer.chunks;
-          entry->finish = *answer.finish;
-          entry->usage = answer.usage;
-          entry->citations = done.citations;
-          entry->tenant = tenant;
-          entry->model = model;
+        [store, key, conversation_digest, ttl](const Request& done, const RecordedAnswer& answer) {
+          auto entry = cache::cacheable_answer(done, answer, ttl);
+          if (!entry) return;
           entry->conversation = conversation_digest;
-          entry->expires = std::chrono::steady_clock::now() + ttl;
           store->put(key, std::move(entry));
         },
         nullptr);

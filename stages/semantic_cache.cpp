@@ -119,17 +119,8 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
         request,
         [index, partition, vector, question, ttl](const Request& done,
                                                   const RecordedAnswer& answer) {
-          if (answer.failed || !answer.finish) return;
-          if (*answer.finish == FinishReason::content_filter) return;
-          if (done.annotation("output_moderation")) return;
-          auto cached = std::make_shared<cache::CachedAnswer>();
-          cached->chunks = answer.chunks;
-          cached->finish = *answer.finish;
-          cached->usage = answer.usage;
-          cached->citations = done.citations;
-          cached->tenant = done.identity.tenant;
-          cached->model = done.model;
-          cached->expires = std::chrono::steady_clock::now() + ttl;
+          auto cached = cache::cacheable_answer(done, answer, ttl);
+          if (!cached) return;
           index->insert(partition, {vector, question, std::move(cached)});
         },
         nullptr);

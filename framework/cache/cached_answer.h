@@ -11,6 +11,10 @@
 #include "framework/chunk.h"
 #include "framework/request.h"
 
+namespace chatflow {
+struct RecordedAnswer;
+}
+
 namespace chatflow::cache {
 
 struct CachedAnswer {
@@ -25,5 +29,11 @@ struct CachedAnswer {
 
   size_t bytes() const;
 };
+
+// What a cache keeps of an answer the client received, expiring after `ttl`; null when it must
+// not be kept: it failed or was cut short, a filter ended it, or output moderation changed it
+// (masked text is not what the model said, so it is never served again).
+std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const RecordedAnswer& answer,
+                                               std::chrono::steady_clock::duration ttl);
 
 }  // namespace chatflow::cache

@@ -2,16 +2,6 @@
 
 namespace chatflow::cache {
 
-size_t CachedAnswer::bytes() const {
-  size_t total = sizeof(CachedAnswer) + tenant.size() + model.size() + conversation.size();
-  for (const auto& chunk : chunks)
-    total += chunk.size() + sizeof(std::string);
-  for (const auto& citation : citations)
-    total += sizeof(ContextPassage) + citation.text.size() + citation.document.size() +
-             citation.title.size();
-  return total;
-}
-
 LruStore::LruStore(size_t max_entries, size_t max_bytes)
     : max_entries_(max_entries), max_bytes_(max_bytes) {}
 

@@ -32,7 +32,7 @@ class KvCache {
   int64_t free_blocks() const { return static_cast<int64_t>(free_list_.size()); }
   kernels::KvType type() const { return type_; }
   size_t block_bytes() const { return block_stride_ * element_bytes(); }
-  size_t element_bytes() const { return type_ == kernels::KvType::f16 ? 2 : 4; }
+  size_t element_bytes() const { return kernels::kv_element_bytes(type_); }
 
   // A fresh block with reference count 1, or nullopt when the pool is exhausted.
   std::optional<BlockId> allocate();

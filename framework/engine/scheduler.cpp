@@ -37,9 +37,8 @@ int64_t default_blocks(const ModelConfig& model, const SchedulerConfig& config) 
       (std::min<int64_t>(model.context, 2048) + config.block_tokens - 1) / config.block_tokens;
   int64_t blocks = per_sequence * std::max<int64_t>(1, config.max_seqs);
   // Cap the (lazily committed) pool at 4 GiB of address space.
-  int64_t element_bytes = config.kv_type == kernels::KvType::f16 ? 2 : 4;
-  int64_t block_bytes =
-      model.layers * 2 * model.kv_heads * model.head_dim * config.block_tokens * element_bytes;
+  int64_t block_bytes = model.layers * 2 * model.kv_heads * model.head_dim * config.block_tokens *
+                        static_cast<int64_t>(kernels::kv_element_bytes(config.kv_type));
   return std::max<int64_t>(per_sequence,
                            std::min<int64_t>(blocks, (int64_t{4} << 30) / block_bytes));
 }

@@ -143,18 +143,17 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
     float* y;
   };
   auto matmuls = [&](std::initializer_list<Product> products, const float* x, int64_t count) {
-    constexpr size_t kMost = 3;
+    constexpr size_t kMost = 3;  // q, k and v
+    if (products.size() > kMost) throw std::logic_error("at most three products share a loop");
     std::array<int64_t, kMost + 1> first_panel{};
     int64_t work = 0;
-    bool packed = products.size() <= kMost;
+    bool packed = true;
     size_t i = 0;
     for (const Product& product : products) {
       packed = packed && product.weights.panels != nullptr;
       work += product.weights.rows * product.weights.columns * count;
-      if (i < kMost) {
-        first_panel[i + 1] =
-            first_panel[i] + (product.weights.rows + kernels::kPanelRows - 1) / kernels::kPanelRows;
-      }
+      first_panel[i + 1] =
+          first_panel[i] + (product.weights.rows + kernels::kPanelRows - 1) / kernels::kPanelRows;
       ++i;
     }
     if (packed) {

@@ -76,6 +76,9 @@ struct PackedMatmulArgs {
 // attention streams through at every step; f32 keeps them exactly as computed.
 enum class KvType { f32 = 0, f16 = 1 };
 std::string_view to_string(KvType type);
+inline size_t kv_element_bytes(KvType type) {
+  return type == KvType::f16 ? 2 : 4;
+}
 
 // Attention of `group_size` query heads sharing one key/value head, for one token, over
 // `positions` cached positions stored in blocks of `block_tokens`: keys as

@@ -3,6 +3,7 @@
 // many tokens or which rows share the call.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -69,6 +70,39 @@ std::vector<float> run_matmul(const CpuKernelTable& table, const TestMatrix& mat
   return y;
 }
 
+// y (tokens x rows) against double-precision arithmetic on the dequantised weights.
+void expect_reference_product(const std::vector<float>& y, const TestMatrix& matrix,
+                              const std::vector<float>& x, int64_t tokens,
+                              const std::string& what) {
+  const int64_t rows = matrix.view.rows;
+  const int64_t columns = matrix.view.columns;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double expected = 0;
+      for (int64_t k = 0; k < columns; ++k)
+        expected += static_cast<double>(matrix.dequantized[r * columns + k]) * x[t * columns + k];
+      ASSERT_NEAR(y[t * rows + r], expected, 1e-4 * (1 + std::fabs(expected)))
+          << what << " row " << r << " token " << t;
+    }
+  }
+}
+
+// Each token of `x` multiplied alone gives bit for bit its row of `together`; `run(x, tokens)`
+// is the kernel call under test.
+void expect_batch_invariant(
+    const std::function<std::vector<float>(const std::vector<float>&, int64_t)>& run,
+    const std::vector<float>& together, const std::vector<float>& x, int64_t tokens,
+    const TestMatrix& matrix, const std::string& what) {
+  const int64_t rows = matrix.view.rows;
+  const int64_t columns = matrix.view.columns;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<float> alone_x(x.begin() + t * columns, x.begin() + (t + 1) * columns);
+    std::vector<float> alone = run(alone_x, 1);
+    for (int64_t r = 0; r < rows; ++r)
+      ASSERT_EQ(alone[r], together[t * rows + r]) << what << " token " << t << " row " << r;
+  }
+}
+
 class MatmulKernels : public ::testing::TestWithParam<TensorType> {};
 
 TEST_P(MatmulKernels, MatchReferenceArithmetic) {
@@ -82,18 +116,10 @@ TEST_P(MatmulKernels, MatchReferenceArithmetic) {
     std::vector<float> x = random_inputs(tokens * columns, 12);
     for (const CpuKernelTable* table : available_tables()) {
       std::vector<float> y = run_matmul(*table, matrix, x, tokens, 0, rows);
-      for (int64_t t = 0; t < tokens; ++t) {
-        for (int64_t r = 0; r < rows; ++r) {
-          double expected = 0;
-          for (int64_t k = 0; k < columns; ++k) {
-            expected +=
-                static_cast<double>(matrix.dequantized[r * columns + k]) * x[t * columns + k];
-          }
-          EXPECT_NEAR(y[t * rows + r], expected, 1e-4 * (1 + std::fabs(expected)))
-              << table->instruction_set << " " << to_string(type) << " columns " << columns
-              << " row " << r << " token " << t;
-        }
-      }
+      expect_reference_product(y, matrix, x, tokens,
+                               std::string(table->instruction_set) + " " +
+                                   std::string(to_string(type)) + " columns " +
+                                   std::to_string(columns));
     }
   }
 }
@@ -107,14 +133,11 @@ TEST_P(MatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
   std::vector<float> x = random_inputs(tokens * columns, 22);
   for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> together = run_matmul(*table, matrix, x, tokens, 0, rows);
-    for (int64_t t = 0; t < tokens; ++t) {
-      std::vector<float> alone_x(x.begin() + t * columns, x.begin() + (t + 1) * columns);
-      std::vector<float> alone = run_matmul(*table, matrix, alone_x, 1, 0, rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(alone[r], together[t * rows + r])
-            << table->instruction_set << " token " << t << " row " << r;
-      }
-    }
+    expect_batch_invariant(
+        [&](const std::vector<float>& inputs, int64_t count) {
+          return run_matmul(*table, matrix, inputs, count, 0, rows);
+        },
+        together, x, tokens, matrix, std::string(table->instruction_set));
     // A thread taking rows 5..17 computes them exactly as the whole call did.
     std::vector<float> partial = run_matmul(*table, matrix, x, tokens, 5, 17);
     for (int64_t t = 0; t < tokens; ++t) {
@@ -178,16 +201,9 @@ TEST_P(PackedMatmulKernels, MatchReferenceArithmetic) {
   std::vector<float> x = random_inputs(tokens * columns, 53);
   for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> y = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
-    for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t r = 0; r < rows; ++r) {
-        double expected = 0;
-        for (int64_t k = 0; k < columns; ++k) {
-          expected += static_cast<double>(matrix.dequantized[r * columns + k]) * x[t * columns + k];
-        }
-        ASSERT_NEAR(y[t * rows + r], expected, 1e-4 * (1 + std::fabs(expected)))
-            << table->instruction_set << " " << to_string(type) << " row " << r << " token " << t;
-      }
-    }
+    expect_reference_product(
+        y, matrix, x, tokens,
+        std::string(table->instruction_set) + " " + std::string(to_string(type)));
   }
 }
 
@@ -201,14 +217,11 @@ TEST_P(PackedMatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
   std::vector<float> x = random_inputs(tokens * columns, 55);
   for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> together = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
-    for (int64_t t = 0; t < tokens; ++t) {
-      std::vector<float> alone_x(x.begin() + t * columns, x.begin() + (t + 1) * columns);
-      std::vector<float> alone = run_packed_matmul(*table, matrix, panels, alone_x, 1, 0, 3);
-      for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(alone[r], together[t * rows + r])
-            << table->instruction_set << " token " << t << " row " << r;
-      }
-    }
+    expect_batch_invariant(
+        [&](const std::vector<float>& inputs, int64_t count) {
+          return run_packed_matmul(*table, matrix, panels, inputs, count, 0, 3);
+        },
+        together, x, tokens, matrix, std::string(table->instruction_set));
     // A thread taking the middle panel computes its rows exactly as the whole call did, and
     // writes nothing else.
     std::vector<float> middle = run_packed_matmul(*table, matrix, panels, x, tokens, 1, 2);

@@ -73,13 +73,8 @@ class Collector final : public SequenceObserver {
 };
 
 std::shared_ptr<const Model> test_model() {
-  ModelShape shape;
-  shape.dim = 64;
-  shape.layers = 2;
-  shape.heads = 4;
-  shape.kv_heads = 2;
+  ModelShape shape;  // the writer's defaults otherwise
   shape.ffn = 96;
-  shape.context = 512;
   shape.type = kernels::TensorType::q8_0;
   return Model::load(testing::temp_model(shape));
 }

@@ -35,11 +35,8 @@ std::string fresh_directory(const std::string& name) {
 
 // A random-weight model, enough for the stages that ask one.
 std::string small_model() {
-  engine::ModelShape shape;
-  shape.dim = 64;
+  engine::ModelShape shape;  // the writer's defaults otherwise
   shape.layers = 1;
-  shape.heads = 4;
-  shape.kv_heads = 2;
   shape.ffn = 96;
   shape.context = 1024;
   return temp_model(shape);

@@ -15,11 +15,7 @@ namespace chatflow::testing {
 namespace {
 
 std::string model_path() {
-  engine::ModelShape shape;
-  shape.dim = 64;
-  shape.layers = 2;
-  shape.heads = 4;
-  shape.kv_heads = 2;
+  engine::ModelShape shape;  // the writer's defaults otherwise
   shape.ffn = 96;
   shape.context = 256;
   shape.type = kernels::TensorType::q8_0;

@@ -1,0 +1,33 @@
+#include "framework/cache/cached_answer.h"
+
+#include "framework/response_recorder.h"
+
+namespace chatflow::cache {
+
+size_t CachedAnswer::bytes() const {
+  size_t total = sizeof(CachedAnswer) + tenant.size() + model.size() + conversation.size();
+  for (const auto& chunk : chunks)
+    total += chunk.size() + sizeof(std::string);
+  for (const auto& citation : citations)
+    total += sizeof(ContextPassage) + citation.text.size() + citation.document.size() +
+             citation.title.size();
+  return total;
+}
+
+std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const RecordedAnswer& answer,
+                                               std::chrono::steady_clock::duration ttl) {
+  if (answer.failed || !answer.finish) return nullptr;
+  if (*answer.finish == FinishReason::content_filter) return nullptr;
+  if (done.annotation("output_moderation")) return nullptr;
+  auto cached = std::make_shared<CachedAnswer>();
+  cached->chunks = answer.chunks;
+  cached->finish = *answer.finish;
+  cached->usage = answer.usage;
+  cached->citations = done.citations;
+  cached->tenant = done.identity.tenant;
+  cached->model = done.model;
+  cached->expires = std::chrono::steady_clock::now() + ttl;
+  return cached;
+}
+
+}  // namespace chatflow::cache

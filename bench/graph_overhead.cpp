@@ -14,8 +14,8 @@
 #include <tbb/flow_graph.h>
 
 #include "framework/cli/commands.h"
-#include "framework/pipeline.h"
-#include "framework/sink.h"
+#include "framework/runtime/pipeline.h"
+#include "framework/api/sink.h"
 
 namespace chatflow::cli {
 namespace {

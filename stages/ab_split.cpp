@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "framework/hash.h"
-#include "framework/registry.h"
+#include "framework/text/hash.h"
+#include "framework/api/registry.h"
 
 namespace chatflow {
 namespace {

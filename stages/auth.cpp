@@ -12,10 +12,10 @@
 #include <sstream>
 #include <sys/stat.h>
 
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 #include "framework/security/jwt.h"
 #include "framework/security/key_store.h"
-#include "framework/server_hooks.h"
+#include "framework/api/capabilities.h"
 
 namespace chatflow {
 namespace {

@@ -2,7 +2,7 @@
 // chunk. It starts the
 // response stream without a model, so a pipeline (and everything after it: stream stages, the
 // sink, the server) can be run and tested on any machine.
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 
 namespace chatflow {
 namespace {

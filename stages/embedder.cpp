@@ -1,7 +1,7 @@
 // embedder: see embedder.h.
 #include "stages/embedder.h"
 
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 
 namespace chatflow {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "framework/embedding/embedder.h"
-#include "framework/resource.h"
+#include "framework/api/resource.h"
 
 namespace chatflow {
 

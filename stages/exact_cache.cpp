@@ -8,10 +8,10 @@
 
 #include "framework/cache/conversation.h"
 #include "framework/cache/lru_store.h"
-#include "framework/registry.h"
-#include "framework/response_recorder.h"
+#include "framework/api/registry.h"
+#include "framework/api/response_recorder.h"
 #include "framework/security/crypto.h"
-#include "framework/server_hooks.h"
+#include "framework/api/capabilities.h"
 
 namespace chatflow {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "framework/engine/chat_template.h"
 #include "framework/engine/scheduler.h"
-#include "framework/registry.h"
-#include "framework/served_model.h"
+#include "framework/api/registry.h"
+#include "framework/api/served_model.h"
 
 namespace chatflow {
 

@@ -5,7 +5,7 @@
 
 #include <boost/json.hpp>
 
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 
 namespace chatflow {
 

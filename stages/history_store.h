@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "framework/history/history_store.h"
-#include "framework/resource.h"
-#include "framework/server_hooks.h"
+#include "framework/api/resource.h"
+#include "framework/api/capabilities.h"
 
 namespace chatflow {
 

@@ -7,7 +7,7 @@
 #include <boost/json.hpp>
 
 #include "framework/history/trim.h"
-#include "framework/response_recorder.h"
+#include "framework/api/response_recorder.h"
 #include "stages/gguf_model.h"
 #include "stages/history_store.h"
 

@@ -2,7 +2,7 @@
 // by side, each restricted to what the caller may read (labels: its roles, "tenant:<t>" and
 // "user:<u>"), fused by reciprocal rank (or weighted scores). The best `top_k` become the
 // request's context passages, with their scores for a rerank stage after it.
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 #include "framework/retrieval/hybrid.h"
 #include "stages/retrieval_index.h"
 

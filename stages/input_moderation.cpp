@@ -3,7 +3,7 @@
 // letters, zero-width characters, odd case and separators between letters do not hide a phrase.
 // Per list: `block` answers 400 content_filter; `flag` lets the request through, noted in the
 // access log and metrics (annotation "moderation"). A passage that hits a block list is dropped.
-#include "framework/moderation/normalizer.h"
+#include "framework/text/normalizer.h"
 #include "stages/moderation_lists.h"
 
 namespace chatflow {

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "framework/request.h"
+#include "framework/api/request.h"
 #include "framework/retrieval/hybrid.h"
 
 namespace chatflow {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "framework/moderation/rule_list.h"
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 
 namespace chatflow {
 

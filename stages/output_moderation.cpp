@@ -4,7 +4,7 @@
 // personal data (pii.h). Actions: `mask` replaces the match with `mask_text`; `abort` ends the
 // stream there with finish_reason "content_filter" and a notice, which stops the engine.
 // The cost is latency: text reaches the client `window_chars` characters later.
-#include "framework/moderation/normalizer.h"
+#include "framework/text/normalizer.h"
 #include "framework/moderation/pii.h"
 #include "stages/moderation_lists.h"
 

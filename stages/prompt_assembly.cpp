@@ -3,7 +3,7 @@
 // records them as the response's citations (`chatflow.citations`: [n] -> document).
 #include "framework/retrieval/prompt_assembly.h"
 
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 
 namespace chatflow {
 namespace {

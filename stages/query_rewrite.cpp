@@ -3,7 +3,7 @@
 // standalone one, used for retrieval only; the conversation the model answers is unchanged.
 #include "stages/query_rewrite.h"
 
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 #include "stages/gguf_model.h"
 #include "stages/retrieval_index.h"
 

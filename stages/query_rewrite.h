@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/request.h"
+#include "framework/api/request.h"
 
 namespace chatflow {
 

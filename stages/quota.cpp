@@ -6,8 +6,8 @@
 
 #include <boost/json.hpp>
 
-#include "framework/registry.h"
-#include "framework/server_hooks.h"
+#include "framework/api/registry.h"
+#include "framework/api/capabilities.h"
 #include "framework/usage/usage_ledger.h"
 
 namespace chatflow {

@@ -2,7 +2,7 @@
 // `top_n` as the context passages. `kind: lexical` scores term coverage, proximity and the
 // BM25 and dense scores; `kind: llm` asks the model, per passage, how likely "yes" is to "is
 // this passage relevant to the question?" (a pointwise relevance log-probability).
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 #include "framework/retrieval/hybrid.h"
 #include "stages/gguf_model.h"
 #include "stages/llm_reranker.h"

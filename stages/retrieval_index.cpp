@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <set>
 
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 #include "stages/embedder.h"
 
 namespace chatflow {

@@ -8,8 +8,8 @@
 #include <memory>
 #include <mutex>
 
-#include "framework/request.h"
-#include "framework/resource.h"
+#include "framework/api/request.h"
+#include "framework/api/resource.h"
 #include "framework/retrieval/hybrid.h"
 #include "framework/retrieval/retrieval_index.h"
 

@@ -9,12 +9,12 @@
 
 #include "framework/cache/conversation.h"
 #include "framework/cache/semantic_index.h"
-#include "framework/moderation/normalizer.h"
+#include "framework/text/normalizer.h"
 #include "framework/moderation/rule_list.h"
-#include "framework/registry.h"
-#include "framework/response_recorder.h"
+#include "framework/api/registry.h"
+#include "framework/api/response_recorder.h"
 #include "framework/security/crypto.h"
-#include "framework/server_hooks.h"
+#include "framework/api/capabilities.h"
 #include "stages/embedder.h"
 
 namespace chatflow {

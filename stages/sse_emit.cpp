@@ -3,8 +3,8 @@
 // writes as is. The rendering itself is the server's SseEncoder, so a pipeline without this stage
 // streams the same bytes; the stage exists so that stream stages after it (a plugin that signs
 // or annotates events) see the encoded form.
-#include "framework/registry.h"
-#include "framework/server/openai_protocol.h"
+#include "framework/api/registry.h"
+#include "framework/openai/openai_protocol.h"
 
 namespace chatflow {
 namespace {

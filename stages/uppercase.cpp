@@ -1,7 +1,7 @@
 // uppercase: a stream stage that upper-cases the ASCII letters of every text delta. The
 // smallest stage that rewrites a response stream; other characters pass through unchanged, so
 // UTF-8 split across chunks is never damaged.
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 
 namespace chatflow {
 namespace {

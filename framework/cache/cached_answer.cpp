@@ -1,6 +1,6 @@
 #include "framework/cache/cached_answer.h"
 
-#include "framework/response_recorder.h"
+#include "framework/api/response_recorder.h"
 
 namespace chatflow::cache {
 

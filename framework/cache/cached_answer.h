@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/chunk.h"
-#include "framework/request.h"
+#include "framework/api/chunk.h"
+#include "framework/api/request.h"
 
 namespace chatflow {
 struct RecordedAnswer;

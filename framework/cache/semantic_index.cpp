@@ -4,7 +4,7 @@
 #include <set>
 
 #include "framework/embedding/vector_graph.h"
-#include "framework/moderation/normalizer.h"
+#include "framework/text/normalizer.h"
 
 namespace chatflow::cache {
 

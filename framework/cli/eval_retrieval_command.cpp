@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/retrieval/evaluation.h"
 #include "framework/retrieval/hybrid.h"
 

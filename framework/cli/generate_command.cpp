@@ -2,7 +2,7 @@
 // chat template, no pipeline), streamed as it is produced.
 #include <iostream>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/engine/generator.h"
 
 namespace chatflow::cli {

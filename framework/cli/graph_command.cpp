@@ -1,8 +1,8 @@
 // chatflow graph FILE --format dot|mermaid: draws a checked pipeline.
 #include <iostream>
 
-#include "commands.h"
-#include "framework/graph_render.h"
+#include "framework/cli/commands.h"
+#include "framework/loading/graph_render.h"
 
 namespace chatflow::cli {
 

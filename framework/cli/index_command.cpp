@@ -7,7 +7,7 @@
 #include <set>
 #include <unistd.h>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/retrieval/retrieval_index.h"
 
 namespace chatflow::cli {

@@ -2,7 +2,7 @@
 #include <iomanip>
 #include <iostream>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/engine/gguf_file.h"
 
 namespace chatflow::cli {

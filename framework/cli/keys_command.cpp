@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/security/key_store.h"
 
 namespace chatflow::cli {

@@ -1,7 +1,7 @@
 // chatflow's command line: parses arguments with CLI11 and hands off to one command each.
 #include <CLI/CLI.hpp>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 
 namespace {
 

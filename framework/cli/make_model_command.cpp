@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/engine/gguf_file.h"
 #include "framework/engine/model_writer.h"
 

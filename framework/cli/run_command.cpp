@@ -3,9 +3,9 @@
 #include <future>
 #include <iostream>
 
-#include "commands.h"
-#include "framework/pipeline.h"
-#include "framework/sink.h"
+#include "framework/cli/commands.h"
+#include "framework/runtime/pipeline.h"
+#include "framework/api/sink.h"
 
 namespace chatflow::cli {
 namespace {

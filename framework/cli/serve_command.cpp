@@ -3,11 +3,11 @@
 #include <thread>
 #include <unistd.h>
 
-#include "commands.h"
-#include "framework/pipeline.h"
-#include "framework/served_model.h"
+#include "framework/cli/commands.h"
+#include "framework/runtime/pipeline.h"
+#include "framework/api/served_model.h"
 #include "framework/server/http_server.h"
-#include "framework/server_hooks.h"
+#include "framework/api/capabilities.h"
 
 namespace chatflow::cli {
 namespace {

@@ -2,8 +2,8 @@
 // semantic cache's verifier takes them for the same question; for choosing a threshold.
 #include <iostream>
 
-#include "commands.h"
 #include "framework/cache/semantic_index.h"
+#include "framework/cli/commands.h"
 #include "framework/embedding/embedder.h"
 
 namespace chatflow::cli {

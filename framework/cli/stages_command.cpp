@@ -5,10 +5,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "commands.h"
-#include "framework/plugin_loader.h"
-#include "framework/registry.h"
-#include "framework/suggest.h"
+#include "framework/cli/commands.h"
+#include "framework/loading/plugin_loader.h"
+#include "framework/api/registry.h"
+#include "framework/api/suggest.h"
 
 namespace chatflow::cli {
 namespace {

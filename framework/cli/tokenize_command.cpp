@@ -4,7 +4,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/engine/model.h"
 #include "framework/engine/tokenizer.h"
 

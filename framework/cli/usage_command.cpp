@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "commands.h"
+#include "framework/cli/commands.h"
 #include "framework/usage/usage_ledger.h"
 
 namespace chatflow::cli {

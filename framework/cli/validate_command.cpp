@@ -1,8 +1,8 @@
 // chatflow validate FILE...: the full load and build a server would do, without serving.
 #include <iostream>
 
-#include "commands.h"
-#include "framework/pipeline.h"
+#include "framework/cli/commands.h"
+#include "framework/runtime/pipeline.h"
 
 namespace chatflow::cli {
 

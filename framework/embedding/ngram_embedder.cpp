@@ -1,8 +1,8 @@
 #include <cmath>
 
 #include "framework/embedding/embedder.h"
-#include "framework/hash.h"
-#include "framework/moderation/normalizer.h"
+#include "framework/text/hash.h"
+#include "framework/text/normalizer.h"
 
 namespace chatflow::embedding {
 namespace {

@@ -2,9 +2,9 @@
 // character, then apply the ranked merges inside each word, lowest rank first.
 #include <queue>
 
-#include "pre_tokenizer.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "framework/engine/pre_tokenizer.h"
+#include "framework/engine/tokenizer.h"
+#include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
 namespace {

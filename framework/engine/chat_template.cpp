@@ -1,4 +1,4 @@
-#include "chat_template.h"
+#include "framework/engine/chat_template.h"
 
 namespace chatflow::engine {
 

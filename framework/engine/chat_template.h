@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "vocabulary.h"
+#include "framework/engine/vocabulary.h"
 
 namespace chatflow::engine {
 

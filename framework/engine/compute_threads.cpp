@@ -1,4 +1,4 @@
-#include "compute_threads.h"
+#include "framework/engine/compute_threads.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

@@ -1,6 +1,6 @@
-#include "detokenizer.h"
+#include "framework/engine/detokenizer.h"
 
-#include "unicode.h"
+#include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
 

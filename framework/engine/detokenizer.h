@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer.h"
+#include "framework/engine/tokenizer.h"
 
 namespace chatflow::engine {
 

@@ -1,4 +1,4 @@
-#include "generator.h"
+#include "framework/engine/generator.h"
 
 #include <chrono>
 #include <stdexcept>

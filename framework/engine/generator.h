@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "detokenizer.h"
-#include "sampler.h"
-#include "transformer.h"
+#include "framework/engine/detokenizer.h"
+#include "framework/engine/sampler.h"
+#include "framework/engine/transformer.h"
 
 namespace chatflow::engine {
 

@@ -1,4 +1,4 @@
-#include "gguf_file.h"
+#include "framework/engine/gguf_file.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "gguf_writer.h"
+#include "framework/engine/gguf_writer.h"
 
 #include <cerrno>
 #include <cstring>

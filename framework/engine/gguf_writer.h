@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf_file.h"
+#include "framework/engine/gguf_file.h"
 #include "kernels/tensor_type.h"
 
 namespace chatflow::engine {

@@ -1,4 +1,4 @@
-#include "kv_cache.h"
+#include "framework/engine/kv_cache.h"
 
 #include <cstdlib>
 #include <new>

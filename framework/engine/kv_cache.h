@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
+#include "framework/engine/model_config.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "model_config.h"
 
 namespace chatflow::engine {
 

@@ -1,4 +1,4 @@
-#include "model.h"
+#include "framework/engine/model.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "gguf_file.h"
+#include "framework/engine/gguf_file.h"
+#include "framework/engine/model_config.h"
+#include "framework/engine/tokenizer.h"
 #include "kernels/tensor_type.h"
-#include "model_config.h"
-#include "tokenizer.h"
 
 namespace chatflow::engine {
 

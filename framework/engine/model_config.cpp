@@ -1,4 +1,4 @@
-#include "model_config.h"
+#include "framework/engine/model_config.h"
 
 namespace chatflow::engine {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gguf_file.h"
+#include "framework/engine/gguf_file.h"
 
 namespace chatflow::engine {
 

@@ -1,10 +1,10 @@
-#include "model_writer.h"
+#include "framework/engine/model_writer.h"
 
 #include <cmath>
 #include <random>
 #include <stdexcept>
 
-#include "gguf_writer.h"
+#include "framework/engine/gguf_writer.h"
 #include "kernels/quantize.h"
 
 namespace chatflow::engine {

@@ -1,10 +1,10 @@
-#include "pre_tokenizer.h"
+#include "framework/engine/pre_tokenizer.h"
 
 #include <stdexcept>
 
 #include <re2/re2.h>
 
-#include "unicode.h"
+#include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
 namespace {

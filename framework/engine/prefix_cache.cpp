@@ -1,4 +1,4 @@
-#include "prefix_cache.h"
+#include "framework/engine/prefix_cache.h"
 
 namespace chatflow::engine {
 namespace {

@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kv_cache.h"
-#include "vocabulary.h"
+#include "framework/engine/kv_cache.h"
+#include "framework/engine/vocabulary.h"
 
 namespace chatflow::engine {
 

@@ -1,4 +1,4 @@
-#include "sampler.h"
+#include "framework/engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>

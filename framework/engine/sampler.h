@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "vocabulary.h"
+#include "framework/engine/vocabulary.h"
 
 namespace chatflow::engine {
 

@@ -1,4 +1,4 @@
-#include "scheduler.h"
+#include "framework/engine/scheduler.h"
 
 #include <algorithm>
 

@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "prefix_cache.h"
-#include "sampler.h"
-#include "transformer.h"
+#include "framework/engine/prefix_cache.h"
+#include "framework/engine/sampler.h"
+#include "framework/engine/transformer.h"
 
 namespace chatflow::engine {
 

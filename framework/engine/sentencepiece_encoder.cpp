@@ -3,8 +3,8 @@
 // to byte tokens <0x..>.
 #include <queue>
 
-#include "tokenizer.h"
-#include "unicode.h"
+#include "framework/engine/tokenizer.h"
+#include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
 namespace {

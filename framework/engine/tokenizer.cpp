@@ -1,9 +1,9 @@
-#include "tokenizer.h"
+#include "framework/engine/tokenizer.h"
 
 #include <stdexcept>
 
-#include "pre_tokenizer.h"
-#include "unicode.h"
+#include "framework/engine/pre_tokenizer.h"
+#include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "vocabulary.h"
+#include "framework/engine/vocabulary.h"
 
 namespace chatflow::engine {
 

@@ -1,4 +1,4 @@
-#include "transformer.h"
+#include "framework/engine/transformer.h"
 
 #include <algorithm>
 #include <array>

@@ -8,10 +8,10 @@
 #include <span>
 #include <vector>
 
-#include "compute_threads.h"
+#include "framework/engine/compute_threads.h"
+#include "framework/engine/kv_cache.h"
+#include "framework/engine/model.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kv_cache.h"
-#include "model.h"
 
 namespace chatflow::engine {
 

@@ -1,4 +1,4 @@
-#include "unicode.h"
+#include "framework/engine/unicode.h"
 
 #include <array>
 #include <unordered_map>

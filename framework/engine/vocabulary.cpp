@@ -1,9 +1,9 @@
-#include "vocabulary.h"
+#include "framework/engine/vocabulary.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "unicode.h"
+#include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
 namespace {

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gguf_file.h"
+#include "framework/engine/gguf_file.h"
 
 namespace chatflow::engine {
 

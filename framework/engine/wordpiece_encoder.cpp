@@ -2,8 +2,8 @@
 // whitespace, punctuation and CJK characters, then take the longest vocabulary match from the
 // left; a word with an unmatchable rest becomes [UNK]. Word-initial pieces carry U+2581 in GGUF
 // vocabularies, where BERT's own vocab.txt marks the others with "##".
-#include "tokenizer.h"
-#include "unicode.h"
+#include "framework/engine/tokenizer.h"
+#include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
 namespace {

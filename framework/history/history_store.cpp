@@ -7,7 +7,7 @@
 
 #include <sqlite3.h>
 
-#include "framework/sqlite_text.h"
+#include "framework/storage/sqlite.h"
 
 namespace chatflow::history {
 

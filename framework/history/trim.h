@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "framework/request.h"
+#include "framework/api/request.h"
 
 namespace chatflow::history {
 

@@ -9,7 +9,7 @@
 #include <re2/set.h>
 #include <utf8proc.h>
 
-#include "framework/moderation/normalizer.h"
+#include "framework/text/normalizer.h"
 
 namespace chatflow::moderation {
 namespace {

@@ -11,7 +11,7 @@
 #include <xapian.h>
 
 #include "framework/embedding/vector_graph.h"
-#include "framework/hash.h"
+#include "framework/text/hash.h"
 #include "framework/retrieval/stopwords.h"
 
 namespace chatflow::retrieval {

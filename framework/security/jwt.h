@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "framework/request.h"
+#include "framework/api/request.h"
 
 namespace chatflow::security {
 

@@ -10,8 +10,9 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "framework/config_value.h"
+#include "framework/api/config_value.h"
 #include "framework/security/crypto.h"
+#include "framework/text/yaml_reader.h"
 
 namespace chatflow::security {
 namespace {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/diagnostics.h"
+#include "framework/api/diagnostics.h"
 
 namespace chatflow::security {
 

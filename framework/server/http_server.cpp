@@ -15,12 +15,12 @@
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "framework/served_model.h"
+#include "framework/api/served_model.h"
 #include "framework/server/access_log.h"
-#include "framework/server/openai_protocol.h"
+#include "framework/openai/openai_protocol.h"
 #include "framework/server/server_metrics.h"
-#include "framework/server_hooks.h"
-#include "framework/sink.h"
+#include "framework/api/capabilities.h"
+#include "framework/api/sink.h"
 
 namespace chatflow::server {
 namespace net = boost::asio;

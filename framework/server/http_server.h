@@ -14,7 +14,7 @@
 #include <functional>
 #include <memory>
 
-#include "framework/pipeline.h"
+#include "framework/runtime/pipeline.h"
 #include "framework/server/server_config.h"
 
 namespace chatflow::server {

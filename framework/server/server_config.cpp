@@ -2,8 +2,9 @@
 
 #include <filesystem>
 
-#include "framework/config_schema.h"
-#include "framework/config_value.h"
+#include "framework/api/config_schema.h"
+#include "framework/api/config_value.h"
+#include "framework/text/yaml_reader.h"
 
 namespace chatflow::server {
 

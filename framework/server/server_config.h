@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "framework/diagnostics.h"
+#include "framework/api/diagnostics.h"
 
 namespace chatflow::server {
 

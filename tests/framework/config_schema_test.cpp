@@ -1,7 +1,9 @@
 // Config schemas: struct defaults, typed parsing, constraints, nested objects, references.
-#include "framework/config_schema.h"
+#include "framework/api/config_schema.h"
 
 #include <gtest/gtest.h>
+
+#include "framework/text/yaml_reader.h"
 
 namespace chatflow {
 namespace {

@@ -1,9 +1,11 @@
 // Reading YAML into ConfigValue: locations, quoting, duplicate keys, environment interpolation.
-#include "framework/config_value.h"
+#include "framework/api/config_value.h"
 
 #include <cstdlib>
 
 #include <gtest/gtest.h>
+
+#include "framework/text/yaml_reader.h"
 
 namespace chatflow {
 namespace {

@@ -1,5 +1,5 @@
 // Drawing a pipeline: every stage, port, resource and reference appears in DOT and Mermaid.
-#include "framework/graph_render.h"
+#include "framework/loading/graph_render.h"
 
 #include <gtest/gtest.h>
 

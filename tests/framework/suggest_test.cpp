@@ -1,5 +1,5 @@
 // "Did you mean": close typos get a suggestion, unrelated words do not.
-#include "framework/suggest.h"
+#include "framework/api/suggest.h"
 
 #include <gtest/gtest.h>
 

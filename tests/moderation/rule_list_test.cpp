@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/moderation/normalizer.h"
+#include "framework/text/normalizer.h"
 
 namespace chatflow::moderation {
 namespace {

@@ -1,7 +1,7 @@
 // Plugins as users load them: the example plugins in pipelines, and plugins that are refused
 // (wrong ABI, no entry point) or whose stages fail (throw, refuse, pick a port that does not
 // exist) without taking the pipeline down.
-#include "framework/plugin_loader.h"
+#include "framework/loading/plugin_loader.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/chunk.h"
-#include "framework/request.h"
-#include "framework/sink.h"
+#include "framework/api/chunk.h"
+#include "framework/api/request.h"
+#include "framework/api/sink.h"
 
 namespace chatflow::testing {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "collecting_sink.h"
-#include "framework/pipeline.h"
+#include "framework/runtime/pipeline.h"
 
 namespace chatflow::testing {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "framework/registry.h"
+#include "framework/api/registry.h"
 
 namespace chatflow::testing {
 

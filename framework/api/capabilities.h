@@ -1,0 +1,62 @@
+// What a stage or resource can offer the HTTP server beyond handling requests: authentication
+// for the routes outside the pipeline (/v1/models, /tokenize, /metrics, /v1/usage...) and usage
+// reports. The server finds them in a built pipeline with Pipeline::find<T>().
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "framework/api/request.h"
+
+namespace chatflow {
+
+class Authenticator {
+ public:
+  virtual ~Authenticator() = default;
+  // The caller's identity from the request's header fields; throws RequestFailure (401) when
+  // credentials are missing or wrong.
+  virtual Identity authenticate(const HeaderFields& headers) const = 0;
+  // Whether `path` (e.g. "/health", "/metrics") is open without credentials.
+  virtual bool is_public(std::string_view path) const = 0;
+  // A key created at start-up for development (shown once), if this start created one.
+  virtual std::optional<std::string> new_development_key() const { return std::nullopt; }
+};
+
+class UsageReporter {
+ public:
+  virtual ~UsageReporter() = default;
+  // {"object": "list", "data": [{"tenant", "requests", "prompt_tokens", "completion_tokens",
+  // "total_tokens", "quota_tokens", "period"...}]} for `tenant`, or for every tenant when empty.
+  virtual std::string usage_json(const std::string& tenant) const = 0;
+};
+
+// What an admin asks to forget: one tenant's entries for one conversation (messages or prompt),
+// or with `everything`, all of the tenant's entries.
+struct CacheCorrection {
+  std::string tenant;
+  std::string model;  // empty: any model
+  std::vector<Message> messages;
+  std::string prompt;
+  bool everything = false;
+};
+
+// A cache the server can correct (DELETE /v1/cache).
+class CacheAdmin {
+ public:
+  virtual ~CacheAdmin() = default;
+  virtual std::string cache_name() const = 0;  // "exact", "semantic"
+  // Removes the matching entries; returns how many.
+  virtual size_t forget(const CacheCorrection& correction) = 0;
+};
+
+// Session history the server can show (GET /v1/sessions/{id}).
+class HistoryReader {
+ public:
+  virtual ~HistoryReader() = default;
+  // {"object": "session", "id", "turns": [{"user", "assistant", "status", ...}]}.
+  virtual std::string session_json(const std::string& tenant, const std::string& session) = 0;
+};
+
+}  // namespace chatflow

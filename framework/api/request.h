@@ -1,0 +1,224 @@
+// The request is the context object that flows through a pipeline: who asks, what they ask,
+// what stages have found out along the way, how it ended, and how to stop it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "framework/api/chunk.h"
+
+namespace chatflow {
+
+class Sink;
+
+namespace detail {
+struct RequestRuntime;
+class PipelineCore;
+struct StageIoAccess;
+}  // namespace detail
+
+struct Message {
+  std::string role;  // system, user, assistant
+  std::string content;
+};
+
+// Who is calling, as established by authentication; the tenant salts shared caches.
+struct Identity {
+  std::string tenant;
+  std::string user;
+  std::vector<std::string> roles;
+  // Limits that come with the credential (e.g. "rpm", "tpm"), over the stages' defaults.
+  std::map<std::string, double> limits;
+
+  bool has_role(std::string_view role) const;
+};
+
+// HTTP header fields as the client sent them, names in lower case.
+using HeaderFields = std::vector<std::pair<std::string, std::string>>;
+
+// What the caller asked the model for; fields and defaults follow OpenAI's API.
+struct GenerationParams {
+  int64_t max_tokens = 256;
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;  // 0: off
+  float min_p = 0.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool logprobs = false;
+  int top_logprobs = 0;
+  bool ignore_eos = false;
+};
+
+enum class RequestKind { chat, completion };
+
+// A failure of one request, in the shape of an OpenAI error response.
+struct RequestError {
+  int status = 500;     // HTTP status
+  std::string type;     // "invalid_request_error", "authentication_error", ...
+  std::string message;  // for the user; names the value that caused it
+  std::string code;     // optional machine-readable code ("rate_limit_exceeded")
+  std::string param;    // optional offending parameter
+};
+
+// Thrown by a stage to fail the request it is processing; other exceptions become a 500.
+class RequestFailure : public std::runtime_error {
+ public:
+  explicit RequestFailure(RequestError error)
+      : std::runtime_error(error.message), error_(std::move(error)) {}
+  RequestFailure(int status, std::string type, std::string message, std::string code = {})
+      : RequestFailure(
+            RequestError{status, std::move(type), std::move(message), std::move(code), {}}) {}
+  const RequestError& error() const { return error_; }
+
+ private:
+  RequestError error_;
+};
+
+// Time spent in one stage. Request stages run once; stream stages add up over the chunks.
+struct StageTiming {
+  int64_t first_start_ns = 0;  // steady-clock nanoseconds
+  int64_t last_end_ns = 0;
+  int64_t busy_ns = 0;
+  uint32_t calls = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// When the engine queued, first scheduled, and finished this request's generation, and when its
+// first token was sampled: steady-clock nanoseconds, 0 until it happened. Written by the model
+// stages on the engine thread, read for metrics once the request has finished.
+struct GenerationTimes {
+  std::atomic<int64_t> queued_ns{0};
+  std::atomic<int64_t> scheduled_ns{0};
+  std::atomic<int64_t> first_token_ns{0};
+  std::atomic<int64_t> finished_ns{0};
+};
+
+// A passage a retrieval stage found for the prompt, and where it came from (for citations).
+struct ContextPassage {
+  std::string text;
+  std::string document;
+  std::string title;
+  uint32_t chunk = 0;
+  double score = 0;
+};
+
+class Request : public std::enable_shared_from_this<Request> {
+ public:
+  Request();
+  ~Request();
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // --- What the caller asks; filled in before submit. ---
+  std::string id;
+  Identity identity;
+  std::string model;
+  RequestKind kind = RequestKind::chat;
+  std::vector<Message> messages;  // chat requests
+  std::string prompt;             // completion requests: the raw prompt text
+  std::string session_id;         // a server-side conversation (history stages), or empty
+  GenerationParams generation;
+  bool stream = true;
+  bool include_usage = false;  // stream_options.include_usage
+  int64_t created = 0;         // Unix seconds, as the response reports it
+  Clock::time_point deadline = Clock::time_point::max();
+  std::shared_ptr<Sink> sink;
+  HeaderFields headers;  // the HTTP request's, when it came over HTTP
+  // Passages a retrieval stage found for the prompt (checked by input moderation as well).
+  std::vector<ContextPassage> context_passages;
+  // The passages the prompt cites as [1], [2]... (prompt_assembly); the response's
+  // `chatflow.citations`.
+  std::vector<ContextPassage> citations;
+
+  // The value of header `name` (lower case), or nullopt.
+  std::optional<std::string_view> header(std::string_view name) const;
+
+  // --- What stages found out. ---
+  Usage usage;
+  std::vector<int32_t> prompt_tokens;  // set by the tokenize stage
+  GenerationTimes generation_times;
+
+  // Typed objects one stage leaves for a later one (e.g. prefill's generation handle for decode).
+  void attach(const std::string& key, std::shared_ptr<void> value);
+  template <class T>
+  std::shared_ptr<T> attachment(const std::string& key) const {
+    return std::static_pointer_cast<T>(find_attachment(key));
+  }
+  // Key/value notes stages leave for later stages, headers and the access log
+  // (e.g. "cache" = "exact", "arm" = "b").
+  // Safe from any thread.
+  void annotate(std::string key, std::string value);
+  std::optional<std::string> annotation(std::string_view key) const;
+  std::vector<std::pair<std::string, std::string>> annotations() const;
+
+  // Header fields for the HTTP response, whatever its status (e.g. x-ratelimit-*). Safe from any
+  // thread; setting a name again replaces its value.
+  void set_response_header(std::string name, std::string value);
+  HeaderFields response_headers() const;
+
+  // Runs `callback` when the last reference to the request is gone (see Sink::on_released):
+  // where a stage settles what it reserved (rate-limit tokens) or records what the request
+  // used (a quota ledger). Callbacks run in the order given, before the sink's on_released.
+  void on_release(std::function<void(const Request&)> callback);
+
+  // The text of the last user message, or "" when there is none.
+  std::string last_user_message() const;
+
+  // --- Control; safe from any thread. ---
+  // Cooperative: stages and the engine stop at their next check, and the sink is told at once.
+  // Without `why`, the error is a 499 "request_cancelled".
+  void cancel(std::optional<RequestError> why = std::nullopt);
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+
+  // --- Outcome; read after the sink's on_finish. ---
+  const std::optional<RequestError>& error() const { return error_; }
+  std::optional<FinishReason> finish_reason() const { return finish_reason_; }
+  // Per stage, in pipeline order; empty before submit. A snapshot: safe while stages still run.
+  std::vector<StageTiming> stage_timings() const;
+  int64_t submitted_ns() const { return submitted_ns_; }
+  int64_t finished_ns() const { return finished_ns_; }
+
+ private:
+  friend class detail::PipelineCore;
+  friend struct detail::StageIoAccess;
+
+  std::shared_ptr<void> find_attachment(const std::string& key) const;
+
+  mutable std::mutex notes_mutex_;  // annotations, response headers, release callbacks
+  std::vector<std::pair<std::string, std::string>> annotations_;
+  HeaderFields response_headers_;
+  std::vector<std::function<void(const Request&)>> release_callbacks_;
+  std::vector<std::pair<std::string, std::shared_ptr<void>>> attachments_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+  std::optional<RequestError> cancel_error_;
+  std::optional<RequestError> error_;
+  std::optional<FinishReason> finish_reason_;
+  int64_t submitted_ns_ = 0;
+  int64_t finished_ns_ = 0;
+  std::unique_ptr<detail::RequestRuntime> runtime_;  // set by the pipeline at submit
+};
+
+// Steady-clock nanoseconds, the unit of StageTiming.
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace chatflow

@@ -1,0 +1,533 @@
+#include "framework/openai/openai_protocol.h"
+
+#include <cmath>
+#include <optional>
+
+#include <boost/json.hpp>
+
+#include "framework/engine/detokenizer.h"
+
+namespace chatflow::server {
+namespace json = boost::json;
+namespace {
+
+[[noreturn]] void invalid(const std::string& message, const std::string& param = {},
+                          const std::string& code = {}) {
+  throw RequestFailure(RequestError{400, "invalid_request_error", message, code, param});
+}
+
+const char* kind_of(const json::value& value) {
+  switch (value.kind()) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+      return "an integer";
+    case json::kind::double_:
+      return "a number";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
+  }
+  return "a value";
+}
+
+// A field that may be absent or null (then `fallback`), else must have the right type and range.
+class Fields {
+ public:
+  explicit Fields(const json::object& object) : object_(object) {}
+
+  const json::value* get(const char* name) const {
+    auto found = object_.find(name);
+    return found == object_.end() || found->value().is_null() ? nullptr : &found->value();
+  }
+
+  double number(const char* name, double fallback, double minimum, double maximum) const {
+    const json::value* value = get(name);
+    if (!value) return fallback;
+    if (!value->is_number())
+      invalid(std::string("'") + name + "' must be a number, got " + kind_of(*value), name);
+    double number = value->to_number<double>();
+    if (!std::isfinite(number) || number < minimum || number > maximum) {
+      invalid(std::string("'") + name + "' must be between " + format(minimum) + " and " +
+                  format(maximum) + ", got " + format(number),
+              name);
+    }
+    return number;
+  }
+
+  int64_t integer(const char* name, int64_t fallback, int64_t minimum, int64_t maximum) const {
+    const json::value* value = get(name);
+    if (!value) return fallback;
+    if (!value->is_int64() && !value->is_uint64()) {
+      invalid(std::string("'") + name + "' must be an integer, got " + kind_of(*value), name);
+    }
+    if (value->is_uint64() && value->get_uint64() > static_cast<uint64_t>(maximum)) {
+      invalid(std::string("'") + name + "' must be at most " + std::to_string(maximum), name);
+    }
+    int64_t number =
+        value->is_int64() ? value->get_int64() : static_cast<int64_t>(value->get_uint64());
+    if (number < minimum || number > maximum) {
+      invalid(std::string("'") + name + "' must be between " + std::to_string(minimum) + " and " +
+                  std::to_string(maximum) + ", got " + std::to_string(number),
+              name);
+    }
+    return number;
+  }
+
+  bool boolean(const char* name, bool fallback) const {
+    const json::value* value = get(name);
+    if (!value) return fallback;
+    if (!value->is_bool())
+      invalid(std::string("'") + name + "' must be a boolean, got " + kind_of(*value), name);
+    return value->get_bool();
+  }
+
+  std::string string(const char* name, const std::string& fallback) const {
+    const json::value* value = get(name);
+    if (!value) return fallback;
+    if (!value->is_string())
+      invalid(std::string("'") + name + "' must be a string, got " + kind_of(*value), name);
+    return std::string(value->get_string());
+  }
+
+ private:
+  static std::string format(double value) {
+    std::string text = std::to_string(value);
+    text.erase(text.find_last_not_of('0') + 1);
+    if (!text.empty() && text.back() == '.') text.pop_back();
+    return text;
+  }
+  const json::object& object_;
+};
+
+// Message content: a string, or an array of {"type": "text", "text": ...} parts.
+std::string content_of(const json::value& content, size_t index) {
+  std::string param = "messages[" + std::to_string(index) + "].content";
+  if (content.is_string()) return std::string(content.get_string());
+  if (content.is_null()) return {};
+  if (!content.is_array())
+    invalid("'" + param + "' must be a string or an array of text parts, got " + kind_of(content),
+            param);
+  std::string text;
+  for (const auto& part : content.get_array()) {
+    const json::object* object = part.if_object();
+    const json::value* type = object ? object->if_contains("type") : nullptr;
+    const json::value* part_text = object ? object->if_contains("text") : nullptr;
+    if (!type || !type->is_string() || type->get_string() != "text" || !part_text ||
+        !part_text->is_string()) {
+      invalid("'" + param +
+                  "' parts must be {\"type\": \"text\", \"text\": ...}; only text is supported",
+              param);
+    }
+    text += part_text->get_string();
+  }
+  return text;
+}
+
+// The offset of the first byte that does not belong to well-formed UTF-8 (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), or nullopt.
+std::optional<size_t> invalid_utf8_at(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t length = byte >= 0xC2 && byte <= 0xDF   ? 2
+                    : byte >= 0xE0 && byte <= 0xEF ? 3
+                    : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                   : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    auto second = static_cast<unsigned char>(text[i + 1]);
+    unsigned char low = 0x80, high = 0xBF;
+    if (byte == 0xE0) low = 0xA0;
+    if (byte == 0xED) high = 0x9F;
+    if (byte == 0xF0) low = 0x90;
+    if (byte == 0xF4) high = 0x8F;
+    if (second < low || second > high) return i;
+    for (size_t k = 2; k < length; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return i;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+// A JSON object body, or a 400 saying what is wrong with it.
+json::value parse_object(std::string_view body) {
+  if (auto offset = invalid_utf8_at(body)) {
+    invalid("the body is not valid UTF-8 (at byte " + std::to_string(*offset) + ")");
+  }
+  json::parse_options options;
+  options.max_depth = 64;  // a nesting bomb is an error, not a stack overflow
+  std::error_code error;
+  json::value document =
+      json::parse(json::string_view(body.data(), body.size()), error,
+                  json::make_shared_resource<json::monotonic_resource>(), options);
+  if (error) invalid("the body is not valid JSON: " + error.message());
+  if (!document.is_object())
+    invalid(std::string("the body must be a JSON object, got ") + kind_of(document));
+  return document;
+}
+
+}  // namespace
+
+TokenizeRequest parse_tokenize_request(std::string_view body) {
+  json::value document = parse_object(body);
+  Fields fields(document.get_object());
+  TokenizeRequest request;
+  request.model = fields.string("model", "");
+  const json::value* text = fields.get("prompt");
+  const char* name = "prompt";
+  if (!text) {
+    text = fields.get("content");
+    name = "content";
+  }
+  if (!text) invalid("'prompt' is required", "prompt");
+  if (!text->is_string())
+    invalid(std::string("'") + name + "' must be a string, got " + kind_of(*text), name);
+  request.text = std::string(text->get_string());
+  request.add_special = fields.boolean("add_special_tokens", fields.boolean("add_special", true));
+  return request;
+}
+
+DetokenizeRequest parse_detokenize_request(std::string_view body) {
+  json::value document = parse_object(body);
+  Fields fields(document.get_object());
+  DetokenizeRequest request;
+  request.model = fields.string("model", "");
+  const json::value* tokens = fields.get("tokens");
+  if (!tokens) invalid("'tokens' is required", "tokens");
+  if (!tokens->is_array())
+    invalid(std::string("'tokens' must be an array of integers, got ") + kind_of(*tokens),
+            "tokens");
+  for (const auto& token : tokens->get_array()) {
+    if (!token.is_int64() || token.get_int64() < 0 || token.get_int64() > INT32_MAX) {
+      invalid("'tokens' must hold token ids (non-negative integers)", "tokens");
+    }
+    request.tokens.push_back(static_cast<int32_t>(token.get_int64()));
+  }
+  return request;
+}
+
+CacheCorrection parse_cache_correction(std::string_view body) {
+  json::value document = parse_object(body);
+  Fields fields(document.get_object());
+  CacheCorrection correction;
+  correction.tenant = fields.string("tenant", "");
+  correction.model = fields.string("model", "");
+  correction.everything = fields.boolean("all", false);
+  correction.prompt = fields.string("prompt", "");
+  if (const json::value* messages = fields.get("messages")) {
+    if (!messages->is_array()) invalid("'messages' must be an array", "messages");
+    for (const auto& item : messages->get_array()) {
+      const json::object* message = item.if_object();
+      const json::value* role = message ? message->if_contains("role") : nullptr;
+      const json::value* content = message ? message->if_contains("content") : nullptr;
+      if (!role || !role->is_string() || !content || !content->is_string())
+        invalid("each message needs a string 'role' and 'content'", "messages");
+      std::string role_text(role->get_string());
+      if (role_text == "developer") role_text = "system";
+      correction.messages.push_back({role_text, std::string(content->get_string())});
+    }
+  }
+  if (!correction.everything && correction.messages.empty() && correction.prompt.empty())
+    invalid("say what to forget: 'messages', 'prompt', or \"all\": true");
+  return correction;
+}
+
+void parse_completion_request(std::string_view body, RequestKind kind, Request& request,
+                              const std::vector<std::string>& served_models) {
+  json::value document = parse_object(body);
+  const json::object& object = document.get_object();
+  Fields fields(object);
+
+  request.kind = kind;
+  std::string model = fields.string("model", "");
+  if (model.empty()) invalid("'model' is required", "model");
+  bool known = false;
+  for (const auto& served : served_models)
+    known = known || served == model;
+  if (!known) {
+    throw RequestFailure(RequestError{404, "invalid_request_error",
+                                      "The model '" + model + "' does not exist", "model_not_found",
+                                      "model"});
+  }
+  request.model = model;
+
+  if (kind == RequestKind::chat) {
+    const json::value* messages = fields.get("messages");
+    if (!messages) invalid("'messages' is required", "messages");
+    if (!messages->is_array())
+      invalid(std::string("'messages' must be an array, got ") + kind_of(*messages), "messages");
+    if (messages->get_array().empty())
+      invalid("'messages' must contain at least one message", "messages");
+    size_t index = 0;
+    for (const auto& item : messages->get_array()) {
+      std::string param = "messages[" + std::to_string(index) + "]";
+      if (!item.is_object())
+        invalid("'" + param + "' must be an object, got " + kind_of(item), param);
+      const json::object& message = item.get_object();
+      const json::value* role = message.if_contains("role");
+      if (!role || !role->is_string())
+        invalid("'" + param + ".role' is required and must be a string", param + ".role");
+      std::string role_text(role->get_string());
+      if (role_text == "developer") role_text = "system";  // OpenAI's newer name for system
+      if (role_text != "system" && role_text != "user" && role_text != "assistant") {
+        invalid("'" + param + ".role' must be system, developer, user or assistant, got '" +
+                    std::string(role->get_string()) + "'",
+                param + ".role");
+      }
+      const json::value* content = message.if_contains("content");
+      if (!content) invalid("'" + param + ".content' is required", param + ".content");
+      request.messages.push_back({role_text, content_of(*content, index)});
+      ++index;
+    }
+  } else {
+    const json::value* prompt = fields.get("prompt");
+    if (!prompt) invalid("'prompt' is required", "prompt");
+    if (prompt->is_string()) {
+      request.prompt = std::string(prompt->get_string());
+    } else if (prompt->is_array() && prompt->get_array().size() == 1 &&
+               prompt->get_array()[0].is_string()) {
+      request.prompt = std::string(prompt->get_array()[0].get_string());
+    } else {
+      invalid("'prompt' must be a string (or an array holding one string)", "prompt");
+    }
+    if (request.prompt.empty()) invalid("'prompt' must not be empty", "prompt");
+  }
+
+  GenerationParams& g = request.generation;
+  int64_t max_tokens = fields.integer("max_tokens", g.max_tokens, 1, 1 << 20);
+  g.max_tokens = fields.integer("max_completion_tokens", max_tokens, 1, 1 << 20);
+  g.temperature = static_cast<float>(fields.number("temperature", 1.0, 0.0, 2.0));
+  g.top_p = static_cast<float>(fields.number("top_p", 1.0, 0.0, 1.0));
+  if (g.top_p == 0.0f) invalid("'top_p' must be greater than 0", "top_p");
+  g.top_k = static_cast<int>(fields.integer("top_k", 0, -1, 1 << 20));
+  if (g.top_k < 0) g.top_k = 0;  // -1 means "off", as in vLLM
+  g.min_p = static_cast<float>(fields.number("min_p", 0.0, 0.0, 1.0));
+  g.presence_penalty = static_cast<float>(fields.number("presence_penalty", 0.0, -2.0, 2.0));
+  g.frequency_penalty = static_cast<float>(fields.number("frequency_penalty", 0.0, -2.0, 2.0));
+  g.repetition_penalty = static_cast<float>(fields.number("repetition_penalty", 1.0, 0.01, 10.0));
+  if (const json::value* seed = fields.get("seed")) {
+    if (!seed->is_int64() && !seed->is_uint64())
+      invalid(std::string("'seed' must be an integer, got ") + kind_of(*seed), "seed");
+    g.seed = seed->is_int64() ? static_cast<uint64_t>(seed->get_int64()) : seed->get_uint64();
+  }
+  if (const json::value* stop = fields.get("stop")) {
+    if (stop->is_string()) {
+      g.stop.push_back(std::string(stop->get_string()));
+    } else if (stop->is_array()) {
+      if (stop->get_array().size() > 4) invalid("'stop' may hold at most 4 strings", "stop");
+      for (const auto& item : stop->get_array()) {
+        if (!item.is_string()) invalid("'stop' must be a string or an array of strings", "stop");
+        g.stop.push_back(std::string(item.get_string()));
+      }
+    } else {
+      invalid(std::string("'stop' must be a string or an array of strings, got ") + kind_of(*stop),
+              "stop");
+    }
+  }
+  if (kind == RequestKind::chat) {
+    g.logprobs = fields.boolean("logprobs", false);
+    g.top_logprobs = static_cast<int>(fields.integer("top_logprobs", 0, 0, 20));
+    if (g.top_logprobs > 0 && !g.logprobs)
+      invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  } else {
+    // Completions: logprobs is the number of alternatives (0..5).
+    if (const json::value* logprobs = fields.get("logprobs")) {
+      if (!logprobs->is_int64() && !logprobs->is_uint64())
+        invalid("'logprobs' must be an integer for completions", "logprobs");
+      g.top_logprobs = static_cast<int>(fields.integer("logprobs", 0, 0, 5));
+      g.logprobs = true;
+    }
+    if (fields.boolean("echo", false)) invalid("'echo' is not supported", "echo");
+  }
+  if (fields.integer("n", 1, 1, 128) != 1)
+    invalid("'n' greater than 1 is not supported; send separate requests", "n");
+  g.ignore_eos = fields.boolean("ignore_eos", false);
+  request.stream = fields.boolean("stream", false);
+  if (const json::value* options = fields.get("stream_options")) {
+    if (!request.stream)
+      invalid("'stream_options' is only allowed when 'stream' is true", "stream_options");
+    if (!options->is_object()) invalid("'stream_options' must be an object", "stream_options");
+    request.include_usage = Fields(options->get_object()).boolean("include_usage", false);
+  }
+  request.session_id = fields.string("session_id", "");
+  if (request.session_id.size() > 256)
+    invalid("'session_id' may be at most 256 characters", "session_id");
+  std::string user = fields.string("user", "");
+  if (!user.empty() && request.identity.user.empty()) request.identity.user = user;
+}
+
+std::string error_json(const RequestError& error) {
+  json::object body{
+      {"message", error.message},
+      {"type", error.type},
+      {"param", error.param.empty() ? json::value(nullptr) : json::value(error.param)},
+      {"code", error.code.empty() ? json::value(nullptr) : json::value(error.code)}};
+  return json::serialize(json::object{{"error", body}});
+}
+
+std::string stream_error_events(const RequestError& error) {
+  return "data: " + error_json(error) + "\n\ndata: [DONE]\n\n";
+}
+
+namespace {
+
+json::array bytes_of(const std::string& text) {
+  json::array bytes;
+  for (unsigned char c : text)
+    bytes.push_back(c);
+  return bytes;
+}
+
+json::value chat_logprobs(const std::vector<TokenLogprob>& logprobs) {
+  if (logprobs.empty()) return nullptr;
+  json::array content;
+  for (const auto& token : logprobs) {
+    json::array top;
+    for (const auto& alternative : token.top) {
+      top.push_back({{"token", engine::valid_utf8(alternative.text)},
+                     {"logprob", alternative.logprob},
+                     {"bytes", bytes_of(alternative.text)}});
+    }
+    content.push_back({{"token", engine::valid_utf8(token.text)},
+                       {"logprob", token.logprob},
+                       {"bytes", bytes_of(token.text)},
+                       {"top_logprobs", top}});
+  }
+  return json::object{{"content", content}};
+}
+
+json::value completion_logprobs(const std::vector<TokenLogprob>& logprobs) {
+  if (logprobs.empty()) return nullptr;
+  json::array tokens, token_logprobs, top_logprobs;
+  for (const auto& token : logprobs) {
+    tokens.push_back(json::string(engine::valid_utf8(token.text)));
+    token_logprobs.push_back(token.logprob);
+    json::object top;
+    for (const auto& alternative : token.top)
+      top[engine::valid_utf8(alternative.text)] = alternative.logprob;
+    top_logprobs.push_back(top);
+  }
+  return json::object{
+      {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}};
+}
+
+json::object usage_json(const Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}}};
+}
+
+std::string event(const json::value& value) {
+  return "data: " + json::serialize(value) + "\n\n";
+}
+
+}  // namespace
+
+// chatflow's own response field: the documents the answer may cite as [n].
+static json::object chatflow_extension(const Request& request) {
+  json::array citations;
+  for (size_t i = 0; i < request.citations.size(); ++i) {
+    const ContextPassage& passage = request.citations[i];
+    citations.push_back(json::object{{"index", i + 1},
+                                     {"document", passage.document},
+                                     {"title", passage.title},
+                                     {"chunk", passage.chunk}});
+  }
+  return json::object{{"citations", std::move(citations)}};
+}
+
+std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
+  bool chat = request.kind == RequestKind::chat;
+  auto envelope = [&](json::array choices) {
+    json::object object{{"id", request.id},
+                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", request.created},
+                        {"model", request.model},
+                        {"choices", std::move(choices)}};
+    if (request.include_usage) object["usage"] = nullptr;
+    if (!citations_sent_ && !request.citations.empty()) {
+      object["chatflow"] = chatflow_extension(request);
+      citations_sent_ = true;
+    }
+    return object;
+  };
+  auto choice = [&](const std::string& text, const std::vector<TokenLogprob>& logprobs,
+                    bool with_role, std::optional<FinishReason> finish) {
+    json::value finish_value =
+        finish ? json::value(std::string(to_string(*finish))) : json::value(nullptr);
+    if (!chat) {
+      return json::object{{"text", text},
+                          {"index", 0},
+                          {"logprobs", completion_logprobs(logprobs)},
+                          {"finish_reason", finish_value}};
+    }
+    json::object delta;
+    if (with_role) delta["role"] = "assistant";
+    if (with_role || !text.empty()) delta["content"] = text;
+    return json::object{{"index", 0},
+                        {"delta", delta},
+                        {"logprobs", chat_logprobs(logprobs)},
+                        {"finish_reason", finish_value}};
+  };
+  std::string text = engine::valid_utf8(chunk.text);
+  std::string encoded;
+  if (chat && !role_sent_) {
+    encoded += event(envelope({choice("", {}, true, std::nullopt)}));
+    role_sent_ = true;
+  }
+  if (!text.empty() || !chunk.logprobs.empty()) {
+    encoded += event(envelope({choice(text, chunk.logprobs, false, std::nullopt)}));
+  }
+  if (chunk.is_final()) {
+    encoded += event(envelope({choice("", {}, false, chunk.finish)}));
+    if (request.include_usage) {
+      json::object usage_chunk = envelope({});
+      usage_chunk["usage"] = usage_json(chunk.usage ? *chunk.usage : request.usage);
+      encoded += event(usage_chunk);
+    }
+    encoded += "data: [DONE]\n\n";
+  }
+  return encoded;
+}
+
+std::string completion_json(const Request& request, const std::string& text,
+                            const std::vector<TokenLogprob>& logprobs) {
+  bool chat = request.kind == RequestKind::chat;
+  std::string finish =
+      request.finish_reason() ? std::string(to_string(*request.finish_reason())) : "stop";
+  json::value logprobs_value = chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs);
+  json::object choice;
+  if (chat) {
+    choice = {{"index", 0},
+              {"message", {{"role", "assistant"}, {"content", engine::valid_utf8(text)}}},
+              {"logprobs", logprobs_value},
+              {"finish_reason", finish}};
+  } else {
+    choice = {{"index", 0},
+              {"text", engine::valid_utf8(text)},
+              {"logprobs", logprobs_value},
+              {"finish_reason", finish}};
+  }
+  json::object response{{"id", request.id},
+                        {"object", chat ? "chat.completion" : "text_completion"},
+                        {"created", request.created},
+                        {"model", request.model},
+                        {"choices", json::array{choice}},
+                        {"usage", usage_json(request.usage)}};
+  if (!request.citations.empty()) response["chatflow"] = chatflow_extension(request);
+  return json::serialize(response);
+}
+
+}  // namespace chatflow::server

@@ -1,0 +1,62 @@
+// The OpenAI wire format: request bodies of /v1/chat/completions and /v1/completions checked and
+// turned into a Request, and the non-streaming responses and error objects. Bad input is never
+// "fixed": a wrong type or out-of-range value is a 400 naming the parameter.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "framework/api/request.h"
+#include "framework/api/capabilities.h"
+
+namespace chatflow::server {
+
+// Fills `request` from a JSON body; throws RequestFailure (400, or 404 for an unknown model).
+// `served_models`: the model ids this server answers to.
+void parse_completion_request(std::string_view body, RequestKind kind, Request& request,
+                              const std::vector<std::string>& served_models);
+
+// POST /tokenize: {"prompt" (or llama.cpp's "content"), "add_special_tokens" (or "add_special"),
+// "model"}. Throws RequestFailure (400).
+struct TokenizeRequest {
+  std::string model;  // empty: the only model
+  std::string text;
+  bool add_special = true;
+};
+TokenizeRequest parse_tokenize_request(std::string_view body);
+
+// POST /detokenize: {"tokens": [ids], "model"}. Throws RequestFailure (400).
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+DetokenizeRequest parse_detokenize_request(std::string_view body);
+
+// DELETE /v1/cache: {"tenant", "model", "messages" | "prompt" | "all": true}. Throws
+// RequestFailure (400).
+CacheCorrection parse_cache_correction(std::string_view body);
+
+// {"error": {"message", "type", "param", "code"}}
+std::string error_json(const RequestError& error);
+
+// The whole (non-streaming) response of a finished request.
+std::string completion_json(const Request& request, const std::string& text,
+                            const std::vector<TokenLogprob>& logprobs);
+
+// The SSE event that reports an error after a stream began, followed by [DONE].
+std::string stream_error_events(const RequestError& error);
+
+// Renders one request's chunks as OpenAI streams them: chat.completion.chunk (or text_completion)
+// events, the assistant role first, the finish reason on an empty delta, with
+// stream_options.include_usage a usage event (and "usage": null on every other), then [DONE].
+class SseEncoder {
+ public:
+  std::string encode(const Request& request, const Chunk& chunk);
+
+ private:
+  bool role_sent_ = false;
+  bool citations_sent_ = false;
+};
+
+}  // namespace chatflow::server

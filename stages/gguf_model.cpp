@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "framework/engine/detokenizer.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow {
 
@@ -318,7 +319,7 @@ std::string GgufModel::generate_text(std::vector<int32_t> prompt, int64_t max_to
   // The end-of-sequence token, when it came, is not text.
   if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
     tokens.pop_back();
-  return engine::valid_utf8(detokenize(tokens));
+  return text::repair(detokenize(tokens));
 }
 
 std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(

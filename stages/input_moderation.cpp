@@ -23,7 +23,7 @@ class InputModerationStage final : public RequestStage {
   Route process(Request& request, StageIo&) override {
     std::vector<std::string> flagged;
     auto check = [&](const std::string& text, bool passage) {
-      std::string normalized = moderation::normalize(text).text;
+      std::string normalized = text::normalize(text).text;
       bool drop = false;
       for (const auto& [list, action] : lists_) {
         if (!list->matches(normalized)) continue;

@@ -4,8 +4,8 @@
 // personal data (pii.h). Actions: `mask` replaces the match with `mask_text`; `abort` ends the
 // stream there with finish_reason "content_filter" and a notice, which stops the engine.
 // The cost is latency: text reaches the client `window_chars` characters later.
-#include "framework/text/normalizer.h"
 #include "framework/moderation/pii.h"
+#include "framework/text/normalizer.h"
 #include "stages/moderation_lists.h"
 
 namespace chatflow {
@@ -116,7 +116,7 @@ class OutputModerationStage final : public StreamStage {
             {match.begin, match.end, abort, std::string(moderation::to_string(match.kind))});
     }
     if (!lists_.empty()) {
-      moderation::NormalizedText normalized = moderation::normalize(text);
+      text::NormalizedText normalized = text::normalize(text);
       for (const auto& [list, action] : lists_) {
         for (const auto& match : list->find_all(normalized.text)) {
           auto [begin, end] = normalized.original_span(match.begin, match.end, text);

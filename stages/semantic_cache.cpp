@@ -7,14 +7,14 @@
 // `x-chatflow-cache: semantic` and `x-chatflow-cache-similarity`.
 #include <cstdio>
 
-#include "framework/cache/conversation.h"
-#include "framework/cache/semantic_index.h"
-#include "framework/text/normalizer.h"
-#include "framework/moderation/rule_list.h"
+#include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
 #include "framework/api/response_recorder.h"
+#include "framework/cache/conversation.h"
+#include "framework/cache/semantic_index.h"
+#include "framework/moderation/rule_list.h"
 #include "framework/security/crypto.h"
-#include "framework/api/capabilities.h"
+#include "framework/text/normalizer.h"
 #include "stages/embedder.h"
 
 namespace chatflow {
@@ -151,7 +151,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
   }
 
   bool bypassed(const Request& request) const {
-    std::string normalized = moderation::normalize(newest_question(request)).text;
+    std::string normalized = text::normalize(newest_question(request)).text;
     for (const auto& list : bypass_) {
       if (list->matches(normalized)) return true;
     }

@@ -159,7 +159,7 @@ Signature signature(const std::string& text) {
     while (j < text.size() && (ascii_letter(text[j]) || text[j] == '\''))
       ++j;
     std::string word = text.substr(i, j - i);
-    std::string lower = moderation::normalize(word).text;
+    std::string lower = text::normalize(word).text;
     if (kNegations.count(lower) ||
         (lower.size() > 3 && lower.compare(lower.size() - 3, 3, "n't") == 0))
       result.negated = true;

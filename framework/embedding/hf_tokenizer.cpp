@@ -12,43 +12,16 @@
 #include <re2/re2.h>
 #include <utf8proc.h>
 
+#include "framework/text/bert_words.h"
+#include "framework/text/utf8.h"
+
 namespace chatflow::embedding {
 namespace json = boost::json;
 namespace {
 
 using Codepoints = std::u32string;
 
-Codepoints decode(std::string_view text) {
-  Codepoints out;
-  size_t position = 0;
-  while (position < text.size()) {
-    utf8proc_int32_t c = 0;
-    auto used = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data()) + position,
-                                 static_cast<utf8proc_ssize_t>(text.size() - position), &c);
-    if (used <= 0) {
-      out += static_cast<char32_t>(0xFFFD);
-      ++position;
-      continue;
-    }
-    out += static_cast<char32_t>(c);
-    position += static_cast<size_t>(used);
-  }
-  return out;
-}
-
-std::string to_utf8(const Codepoints& text) {
-  std::string out;
-  for (char32_t c : text) {
-    utf8proc_uint8_t bytes[4];
-    auto length = utf8proc_encode_char(static_cast<utf8proc_int32_t>(c), bytes);
-    out.append(reinterpret_cast<char*>(bytes), static_cast<size_t>(length));
-  }
-  return out;
-}
-
-std::string utf8(char32_t c) {
-  return to_utf8(Codepoints(1, c));
-}
+using text::to_utf8;
 
 bool is_whitespace(char32_t c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
@@ -60,22 +33,6 @@ bool is_control(char32_t c) {
   auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
   return category == UTF8PROC_CATEGORY_CC || category == UTF8PROC_CATEGORY_CF ||
          category == UTF8PROC_CATEGORY_CN || category == UTF8PROC_CATEGORY_CO;
-}
-
-bool is_punctuation(char32_t c) {
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
-      (c >= 123 && c <= 126)) {
-    return true;
-  }
-  auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return category >= UTF8PROC_CATEGORY_PC && category <= UTF8PROC_CATEGORY_PO;
-}
-
-bool is_chinese(char32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
 std::string unicode_form(const std::string& text, int options) {
@@ -90,7 +47,8 @@ std::string unicode_form(const std::string& text, int options) {
 }
 
 std::string strip_accents(const std::string& text) {
-  Codepoints decomposed = decode(unicode_form(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
+  Codepoints decomposed =
+      text::to_code_points(unicode_form(text, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
   Codepoints kept;
   for (char32_t c : decomposed) {
     if (utf8proc_category(static_cast<utf8proc_int32_t>(c)) != UTF8PROC_CATEGORY_MN) kept += c;
@@ -99,7 +57,7 @@ std::string strip_accents(const std::string& text) {
 }
 
 std::string lowercase(const std::string& text) {
-  Codepoints characters = decode(text);
+  Codepoints characters = text::to_code_points(text);
   for (char32_t& c : characters)
     c = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)));
   return to_utf8(characters);
@@ -133,14 +91,14 @@ Normalizer make_normalizer(const json::value& spec) {
     const json::value& accents = object.at("strip_accents");
     bool strip = accents.is_null() ? lower : accents.as_bool();
     return [clean, chinese, strip, lower](std::string text) {
-      Codepoints in = decode(text);
+      Codepoints in = text::to_code_points(text);
       Codepoints out;
       for (char32_t c : in) {
         if (clean) {
           if (c == 0 || c == 0xFFFD || is_control(c)) continue;
           if (is_whitespace(c)) c = ' ';
         }
-        if (chinese && is_chinese(c)) {
+        if (chinese && text::is_cjk_ideograph(c)) {
           out += ' ';
           out += c;
           out += ' ';
@@ -174,7 +132,7 @@ Normalizer make_normalizer(const json::value& spec) {
     bool left = object.at("strip_left").as_bool();
     bool right = object.at("strip_right").as_bool();
     return [left, right](std::string text) {
-      Codepoints characters = decode(text);
+      Codepoints characters = text::to_code_points(text);
       size_t begin = 0, end = characters.size();
       while (left && begin < end && is_whitespace(characters[begin]))
         ++begin;
@@ -239,24 +197,13 @@ PreTokenizer make_pre_tokenizer(const json::value& spec) {
     };
   };
   if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
-    bool punctuation = type == "BertPreTokenizer";
-    return split_each([punctuation](const std::string& piece, std::vector<std::string>& out) {
-      Codepoints word;
-      auto flush = [&] {
-        if (!word.empty()) out.push_back(to_utf8(word));
-        word.clear();
-      };
-      for (char32_t c : decode(piece)) {
-        if (is_whitespace(c)) {
-          flush();
-        } else if (punctuation && is_punctuation(c)) {
-          flush();
-          out.push_back(utf8(c));
-        } else {
-          word += c;
-        }
-      }
-      flush();
+    text::BertSplit split;
+    split.is_space = is_whitespace;
+    split.punctuation = type == "BertPreTokenizer";
+    split.cjk = false;  // BertNormalizer has already put spaces around them
+    return split_each([split](const std::string& piece, std::vector<std::string>& out) {
+      for (const auto& word : text::split_bert_words(text::to_code_points(piece), split))
+        out.push_back(to_utf8(word));
     });
   }
   if (type == "Whitespace") {
@@ -268,7 +215,7 @@ PreTokenizer make_pre_tokenizer(const json::value& spec) {
         if (!run.empty()) out.push_back(to_utf8(run));
         run.clear();
       };
-      for (char32_t c : decode(piece)) {
+      for (char32_t c : text::to_code_points(piece)) {
         auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
         bool word = c == '_' ||
                     (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) ||
@@ -419,7 +366,7 @@ class WordPiece final : public Tokenizer {
 
  private:
   void encode_word(const std::string& word, std::vector<int32_t>& ids) const override {
-    Codepoints characters = decode(word);
+    Codepoints characters = text::to_code_points(word);
     if (characters.size() > max_chars_) {
       ids.push_back(unk_);
       return;
@@ -467,7 +414,7 @@ class Unigram final : public Tokenizer {
       std::string piece(entry.at(0).as_string());
       double score = entry.at(1).to_number<double>();
       pieces_.emplace(piece, std::make_pair(static_cast<int32_t>(id), score));
-      max_piece_chars_ = std::max(max_piece_chars_, decode(piece).size());
+      max_piece_chars_ = std::max(max_piece_chars_, text::to_code_points(piece).size());
       lengths.push_back(piece.size());
       min_score = std::min(min_score, score);
     }
@@ -485,7 +432,7 @@ class Unigram final : public Tokenizer {
  private:
   // Viterbi: the segmentation with the highest total score.
   void encode_word(const std::string& word, std::vector<int32_t>& ids) const override {
-    Codepoints characters = decode(word);
+    Codepoints characters = text::to_code_points(word);
     size_t n = characters.size();
     std::vector<double> best(n + 1, -std::numeric_limits<double>::infinity());
     std::vector<size_t> from(n + 1, 0);

@@ -28,7 +28,7 @@ class NgramEmbedder final : public Embedder {
   std::vector<float> embed(std::string_view text) const override {
     // Punctuation says little about what is asked: only letters, digits and single spaces stay.
     std::string letters;
-    for (char c : moderation::normalize(text).text) {
+    for (char c : text::normalize(text).text) {
       bool keep = static_cast<unsigned char>(c) >= 0x80 || (c >= 'a' && c <= 'z') ||
                   (c >= '0' && c <= '9') || c == '%';
       if (keep) {

@@ -1,21 +1,9 @@
 #include "framework/engine/detokenizer.h"
 
 #include "framework/engine/unicode.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow::engine {
-
-std::string valid_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const auto& character : unicode::decode(text)) {
-    if (character.value == unicode::kInvalid) {
-      out += "\xEF\xBF\xBD";
-    } else {
-      out.append(text.substr(character.offset, character.length));
-    }
-  }
-  return out;
-}
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
                                                std::vector<std::string> stop_strings,
@@ -63,7 +51,7 @@ IncrementalDetokenizer::Delta IncrementalDetokenizer::release(bool at_end) {
     // ...and any character whose bytes have not all arrived.
     releasable = unicode::complete_prefix_length(std::string_view(pending_).substr(0, releasable));
   }
-  delta.text = valid_utf8(std::string_view(pending_).substr(0, releasable));
+  delta.text = text::repair(std::string_view(pending_).substr(0, releasable));
   pending_.erase(0, delta.stopped ? pending_.size() : releasable);
   released_ += delta.text;
   return delta;

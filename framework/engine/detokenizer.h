@@ -40,7 +40,4 @@ class IncrementalDetokenizer {
   bool stopped_ = false;
 };
 
-// `text` with every invalid UTF-8 sequence replaced by U+FFFD.
-std::string valid_utf8(std::string_view text);
-
 }  // namespace chatflow::engine

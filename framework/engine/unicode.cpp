@@ -7,53 +7,6 @@
 
 namespace chatflow::engine::unicode {
 
-size_t sequence_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if ((lead & 0xE0) == 0xC0) return 2;
-  if ((lead & 0xF0) == 0xE0) return 3;
-  if ((lead & 0xF8) == 0xF0) return 4;
-  return 1;
-}
-
-std::vector<Codepoint> decode(std::string_view text) {
-  std::vector<Codepoint> codepoints;
-  codepoints.reserve(text.size());
-  size_t offset = 0;
-  while (offset < text.size()) {
-    utf8proc_int32_t value = 0;
-    utf8proc_ssize_t length =
-        utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + offset),
-                         static_cast<utf8proc_ssize_t>(text.size() - offset), &value);
-    if (length <= 0) {
-      codepoints.push_back({kInvalid, static_cast<uint32_t>(offset), 1});
-      offset += 1;
-      continue;
-    }
-    codepoints.push_back({static_cast<uint32_t>(value), static_cast<uint32_t>(offset),
-                          static_cast<uint32_t>(length)});
-    offset += static_cast<size_t>(length);
-  }
-  return codepoints;
-}
-
-size_t complete_prefix_length(std::string_view text) {
-  // Look back at most three bytes for the start of an unfinished sequence.
-  size_t size = text.size();
-  for (size_t back = 1; back <= 3 && back <= size; ++back) {
-    unsigned char byte = static_cast<unsigned char>(text[size - back]);
-    if ((byte & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
-    size_t needed = sequence_length(byte);
-    return needed > back ? size - back : size;
-  }
-  return size;
-}
-
-void append_utf8(std::string& out, uint32_t codepoint) {
-  utf8proc_uint8_t buffer[4];
-  utf8proc_ssize_t length = utf8proc_encode_char(static_cast<utf8proc_int32_t>(codepoint), buffer);
-  out.append(reinterpret_cast<const char*>(buffer), static_cast<size_t>(length));
-}
-
 Category category(uint32_t codepoint) {
   if (codepoint == kInvalid || codepoint > 0x10FFFF) return Category::other;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(codepoint))) {

@@ -1,4 +1,4 @@
-// The Unicode facts tokenizers need: UTF-8 decoding that never throws, general categories,
+// The Unicode facts tokenizers need: general categories,
 // whitespace, lowercase and first-codepoint NFD (from utf8proc), and GPT-2's byte-to-character map.
 #pragma once
 
@@ -7,24 +7,19 @@
 #include <string_view>
 #include <vector>
 
+#include "framework/text/utf8.h"
+
 namespace chatflow::engine::unicode {
 
-// A decoded codepoint and the bytes it came from. Invalid UTF-8 decodes one byte at a time to
-// kInvalid, so every input byte is accounted for and can still be byte-encoded.
-struct Codepoint {
-  uint32_t value;
-  uint32_t offset;  // byte offset in the text
-  uint32_t length;  // bytes (1 to 4)
-};
-
-inline constexpr uint32_t kInvalid = 0xFFFFFFFF;
-
-std::vector<Codepoint> decode(std::string_view text);
-// Length of the UTF-8 sequence a lead byte announces (1 for continuation or invalid bytes).
-size_t sequence_length(unsigned char lead);
-// Bytes of the longest prefix of `text` that ends on a complete UTF-8 character.
-size_t complete_prefix_length(std::string_view text);
-void append_utf8(std::string& out, uint32_t codepoint);
+// UTF-8 itself lives in framework/text/utf8.h; the tokenizers use it under these names.
+using text::Codepoint;
+using text::complete_prefix_length;
+using text::decode;
+using text::kInvalid;
+using text::sequence_length;
+inline void append_utf8(std::string& out, uint32_t codepoint) {
+  text::append(out, codepoint);
+}
 
 enum class Category : uint8_t {
   other,

@@ -4,40 +4,32 @@
 // vocabularies, where BERT's own vocab.txt marks the others with "##".
 #include "framework/engine/tokenizer.h"
 #include "framework/engine/unicode.h"
+#include "framework/text/bert_words.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow::engine {
 namespace {
 
-bool is_cjk(uint32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
-
+// BERT's normalisation character by character (first NFD code point, lower case, controls
+// dropped), then its word split.
 std::vector<std::string> split_words(std::string_view text) {
-  std::vector<std::string> words(1);
+  std::u32string normalized;
   for (const auto& character : unicode::decode(text)) {
     uint32_t c = unicode::nfd_first(character.value);
     if (unicode::is_whitespace(c)) {
-      if (!words.back().empty()) words.emplace_back();
+      normalized += U' ';
       continue;
     }
-    unicode::Category category = unicode::category(c);
-    if (c == 0 || c == 0xFFFD || c == unicode::kInvalid || category == unicode::Category::control)
+    if (c == 0 || c == 0xFFFD || c == unicode::kInvalid ||
+        unicode::category(c) == unicode::Category::control)
       continue;
-    std::string lowered;
-    unicode::append_utf8(lowered, unicode::to_lower(c));
-    if (category == unicode::Category::punctuation ||
-        (c < 0x7F && category == unicode::Category::symbol) || is_cjk(c)) {
-      if (!words.back().empty()) words.emplace_back();
-      words.back() = lowered;
-      words.emplace_back();
-    } else {
-      words.back() += lowered;
-    }
+    normalized += static_cast<char32_t>(unicode::to_lower(c));
   }
-  if (words.back().empty()) words.pop_back();
+  text::BertSplit split;
+  split.is_space = [](char32_t c) { return c == U' '; };
+  std::vector<std::string> words;
+  for (const auto& word : text::split_bert_words(normalized, split))
+    words.push_back(text::to_utf8(word));
   return words;
 }
 

@@ -10,6 +10,7 @@
 #include <utf8proc.h>
 
 #include "framework/text/normalizer.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow::moderation {
 namespace {
@@ -37,16 +38,11 @@ re2::RE2::Options rule_options() {
 }  // namespace
 
 std::string phrase_pattern(std::string_view phrase) {
-  std::string normalized = normalize(phrase).text;
+  std::string normalized = text::normalize(phrase).text;
   std::vector<utf8proc_int32_t> letters;
-  size_t position = 0;
-  while (position < normalized.size()) {
-    utf8proc_int32_t c = 0;
-    auto consumed =
-        utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(normalized.data()) + position,
-                         static_cast<utf8proc_ssize_t>(normalized.size() - position), &c);
-    if (consumed <= 0) break;
-    position += static_cast<size_t>(consumed);
+  for (const text::Codepoint& character : text::decode(normalized)) {
+    if (character.value == text::kInvalid) break;
+    auto c = static_cast<utf8proc_int32_t>(character.value);
     auto category = utf8proc_category(c);
     bool letter_or_digit = (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) ||
                            (category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO);
@@ -164,7 +160,7 @@ std::vector<RuleMatch> RuleList::find_all(std::string_view normalized) const {
       found.push_back({static_cast<size_t>(index), begin, end});
       // Look again from the character after this match's start.
       start = begin < normalized.size()
-                  ? begin + utf8_length(static_cast<unsigned char>(normalized[begin]))
+                  ? begin + text::sequence_length(static_cast<unsigned char>(normalized[begin]))
                   : begin + 1;
     }
   }

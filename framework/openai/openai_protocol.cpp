@@ -5,7 +5,7 @@
 
 #include <boost/json.hpp>
 
-#include "framework/engine/detokenizer.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow::server {
 namespace json = boost::json;
@@ -130,39 +130,9 @@ std::string content_of(const json::value& content, size_t index) {
   return text;
 }
 
-// The offset of the first byte that does not belong to well-formed UTF-8 (RFC 3629: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or nullopt.
-std::optional<size_t> invalid_utf8_at(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    auto byte = static_cast<unsigned char>(text[i]);
-    if (byte < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t length = byte >= 0xC2 && byte <= 0xDF   ? 2
-                    : byte >= 0xE0 && byte <= 0xEF ? 3
-                    : byte >= 0xF0 && byte <= 0xF4 ? 4
-                                                   : 0;
-    if (length == 0 || i + length > text.size()) return i;
-    auto second = static_cast<unsigned char>(text[i + 1]);
-    unsigned char low = 0x80, high = 0xBF;
-    if (byte == 0xE0) low = 0xA0;
-    if (byte == 0xED) high = 0x9F;
-    if (byte == 0xF0) low = 0x90;
-    if (byte == 0xF4) high = 0x8F;
-    if (second < low || second > high) return i;
-    for (size_t k = 2; k < length; ++k) {
-      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return i;
-    }
-    i += length;
-  }
-  return std::nullopt;
-}
-
 // A JSON object body, or a 400 saying what is wrong with it.
 json::value parse_object(std::string_view body) {
-  if (auto offset = invalid_utf8_at(body)) {
+  if (auto offset = text::first_invalid_byte(body)) {
     invalid("the body is not valid UTF-8 (at byte " + std::to_string(*offset) + ")");
   }
   json::parse_options options;
@@ -395,11 +365,11 @@ json::value chat_logprobs(const std::vector<TokenLogprob>& logprobs) {
   for (const auto& token : logprobs) {
     json::array top;
     for (const auto& alternative : token.top) {
-      top.push_back({{"token", engine::valid_utf8(alternative.text)},
+      top.push_back({{"token", text::repair(alternative.text)},
                      {"logprob", alternative.logprob},
                      {"bytes", bytes_of(alternative.text)}});
     }
-    content.push_back({{"token", engine::valid_utf8(token.text)},
+    content.push_back({{"token", text::repair(token.text)},
                        {"logprob", token.logprob},
                        {"bytes", bytes_of(token.text)},
                        {"top_logprobs", top}});
@@ -411,11 +381,11 @@ json::value completion_logprobs(const std::vector<TokenLogprob>& logprobs) {
   if (logprobs.empty()) return nullptr;
   json::array tokens, token_logprobs, top_logprobs;
   for (const auto& token : logprobs) {
-    tokens.push_back(json::string(engine::valid_utf8(token.text)));
+    tokens.push_back(json::string(text::repair(token.text)));
     token_logprobs.push_back(token.logprob);
     json::object top;
     for (const auto& alternative : token.top)
-      top[engine::valid_utf8(alternative.text)] = alternative.logprob;
+      top[text::repair(alternative.text)] = alternative.logprob;
     top_logprobs.push_back(top);
   }
   return json::object{
@@ -481,7 +451,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                         {"logprobs", chat_logprobs(logprobs)},
                         {"finish_reason", finish_value}};
   };
-  std::string text = engine::valid_utf8(chunk.text);
+  std::string text = text::repair(chunk.text);
   std::string encoded;
   if (chat && !role_sent_) {
     encoded += event(envelope({choice("", {}, true, std::nullopt)}));
@@ -511,12 +481,12 @@ std::string completion_json(const Request& request, const std::string& text,
   json::object choice;
   if (chat) {
     choice = {{"index", 0},
-              {"message", {{"role", "assistant"}, {"content", engine::valid_utf8(text)}}},
+              {"message", {{"role", "assistant"}, {"content", text::repair(text)}}},
               {"logprobs", logprobs_value},
               {"finish_reason", finish}};
   } else {
     choice = {{"index", 0},
-              {"text", engine::valid_utf8(text)},
+              {"text", text::repair(text)},
               {"logprobs", logprobs_value},
               {"finish_reason", finish}};
   }

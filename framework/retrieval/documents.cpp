@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 
+#include "framework/text/utf8.h"
+
 namespace chatflow::retrieval {
 namespace {
 
@@ -49,14 +51,6 @@ std::string title_of(const std::string& text, const fs::path& file) {
     if (!trim(line).empty()) break;
   }
   return file.stem().string();
-}
-
-size_t utf8_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if ((lead >> 5) == 0x6) return 2;
-  if ((lead >> 4) == 0xE) return 3;
-  if ((lead >> 3) == 0x1E) return 4;
-  return 1;
 }
 
 // Han, kana, Hangul: each character is a token of its own.
@@ -204,7 +198,7 @@ std::vector<std::string> chunk_text(std::string_view text, size_t tokens, size_t
       ++i;
       continue;
     }
-    size_t length = std::min(utf8_length(c), text.size() - i);
+    size_t length = std::min(text::sequence_length(c), text.size() - i);
     if (is_cjk(text, i, length)) {
       spans.push_back({i, i + length});
       i += length;
@@ -214,7 +208,7 @@ std::vector<std::string> chunk_text(std::string_view text, size_t tokens, size_t
     while (j < text.size()) {
       unsigned char d = static_cast<unsigned char>(text[j]);
       if (d == ' ' || d == '\t' || d == '\n' || d == '\r') break;
-      size_t step = std::min(utf8_length(d), text.size() - j);
+      size_t step = std::min(text::sequence_length(d), text.size() - j);
       if (is_cjk(text, j, step)) break;
       j += step;
     }

@@ -2,21 +2,16 @@
 
 #include <utf8proc.h>
 
-namespace chatflow::moderation {
+#include "framework/text/utf8.h"
 
-size_t utf8_length(unsigned char lead) {
-  if (lead >= 0xF0) return 4;
-  if (lead >= 0xE0) return 3;
-  if (lead >= 0xC0) return 2;
-  return 1;
-}
+namespace chatflow::text {
 
 std::pair<size_t, size_t> NormalizedText::original_span(size_t from, size_t to,
                                                         std::string_view original) const {
   if (from >= origin.size()) return {original.size(), original.size()};
   size_t begin = origin[from];
   size_t last = origin[std::min(to, origin.size()) - 1];
-  size_t end = last + utf8_length(static_cast<unsigned char>(original[last]));
+  size_t end = last + sequence_length(static_cast<unsigned char>(original[last]));
   return {begin, std::min(end, original.size())};
 }
 
@@ -28,16 +23,10 @@ NormalizedText normalize(std::string_view text) {
       static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_DECOMPOSE |
                                      UTF8PROC_CASEFOLD | UTF8PROC_IGNORE | UTF8PROC_STRIPMARK);
   bool last_was_space = true;  // drops leading white space
-  size_t position = 0;
-  while (position < text.size()) {
-    utf8proc_int32_t codepoint = 0;
-    auto consumed =
-        utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data()) + position,
-                         static_cast<utf8proc_ssize_t>(text.size() - position), &codepoint);
-    if (consumed <= 0) {  // invalid UTF-8: skip the byte
-      ++position;
-      continue;
-    }
+  for (const Codepoint& character : decode(text)) {
+    if (character.value == kInvalid) continue;  // invalid UTF-8: skip the byte
+    const size_t position = character.offset;
+    const auto codepoint = static_cast<utf8proc_int32_t>(character.value);
     utf8proc_int32_t decomposed[32];
     int last_boundclass = 0;
     auto count = utf8proc_decompose_char(codepoint, decomposed, 32, kOptions, &last_boundclass);
@@ -65,7 +54,6 @@ NormalizedText normalize(std::string_view text) {
       }
       last_was_space = false;
     }
-    position += static_cast<size_t>(consumed);
   }
   if (!out.text.empty() && out.text.back() == ' ') {
     out.text.pop_back();
@@ -74,4 +62,4 @@ NormalizedText normalize(std::string_view text) {
   return out;
 }
 
-}  // namespace chatflow::moderation
+}  // namespace chatflow::text

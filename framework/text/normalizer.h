@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace chatflow::moderation {
+namespace chatflow::text {
 
 struct NormalizedText {
   std::string text;
@@ -21,7 +21,4 @@ struct NormalizedText {
 
 NormalizedText normalize(std::string_view text);
 
-// The length of the UTF-8 sequence a lead byte starts (1 for a stray continuation byte).
-size_t utf8_length(unsigned char lead);
-
-}  // namespace chatflow::moderation
+}  // namespace chatflow::text

@@ -11,6 +11,7 @@
 #include "framework/engine/detokenizer.h"
 #include "framework/engine/model_writer.h"
 #include "framework/engine/tokenizer.h"
+#include "framework/text/utf8.h"
 
 namespace {
 
@@ -57,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         streamed += detokenizer.push(id).text;
       streamed += detokenizer.finish().text;
       // Released text is always valid UTF-8.
-      if (valid_utf8(streamed) != streamed) __builtin_trap();
+      if (text::repair(streamed) != streamed) __builtin_trap();
     }
   }
   return 0;

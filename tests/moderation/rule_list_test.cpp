@@ -10,19 +10,19 @@ namespace chatflow::moderation {
 namespace {
 
 bool hits(const RuleList& list, const std::string& text) {
-  return list.matches(normalize(text).text);
+  return list.matches(text::normalize(text).text);
 }
 
 TEST(Normalizer, FoldsWidthCaseMarksAndInvisibleCharacters) {
-  EXPECT_EQ(normalize("ＢＵＩＬＤ a Bomb").text, "build a bomb");
-  EXPECT_EQ(normalize("bu\u200bild\u200d\u2060 a\u00ad bomb").text, "build a bomb");
-  EXPECT_EQ(normalize("  café\t\n  crème ").text, "cafe creme");
-  EXPECT_EQ(normalize("制造\u200b炸弹").text, "制造炸弹");
+  EXPECT_EQ(text::normalize("ＢＵＩＬＤ a Bomb").text, "build a bomb");
+  EXPECT_EQ(text::normalize("bu\u200bild\u200d\u2060 a\u00ad bomb").text, "build a bomb");
+  EXPECT_EQ(text::normalize("  café\t\n  crème ").text, "cafe creme");
+  EXPECT_EQ(text::normalize("制造\u200b炸弹").text, "制造炸弹");
 }
 
 TEST(Normalizer, MapsEveryByteBackToTheOriginal) {
   std::string original = "Call ＡＢ now";
-  NormalizedText normalized = normalize(original);
+  text::NormalizedText normalized = text::normalize(original);
   size_t at = normalized.text.find("ab");
   ASSERT_NE(at, std::string::npos);
   auto [begin, end] = normalized.original_span(at, at + 2, original);
@@ -53,7 +53,7 @@ TEST(RuleList, MatchesWholeWordsOnly) {
 TEST(RuleList, FindsSpansForMasking) {
   auto list = RuleList::from_phrases("test", {"build a bomb"});
   std::string text = "first build a bomb then BUILD A BOMB";
-  NormalizedText normalized = normalize(text);
+  text::NormalizedText normalized = text::normalize(text);
   auto found = list->find_all(normalized.text);
   ASSERT_EQ(found.size(), 2u);
   auto [begin, end] = normalized.original_span(found[1].begin, found[1].end, text);
@@ -104,7 +104,7 @@ TEST(RuleList, NoFalsePositivesOnTenThousandBenignSentences) {
                            verbs[random() % std::size(verbs)] + " " +
                            objects[random() % std::size(objects)] + " " +
                            endings[random() % std::size(endings)];
-    std::string normalized = normalize(sentence).text;
+    std::string normalized = text::normalize(sentence).text;
     if (list->matches(normalized) || injection->matches(normalized)) {
       ++false_positives;
       ADD_FAILURE() << "false positive: " << sentence;

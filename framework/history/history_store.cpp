@@ -89,24 +89,21 @@ class SqliteStore final : public HistoryStore {
   std::vector<Turn> load(const std::string& tenant, const std::string& session) override {
     std::vector<Turn> turns;
     std::lock_guard lock(database_mutex_);
-    sqlite3_stmt* query = nullptr;
-    sqlite3_prepare_v2(database_,
-                       "SELECT user, assistant, status, prompt_tokens, completion_tokens, time "
-                       "FROM turns WHERE tenant = ? AND session = ? ORDER BY id",
-                       -1, &query, nullptr);
-    sqlite::bind_text(query, 1, tenant);
-    sqlite::bind_text(query, 2, session);
-    while (sqlite3_step(query) == SQLITE_ROW) {
+    sqlite::Statement query(database_,
+                            "SELECT user, assistant, status, prompt_tokens, completion_tokens, "
+                            "time FROM turns WHERE tenant = ? AND session = ? ORDER BY id");
+    sqlite::bind_text(query.get(), 1, tenant);
+    sqlite::bind_text(query.get(), 2, session);
+    while (query.step()) {
       Turn turn;
-      turn.user = sqlite::column_text(query, 0);
-      turn.assistant = sqlite::column_text(query, 1);
-      turn.status = status_from(sqlite::column_text(query, 2));
-      turn.prompt_tokens = sqlite3_column_int64(query, 3);
-      turn.completion_tokens = sqlite3_column_int64(query, 4);
-      turn.time = sqlite3_column_int64(query, 5);
+      turn.user = sqlite::column_text(query.get(), 0);
+      turn.assistant = sqlite::column_text(query.get(), 1);
+      turn.status = status_from(sqlite::column_text(query.get(), 2));
+      turn.prompt_tokens = sqlite3_column_int64(query.get(), 3);
+      turn.completion_tokens = sqlite3_column_int64(query.get(), 4);
+      turn.time = sqlite3_column_int64(query.get(), 5);
       turns.push_back(std::move(turn));
     }
-    sqlite3_finalize(query);
     // Turns still waiting for the writer belong to the session too.
     std::lock_guard queue_lock(mutex_);
     for (const auto& pending : queue_) {
@@ -134,11 +131,10 @@ class SqliteStore final : public HistoryStore {
   };
 
   void exec(const char* sql) {
-    char* error = nullptr;
-    if (sqlite3_exec(database_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
-      std::string message = error ? error : "unknown error";
-      sqlite3_free(error);
-      throw std::runtime_error("history database " + path_ + ": " + message);
+    try {
+      sqlite::exec(database_, sql);
+    } catch (const std::exception& error) {
+      throw std::runtime_error("history database " + path_ + ": " + error.what());
     }
   }
 
@@ -159,26 +155,28 @@ class SqliteStore final : public HistoryStore {
       try {
         std::lock_guard database_lock(database_mutex_);
         exec("BEGIN");
-        sqlite3_stmt* insert = nullptr;
-        sqlite3_prepare_v2(database_,
-                           "INSERT INTO turns (tenant, session, time, user, assistant, status, "
-                           "prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           -1, &insert, nullptr);
-        for (const auto& pending : batch) {
-          sqlite3_reset(insert);
-          sqlite::bind_text(insert, 1, pending.tenant);
-          sqlite::bind_text(insert, 2, pending.session);
-          sqlite3_bind_int64(insert, 3, pending.turn.time);
-          sqlite::bind_text(insert, 4, pending.turn.user);
-          sqlite::bind_text(insert, 5, pending.turn.assistant);
-          std::string status(to_string(pending.turn.status));
-          sqlite::bind_text(insert, 6, status);
-          sqlite3_bind_int64(insert, 7, pending.turn.prompt_tokens);
-          sqlite3_bind_int64(insert, 8, pending.turn.completion_tokens);
-          if (sqlite3_step(insert) != SQLITE_DONE) ok = false;
+        try {
+          sqlite::Statement insert(database_,
+                                   "INSERT INTO turns (tenant, session, time, user, assistant, "
+                                   "status, prompt_tokens, completion_tokens) "
+                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+          for (const auto& pending : batch) {
+            insert.reset();
+            sqlite::bind_text(insert.get(), 1, pending.tenant);
+            sqlite::bind_text(insert.get(), 2, pending.session);
+            sqlite3_bind_int64(insert.get(), 3, pending.turn.time);
+            sqlite::bind_text(insert.get(), 4, pending.turn.user);
+            sqlite::bind_text(insert.get(), 5, pending.turn.assistant);
+            sqlite::bind_text(insert.get(), 6, to_string(pending.turn.status));
+            sqlite3_bind_int64(insert.get(), 7, pending.turn.prompt_tokens);
+            sqlite3_bind_int64(insert.get(), 8, pending.turn.completion_tokens);
+            insert.step();
+          }
+        } catch (...) {
+          sqlite3_exec(database_, "ROLLBACK", nullptr, nullptr, nullptr);
+          throw;
         }
-        sqlite3_finalize(insert);
-        exec(ok ? "COMMIT" : "ROLLBACK");
+        exec("COMMIT");
       } catch (const std::exception& error) {
         ok = false;
         std::fprintf(stderr, "chatflow: history %s: %s\n", path_.c_str(), error.what());

@@ -15,25 +15,6 @@ int64_t unix_now() {
   return static_cast<int64_t>(std::time(nullptr));
 }
 
-void check(sqlite3* database, int code, const char* what) {
-  if (code != SQLITE_OK && code != SQLITE_DONE && code != SQLITE_ROW)
-    throw std::runtime_error(std::string(what) + ": " + sqlite3_errmsg(database));
-}
-
-// A prepared statement that finalises itself.
-class Statement {
- public:
-  Statement(sqlite3* database, const char* sql) : database_(database) {
-    check(database, sqlite3_prepare_v2(database, sql, -1, &statement_, nullptr), sql);
-  }
-  ~Statement() { sqlite3_finalize(statement_); }
-  sqlite3_stmt* get() { return statement_; }
-
- private:
-  sqlite3* database_;
-  sqlite3_stmt* statement_ = nullptr;
-};
-
 }  // namespace
 
 std::optional<Period> period_from_name(const std::string& name) {
@@ -92,12 +73,11 @@ UsageLedger::UsageLedger(const std::string& path, Period period) : path_(path), 
       "  completion_tokens INTEGER NOT NULL,"
       "  status INTEGER NOT NULL);"
       "CREATE INDEX IF NOT EXISTS usage_tenant_time ON usage (tenant, time);";
-  char* error = nullptr;
-  if (sqlite3_exec(database_, setup, nullptr, nullptr, &error) != SQLITE_OK) {
-    std::string message = error ? error : "unknown error";
-    sqlite3_free(error);
+  try {
+    sqlite::exec(database_, setup);
+  } catch (const std::exception& error) {
     sqlite3_close(database_);
-    throw std::runtime_error("cannot set up usage database " + path + ": " + message);
+    throw std::runtime_error("cannot set up usage database " + path + ": " + error.what());
   }
   {
     std::lock_guard lock(mutex_);
@@ -134,11 +114,11 @@ void UsageLedger::roll_period_locked() {
   totals_.clear();
   totals_period_start_ = start;
   std::lock_guard database_lock(database_mutex_);
-  Statement query(database_,
-                  "SELECT tenant, SUM(prompt_tokens + completion_tokens) FROM usage "
-                  "WHERE time >= ? GROUP BY tenant");
+  sqlite::Statement query(database_,
+                          "SELECT tenant, SUM(prompt_tokens + completion_tokens) FROM usage "
+                          "WHERE time >= ? GROUP BY tenant");
   sqlite3_bind_int64(query.get(), 1, start);
-  while (sqlite3_step(query.get()) == SQLITE_ROW) {
+  while (query.step()) {
     totals_[sqlite::column_text(query.get(), 0)] = sqlite3_column_int64(query.get(), 1);
   }
 }
@@ -170,16 +150,16 @@ void UsageLedger::flush() {
 std::vector<TenantUsage> UsageLedger::report(const std::string& tenant) {
   flush();
   std::lock_guard database_lock(database_mutex_);
-  Statement query(database_,
-                  tenant.empty()
-                      ? "SELECT tenant, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM "
-                        "usage WHERE time >= ? GROUP BY tenant ORDER BY tenant"
-                      : "SELECT tenant, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM "
-                        "usage WHERE time >= ? AND tenant = ? GROUP BY tenant");
+  sqlite::Statement query(
+      database_, tenant.empty()
+                     ? "SELECT tenant, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM "
+                       "usage WHERE time >= ? GROUP BY tenant ORDER BY tenant"
+                     : "SELECT tenant, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM "
+                       "usage WHERE time >= ? AND tenant = ? GROUP BY tenant");
   sqlite3_bind_int64(query.get(), 1, period_start());
   if (!tenant.empty()) sqlite::bind_text(query.get(), 2, tenant);
   std::vector<TenantUsage> rows;
-  while (sqlite3_step(query.get()) == SQLITE_ROW) {
+  while (query.step()) {
     TenantUsage row;
     row.tenant = sqlite::column_text(query.get(), 0);
     row.requests = sqlite3_column_int64(query.get(), 1);
@@ -217,13 +197,14 @@ void UsageLedger::run_writer() {
 
 void UsageLedger::write_batch(const std::vector<UsageRecord>& batch) {
   std::lock_guard database_lock(database_mutex_);
-  check(database_, sqlite3_exec(database_, "BEGIN", nullptr, nullptr, nullptr), "BEGIN");
+  sqlite::exec(database_, "BEGIN");
   try {
-    Statement insert(database_,
-                     "INSERT INTO usage (time, tenant, user, request_id, model, prompt_tokens, "
-                     "completion_tokens, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    sqlite::Statement insert(
+        database_,
+        "INSERT INTO usage (time, tenant, user, request_id, model, prompt_tokens, "
+        "completion_tokens, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     for (const auto& record : batch) {
-      sqlite3_reset(insert.get());
+      insert.reset();
       sqlite3_bind_int64(insert.get(), 1, record.time);
       sqlite::bind_text(insert.get(), 2, record.tenant);
       sqlite::bind_text(insert.get(), 3, record.user);
@@ -232,13 +213,13 @@ void UsageLedger::write_batch(const std::vector<UsageRecord>& batch) {
       sqlite3_bind_int64(insert.get(), 6, record.prompt_tokens);
       sqlite3_bind_int64(insert.get(), 7, record.completion_tokens);
       sqlite3_bind_int(insert.get(), 8, record.status);
-      check(database_, sqlite3_step(insert.get()), "INSERT");
+      insert.step();
     }
   } catch (...) {
     sqlite3_exec(database_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
-  check(database_, sqlite3_exec(database_, "COMMIT", nullptr, nullptr, nullptr), "COMMIT");
+  sqlite::exec(database_, "COMMIT");
 }
 
 }  // namespace chatflow::usage

@@ -10,7 +10,7 @@ namespace chatflow {
 namespace {
 
 struct SseState : StreamState {
-  server::SseEncoder encoder;
+  openai::SseEncoder encoder;
 };
 
 class SseEmitStage final : public StreamStage {

@@ -7,7 +7,7 @@
 
 #include "framework/text/utf8.h"
 
-namespace chatflow::server {
+namespace chatflow::openai {
 namespace json = boost::json;
 namespace {
 
@@ -500,4 +500,4 @@ std::string completion_json(const Request& request, const std::string& text,
   return json::serialize(response);
 }
 
-}  // namespace chatflow::server
+}  // namespace chatflow::openai

@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/api/request.h"
 #include "framework/api/capabilities.h"
+#include "framework/api/request.h"
 
-namespace chatflow::server {
+namespace chatflow::openai {
 
 // Fills `request` from a JSON body; throws RequestFailure (400, or 404 for an unknown model).
 // `served_models`: the model ids this server answers to.
@@ -59,4 +59,4 @@ class SseEncoder {
   bool citations_sent_ = false;
 };
 
-}  // namespace chatflow::server
+}  // namespace chatflow::openai

@@ -2,8 +2,7 @@
 // connection. A chat or completion request becomes a Request submitted to the pipeline; its
 // chunks come back through a sink and go out as server-sent events (or one JSON body).
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}], GET /health,
-// GET /metrics, POST /tokenize, POST /detokenize.
+// Routes: the table in routes.cpp.
 //
 // A client that goes away cancels its request through the pipeline. SIGTERM or SIGINT stops
 // accepting, lets requests in flight finish for up to shutdown_timeout_s, then cancels the rest
@@ -18,6 +17,8 @@
 #include "framework/server/server_config.h"
 
 namespace chatflow::server {
+
+class ServerState;
 
 class HttpServer {
  public:
@@ -51,10 +52,8 @@ class HttpServer {
   // Starts the graceful shutdown; safe from any thread.
   void shutdown();
 
-  struct State;  // the implementation, shared with the connections
-
  private:
-  std::shared_ptr<State> state_;
+  std::shared_ptr<ServerState> state_;
 };
 
 }  // namespace chatflow::server

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "framework/runtime/pipeline.h"
 #include "framework/api/served_model.h"
+#include "framework/runtime/pipeline.h"
 #include "framework/server/metrics.h"
 
 namespace chatflow::server {

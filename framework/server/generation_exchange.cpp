@@ -1,0 +1,292 @@
+// The exchange between a connection and the pipeline: a chat or completion request becomes a
+// Request submitted to the pipeline; its chunks come back through HttpSink and go out as
+// server-sent events, or as one JSON body once it finishes.
+#include <boost/asio.hpp>
+
+#include "framework/api/sink.h"
+#include "framework/openai/openai_protocol.h"
+#include "framework/server/access_log.h"
+#include "framework/server/connection.h"
+
+namespace chatflow::server {
+namespace {
+
+// A client that reads slower than we generate gets its request cancelled past this backlog.
+constexpr size_t kMaxQueuedBytes = 64u << 20;
+
+}  // namespace
+
+class HttpSink final : public Sink {
+ public:
+  // Who asked, for the access log.
+  struct Exchange {
+    std::string method;
+    std::string path;
+    std::string remote;
+  };
+
+  HttpSink(std::shared_ptr<Connection> connection, uint64_t exchange_id,
+           std::shared_ptr<const ServedPipeline> served, std::shared_ptr<AccessLog> access_log,
+           bool stream, int64_t received_ns, Exchange exchange)
+      : connection_(std::move(connection)),
+        exchange_id_(exchange_id),
+        served_(std::move(served)),
+        access_log_(std::move(access_log)),
+        stream_(stream),
+        exchange_(std::move(exchange)) {
+    times_.received_ns = received_ns;
+  }
+
+  void on_chunk(Request& request, const Chunk& chunk) override {
+    int64_t now = now_ns();
+    if (!chunk.token_ids.empty() || !chunk.text.empty()) {
+      if (times_.first_token_ns == 0) {
+        times_.first_token_ns = now;
+      } else if (!chunk.token_ids.empty()) {
+        served_->metrics->observe_inter_token(static_cast<double>(now - times_.last_token_ns) /
+                                              1e9);
+      }
+      times_.last_token_ns = now;
+    }
+    if (stream_) {
+      // A pipeline with an emitter stage (sse_emit) renders the events itself; without one, the
+      // server does, with the same encoder.
+      std::string bytes;
+      if (!chunk.encoded.empty()) {
+        pipeline_encodes_ = true;
+        bytes = chunk.encoded;
+      } else if (!pipeline_encodes_) {
+        bytes = encoder_.encode(request, chunk);
+      }
+      if (!bytes.empty()) connection_->deliver(exchange_id_, std::move(bytes));
+    } else {
+      text_ += chunk.text;
+      logprobs_.insert(logprobs_.end(), chunk.logprobs.begin(), chunk.logprobs.end());
+    }
+  }
+
+  void on_finish(Request& request) override {
+    Outcome outcome;
+    // Only a request that ended normally has passed every stage: then its usage is final.
+    if (!stream_ && !request.error()) {
+      outcome.body = openai::completion_json(request, text_, logprobs_);
+    }
+    connection_->complete(exchange_id_, std::move(outcome));
+    connection_.reset();  // the request holds this sink: let go of the connection now
+  }
+
+  // The connection's last word on the exchange: the status the client got (499: it left).
+  void set_status(int status) { status_ = status; }
+
+  // Metrics and the access log read what stages wrote, so they wait until no stage can still be
+  // writing (a cancelled request finishes while stages may be busy with it).
+  void on_released(const Request& request) override {
+    if (status_ == 0) return;  // never answered through this sink
+    served_->metrics->observe_finished(request, times_, status_);
+    access_log_->write(access_record(request));
+  }
+
+ private:
+  AccessRecord access_record(const Request& request) const {
+    AccessRecord record;
+    record.id = request.id;
+    record.method = exchange_.method;
+    record.path = exchange_.path;
+    record.remote = exchange_.remote;
+    record.status = status_;
+    record.tenant = request.identity.tenant;
+    record.user = request.identity.user;
+    record.model = request.model;
+    record.stream = stream_;
+    record.prompt_tokens = request.usage.prompt_tokens;
+    record.completion_tokens = request.usage.completion_tokens;
+    record.cached_tokens = request.usage.cached_prompt_tokens;
+    if (times_.first_token_ns > 0) {
+      record.ttft_ms = static_cast<double>(times_.first_token_ns - times_.received_ns) / 1e6;
+    }
+    int64_t finished = request.finished_ns() > 0 ? request.finished_ns() : now_ns();
+    record.total_ms = static_cast<double>(finished - times_.received_ns) / 1e6;
+    const auto& error = request.error();
+    if (auto reason = request.finish_reason(); reason && !error) {
+      record.finish_reason = std::string(to_string(*reason));
+    }
+    if (error) record.error_code = error->code.empty() ? error->type : error->code;
+    record.annotations = request.annotations();
+    return record;
+  }
+
+  std::shared_ptr<Connection> connection_;
+  uint64_t exchange_id_;
+  std::shared_ptr<const ServedPipeline> served_;
+  std::shared_ptr<AccessLog> access_log_;
+  bool stream_;
+  Exchange exchange_;
+  TokenTimes times_;
+  bool pipeline_encodes_ = false;
+  openai::SseEncoder encoder_;
+  std::string text_;
+  std::vector<TokenLogprob> logprobs_;
+  int status_ = 0;
+};
+
+void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& served,
+                                  RequestKind kind, const std::string& body,
+                                  const std::string& endpoint) {
+  endpoint_ = endpoint;
+  if (state_->draining) {
+    return respond(error_response(make_error(503, "server_error",
+                                             "the server is shutting down; retry elsewhere",
+                                             "server_shutting_down")),
+                   endpoint);
+  }
+  auto request = std::make_shared<Request>();
+  openai::parse_completion_request(body, kind, *request, served->model_ids);
+  request->id = random_id(kind == RequestKind::chat ? "chatcmpl-" : "cmpl-");
+  request->headers = std::move(headers_);
+  if (request->session_id.empty()) {
+    if (auto session = request->header("x-session-id")) request->session_id = std::string(*session);
+  }
+  request->created = unix_seconds();
+  double timeout = state_->settings.request_timeout_s;
+  if (timeout > 0) {
+    request->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout));
+  }
+  sink_ = std::make_shared<HttpSink>(shared_from_this(), exchange_, served, state_->access_log,
+                                     request->stream, received_ns_,
+                                     HttpSink::Exchange{method_, path_, remote_});
+  request->sink = sink_;
+  request_ = request;
+  streaming_ = request->stream;
+  headers_sent_ = false;
+  gone_ = false;
+  state_->track(request);
+  Admission admission = served->pipeline->submit(request);
+  if (admission == Admission::accepted) return watch_request(timeout);
+
+  state_->untrack(request);
+  request_.reset();
+  sink_.reset();
+  request->sink.reset();
+  // A reload swapped pipelines between our snapshot and the submit: the new one takes it.
+  if (admission == Admission::closed && !state_->draining) {
+    auto fresh = state_->served_snapshot();
+    if (fresh && fresh != served) {
+      headers_ = std::move(request->headers);
+      return start_generation(fresh, kind, body, endpoint);
+    }
+  }
+  bool full = admission == Admission::full;
+  Response response =
+      error_response(make_error(503, "server_error",
+                                full ? "the server is at its limit of " +
+                                           std::to_string(served->pipeline->spec().max_in_flight) +
+                                           " requests in flight; retry after " +
+                                           std::to_string(state_->settings.retry_after_s) + " s"
+                                     : "the server is shutting down; retry elsewhere",
+                                full ? "server_overloaded" : "server_shutting_down"));
+  response.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
+  respond(response, endpoint);
+}
+
+// Notices a client that goes away while its request runs, and the request's deadline.
+void Connection::watch_request(double timeout) {
+  stream_.socket().async_wait(tcp::socket::wait_read,
+                              [self = shared_from_this(), exchange = exchange_](
+                                  beast::error_code error) { self->on_readable(error, exchange); });
+  if (timeout <= 0) return;
+  timer_.expires_at(request_->deadline);
+  timer_.async_wait(
+      [self = shared_from_this(), exchange = exchange_, timeout](beast::error_code error) {
+        if (error || exchange != self->exchange_ || !self->request_) return;
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", timeout);
+        self->request_->cancel(make_error(504, "timeout",
+                                          std::string("the request ran longer than "
+                                                      "request_timeout_s (") +
+                                              seconds + " s)",
+                                          "request_timeout"));
+      });
+}
+
+void Connection::on_deliver(uint64_t exchange, std::string bytes) {
+  if (exchange != exchange_ || !request_ || closed_) return;
+  if (!headers_sent_) {
+    send(stream_head(*request_));
+    headers_sent_ = true;
+  }
+  send(framed(bytes));
+  if (outbox_.size() > kMaxQueuedBytes) {
+    request_->cancel(make_error(503, "server_error",
+                                "the client reads the stream too slowly; the request was "
+                                "cancelled",
+                                "slow_client"));
+  }
+}
+
+void Connection::on_readable(beast::error_code error, uint64_t exchange) {
+  if (exchange != exchange_ || !request_ || closed_) return;
+  if (error == net::error::operation_aborted) return;
+  boost::system::error_code status;
+  size_t available = stream_.socket().available(status);
+  if (!error && !status && available > 0) return;  // a pipelined request: stop watching
+  client_gone();
+}
+
+void Connection::client_gone() {
+  if (request_) {
+    request_->cancel(make_error(499, "client_closed_request", "the client closed the connection",
+                                "client_disconnected"));
+  }
+  gone_ = true;
+  close();
+}
+
+void Connection::on_complete(uint64_t exchange, Outcome outcome) {
+  if (exchange != exchange_ || !request_) return;
+  std::shared_ptr<Request> request = std::move(request_);
+  request_.reset();
+  timer_.cancel();
+  state_->untrack(request);
+  const auto& error = request->error();
+  int status = 200;
+  if (gone_) {
+    status = 499;
+  } else if (closed_) {
+    status = error ? error->status : 200;
+  } else if (streaming_ && headers_sent_) {
+    if (error) send(framed(openai::stream_error_events(*error)));
+    if (http10_) {
+      keep_alive_ = false;
+    } else {
+      send("0\r\n\r\n");
+    }
+  } else if (error) {
+    status = error->status;
+  } else if (streaming_) {
+    // The pipeline ended without a single event (nothing to say): an empty, well-formed stream.
+    send(stream_head(*request));
+    if (!http10_) send("0\r\n\r\n");
+  }
+
+  if (!closed_ && !(streaming_ && headers_sent_) && (error || !streaming_)) {
+    // A whole response: an error with its real status, or the non-streaming JSON.
+    Response response = error ? error_response(*error) : Response(200, std::move(outcome.body));
+    response.headers = request->response_headers();
+    bool has_retry_after = false;
+    for (const auto& [name, value] : response.headers)
+      has_retry_after |= lowercase(name) == "retry-after";
+    if (error && error->status == 503 && !has_retry_after) {
+      response.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
+    }
+    write_response(response, request->id);
+  }
+  state_->count_http(endpoint_, status);
+  sink_->set_status(status);
+  // The sink goes with the request (its on_released logs it); the pipeline thread may still be
+  // returning from on_finish.
+  sink_.reset();
+  next_request();
+}
+
+}  // namespace chatflow::server

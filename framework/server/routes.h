@@ -1,0 +1,67 @@
+// The server's routes in one table: path, method, who may call it, and what answers it. The
+// completion routes go into the pipeline (generation_exchange.cpp); every other endpoint is a
+// function from the call to a Response, with no socket in sight, so it can be tested alone.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "framework/api/request.h"
+#include "framework/server/http_response.h"
+#include "framework/server/metrics.h"
+#include "framework/server/served_pipeline.h"
+
+namespace chatflow::server {
+
+// Who may call a route.
+enum class Access {
+  pipeline,  // the pipeline's own auth stage decides (the completion routes)
+  key,       // a key the pipeline's auth accepts, unless the path is one of its public paths
+  admin,     // such a key with the admin role
+};
+
+enum class RouteKind {
+  generation,  // a Request through the pipeline
+  reload,      // rebuilds the pipeline in the background, answers when done
+  side,        // answered at once by `endpoint`
+};
+
+enum class ServerPhase { loading, serving, draining };
+
+// What a side endpoint sees of its call.
+struct RouteCall {
+  const ServedPipeline* served = nullptr;  // null while the first pipeline loads
+  Identity caller;                         // empty when the pipeline has no auth
+  std::string parameter;                   // the {id} of a pattern route
+  std::string query;
+  std::string body;
+  ServerPhase phase = ServerPhase::serving;
+  const MetricsRegistry* metrics = nullptr;
+};
+
+// Throws RequestFailure for a refusal (it becomes an OpenAI error response).
+using SideEndpoint = Response (*)(const RouteCall& call);
+
+struct Route {
+  std::string_view pattern;  // exact, or ending in "{id}": the rest of the path, not empty
+  std::string_view method;
+  Access access = Access::key;
+  RouteKind kind = RouteKind::side;
+  SideEndpoint endpoint = nullptr;
+  RequestKind generation = RequestKind::chat;
+  bool needs_pipeline = true;      // answered 503 (model_loading) until a pipeline serves
+  bool body_optional = false;      // may come without a body (and so without a Content-Type)
+  std::string_view admin_refusal;  // Access::admin: the 403's message
+};
+
+std::span<const Route> routes();
+
+// The route serving `path` (trailing slashes already removed), its {id} into `parameter`; or
+// nullptr.
+const Route* find_route(std::string_view path, std::string& parameter);
+
+// 403 unless the caller may use an admin route (always, when the pipeline has no auth).
+void require_admin(const Route& route, const RouteCall& call);
+
+}  // namespace chatflow::server

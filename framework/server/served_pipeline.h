@@ -1,0 +1,39 @@
+// What serve() installed: the pipeline and what the server found in it (models, the capabilities
+// of its stages and resources), read by every request through one shared_ptr copy. A reload
+// installs a new one; requests holding the old one finish with it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/api/capabilities.h"
+#include "framework/api/served_model.h"
+#include "framework/runtime/pipeline.h"
+#include "framework/server/server_metrics.h"
+
+namespace chatflow::server {
+
+struct ServedPipeline {
+  std::shared_ptr<Pipeline> pipeline;
+  std::vector<std::shared_ptr<const ServedModel>> models;
+  std::vector<std::string> model_ids;
+  std::unique_ptr<RequestMetrics> metrics;
+  int64_t created = 0;
+  // Offered by a stage or resource of the pipeline (the auth stage, the quota stage), or null.
+  const Authenticator* authenticator = nullptr;
+  const UsageReporter* usage = nullptr;
+  std::vector<CacheAdmin*> caches;
+  HistoryReader* history = nullptr;
+
+  // The model named `id` (any model when `id` is empty), or nullptr.
+  const ServedModel* model(const std::string& id) const {
+    for (const auto& model : models) {
+      if (id.empty() || model->model_id() == id) return model.get();
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace chatflow::server

@@ -1,0 +1,104 @@
+// The server's shared state: the I/O context and acceptor, the pipeline being served, the open
+// connections and requests in flight, and the lifecycle around them (accept, signals, drain,
+// reload; lifecycle.cpp). Connections hold it through a shared_ptr, so it outlives them all.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "framework/server/access_log.h"
+#include "framework/server/http_server.h"
+#include "framework/server/metrics.h"
+#include "framework/server/served_pipeline.h"
+#include "framework/server/server_config.h"
+
+namespace chatflow::server {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+class Connection;
+
+class ServerState : public std::enable_shared_from_this<ServerState> {
+ public:
+  explicit ServerState(ServerSettings settings);
+
+  std::shared_ptr<const ServedPipeline> served_snapshot() {
+    std::lock_guard lock(mutex);
+    return served;
+  }
+
+  void track(const std::shared_ptr<Request>& request) {
+    std::lock_guard lock(mutex);
+    in_flight.insert(request);
+  }
+  void untrack(const std::shared_ptr<Request>& request) {
+    std::lock_guard lock(mutex);
+    in_flight.erase(request);
+  }
+  void count_http(std::string_view endpoint, int status);
+
+  void accept();
+  void wait_for_signal();
+  void wait_for_hangup();
+
+  // Puts `pipeline` in service; the one before (if any) drains in the background.
+  void install(std::shared_ptr<Pipeline> pipeline);
+
+  struct ReloadOutcome {
+    bool ok = false;
+    std::string pipeline;
+    std::vector<std::string> reused;
+    std::string error;
+  };
+  // Builds and installs the configured pipeline again; one reload at a time.
+  ReloadOutcome reload();
+  // Runs `work` on a thread of its own, joined when the server goes away.
+  void in_background(std::function<void()> work);
+  void join_background();
+  void begin_shutdown();
+  // Closes every connection and cancels every request at once (the server is being destroyed).
+  void abort_all();
+  void cancel_in_flight();
+  void poll_drain();
+  void poll_connections_closed(std::chrono::steady_clock::time_point give_up);
+  std::vector<std::shared_ptr<Connection>> open_connections();
+
+  ServerSettings settings;
+  net::io_context io;
+  tcp::acceptor acceptor;
+  uint16_t bound_port = 0;  // set by listen(), before the io thread starts
+  net::steady_timer drain_timer;
+  std::optional<net::signal_set> signals;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  MetricsRegistry metrics;
+  std::shared_ptr<AccessLog> access_log;
+  std::atomic<bool> draining{false};
+  bool cancelled_in_flight = false;  // io thread of the drain timer only
+  std::chrono::steady_clock::time_point drain_deadline;
+
+  std::optional<net::signal_set> hangups;
+  HttpServer::Reloader reloader;
+  std::mutex reload_mutex;
+  std::mutex background_mutex;
+  std::vector<std::thread> background;
+  std::atomic<int> background_running{0};
+
+  std::mutex mutex;
+  std::shared_ptr<const ServedPipeline> served;
+  std::set<std::shared_ptr<Request>> in_flight;
+  std::map<Connection*, std::weak_ptr<Connection>> connections;
+};
+
+}  // namespace chatflow::server

@@ -1,63 +1,49 @@
 // The gguf_model resource: a GGUF model with its continuous-batching scheduler, shared by the
-// model stages (tokenize, prefill, decode, detokenize) that name it.
-//
-// The hand-off between the pipeline and the engine thread: prefill starts a generation and
-// defers the request; when the first token is sampled the engine resumes the request into
-// decode, which attaches the response stream. Tokens produced before that are buffered, so
-// generation never waits for the pipeline.
+// model stages (tokenize, prefill, decode, detokenize) that name it. The hand-off of one request
+// between the pipeline and the engine thread is in generation_stream.h; the model's side
+// questions (a rewrite, a yes/no log-probability) in model_side_questions.cpp.
 #pragma once
 
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "framework/engine/chat_template.h"
-#include "framework/engine/scheduler.h"
 #include "framework/api/registry.h"
 #include "framework/api/served_model.h"
+#include "framework/engine/chat_template.h"
+#include "framework/engine/scheduler.h"
+#include "stages/generation_stream.h"
 
 namespace chatflow {
 
-// One request's generation as the engine sees it. The engine owns it; the request holds it only
-// until decode attaches. It keeps the request alive through its continuation and writer alone,
-// and lets go of each as soon as its work is done, so no ownership cycle outlives the request.
-class GenerationStream final : public engine::SequenceObserver {
- public:
-  GenerationStream(std::shared_ptr<Request> request, Continuation continuation, PortId resume_port);
-
-  // Decode's side: from now on chunks go to `writer` (buffered ones first).
-  void attach(ChunkWriter writer);
-
-  void on_token(const engine::SampledToken& token, bool first,
-                const engine::SequenceUsage& usage) override;
-  void on_finish(engine::FinishCause cause, const engine::SequenceUsage& usage) override;
-  void on_error(const std::string& message) override;
-  bool cancelled() const override;
-  void on_dropped() override;
-  void on_admitted() override;
-
- private:
-  void deliver(Chunk chunk);
-  void resume_once();
-
-  std::weak_ptr<Request> request_;
-  bool want_logprobs_;
-  bool started_ = false;  // engine thread only
-  mutable std::mutex mutex_;
-  Continuation continuation_;
-  PortId resume_port_;
-  ChunkWriter writer_;
-  std::vector<Chunk> buffered_;
-  std::optional<RequestError> error_;
-  bool writer_done_ = false;  // the final chunk or an error went out: no writer is needed any more
+// The YAML keys of a gguf_model resource, which are also its settings.
+struct KvCacheConfig {
+  int64_t block_tokens = 16;
+  int64_t blocks = 0;
+  bool prefix_cache = true;
+  std::string type = "f16";
 };
 
-// What a sequence run outside any request produced (GgufModel::generate_text and
-// next_token_logprobs are built on it).
+struct SchedulerSettings {
+  int64_t max_seqs = 64;
+  int64_t max_batched_tokens = 2048;
+  bool chunked_prefill = true;
+};
+
+struct GgufModelConfig {
+  std::string path = "auto";
+  std::string backend = "auto";
+  int threads = 0;
+  std::string chat_template = "auto";
+  std::string name;
+  KvCacheConfig kv_cache;
+  SchedulerSettings scheduler;
+};
+
+// What a sequence run outside any request produced (generate_text and next_token_logprobs are
+// built on it).
 struct SideAnswer {
   std::vector<int32_t> tokens;
   std::vector<engine::TokenLogprob> first_alternatives;
@@ -65,14 +51,9 @@ struct SideAnswer {
 
 class GgufModel final : public Resource, public ServedModel {
  public:
-  struct Settings {
-    std::string path;
-    int threads = 1;
-    std::string name;
-    std::string chat_template = "auto";
-    engine::SchedulerConfig scheduler;
-  };
-  explicit GgufModel(const Settings& settings);
+  // `config.path` names the file (not "auto"). Throws ConfigError for a bad setting and the
+  // loader's error for a bad file.
+  explicit GgufModel(const GgufModelConfig& config);
 
   const engine::Model& model() const { return *model_; }
   const engine::Tokenizer& tokenizer() const { return model_->tokenizer(); }
@@ -97,16 +78,16 @@ class GgufModel final : public Resource, public ServedModel {
   // fit throws RequestFailure (400, context_length_exceeded).
   std::shared_ptr<GenerationStream> start(Request& request, StageIo& io, PortId resume_port);
 
-  // For each prompt, the `top` most likely next tokens with their log-probabilities; the
-  // prompts share the engine's batches. Blocks the calling thread until all are done (scoring
-  // stages such as an LLM reranker). Throws std::runtime_error when the engine refuses or
-  // fails one, or when `cancelled` turns true first.
-  // Greedy text after `prompt`, at most `max_tokens` tokens (stopping at end of sequence);
-  // blocks like next_token_logprobs. For stages that ask the model a side question (rewriting
-  // a query).
+  // Greedy text after `prompt`, at most `max_tokens` tokens (stopping at end of sequence), for
+  // stages that ask the model a side question (rewriting a query). Blocks the calling thread
+  // until it is done; throws std::runtime_error when the engine refuses or fails it, or when
+  // `cancelled` turns true first.
   std::string generate_text(std::vector<int32_t> prompt, int64_t max_tokens,
                             const std::string& cache_salt, const std::function<bool()>& cancelled);
 
+  // For each prompt, the `top` most likely next tokens with their log-probabilities; the
+  // prompts share the engine's batches (scoring stages such as an LLM reranker). Blocks and
+  // throws like generate_text.
   std::vector<std::vector<engine::TokenLogprob>> next_token_logprobs(
       std::vector<std::vector<int32_t>> prompts, int top, const std::string& cache_salt,
       const std::function<bool()>& cancelled);
@@ -122,12 +103,5 @@ class GgufModel final : public Resource, public ServedModel {
   std::string name_;
   int64_t block_tokens_;
 };
-
-// The attachment key under which prefill leaves the GenerationStream for decode.
-inline constexpr const char* kGenerationAttachment = "generation";
-
-// Where the default model is found: $CHATFLOW_MODEL, models/ in the working directory,
-// ../shared/models/stories260K/. Nullopt when none exists.
-std::optional<std::string> find_default_model();
 
 }  // namespace chatflow

@@ -40,7 +40,7 @@ class Trim : public ::testing::Test {
   void SetUp() override {
     engine::ModelShape shape;
     shape.context = 4096;
-    GgufModel::Settings settings;
+    GgufModelConfig settings;
     settings.path = testing::temp_model(shape);
     settings.chat_template = "chatml";
     model_ = std::make_shared<GgufModel>(settings);

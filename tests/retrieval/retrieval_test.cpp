@@ -329,7 +329,7 @@ TEST(RetrievalStages, QueryRewriteAsksTheModelOnlyForFollowUps) {
       {"user", "when does the office open?"}, {"assistant", "At 9."}, {"user", "and on Sundays?"}};
   auto second = run(follow_up);
   // What the engine says, used directly, to the same side conversation.
-  GgufModel::Settings settings;
+  GgufModelConfig settings;
   settings.path = model;
   GgufModel direct_model(settings);
   Request probe;

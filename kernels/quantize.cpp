@@ -63,4 +63,48 @@ void quantize_row(TensorType type, const float* values, int64_t count, uint8_t* 
   }
 }
 
+void dequantize_row(TensorType type, const uint8_t* data, int64_t columns, float* out) {
+  switch (type) {
+    case TensorType::f32:
+      std::memcpy(out, data, static_cast<size_t>(columns) * 4);
+      break;
+    case TensorType::f16:
+      for (int64_t i = 0; i < columns; ++i) {
+        uint16_t half;
+        std::memcpy(&half, data + 2 * i, 2);
+        out[i] = f16_to_f32(half);
+      }
+      break;
+    case TensorType::bf16:
+      for (int64_t i = 0; i < columns; ++i) {
+        uint16_t half;
+        std::memcpy(&half, data + 2 * i, 2);
+        out[i] = bf16_to_f32(half);
+      }
+      break;
+    case TensorType::q8_0:
+      for (int64_t block = 0; block < columns / kQuantBlock; ++block) {
+        const uint8_t* bytes = data + block * kQ8BlockBytes;
+        uint16_t scale_bits;
+        std::memcpy(&scale_bits, bytes, 2);
+        float scale = f16_to_f32(scale_bits);
+        for (int i = 0; i < 32; ++i)
+          out[block * 32 + i] = scale * static_cast<float>(static_cast<int8_t>(bytes[2 + i]));
+      }
+      break;
+    case TensorType::q4_0:
+      for (int64_t block = 0; block < columns / kQuantBlock; ++block) {
+        const uint8_t* bytes = data + block * kQ4BlockBytes;
+        uint16_t scale_bits;
+        std::memcpy(&scale_bits, bytes, 2);
+        float scale = f16_to_f32(scale_bits);
+        for (int i = 0; i < 16; ++i) {
+          out[block * 32 + i] = scale * static_cast<float>((bytes[2 + i] & 0x0F) - 8);
+          out[block * 32 + 16 + i] = scale * static_cast<float>((bytes[2 + i] >> 4) - 8);
+        }
+      }
+      break;
+  }
+}
+
 }  // namespace chatflow::kernels

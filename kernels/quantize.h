@@ -1,5 +1,6 @@
-// Converting float rows into the stored tensor types (used to write models; the forward pass
-// never converts up front, it dequantises inside the kernels).
+// Converting float rows to and from the stored tensor types: writing models, and single rows the
+// forward pass needs as floats (an embedding, a norm's weights). Matrix products never convert up
+// front: they dequantise inside the kernels.
 #pragma once
 
 #include <cstdint>
@@ -10,5 +11,7 @@ namespace chatflow::kernels {
 
 // Writes row_bytes(type, count) bytes to `out`; `count` must be a multiple of block_values(type).
 void quantize_row(TensorType type, const float* values, int64_t count, uint8_t* out);
+// Reads row_bytes(type, columns) bytes of `row` into `columns` floats.
+void dequantize_row(TensorType type, const uint8_t* row, int64_t columns, float* out);
 
 }  // namespace chatflow::kernels

@@ -60,6 +60,23 @@ size_t KvCache::value_offset(int64_t layer, int64_t kv_head) const {
   return static_cast<size_t>(((layer * 2 + 1) * kv_heads_ + kv_head) * head_dim_ * block_tokens_);
 }
 
+size_t KvCache::block_start(const KvSequence& sequence, int64_t position) const {
+  return static_cast<size_t>(sequence.blocks[static_cast<size_t>(position / block_tokens_)]) *
+         block_stride_;
+}
+
+size_t KvCache::key_index(const KvSequence& sequence, int64_t position, int64_t layer,
+                          int64_t kv_head) const {
+  return block_start(sequence, position) + key_offset(layer, kv_head) +
+         static_cast<size_t>(position % block_tokens_);
+}
+
+size_t KvCache::value_index(const KvSequence& sequence, int64_t position, int64_t layer,
+                            int64_t kv_head) const {
+  return block_start(sequence, position) + value_offset(layer, kv_head) +
+         static_cast<size_t>(position % block_tokens_ * head_dim_);
+}
+
 bool reserve(KvCache& cache, KvSequence& sequence, int64_t length) {
   int64_t needed = (length + cache.block_tokens() - 1) / cache.block_tokens() -
                    static_cast<int64_t>(sequence.blocks.size());

@@ -17,6 +17,7 @@
 namespace chatflow::engine {
 
 using BlockId = int32_t;
+struct KvSequence;
 
 class KvCache {
  public:
@@ -47,6 +48,14 @@ class KvCache {
   size_t block_stride() const { return block_stride_; }  // in elements
   size_t key_offset(int64_t layer, int64_t kv_head) const;
   size_t value_offset(int64_t layer, int64_t kv_head) const;
+  // The element index into pool() of the block holding `position` of `sequence`.
+  size_t block_start(const KvSequence& sequence, int64_t position) const;
+  // Where `position` of `sequence` keeps the keys of `layer` and `kv_head` (head_dim elements,
+  // block_tokens() apart) and its values (head_dim elements in a row).
+  size_t key_index(const KvSequence& sequence, int64_t position, int64_t layer,
+                   int64_t kv_head) const;
+  size_t value_index(const KvSequence& sequence, int64_t position, int64_t layer,
+                     int64_t kv_head) const;
 
  private:
   int64_t block_tokens_;

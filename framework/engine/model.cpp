@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half.h"
+#include "kernels/quantize.h"
 
 namespace chatflow::engine {
 namespace {
@@ -168,49 +169,8 @@ void Model::pack_weights() {
 }
 
 void dequantize_row(const WeightMatrix& matrix, int64_t row, float* out) {
-  const uint8_t* data = matrix.data + static_cast<size_t>(row) * matrix.row_bytes;
-  const int64_t columns = matrix.columns;
-  switch (matrix.type) {
-    case kernels::TensorType::f32:
-      std::memcpy(out, data, static_cast<size_t>(columns) * 4);
-      break;
-    case kernels::TensorType::f16:
-      for (int64_t i = 0; i < columns; ++i) {
-        uint16_t half;
-        std::memcpy(&half, data + 2 * i, 2);
-        out[i] = kernels::f16_to_f32(half);
-      }
-      break;
-    case kernels::TensorType::bf16:
-      for (int64_t i = 0; i < columns; ++i) {
-        uint16_t half;
-        std::memcpy(&half, data + 2 * i, 2);
-        out[i] = kernels::bf16_to_f32(half);
-      }
-      break;
-    case kernels::TensorType::q8_0:
-      for (int64_t block = 0; block < columns / kernels::kQuantBlock; ++block) {
-        const uint8_t* bytes = data + block * kernels::kQ8BlockBytes;
-        uint16_t scale_bits;
-        std::memcpy(&scale_bits, bytes, 2);
-        float scale = kernels::f16_to_f32(scale_bits);
-        for (int i = 0; i < 32; ++i)
-          out[block * 32 + i] = scale * static_cast<float>(static_cast<int8_t>(bytes[2 + i]));
-      }
-      break;
-    case kernels::TensorType::q4_0:
-      for (int64_t block = 0; block < columns / kernels::kQuantBlock; ++block) {
-        const uint8_t* bytes = data + block * kernels::kQ4BlockBytes;
-        uint16_t scale_bits;
-        std::memcpy(&scale_bits, bytes, 2);
-        float scale = kernels::f16_to_f32(scale_bits);
-        for (int i = 0; i < 16; ++i) {
-          out[block * 32 + i] = scale * static_cast<float>((bytes[2 + i] & 0x0F) - 8);
-          out[block * 32 + 16 + i] = scale * static_cast<float>((bytes[2 + i] >> 4) - 8);
-        }
-      }
-      break;
-  }
+  kernels::dequantize_row(matrix.type, matrix.data + static_cast<size_t>(row) * matrix.row_bytes,
+                          matrix.columns, out);
 }
 
 }  // namespace chatflow::engine

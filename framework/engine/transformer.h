@@ -1,9 +1,11 @@
 // The forward pass of a llama-family decoder over a batch that mixes sequences: each chunk is
 // some new tokens of one sequence (a whole prompt, a piece of one, or one generated token).
 // Projections run as one matrix-matrix product over all tokens of the step (weights read once),
-// attention reads each sequence's keys and values from the paged KV cache.
+// attention reads each sequence's keys and values from the paged KV cache. Every computation
+// goes through the kernel table (kernels/kernel_table.h), the engine's device interface.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "framework/engine/kv_cache.h"
 #include "framework/engine/model.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernel_table.h"
 
 namespace chatflow::engine {
 
@@ -24,7 +27,7 @@ struct SequenceChunk {
 class Transformer {
  public:
   explicit Transformer(std::shared_ptr<const Model> model,
-                       const kernels::CpuKernelTable& kernels = kernels::cpu_kernels());
+                       const kernels::KernelTable& kernels = kernels::cpu_kernels());
   ~Transformer();
 
   const Model& model() const { return *model_; }
@@ -37,8 +40,24 @@ class Transformer {
 
  private:
   struct Workspace;
+  struct Step;
+  // One matrix product of a step: `weights` times the step's input rows into `y`.
+  struct Product {
+    const WeightMatrix& weights;
+    float* y;
+  };
+
+  int64_t layout_batch(std::span<const SequenceChunk> chunks, const KvCache& cache,
+                       std::span<float> logits);
+  void compute_rope_angles(int64_t tokens);
+  void multiply(Step& step, std::initializer_list<Product> products, const float* x, int64_t count);
+  void store_keys_and_values(Step& step, int64_t layer);
+  void attend(Step& step, int64_t layer);
+  void run_layer(Step& step, int64_t layer);
+  void final_logits(Step& step, std::span<float> logits);
+
   std::shared_ptr<const Model> model_;
-  const kernels::CpuKernelTable& kernels_;
+  const kernels::KernelTable& kernels_;
   std::unique_ptr<Workspace> workspace_;
 };
 

@@ -65,7 +65,7 @@ void pack_matrix(TensorType type, const uint8_t* rows, size_t row_bytes, int64_t
   }
 }
 
-const CpuKernelTable* cpu_kernels(InstructionSet instruction_set) {
+const KernelTable* cpu_kernels(InstructionSet instruction_set) {
   __builtin_cpu_init();
   switch (instruction_set) {
     case InstructionSet::scalar:
@@ -84,8 +84,8 @@ const CpuKernelTable* cpu_kernels(InstructionSet instruction_set) {
   return nullptr;
 }
 
-const CpuKernelTable& cpu_kernels() {
-  static const CpuKernelTable* chosen = [] {
+const KernelTable& cpu_kernels() {
+  static const KernelTable* chosen = [] {
     const char* forced = std::getenv("CHATFLOW_ISA");
     std::string limit = forced ? forced : "avx512";
     if (limit == "avx512") {

@@ -1,11 +1,13 @@
 // AVX2 kernels (8 floats per vector). Compiled with -mavx2 -mfma -mf16c; only called when the
 // processor has them.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <immintrin.h>
 #include <type_traits>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/quantize.h"
 
 namespace chatflow::kernels {
 namespace avx2 {
@@ -96,6 +98,6 @@ struct Simd {
 
 }  // namespace avx2
 
-const CpuKernelTable detail::kAvx2Kernels = avx2::make_table<avx2::Simd>("avx2");
+const KernelTable detail::kAvx2Kernels = avx2::make_table<avx2::Simd>("avx2");
 
 }  // namespace chatflow::kernels

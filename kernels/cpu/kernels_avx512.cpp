@@ -1,11 +1,13 @@
 // AVX-512 kernels (16 floats per vector). Compiled with -mavx512f -mavx512bw -mavx512vl
 // -mavx512dq -mfma -mf16c; only called when the processor has them.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <immintrin.h>
 #include <type_traits>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/quantize.h"
 
 namespace chatflow::kernels {
 namespace avx512 {
@@ -79,6 +81,6 @@ struct Simd {
 
 }  // namespace avx512
 
-const CpuKernelTable detail::kAvx512Kernels = avx512::make_table<avx512::Simd>("avx512");
+const KernelTable detail::kAvx512Kernels = avx512::make_table<avx512::Simd>("avx512");
 
 }  // namespace chatflow::kernels

@@ -522,19 +522,77 @@ void silu_multiply(const float* gate, const float* up, float* out, int64_t count
 }
 
 template <class S>
-void to_f16(const float* values, uint16_t* out, int64_t count, int64_t out_stride) {
+void rms_norm(const float* x, const float* weight, float* out, int64_t count, float epsilon) {
+  // The sum of squares in double, in index order, as the reference does: the scale is the same
+  // on every instruction set.
+  double sum = 0;
   for (int64_t i = 0; i < count; ++i)
-    out[i * out_stride] = S::to_f16(values[i]);
+    sum += static_cast<double>(x[i] * x[i]);
+  const float scale =
+      1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(count)) + epsilon);
+  const typename S::V scale_vector = S::set1(scale);
+  int64_t i = 0;
+  for (; i + S::kWidth <= count; i += S::kWidth)
+    S::store(out + i, S::mul(S::mul(S::load(x + i), scale_vector), S::load(weight + i)));
+  for (; i < count; ++i)
+    out[i] = (x[i] * scale) * weight[i];
 }
 
 template <class S>
-constexpr CpuKernelTable make_table(std::string_view name) {
-  return CpuKernelTable{name,
-                        {&matmul<S, LoadF32<S>>, &matmul<S, LoadF16<S>>, &matmul<S, LoadBf16<S>>,
-                         &matmul<S, LoadQ8<S>>, &matmul<S, LoadQ4<S>>},
-                        {&packed_matmul<S, LoadF32<S>>, &packed_matmul<S, LoadF16<S>>,
-                         &packed_matmul<S, LoadBf16<S>>},
-                        {&attention<S, KvF32<S>>, &attention<S, KvF16<S>>},
-                        &silu_multiply<S>,
-                        &to_f16<S>};
+void rope(float* head, const float* cosines, const float* sines, int64_t pairs,
+          bool adjacent_pairs) {
+  for (int64_t i = 0; i < pairs; ++i) {
+    int64_t a = adjacent_pairs ? 2 * i : i;
+    int64_t b = adjacent_pairs ? 2 * i + 1 : i + pairs;
+    float x0 = head[a];
+    float x1 = head[b];
+    head[a] = x0 * cosines[i] - x1 * sines[i];
+    head[b] = x0 * sines[i] + x1 * cosines[i];
+  }
+}
+
+template <class S>
+void add(float* y, const float* x, int64_t count) {
+  int64_t i = 0;
+  for (; i + S::kWidth <= count; i += S::kWidth)
+    S::store(y + i, S::add(S::load(y + i), S::load(x + i)));
+  for (; i < count; ++i)
+    y[i] += x[i];
+}
+
+template <class S>
+void add_bias(float* rows, const float* bias, int64_t width, int64_t row_count) {
+  for (int64_t t = 0; t < row_count; ++t)
+    add<S>(rows + t * width, bias, width);
+}
+
+template <class S>
+void store_kv_f32(const float* values, void* out, int64_t count, int64_t out_stride) {
+  auto* pool = static_cast<float*>(out);
+  for (int64_t i = 0; i < count; ++i)
+    pool[i * out_stride] = values[i];
+}
+
+template <class S>
+void store_kv_f16(const float* values, void* out, int64_t count, int64_t out_stride) {
+  auto* pool = static_cast<uint16_t*>(out);
+  for (int64_t i = 0; i < count; ++i)
+    pool[i * out_stride] = S::to_f16(values[i]);
+}
+
+template <class S>
+constexpr KernelTable make_table(std::string_view name) {
+  return KernelTable{name,
+                     {&matmul<S, LoadF32<S>>, &matmul<S, LoadF16<S>>, &matmul<S, LoadBf16<S>>,
+                      &matmul<S, LoadQ8<S>>, &matmul<S, LoadQ4<S>>},
+                     {&packed_matmul<S, LoadF32<S>>, &packed_matmul<S, LoadF16<S>>,
+                      &packed_matmul<S, LoadBf16<S>>},
+                     {&attention<S, KvF32<S>>, &attention<S, KvF16<S>>},
+                     &silu_multiply<S>,
+                     &rms_norm<S>,
+                     &rope<S>,
+                     &add<S>,
+                     &add_bias<S>,
+                     {&store_kv_f32<S>, &store_kv_f16<S>},
+                     &kernels::dequantize_row};
 }

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half.h"
+#include "kernels/quantize.h"
 
 namespace chatflow::kernels {
 namespace scalar {
@@ -94,6 +95,6 @@ struct Simd {
 
 }  // namespace scalar
 
-const CpuKernelTable detail::kScalarKernels = scalar::make_table<scalar::Simd>("scalar");
+const KernelTable detail::kScalarKernels = scalar::make_table<scalar::Simd>("scalar");
 
 }  // namespace chatflow::kernels

@@ -1,6 +1,8 @@
 // The CPU kernels against plain reference arithmetic, for every tensor type and every
 // instruction set this processor has; and batch invariance: a row's result never depends on how
 // many tokens or which rows share the call.
+#include "kernels/cpu/cpu_kernels.h"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -9,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include "framework/engine/model.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half.h"
 #include "kernels/quantize.h"
 
@@ -18,8 +19,8 @@ namespace {
 
 using engine::WeightMatrix;
 
-std::vector<const CpuKernelTable*> available_tables() {
-  std::vector<const CpuKernelTable*> tables;
+std::vector<const KernelTable*> available_tables() {
+  std::vector<const KernelTable*> tables;
   for (auto isa : {InstructionSet::scalar, InstructionSet::avx2, InstructionSet::avx512}) {
     if (auto* table = cpu_kernels(isa)) tables.push_back(table);
   }
@@ -59,7 +60,7 @@ std::vector<float> random_inputs(int64_t count, uint32_t seed) {
   return values;
 }
 
-std::vector<float> run_matmul(const CpuKernelTable& table, const TestMatrix& matrix,
+std::vector<float> run_matmul(const KernelTable& table, const TestMatrix& matrix,
                               const std::vector<float>& x, int64_t tokens, int64_t row_begin,
                               int64_t row_end) {
   std::vector<float> y(static_cast<size_t>(tokens * matrix.view.rows), -1.0f);
@@ -114,7 +115,7 @@ TEST_P(MatmulKernels, MatchReferenceArithmetic) {
     const int64_t tokens = 7;
     TestMatrix matrix = random_matrix(type, rows, columns, 11);
     std::vector<float> x = random_inputs(tokens * columns, 12);
-    for (const CpuKernelTable* table : available_tables()) {
+    for (const KernelTable* table : available_tables()) {
       std::vector<float> y = run_matmul(*table, matrix, x, tokens, 0, rows);
       expect_reference_product(y, matrix, x, tokens,
                                std::string(table->instruction_set) + " " +
@@ -131,7 +132,7 @@ TEST_P(MatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
   const int64_t tokens = 9;
   TestMatrix matrix = random_matrix(type, rows, columns, 21);
   std::vector<float> x = random_inputs(tokens * columns, 22);
-  for (const CpuKernelTable* table : available_tables()) {
+  for (const KernelTable* table : available_tables()) {
     std::vector<float> together = run_matmul(*table, matrix, x, tokens, 0, rows);
     expect_batch_invariant(
         [&](const std::vector<float>& inputs, int64_t count) {
@@ -159,7 +160,7 @@ std::vector<uint8_t> packed(const TestMatrix& matrix) {
   return panels;
 }
 
-std::vector<float> run_packed_matmul(const CpuKernelTable& table, const TestMatrix& matrix,
+std::vector<float> run_packed_matmul(const KernelTable& table, const TestMatrix& matrix,
                                      const std::vector<uint8_t>& panels,
                                      const std::vector<float>& x, int64_t tokens,
                                      int64_t panel_begin, int64_t panel_end) {
@@ -199,7 +200,7 @@ TEST_P(PackedMatmulKernels, MatchReferenceArithmetic) {
   TestMatrix matrix = random_matrix(type, rows, columns, 52);
   std::vector<uint8_t> panels = packed(matrix);
   std::vector<float> x = random_inputs(tokens * columns, 53);
-  for (const CpuKernelTable* table : available_tables()) {
+  for (const KernelTable* table : available_tables()) {
     std::vector<float> y = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
     expect_reference_product(
         y, matrix, x, tokens,
@@ -215,7 +216,7 @@ TEST_P(PackedMatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
   TestMatrix matrix = random_matrix(type, rows, columns, 54);
   std::vector<uint8_t> panels = packed(matrix);
   std::vector<float> x = random_inputs(tokens * columns, 55);
-  for (const CpuKernelTable* table : available_tables()) {
+  for (const KernelTable* table : available_tables()) {
     std::vector<float> together = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
     expect_batch_invariant(
         [&](const std::vector<float>& inputs, int64_t count) {
@@ -277,7 +278,7 @@ TEST_P(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
                                             : static_cast<const void*>(pool_f32.data());
   std::vector<float> queries = random_inputs(group * head_dim, 33);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  for (const CpuKernelTable* kernels : available_tables()) {
+  for (const KernelTable* kernels : available_tables()) {
     std::vector<float> scores(static_cast<size_t>(group * 48));
     std::vector<float> out(static_cast<size_t>(group * head_dim));
     kernels->attention[static_cast<int>(kv_type)](
@@ -312,13 +313,13 @@ TEST_P(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
 INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionKernel, ::testing::Values(KvType::f32, KvType::f16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
-TEST(HalfConversionKernel, RoundsLikeTheReferenceAndHonoursTheStride) {
+TEST(KvStoreKernel, F16RoundsLikeTheReferenceAndHonoursTheStride) {
   std::vector<float> values = random_inputs(37, 61);
   values[0] = 1.0f + 1.0f / 2048;  // a tie: rounds to even
   values[1] = 1e6f;                // beyond half's range: infinity
-  for (const CpuKernelTable* kernels : available_tables()) {
+  for (const KernelTable* kernels : available_tables()) {
     std::vector<uint16_t> out(37 * 3, 0xFFFF);
-    kernels->to_f16(values.data(), out.data(), 37, 3);
+    kernels->store_kv[static_cast<int>(KvType::f16)](values.data(), out.data(), 37, 3);
     for (size_t i = 0; i < out.size(); ++i) {
       uint16_t expected = i % 3 == 0 ? f32_to_f16(values[i / 3]) : 0xFFFF;
       ASSERT_EQ(out[i], expected) << kernels->instruction_set << " element " << i;
@@ -329,7 +330,7 @@ TEST(HalfConversionKernel, RoundsLikeTheReferenceAndHonoursTheStride) {
 TEST(SiluKernel, MatchesDefinition) {
   std::vector<float> gate = random_inputs(37, 41);
   std::vector<float> up = random_inputs(37, 42);
-  for (const CpuKernelTable* kernels : available_tables()) {
+  for (const KernelTable* kernels : available_tables()) {
     std::vector<float> out(37);
     kernels->silu_multiply(gate.data(), up.data(), out.data(), 37);
     for (size_t i = 0; i < out.size(); ++i) {

@@ -13,6 +13,9 @@ struct Scheduler::Sequence {
         tokens(this->spec.prompt) {}
 
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - kv.length; }
+  SequenceUsage usage() const {
+    return {static_cast<int64_t>(spec.prompt.size()), generated, cached_tokens};
+  }
 
   uint64_t id;
   SequenceSpec spec;
@@ -203,28 +206,22 @@ bool Scheduler::reserve_for(Sequence& sequence, int64_t length,
   }
 }
 
-void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
-                     std::deque<std::unique_ptr<Sequence>>& waiting) {
-  // Cancelled sequences leave first, so their blocks are free for this very step.
-  auto drop_cancelled = [&](auto& list) {
-    for (auto it = list.begin(); it != list.end();) {
-      if ((*it)->observer->cancelled()) {
-        (*it)->observer->on_dropped();
-        release_sequence(**it);
-        it = list.erase(it);
-      } else {
-        ++it;
-      }
+// Cancelled sequences leave first, so their blocks are free for this very step.
+template <class List>
+void Scheduler::drop_cancelled(List& sequences) {
+  for (auto it = sequences.begin(); it != sequences.end();) {
+    if ((*it)->observer->cancelled()) {
+      (*it)->observer->on_dropped();
+      release_sequence(**it);
+      it = sequences.erase(it);
+    } else {
+      ++it;
     }
-  };
-  drop_cancelled(running);
-  drop_cancelled(waiting);
+  }
+}
 
-  struct Planned {
-    Sequence* sequence;
-    int64_t count;
-    bool logits;
-  };
+std::vector<Scheduler::Planned> Scheduler::plan(std::vector<std::unique_ptr<Sequence>>& running,
+                                                std::deque<std::unique_ptr<Sequence>>& waiting) {
   std::vector<Planned> plan;
   auto add = [&](Sequence& sequence, int64_t count, bool logits) {
     sequence.planned = true;
@@ -274,22 +271,14 @@ void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
     running.push_back(std::move(waiting.front()));
     waiting.pop_front();
   }
-  if (plan.empty()) {
-    if (!running.empty() || !waiting.empty()) {
-      // Nothing can run: only possible when one sequence alone does not fit, which submit rules
-      // out.
-      for (auto& sequence : running) {
-        sequence->observer->on_error("the KV cache is too small to continue this request");
-        release_sequence(*sequence);
-      }
-      running.clear();
-    }
-    return;
-  }
+  return plan;
+}
 
+// One forward pass over the planned chunks; false (every planned sequence failed) when it
+// throws.
+bool Scheduler::run_batch(const std::vector<Planned>& plan, int64_t& prompt_tokens) {
   std::vector<SequenceChunk> chunks;
   int64_t logit_rows = 0;
-  int64_t prompt_tokens = 0;
   for (const auto& entry : plan) {
     Sequence& sequence = *entry.sequence;
     chunks.push_back(
@@ -300,8 +289,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
     logit_rows += entry.logits;
     if (entry.count > 1 || !sequence.started) prompt_tokens += entry.count;
   }
-  const int64_t vocabulary = model_->config().vocabulary;
-  logits_.resize(static_cast<size_t>(logit_rows * vocabulary));
+  logits_.resize(static_cast<size_t>(logit_rows * model_->config().vocabulary));
   try {
     transformer_.forward(chunks, cache_, threads_, logits_);
   } catch (const std::exception& error) {
@@ -309,14 +297,15 @@ void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
       entry.sequence->observer->on_error(std::string("the forward pass failed: ") + error.what());
       entry.sequence->observer.reset();
     }
-    std::erase_if(running, [&](const auto& sequence) {
-      if (sequence->observer) return false;
-      release_sequence(*sequence);
-      return true;
-    });
-    return;
+    return false;
   }
+  return true;
+}
 
+// Samples each planned sequence that asked for logits and tells its observer; a finished
+// sequence lets go of its observer. Returns the tokens generated.
+int64_t Scheduler::publish(const std::vector<Planned>& plan) {
+  const int64_t vocabulary = model_->config().vocabulary;
   int64_t row = 0;
   int64_t generated = 0;
   for (const auto& entry : plan) {
@@ -332,31 +321,50 @@ void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
     sequence.started = true;
     if (!sequence.spec.ignore_eos &&
         model_->tokenizer().vocabulary().is_end_of_generation(sampled.token)) {
-      sequence.observer->on_finish(FinishCause::end_of_generation,
-                                   {static_cast<int64_t>(sequence.spec.prompt.size()),
-                                    sequence.generated, sequence.cached_tokens});
+      sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
       sequence.observer.reset();
       continue;
     }
     sequence.tokens.push_back(sampled.token);
     ++sequence.generated;
     ++generated;
-    sequence.observer->on_token(sampled, first,
-                                {static_cast<int64_t>(sequence.spec.prompt.size()),
-                                 sequence.generated, sequence.cached_tokens});
+    sequence.observer->on_token(sampled, first, sequence.usage());
     if (sequence.generated >= sequence.spec.max_tokens ||
         static_cast<int64_t>(sequence.tokens.size()) >= model_->config().context) {
-      sequence.observer->on_finish(FinishCause::length,
-                                   {static_cast<int64_t>(sequence.spec.prompt.size()),
-                                    sequence.generated, sequence.cached_tokens});
+      sequence.observer->on_finish(FinishCause::length, sequence.usage());
       sequence.observer.reset();
     }
   }
+  return generated;
+}
+
+void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
+                     std::deque<std::unique_ptr<Sequence>>& waiting) {
+  drop_cancelled(running);
+  drop_cancelled(waiting);
+  std::vector<Planned> planned = plan(running, waiting);
+  if (planned.empty()) {
+    if (!running.empty() || !waiting.empty()) {
+      // Nothing can run: only possible when one sequence alone does not fit, which submit rules
+      // out.
+      for (auto& sequence : running) {
+        sequence->observer->on_error("the KV cache is too small to continue this request");
+        release_sequence(*sequence);
+      }
+      running.clear();
+    }
+    return;
+  }
+  int64_t prompt_tokens = 0;
+  int64_t generated = 0;
+  bool ran = run_batch(planned, prompt_tokens);
+  if (ran) generated = publish(planned);
   std::erase_if(running, [&](const auto& sequence) {
     if (sequence->observer) return false;
     release_sequence(*sequence);
     return true;
   });
+  if (!ran) return;
   std::lock_guard lock(mutex_);
   ++stats_.steps;
   stats_.prompt_tokens_computed += prompt_tokens;

@@ -105,9 +105,21 @@ class Scheduler {
 
  private:
   struct Sequence;
+  // A piece of one sequence in this step's batch.
+  struct Planned {
+    Sequence* sequence;
+    int64_t count;
+    bool logits;
+  };
   void run();
   void step(std::vector<std::unique_ptr<Sequence>>& running,
             std::deque<std::unique_ptr<Sequence>>& waiting);
+  template <class List>
+  void drop_cancelled(List& sequences);
+  std::vector<Planned> plan(std::vector<std::unique_ptr<Sequence>>& running,
+                            std::deque<std::unique_ptr<Sequence>>& waiting);
+  bool run_batch(const std::vector<Planned>& plan, int64_t& prompt_tokens);
+  int64_t publish(const std::vector<Planned>& plan);
   bool reserve_for(Sequence& sequence, int64_t length,
                    std::vector<std::unique_ptr<Sequence>>& running,
                    std::deque<std::unique_ptr<Sequence>>& waiting);

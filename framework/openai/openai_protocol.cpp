@@ -1,5 +1,6 @@
 #include "framework/openai/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -213,116 +214,145 @@ CacheCorrection parse_cache_correction(std::string_view body) {
   return correction;
 }
 
-void parse_completion_request(std::string_view body, RequestKind kind, Request& request,
-                              const std::vector<std::string>& served_models) {
-  json::value document = parse_object(body);
-  const json::object& object = document.get_object();
-  Fields fields(object);
+namespace {
 
-  request.kind = kind;
+std::string parse_model(const Fields& fields, const std::vector<std::string>& served_models) {
   std::string model = fields.string("model", "");
   if (model.empty()) invalid("'model' is required", "model");
-  bool known = false;
-  for (const auto& served : served_models)
-    known = known || served == model;
-  if (!known) {
+  if (std::find(served_models.begin(), served_models.end(), model) == served_models.end()) {
     throw RequestFailure(RequestError{404, "invalid_request_error",
                                       "The model '" + model + "' does not exist", "model_not_found",
                                       "model"});
   }
-  request.model = model;
+  return model;
+}
 
-  if (kind == RequestKind::chat) {
-    const json::value* messages = fields.get("messages");
-    if (!messages) invalid("'messages' is required", "messages");
-    if (!messages->is_array())
-      invalid(std::string("'messages' must be an array, got ") + kind_of(*messages), "messages");
-    if (messages->get_array().empty())
-      invalid("'messages' must contain at least one message", "messages");
-    size_t index = 0;
-    for (const auto& item : messages->get_array()) {
-      std::string param = "messages[" + std::to_string(index) + "]";
-      if (!item.is_object())
-        invalid("'" + param + "' must be an object, got " + kind_of(item), param);
-      const json::object& message = item.get_object();
-      const json::value* role = message.if_contains("role");
-      if (!role || !role->is_string())
-        invalid("'" + param + ".role' is required and must be a string", param + ".role");
-      std::string role_text(role->get_string());
-      if (role_text == "developer") role_text = "system";  // OpenAI's newer name for system
-      if (role_text != "system" && role_text != "user" && role_text != "assistant") {
-        invalid("'" + param + ".role' must be system, developer, user or assistant, got '" +
-                    std::string(role->get_string()) + "'",
-                param + ".role");
-      }
-      const json::value* content = message.if_contains("content");
-      if (!content) invalid("'" + param + ".content' is required", param + ".content");
-      request.messages.push_back({role_text, content_of(*content, index)});
-      ++index;
+std::vector<Message> parse_messages(const Fields& fields) {
+  const json::value* messages = fields.get("messages");
+  if (!messages) invalid("'messages' is required", "messages");
+  if (!messages->is_array())
+    invalid(std::string("'messages' must be an array, got ") + kind_of(*messages), "messages");
+  if (messages->get_array().empty())
+    invalid("'messages' must contain at least one message", "messages");
+  std::vector<Message> parsed;
+  size_t index = 0;
+  for (const auto& item : messages->get_array()) {
+    std::string param = "messages[" + std::to_string(index) + "]";
+    if (!item.is_object())
+      invalid("'" + param + "' must be an object, got " + kind_of(item), param);
+    const json::object& message = item.get_object();
+    const json::value* role = message.if_contains("role");
+    if (!role || !role->is_string())
+      invalid("'" + param + ".role' is required and must be a string", param + ".role");
+    std::string role_text(role->get_string());
+    if (role_text == "developer") role_text = "system";  // OpenAI's newer name for system
+    if (role_text != "system" && role_text != "user" && role_text != "assistant") {
+      invalid("'" + param + ".role' must be system, developer, user or assistant, got '" +
+                  std::string(role->get_string()) + "'",
+              param + ".role");
+    }
+    const json::value* content = message.if_contains("content");
+    if (!content) invalid("'" + param + ".content' is required", param + ".content");
+    parsed.push_back({role_text, content_of(*content, index)});
+    ++index;
+  }
+  return parsed;
+}
+
+std::string parse_prompt(const Fields& fields) {
+  const json::value* prompt = fields.get("prompt");
+  if (!prompt) invalid("'prompt' is required", "prompt");
+  std::string text;
+  if (prompt->is_string()) {
+    text = std::string(prompt->get_string());
+  } else if (prompt->is_array() && prompt->get_array().size() == 1 &&
+             prompt->get_array()[0].is_string()) {
+    text = std::string(prompt->get_array()[0].get_string());
+  } else {
+    invalid("'prompt' must be a string (or an array holding one string)", "prompt");
+  }
+  if (text.empty()) invalid("'prompt' must not be empty", "prompt");
+  return text;
+}
+
+std::vector<std::string> parse_stop(const Fields& fields) {
+  std::vector<std::string> stops;
+  const json::value* stop = fields.get("stop");
+  if (!stop) return stops;
+  if (stop->is_string()) {
+    stops.push_back(std::string(stop->get_string()));
+  } else if (stop->is_array()) {
+    if (stop->get_array().size() > 4) invalid("'stop' may hold at most 4 strings", "stop");
+    for (const auto& item : stop->get_array()) {
+      if (!item.is_string()) invalid("'stop' must be a string or an array of strings", "stop");
+      stops.push_back(std::string(item.get_string()));
     }
   } else {
-    const json::value* prompt = fields.get("prompt");
-    if (!prompt) invalid("'prompt' is required", "prompt");
-    if (prompt->is_string()) {
-      request.prompt = std::string(prompt->get_string());
-    } else if (prompt->is_array() && prompt->get_array().size() == 1 &&
-               prompt->get_array()[0].is_string()) {
-      request.prompt = std::string(prompt->get_array()[0].get_string());
-    } else {
-      invalid("'prompt' must be a string (or an array holding one string)", "prompt");
-    }
-    if (request.prompt.empty()) invalid("'prompt' must not be empty", "prompt");
+    invalid(std::string("'stop' must be a string or an array of strings, got ") + kind_of(*stop),
+            "stop");
   }
+  return stops;
+}
 
-  GenerationParams& g = request.generation;
-  int64_t max_tokens = fields.integer("max_tokens", g.max_tokens, 1, 1 << 20);
-  g.max_tokens = fields.integer("max_completion_tokens", max_tokens, 1, 1 << 20);
-  g.temperature = static_cast<float>(fields.number("temperature", 1.0, 0.0, 2.0));
-  g.top_p = static_cast<float>(fields.number("top_p", 1.0, 0.0, 1.0));
-  if (g.top_p == 0.0f) invalid("'top_p' must be greater than 0", "top_p");
-  g.top_k = static_cast<int>(fields.integer("top_k", 0, -1, 1 << 20));
-  if (g.top_k < 0) g.top_k = 0;  // -1 means "off", as in vLLM
-  g.min_p = static_cast<float>(fields.number("min_p", 0.0, 0.0, 1.0));
-  g.presence_penalty = static_cast<float>(fields.number("presence_penalty", 0.0, -2.0, 2.0));
-  g.frequency_penalty = static_cast<float>(fields.number("frequency_penalty", 0.0, -2.0, 2.0));
-  g.repetition_penalty = static_cast<float>(fields.number("repetition_penalty", 1.0, 0.01, 10.0));
+// Chat takes `logprobs: true` and `top_logprobs`; completions take `logprobs: N` alternatives.
+void parse_logprobs(const Fields& fields, RequestKind kind, GenerationParams& params) {
+  if (kind == RequestKind::chat) {
+    params.logprobs = fields.boolean("logprobs", false);
+    params.top_logprobs = static_cast<int>(fields.integer("top_logprobs", 0, 0, 20));
+    if (params.top_logprobs > 0 && !params.logprobs)
+      invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    return;
+  }
+  if (const json::value* logprobs = fields.get("logprobs")) {
+    if (!logprobs->is_int64() && !logprobs->is_uint64())
+      invalid("'logprobs' must be an integer for completions", "logprobs");
+    params.top_logprobs = static_cast<int>(fields.integer("logprobs", 0, 0, 5));
+    params.logprobs = true;
+  }
+  if (fields.boolean("echo", false)) invalid("'echo' is not supported", "echo");
+}
+
+GenerationParams parse_generation_params(const Fields& fields, RequestKind kind) {
+  GenerationParams params;
+  int64_t max_tokens = fields.integer("max_tokens", params.max_tokens, 1, 1 << 20);
+  params.max_tokens = fields.integer("max_completion_tokens", max_tokens, 1, 1 << 20);
+  params.temperature = static_cast<float>(fields.number("temperature", 1.0, 0.0, 2.0));
+  params.top_p = static_cast<float>(fields.number("top_p", 1.0, 0.0, 1.0));
+  if (params.top_p == 0.0f) invalid("'top_p' must be greater than 0", "top_p");
+  params.top_k = static_cast<int>(fields.integer("top_k", 0, -1, 1 << 20));
+  if (params.top_k < 0) params.top_k = 0;  // -1 means "off", as in vLLM
+  params.min_p = static_cast<float>(fields.number("min_p", 0.0, 0.0, 1.0));
+  params.presence_penalty = static_cast<float>(fields.number("presence_penalty", 0.0, -2.0, 2.0));
+  params.frequency_penalty = static_cast<float>(fields.number("frequency_penalty", 0.0, -2.0, 2.0));
+  params.repetition_penalty =
+      static_cast<float>(fields.number("repetition_penalty", 1.0, 0.01, 10.0));
   if (const json::value* seed = fields.get("seed")) {
     if (!seed->is_int64() && !seed->is_uint64())
       invalid(std::string("'seed' must be an integer, got ") + kind_of(*seed), "seed");
-    g.seed = seed->is_int64() ? static_cast<uint64_t>(seed->get_int64()) : seed->get_uint64();
+    params.seed = seed->is_int64() ? static_cast<uint64_t>(seed->get_int64()) : seed->get_uint64();
   }
-  if (const json::value* stop = fields.get("stop")) {
-    if (stop->is_string()) {
-      g.stop.push_back(std::string(stop->get_string()));
-    } else if (stop->is_array()) {
-      if (stop->get_array().size() > 4) invalid("'stop' may hold at most 4 strings", "stop");
-      for (const auto& item : stop->get_array()) {
-        if (!item.is_string()) invalid("'stop' must be a string or an array of strings", "stop");
-        g.stop.push_back(std::string(item.get_string()));
-      }
-    } else {
-      invalid(std::string("'stop' must be a string or an array of strings, got ") + kind_of(*stop),
-              "stop");
-    }
-  }
-  if (kind == RequestKind::chat) {
-    g.logprobs = fields.boolean("logprobs", false);
-    g.top_logprobs = static_cast<int>(fields.integer("top_logprobs", 0, 0, 20));
-    if (g.top_logprobs > 0 && !g.logprobs)
-      invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs");
-  } else {
-    // Completions: logprobs is the number of alternatives (0..5).
-    if (const json::value* logprobs = fields.get("logprobs")) {
-      if (!logprobs->is_int64() && !logprobs->is_uint64())
-        invalid("'logprobs' must be an integer for completions", "logprobs");
-      g.top_logprobs = static_cast<int>(fields.integer("logprobs", 0, 0, 5));
-      g.logprobs = true;
-    }
-    if (fields.boolean("echo", false)) invalid("'echo' is not supported", "echo");
-  }
+  params.stop = parse_stop(fields);
+  parse_logprobs(fields, kind, params);
   if (fields.integer("n", 1, 1, 128) != 1)
     invalid("'n' greater than 1 is not supported; send separate requests", "n");
-  g.ignore_eos = fields.boolean("ignore_eos", false);
+  params.ignore_eos = fields.boolean("ignore_eos", false);
+  return params;
+}
+
+}  // namespace
+
+void parse_completion_request(std::string_view body, RequestKind kind, Request& request,
+                              const std::vector<std::string>& served_models) {
+  json::value document = parse_object(body);
+  Fields fields(document.get_object());
+  request.kind = kind;
+  request.model = parse_model(fields, served_models);
+  if (kind == RequestKind::chat) {
+    request.messages = parse_messages(fields);
+  } else {
+    request.prompt = parse_prompt(fields);
+  }
+  request.generation = parse_generation_params(fields, kind);
   request.stream = fields.boolean("stream", false);
   if (const json::value* options = fields.get("stream_options")) {
     if (!request.stream)

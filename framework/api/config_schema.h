@@ -4,9 +4,8 @@
 //
 //   struct TrimConfig { std::string store; int budget_tokens = 4000; };
 //   SchemaBuilder<TrimConfig> schema;
-//   schema.key("store", &TrimConfig::store, "history store
-//   resource").required().resource("sqlite_store"); schema.key("budget_tokens",
-//   &TrimConfig::budget_tokens, "tokens kept").range(1, 1'000'000);
+//   schema.key("store", &TrimConfig::store, "history store").required().resource("history_store");
+//   schema.key("budget_tokens", &TrimConfig::budget_tokens, "tokens kept").range(1, 1'000'000);
 //
 // Defaults are the struct's own member initialisers, so code and docs cannot disagree.
 #pragma once

@@ -1,5 +1,5 @@
 // Registries of stage types and resource types. Built-in types register themselves from their
-// own file (CHATFLOW_REGISTER_STAGE_TYPE); plugins add theirs at load time; tests build their own
+// own file (CHATFLOW_REGISTER_TYPE); plugins add theirs at load time; tests build their own
 // Registry and swap a type for a test double.
 #pragma once
 
@@ -113,11 +113,13 @@ struct ResourceTypeInfo {
 };
 
 // Declares a stage type with a typed config struct:
+//
 //   StageTypeBuilder<EchoConfig> type("echo", StageKind::request, "what it does");
 //   type.port("out", PortKind::stream, "the echoed words");
 //   type.config().key("prefix", &EchoConfig::prefix, "text sent first");
-//   type.create([](const EchoConfig& config, StageContext&) { return
-//   std::make_unique<Echo>(config); });
+//   type.create([](const EchoConfig& config, StageContext&) {
+//     return std::make_unique<Echo>(config);
+//   });
 template <class Config>
 class StageTypeBuilder {
  public:

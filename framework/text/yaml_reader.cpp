@@ -1,5 +1,6 @@
 #include "framework/text/yaml_reader.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -8,7 +9,9 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_set>
+#include <vector>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 namespace chatflow {
@@ -28,12 +31,25 @@ bool is_variable_name(std::string_view name) {
   return true;
 }
 
+// Stops the tree at the first node past a limit: aliases make a few bytes stand for any number
+// of nodes (and one may even contain itself), so the limits count what is built, not what is
+// written.
+struct TooLarge {
+  YAML::Mark mark;
+  std::string message;
+};
+
 class TreeBuilder {
  public:
   TreeBuilder(const std::string& file, Diagnostics& diagnostics)
       : file_(file), diagnostics_(diagnostics) {}
 
   ConfigValue build(const YAML::Node& node) {
+    if (++nodes_ > kMaxYamlNodes) {
+      throw TooLarge{node.Mark(), "the document expands to more than " +
+                                      std::to_string(kMaxYamlNodes) +
+                                      " values (aliases repeat what they name)"};
+    }
     ConfigValue value;
     value.where = location_of(node.Mark(), file_);
     switch (node.Type()) {
@@ -54,18 +70,38 @@ class TreeBuilder {
         break;
       case YAML::NodeType::Sequence:
         value.kind = ConfigValue::Kind::sequence;
+        enter(node);
         for (const auto& item : node)
           value.items.push_back(build(item));
+        leave();
         break;
       case YAML::NodeType::Map:
         value.kind = ConfigValue::Kind::mapping;
+        enter(node);
         build_mapping(node, value);
+        leave();
         break;
     }
     return value;
   }
 
  private:
+  // A list or mapping that is among its own ancestors came through an alias to itself. Distinct
+  // collections start at distinct places in the text, so the start marks identify them.
+  void enter(const YAML::Node& node) {
+    const YAML::Mark mark = node.Mark();
+    if (!mark.is_null() && std::find(open_collections_.begin(), open_collections_.end(),
+                                     mark.pos) != open_collections_.end()) {
+      throw TooLarge{mark, "an alias refers to a list or mapping that contains it (a cycle)"};
+    }
+    if (open_collections_.size() >= kMaxYamlDepth) {
+      throw TooLarge{
+          mark, "lists and mappings nest deeper than " + std::to_string(kMaxYamlDepth) + " levels"};
+    }
+    open_collections_.push_back(mark.is_null() ? -1 : mark.pos);
+  }
+  void leave() { open_collections_.pop_back(); }
+
   void build_mapping(const YAML::Node& node, ConfigValue& value) {
     std::unordered_set<std::string> seen;
     for (const auto& entry : node) {
@@ -86,6 +122,8 @@ class TreeBuilder {
 
   const std::string& file_;
   Diagnostics& diagnostics_;
+  size_t nodes_ = 0;
+  std::vector<int> open_collections_;  // start positions of the lists and mappings being built
 };
 
 }  // namespace
@@ -148,15 +186,31 @@ bool interpolate_environment(std::string& text, const SourceLocation& where,
 
 ConfigValue read_yaml_text(const std::string& text, const std::string& file_name,
                            Diagnostics& diagnostics) {
+  if (text.size() > kMaxYamlBytes) {
+    diagnostics.error({file_name, 0, 0}, "the file is " + std::to_string(text.size()) +
+                                             " bytes; YAML files may be at most " +
+                                             std::to_string(kMaxYamlBytes));
+    return {};
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& error) {
+    diagnostics.error(location_of(error.mark, file_name),
+                      "invalid YAML: lists and mappings nest deeper than the parser's limit of " +
+                          std::to_string(error.depth()) + " levels");
+    return {};
   } catch (const YAML::Exception& error) {
     // yaml-cpp's message already says what it expected ("end of map not found", ...).
     diagnostics.error(location_of(error.mark, file_name), "invalid YAML: " + error.msg);
     return {};
   }
-  return TreeBuilder(file_name, diagnostics).build(root);
+  try {
+    return TreeBuilder(file_name, diagnostics).build(root);
+  } catch (const TooLarge& refusal) {
+    diagnostics.error(location_of(refusal.mark, file_name), "invalid YAML: " + refusal.message);
+    return {};
+  }
 }
 
 ConfigValue read_yaml_file(const std::string& path, Diagnostics& diagnostics) {
@@ -168,6 +222,13 @@ ConfigValue read_yaml_file(const std::string& path, Diagnostics& diagnostics) {
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     diagnostics.error({path, 0, 0}, std::string("cannot open file: ") + std::strerror(errno));
+    return {};
+  }
+  // Read no more than one byte past the limit: a huge file is refused without loading it.
+  if (auto size = std::filesystem::file_size(path, error); !error && size > kMaxYamlBytes) {
+    diagnostics.error({path, 0, 0}, "the file is " + std::to_string(size) +
+                                        " bytes; YAML files may be at most " +
+                                        std::to_string(kMaxYamlBytes));
     return {};
   }
   std::ostringstream contents;

@@ -2,12 +2,20 @@
 // yaml-cpp is read, for pipelines, serve files and keys files alike.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "framework/api/config_value.h"
 #include "framework/api/diagnostics.h"
 
 namespace chatflow {
+
+// What a YAML file may be: its size, how many values it expands to (through aliases too) and how
+// deep its lists and mappings nest. Past any of them the file is refused with an error, never
+// read into memory without bound.
+inline constexpr size_t kMaxYamlBytes = 8u << 20;
+inline constexpr size_t kMaxYamlNodes = 500'000;
+inline constexpr size_t kMaxYamlDepth = 256;
 
 // Reads a YAML file into a ConfigValue tree, interpolating ${VAR} and ${VAR:-default} in scalars.
 // Every problem (syntax, duplicate keys, unset variables) is added to `diagnostics` with its

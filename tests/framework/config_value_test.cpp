@@ -125,3 +125,65 @@ TEST_F(Interpolation, MalformedReferencesAreErrors) {
 
 }  // namespace
 }  // namespace chatflow
+
+namespace chatflow {
+namespace {
+
+std::string only_error(const Diagnostics& diagnostics) {
+  EXPECT_EQ(diagnostics.errors().size(), 1u) << diagnostics.to_string();
+  return diagnostics.errors().empty() ? "" : diagnostics.errors()[0].to_string();
+}
+
+TEST(YamlLimits, AnAliasToItsOwnListIsACycleWithItsLocation) {
+  Diagnostics diagnostics;
+  read_yaml_text("version: 1\nx: &a [*a]\n", "cycle.yaml", diagnostics);
+  EXPECT_EQ(only_error(diagnostics),
+            "cycle.yaml:2:4: error: invalid YAML: an alias refers to a list or mapping that "
+            "contains it (a cycle)");
+  Diagnostics nested;
+  read_yaml_text("a: &m\n  b:\n    c: *m\n", "cycle.yaml", nested);
+  EXPECT_NE(only_error(nested).find("(a cycle)"), std::string::npos);
+}
+
+TEST(YamlLimits, AliasesThatExpandPastTheNodeBudgetAreRefused) {
+  // Nine levels of ten aliases each: 343 bytes that stand for a billion values.
+  std::string text = "a: &a [x,x,x,x,x,x,x,x,x,x]\n";
+  for (char level = 'b'; level <= 'i'; ++level) {
+    std::string previous(1, static_cast<char>(level - 1));
+    text += std::string(1, level) + ": &" + std::string(1, level) + " [";
+    for (int i = 0; i < 10; ++i)
+      text += (i ? ",*" : "*") + previous;
+    text += "]\n";
+  }
+  Diagnostics diagnostics;
+  read_yaml_text(text, "laughs.yaml", diagnostics);
+  EXPECT_NE(only_error(diagnostics).find("expands to more than 500000 values"), std::string::npos);
+}
+
+TEST(YamlLimits, AliasesWithinTheBudgetStillWork) {
+  Diagnostics diagnostics;
+  ConfigValue root =
+      read_yaml_text("base: &base {rpm: 60}\nacme: *base\nglobex: *base\n", "ok.yaml", diagnostics);
+  ASSERT_TRUE(diagnostics.empty()) << diagnostics.to_string();
+  EXPECT_EQ(root.find("globex")->find("rpm")->text, "60");
+}
+
+TEST(YamlLimits, NestingPastTheDepthLimitNamesTheDepth) {
+  Diagnostics diagnostics;
+  read_yaml_text(std::string(300, '[') + std::string(300, ']'), "deep.yaml", diagnostics);
+  EXPECT_NE(only_error(diagnostics).find("nest deeper than 256 levels"), std::string::npos);
+  Diagnostics deeper;
+  read_yaml_text(std::string(20000, '[') + std::string(20000, ']'), "deep.yaml", deeper);
+  std::string message = only_error(deeper);
+  EXPECT_NE(message.find("nest deeper than"), std::string::npos) << message;
+  EXPECT_EQ(message.find("bad file"), std::string::npos) << message;
+}
+
+TEST(YamlLimits, AFileOverTheSizeLimitIsRefusedWithoutReadingIt) {
+  Diagnostics diagnostics;
+  read_yaml_text(std::string(kMaxYamlBytes + 1, '#'), "big.yaml", diagnostics);
+  EXPECT_NE(only_error(diagnostics).find("YAML files may be at most 8388608"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chatflow

@@ -142,17 +142,20 @@ void PipelineCore::run_sink(void* runner, const Envelope& envelope) {
 
 template <class Deliver>
 void PipelineCore::deliver_in_order(StreamSlot& slot, const Envelope& envelope, Deliver deliver) {
+  // A finished (cancelled, failed) request's chunks go nowhere: drop them, and whatever waits.
+  if (envelope.request->finished()) {
+    slot.early.clear();
+    return;
+  }
   if (envelope.sequence != slot.next_in) {
-    slot.early.push_back(envelope);
+    slot.early.emplace(envelope.sequence, envelope);
     return;
   }
   deliver(envelope);
   ++slot.next_in;
-  while (!slot.early.empty()) {
-    auto next = std::find_if(slot.early.begin(), slot.early.end(),
-                             [&](const Envelope& early) { return early.sequence == slot.next_in; });
-    if (next == slot.early.end()) break;
-    Envelope ready = std::move(*next);
+  for (auto next = slot.early.begin(); next != slot.early.end() && next->first == slot.next_in;
+       next = slot.early.begin()) {
+    Envelope ready = std::move(next->second);
     slot.early.erase(next);
     deliver(ready);
     ++slot.next_in;
@@ -349,6 +352,9 @@ void PipelineCore::write_chunk(const std::shared_ptr<Request>& request, size_t s
                        : runtime.origin_ended.load(std::memory_order_acquire)) {
     return;
   }
+  // Nothing downstream reads a finished request's chunks: a producer that keeps writing after
+  // a cancel costs no more than this check.
+  if (request->finished()) return;
   uint32_t sequence = runtime.origin_sequence.fetch_add(1, std::memory_order_relaxed);
   nodes_[stage]->put(
       port, Envelope{request, std::make_shared<Chunk>(std::move(chunk)), sequence, nullptr});

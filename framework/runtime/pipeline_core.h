@@ -4,16 +4,17 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include <tbb/flow_graph.h>
 
-#include "framework/runtime/pipeline.h"
-#include "framework/loading/pipeline_spec.h"
 #include "framework/api/request.h"
 #include "framework/api/stage.h"
+#include "framework/loading/pipeline_spec.h"
+#include "framework/runtime/pipeline.h"
 
 namespace chatflow::detail {
 
@@ -45,14 +46,14 @@ using NodeBody = void (*)(void* runner, const Envelope& envelope);
 std::unique_ptr<FlowNode> make_flow_node(tbb::flow::graph& graph, size_t port_count,
                                          size_t concurrency, NodeBody body, void* runner);
 
-// One stream consumer's view of one request: chunks that arrived early wait here until the
-// ones before them were processed.
+// One stream consumer's view of one request: chunks that arrived early wait here, by sequence
+// number, until the ones before them were processed.
 struct StreamSlot {
   std::mutex mutex;
   uint32_t next_in = 0;
   uint32_t next_out = 0;
   bool ended = false;  // the consumer emitted its final chunk
-  std::vector<Envelope> early;
+  std::map<uint32_t, Envelope> early;
   std::unique_ptr<StreamState> state;
 };
 

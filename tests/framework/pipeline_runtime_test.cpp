@@ -210,6 +210,31 @@ stages:
   }
 }
 
+// 100,000 chunks racing through two stages of unlimited concurrency: every consumer reorders
+// by sequence number (a map, so a long stream costs n log n, not n squared).
+TEST(PipelineRuntime, AStreamOfAHundredThousandChunksKeepsItsOrder) {
+  Registry registry = test_registry();
+  auto pipeline = build_yaml(R"(version: 1
+stages:
+  - {name: gen, type: generate, config: {chunks: 100000, from_thread: true}}
+  - {name: first, type: append, config: {suffix: a}}
+  - {name: second, type: append, config: {suffix: b}}
+)",
+                             registry);
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  ASSERT_EQ(pipeline->submit(user_request("go", sink)), Admission::accepted);
+  ASSERT_TRUE(sink->wait(std::chrono::seconds(60)));
+  std::vector<Chunk> chunks = sink->chunks();
+  ASSERT_EQ(chunks.size(), 100001u);
+  for (int i = 0; i < 100000; ++i) {
+    std::string index = std::to_string(i);
+    ASSERT_EQ(chunks[static_cast<size_t>(i)].text, "t" + index + " a" + index + "|b" + index + "|")
+        << "chunk " << i;
+  }
+  EXPECT_TRUE(chunks.back().is_final());
+}
+
 TEST(PipelineRuntime, StreamStageFailureEndsTheRequestAfterTheChunksSoFar) {
   Registry registry = test_registry();
   auto pipeline = build_yaml(R"(version: 1

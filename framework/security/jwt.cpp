@@ -1,6 +1,7 @@
 #include "framework/security/jwt.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <boost/json.hpp>
 
@@ -20,13 +21,26 @@ json::object decode_part(std::string_view part, const char* what) {
   return value.get_object();
 }
 
+// NumericDates are clamped to +-2^40 s (about 35,000 years either side of 1970): a claim like
+// 1e300 or 2^63 is then an ordinary far date, and adding the leeway cannot overflow.
+constexpr int64_t kFarthestDate = int64_t{1} << 40;
+
 // A NumericDate claim, or nullopt when absent; a claim of the wrong type is an error.
 std::optional<int64_t> time_claim(const json::object& claims, const char* name) {
   const json::value* value = claims.if_contains(name);
   if (!value) return std::nullopt;
-  if (value->is_int64()) return value->get_int64();
-  if (value->is_uint64()) return static_cast<int64_t>(value->get_uint64());
-  if (value->is_double()) return static_cast<int64_t>(value->get_double());
+  if (value->is_int64()) return std::clamp(value->get_int64(), -kFarthestDate, kFarthestDate);
+  if (value->is_uint64()) {
+    return static_cast<int64_t>(std::min<uint64_t>(value->get_uint64(), kFarthestDate));
+  }
+  if (value->is_double()) {
+    double seconds = value->get_double();
+    if (std::isnan(seconds)) {
+      throw JwtError(std::string("the token's '") + name + "' claim is not a number");
+    }
+    return static_cast<int64_t>(std::clamp(seconds, -static_cast<double>(kFarthestDate),
+                                           static_cast<double>(kFarthestDate)));
+  }
   throw JwtError(std::string("the token's '") + name + "' claim is not a number");
 }
 

@@ -146,3 +146,28 @@ TEST(Jwt, VerifiesRs256WithThePublicKeyOnly) {
 
 }  // namespace
 }  // namespace chatflow::security
+
+namespace chatflow::security {
+namespace {
+
+std::string with_times(const std::string& times) {
+  return R"({"iss":"https://login.example","aud":"chatflow","sub":"alice","tenant":"acme",)" +
+         times + "}";
+}
+
+// A double such as 1e300 used to be cast to int64 (undefined behaviour), and exp + leeway near
+// INT64_MAX overflowed into the past.
+TEST(Jwt, FarTimeClaimsAreClampedNotOverflowed) {
+  JwtSettings settings = hs_settings();
+  for (const char* far_future : {"1e300", "9223372036854775807", "18446744073709551615"}) {
+    std::string token = hs256(kHeader, with_times(std::string(R"("exp":)") + far_future));
+    EXPECT_EQ(verify_jwt(token, settings, kNow).tenant, "acme") << far_future;
+  }
+  std::string past = hs256(kHeader, with_times(R"("exp":-1e300)"));
+  EXPECT_THROW(verify_jwt(past, settings, kNow), JwtError);
+  std::string not_yet = hs256(kHeader, with_times(R"("exp":1e300,"nbf":9223372036854775807)"));
+  EXPECT_THROW(verify_jwt(not_yet, settings, kNow), JwtError);
+}
+
+}  // namespace
+}  // namespace chatflow::security

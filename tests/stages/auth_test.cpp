@@ -1,0 +1,235 @@
+// The auth stage in front of echo: API keys from a keys file written by the key store (as
+// `chatflow keys add` writes it), HS256 JWTs, and model access by role. The credential comes in
+// the request's header fields, as the HTTP server passes them on.
+#include <chrono>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "framework/api/capabilities.h"
+#include "framework/security/crypto.h"
+#include "framework/security/key_store.h"
+#include "support/pipeline_helpers.h"
+#include "support/temp_model.h"
+
+namespace chatflow::testing {
+namespace {
+
+const std::string kSecret = "a-shared-secret-of-at-least-thirty-two-bytes";
+
+// A path in the temporary directory with no file there yet, however often the test runs.
+std::string fresh_path(const std::string& name) {
+  std::string path = temp_path(name);
+  std::filesystem::remove(path);
+  return path;
+}
+
+struct Keys {
+  std::string path;
+  std::string alice;  // acme/alice, admin, rpm 60
+  std::string bob;    // globex/bob, basic
+};
+
+// A keys file as `chatflow keys add` leaves it: hashes only, one record per key.
+Keys write_keys(const std::string& name) {
+  Keys keys;
+  keys.path = temp_path(name);
+  security::KeyStore store;
+  keys.alice = store.add("acme", "alice", {"admin"}, {{"rpm", 60}});
+  keys.bob = store.add("globex", "bob", {"basic"}, {});
+  store.save(keys.path);
+  return keys;
+}
+
+std::unique_ptr<Pipeline> guarded_echo(const std::string& auth_config) {
+  return build_yaml("version: 1\nstages:\n  - {name: auth, type: auth, config: " + auth_config +
+                        "}\n  - {name: echo, type: echo}\n",
+                    builtin_registry());
+}
+
+std::unique_ptr<Pipeline> keys_and_jwt(const Keys& keys) {
+  return guarded_echo("{keys_file: \"" + keys.path + "\", jwt: {algorithm: HS256, secret: \"" +
+                      kSecret +
+                      "\", issuer: https://login.example, audience: chatflow}, model_access: "
+                      "{admin: \"*\", basic: \"some-other-model\"}}");
+}
+
+// Runs "hello" with these header fields for model "test-model"; the request comes back.
+std::shared_ptr<Request> ask(Pipeline& pipeline, HeaderFields headers, std::string* text) {
+  std::shared_ptr<CollectingSink> sink;
+  auto request = user_request("hello", sink);
+  request->model = "test-model";
+  request->headers = std::move(headers);
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(sink->wait());
+  if (text) *text = sink->text();
+  return request;
+}
+
+std::string hs256_token(const std::string& claims, const std::string& secret = kSecret) {
+  std::string signed_part = security::base64url_encode(R"({"alg":"HS256","typ":"JWT"})") + "." +
+                            security::base64url_encode(claims);
+  return signed_part + "." + security::base64url_encode(security::hmac_sha256(secret, signed_part));
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string claims(int64_t expires) {
+  return R"({"iss":"https://login.example","aud":"chatflow","sub":"carol","tenant":"initech",)"
+         R"("roles":["admin"],"exp":)" +
+         std::to_string(expires) + "}";
+}
+
+void expect_authentication_error(const Request& request, const std::string& code) {
+  ASSERT_TRUE(request.error());
+  EXPECT_EQ(request.error()->status, 401);
+  EXPECT_EQ(request.error()->type, "authentication_error");
+  EXPECT_EQ(request.error()->code, code) << request.error()->message;
+}
+
+TEST(Auth, AMissingKeyIs401MissingApiKeyAndNothingIsAnswered) {
+  Keys keys = write_keys("auth-missing-keys.yaml");
+  auto pipeline = keys_and_jwt(keys);
+  ASSERT_TRUE(pipeline);
+  std::string text = "unset";
+  auto request = ask(*pipeline, {{"content-type", "application/json"}}, &text);
+  expect_authentication_error(*request, "missing_api_key");
+  EXPECT_NE(request->error()->message.find("Authorization: Bearer"), std::string::npos)
+      << request->error()->message;
+  EXPECT_EQ(text, "") << "echo answered an unauthenticated request";
+}
+
+TEST(Auth, AKeyFromTheKeysFileSetsTheCallersIdentity) {
+  Keys keys = write_keys("auth-identity-keys.yaml");
+  auto pipeline = keys_and_jwt(keys);
+  ASSERT_TRUE(pipeline);
+  for (const HeaderFields& headers : {HeaderFields{{"authorization", "Bearer " + keys.alice}},
+                                      HeaderFields{{"x-api-key", keys.alice}}}) {
+    std::string text;
+    auto request = ask(*pipeline, headers, &text);
+    ASSERT_FALSE(request->error()) << headers[0].first << ": " << request->error()->message;
+    EXPECT_EQ(text, "hello");
+    EXPECT_EQ(request->identity.tenant, "acme");
+    EXPECT_EQ(request->identity.user, "alice");
+    EXPECT_EQ(request->identity.roles, std::vector<std::string>{"admin"});
+    EXPECT_EQ(request->identity.limits, (std::map<std::string, double>{{"rpm", 60}}));
+  }
+}
+
+TEST(Auth, AWrongOrMalformedCredentialIs401InvalidApiKey) {
+  Keys keys = write_keys("auth-wrong-keys.yaml");
+  auto pipeline = keys_and_jwt(keys);
+  ASSERT_TRUE(pipeline);
+  std::string one_digit_off = keys.alice;
+  one_digit_off.back() = one_digit_off.back() == '0' ? '1' : '0';
+  for (const HeaderFields& headers : {
+           HeaderFields{{"authorization", "Bearer " + one_digit_off}},
+           HeaderFields{{"x-api-key", keys.alice + "x"}},
+           HeaderFields{{"authorization", "Basic YTpi"}},
+           // Authorization wins over x-api-key: a bad bearer is not rescued by a good key.
+           HeaderFields{{"x-api-key", keys.alice}, {"authorization", "Bearer cf-nonsense"}},
+       }) {
+    auto request = ask(*pipeline, headers, nullptr);
+    expect_authentication_error(*request, "invalid_api_key");
+    EXPECT_EQ(request->identity.tenant, "");
+  }
+}
+
+TEST(Auth, ARevokedKeyIsRefusedAndTheOthersStillWork) {
+  Keys keys = write_keys("auth-revoked-keys.yaml");
+  Diagnostics diagnostics;
+  auto store = security::KeyStore::load(keys.path, diagnostics);
+  ASSERT_TRUE(store) << diagnostics.to_string();
+  ASSERT_TRUE(store->revoke(store->match(keys.alice)->id));
+  store->save(keys.path);
+  auto pipeline = guarded_echo("{keys_file: \"" + keys.path + "\"}");
+  ASSERT_TRUE(pipeline);
+  expect_authentication_error(*ask(*pipeline, {{"x-api-key", keys.alice}}, nullptr),
+                              "invalid_api_key");
+  auto request = ask(*pipeline, {{"x-api-key", keys.bob}}, nullptr);
+  EXPECT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(request->identity.tenant, "globex");
+}
+
+TEST(Auth, ARoleWithoutAccessToTheModelIs403PermissionError) {
+  Keys keys = write_keys("auth-access-keys.yaml");
+  auto pipeline = keys_and_jwt(keys);
+  ASSERT_TRUE(pipeline);
+  std::string text = "unset";
+  auto refused = ask(*pipeline, {{"authorization", "Bearer " + keys.bob}}, &text);
+  ASSERT_TRUE(refused->error());
+  EXPECT_EQ(refused->error()->status, 403);
+  EXPECT_EQ(refused->error()->type, "permission_error");
+  EXPECT_EQ(refused->error()->code, "model_not_allowed");
+  EXPECT_EQ(refused->error()->param, "model");
+  EXPECT_NE(refused->error()->message.find("'test-model'"), std::string::npos);
+  EXPECT_EQ(text, "");
+  // The admin role has "*".
+  EXPECT_FALSE(ask(*pipeline, {{"authorization", "Bearer " + keys.alice}}, nullptr)->error());
+}
+
+TEST(Auth, AValidJwtSetsTheIdentityAndABadOneIs401InvalidToken) {
+  Keys keys = write_keys("auth-jwt-keys.yaml");
+  auto pipeline = keys_and_jwt(keys);
+  ASSERT_TRUE(pipeline);
+  int64_t now = unix_now();
+  auto good =
+      ask(*pipeline, {{"authorization", "Bearer " + hs256_token(claims(now + 300))}}, nullptr);
+  ASSERT_FALSE(good->error()) << good->error()->message;
+  EXPECT_EQ(good->identity.tenant, "initech");
+  EXPECT_EQ(good->identity.user, "carol");
+  EXPECT_EQ(good->identity.roles, std::vector<std::string>{"admin"});
+
+  std::string alg_none = security::base64url_encode(R"({"alg":"none"})") + "." +
+                         security::base64url_encode(claims(now + 300)) + ".";
+  for (const auto& [token, why] : std::vector<std::pair<std::string, std::string>>{
+           {hs256_token(claims(now - 120)), "expired"},  // past the 30 s leeway
+           {hs256_token(claims(now + 300), "not-the-secret-not-the-secret-not-the"), "signature"},
+           {alg_none, "HS256"},
+       }) {
+    auto request = ask(*pipeline, {{"authorization", "Bearer " + token}}, nullptr);
+    expect_authentication_error(*request, "invalid_token");
+    EXPECT_NE(request->error()->message.find(why), std::string::npos)
+        << why << ": " << request->error()->message;
+  }
+}
+
+TEST(Auth, AMissingKeysFileIsCreatedWithOneDevelopmentKeyThatWorks) {
+  std::string path = fresh_path("auth-created-keys.yaml");
+  ASSERT_FALSE(std::filesystem::exists(path));
+  auto pipeline = guarded_echo("{keys_file: \"" + path + "\", create_keys_file: true}");
+  ASSERT_TRUE(pipeline);
+  EXPECT_TRUE(std::filesystem::exists(path));
+  auto* authenticator = pipeline->find<Authenticator>();
+  ASSERT_NE(authenticator, nullptr);
+  std::optional<std::string> key = authenticator->new_development_key();
+  ASSERT_TRUE(key);
+  EXPECT_EQ(key->rfind("cf-", 0), 0u) << *key;
+  auto request = ask(*pipeline, {{"authorization", "Bearer " + *key}}, nullptr);
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(request->identity.tenant, "dev");
+  EXPECT_TRUE(request->identity.has_role("admin"));
+}
+
+TEST(Auth, AMissingKeysFileWithoutCreateIsAConfigErrorNamingTheCommand) {
+  std::string path = fresh_path("auth-absent-keys.yaml");
+  Diagnostics diagnostics;
+  auto spec =
+      check_yaml("version: 1\nstages:\n  - {name: auth, type: auth, config: {keys_file: \"" + path +
+                     "\"}}\n  - {name: echo, type: echo}\n",
+                 builtin_registry(), diagnostics);
+  ASSERT_TRUE(spec) << all_errors(diagnostics);
+  EXPECT_FALSE(Pipeline::build(std::move(*spec), diagnostics));
+  std::string errors = all_errors(diagnostics);
+  EXPECT_NE(errors.find("test.yaml:3:"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("does not exist"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("chatflow keys add"), std::string::npos) << errors;
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace chatflow::testing

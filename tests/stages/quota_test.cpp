@@ -1,0 +1,243 @@
+// The quota stage with a real SQLite ledger in a temporary directory: usage already in the file
+// (written through the ledger, as an earlier server run leaves it) decides who is refused, and
+// an answered request (tiny made-up model) is written to the file when it is released.
+#include <condition_variable>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+#include "framework/api/capabilities.h"
+#include "framework/usage/usage_ledger.h"
+#include "support/pipeline_helpers.h"
+#include "support/temp_model.h"
+
+namespace chatflow::testing {
+namespace {
+
+// A path in the temporary directory with nothing there yet (no database, no WAL files), so a
+// test starts from an empty file however often it runs in one process.
+std::string fresh_path(const std::string& name) {
+  std::string path = temp_path(name);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path + suffix);
+  return path;
+}
+
+// Passes everything to a CollectingSink and tells when the request was released (when the
+// quota stage writes its row).
+class ReleaseWatchingSink final : public Sink {
+ public:
+  explicit ReleaseWatchingSink(std::shared_ptr<CollectingSink> inner) : inner_(std::move(inner)) {}
+  void on_chunk(Request& request, const Chunk& chunk) override { inner_->on_chunk(request, chunk); }
+  void on_finish(Request& request) override { inner_->on_finish(request); }
+  void on_released(const Request&) override {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  bool wait_released() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [this] { return released_; });
+  }
+
+ private:
+  std::shared_ptr<CollectingSink> inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool released_ = false;
+};
+
+struct Answer {
+  std::optional<RequestError> error;
+  std::string text;
+  Usage usage;
+};
+
+// Asks as `tenant` (greedy, 4 tokens whatever the model says) and waits until the request was
+// released.
+Answer ask(Pipeline& pipeline, const std::string& tenant) {
+  std::shared_ptr<CollectingSink> collected;
+  auto request = user_request("hello there", collected);
+  auto watcher = std::make_shared<ReleaseWatchingSink>(collected);
+  request->sink = watcher;
+  request->id = "quota-test";
+  request->model = "test-model";
+  request->identity.tenant = tenant;
+  request->identity.user = "someone";
+  request->generation.temperature = 0;
+  request->generation.max_tokens = 4;
+  request->generation.ignore_eos = true;
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(collected->wait());
+  Answer answer{request->error(), collected->text(), request->usage};
+  request.reset();
+  EXPECT_TRUE(watcher->wait_released());
+  return answer;
+}
+
+// Rows as an earlier run of the server leaves them in the file.
+void write_usage(const std::string& database, usage::Period period,
+                 const std::vector<usage::UsageRecord>& rows) {
+  auto ledger = usage::UsageLedger::open(database, period);
+  for (const auto& row : rows)
+    ledger->append(row);
+  ledger->flush();
+}
+
+usage::UsageRecord row(const std::string& tenant, int64_t prompt, int64_t completion,
+                       int64_t time = 0) {
+  usage::UsageRecord record;
+  record.tenant = tenant;
+  record.user = "earlier";
+  record.request_id = "earlier-request";
+  record.model = "test-model";
+  record.prompt_tokens = prompt;
+  record.completion_tokens = completion;
+  record.time = time;
+  return record;
+}
+
+std::unique_ptr<Pipeline> quota_echo(const std::string& quota_config) {
+  return build_yaml("version: 1\nstages:\n  - {name: quota, type: quota, config: " + quota_config +
+                        "}\n  - {name: echo, type: echo}\n",
+                    builtin_registry());
+}
+
+std::string model_path() {
+  engine::ModelShape shape;
+  shape.ffn = 96;
+  shape.context = 256;
+  shape.type = kernels::TensorType::q8_0;
+  return temp_model(shape);
+}
+
+void expect_insufficient_quota(const Answer& answer) {
+  ASSERT_TRUE(answer.error) << "the quota was not enforced";
+  EXPECT_EQ(answer.error->status, 429);
+  EXPECT_EQ(answer.error->type, "insufficient_quota");
+  EXPECT_EQ(answer.error->code, "insufficient_quota");
+  EXPECT_EQ(answer.text, "");
+}
+
+TEST(Quota, PastTheAllowanceIs429InsufficientQuota) {
+  std::string database = fresh_path("quota-past.db");
+  write_usage(database, usage::Period::month, {row("acme", 60, 40), row("globex", 500, 0)});
+  auto pipeline =
+      quota_echo("{database: \"" + database + "\", tenants: {acme: \"100\", globex: \"1000\"}}");
+  ASSERT_TRUE(pipeline);
+  Answer refused = ask(*pipeline, "acme");
+  expect_insufficient_quota(refused);
+  EXPECT_EQ(refused.error->message,
+            "your tenant has used its quota of 100 tokens this month (100 used)");
+  // Another tenant, within its own allowance, carries on.
+  Answer other = ask(*pipeline, "globex");
+  EXPECT_FALSE(other.error) << other.error->message;
+  EXPECT_EQ(other.text, "hello there");
+}
+
+TEST(Quota, JustUnderTheAllowanceAndUnlistedTenantsPass) {
+  std::string database = fresh_path("quota-under.db");
+  write_usage(database, usage::Period::month, {row("acme", 60, 39), row("initech", 1'000'000, 0)});
+  auto pipeline = quota_echo("{database: \"" + database + "\", tenants: {acme: \"100\"}}");
+  ASSERT_TRUE(pipeline);
+  Answer acme = ask(*pipeline, "acme");
+  EXPECT_FALSE(acme.error) << acme.error->message;
+  EXPECT_EQ(acme.text, "hello there");
+  // default_tokens is 0: a tenant not listed has no allowance to run out of.
+  EXPECT_FALSE(ask(*pipeline, "initech").error);
+}
+
+TEST(Quota, DefaultTokensApplyToTenantsNotListed) {
+  std::string database = fresh_path("quota-default.db");
+  write_usage(database, usage::Period::month, {row("initech", 30, 20), row("acme", 30, 20)});
+  auto pipeline =
+      quota_echo("{database: \"" + database + "\", default_tokens: 50, tenants: {acme: \"80\"}}");
+  ASSERT_TRUE(pipeline);
+  Answer refused = ask(*pipeline, "initech");
+  expect_insufficient_quota(refused);
+  EXPECT_NE(refused.error->message.find("quota of 50 tokens"), std::string::npos)
+      << refused.error->message;
+  EXPECT_FALSE(ask(*pipeline, "acme").error) << "a listed tenant's own allowance wins";
+}
+
+TEST(Quota, UsageBeforeThePeriodDoesNotCount) {
+  int64_t two_days_ago = static_cast<int64_t>(std::time(nullptr)) - 2 * 86400;
+  std::string by_day = fresh_path("quota-day.db");
+  write_usage(by_day, usage::Period::day, {row("acme", 100, 0, two_days_ago)});
+  auto daily = quota_echo("{database: \"" + by_day + "\", period: day, tenants: {acme: \"100\"}}");
+  ASSERT_TRUE(daily);
+  EXPECT_FALSE(ask(*daily, "acme").error) << "yesterday's usage counted against today";
+
+  std::string in_total = fresh_path("quota-total.db");
+  write_usage(in_total, usage::Period::total, {row("acme", 100, 0, two_days_ago)});
+  auto total =
+      quota_echo("{database: \"" + in_total + "\", period: total, tenants: {acme: \"100\"}}");
+  ASSERT_TRUE(total);
+  Answer refused = ask(*total, "acme");
+  expect_insufficient_quota(refused);
+  EXPECT_NE(refused.error->message.find("this total"), std::string::npos) << refused.error->message;
+}
+
+TEST(Quota, AnAnsweredRequestIsWrittenToTheLedgerAndCountsAtOnce) {
+  std::string database = fresh_path("quota-answered.db");
+  auto pipeline =
+      build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model_path() +
+                     "\"}\nstages:\n"
+                     "  - {name: quota, type: quota, config: {database: \"" +
+                     database +
+                     "\", tenants: {acme: \"1\"}}}\n"
+                     "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
+                     "  - {name: prefill, type: prefill, config: {model: llm}}\n"
+                     "  - {name: decode, type: decode, config: {model: llm}}\n"
+                     "  - {name: detokenize, type: detokenize, config: {model: llm}}\n"
+                     "  - {name: emit, type: sse_emit}\n",
+                 builtin_registry());
+  ASSERT_TRUE(pipeline);
+  Answer first = ask(*pipeline, "acme");
+  ASSERT_FALSE(first.error) << first.error->message;
+  ASSERT_GT(first.usage.prompt_tokens, 0);
+  ASSERT_EQ(first.usage.completion_tokens, 4);
+
+  // The server's usage report reads the file, after the queued rows are written.
+  auto* reporter = pipeline->find<UsageReporter>();
+  ASSERT_NE(reporter, nullptr);
+  boost::json::object report = boost::json::parse(reporter->usage_json("acme")).as_object();
+  EXPECT_EQ(report.at("period").as_string(), "month");
+  const boost::json::array& data = report.at("data").as_array();
+  ASSERT_EQ(data.size(), 1u) << report;
+  const boost::json::object& acme = data[0].as_object();
+  EXPECT_EQ(acme.at("tenant").as_string(), "acme");
+  EXPECT_EQ(acme.at("requests").as_int64(), 1);
+  EXPECT_EQ(acme.at("prompt_tokens").as_int64(), first.usage.prompt_tokens);
+  EXPECT_EQ(acme.at("completion_tokens").as_int64(), 4);
+  EXPECT_EQ(acme.at("quota_tokens").as_int64(), 1);
+  EXPECT_EQ(acme.at("remaining_tokens").as_int64(), 0);
+
+  // The allowance of 1 token is spent: the next request is refused.
+  expect_insufficient_quota(ask(*pipeline, "acme"));
+  pipeline.reset();
+
+  // The row is in the file itself, for the next run of the server.
+  auto reopened = usage::UsageLedger::open(database, usage::Period::month);
+  std::vector<usage::TenantUsage> stored = reopened->report("acme");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].requests, 1);
+  EXPECT_EQ(stored[0].prompt_tokens + stored[0].completion_tokens, first.usage.prompt_tokens + 4);
+}
+
+TEST(Quota, ARequestThatUsedNoTokensLeavesNoRow) {
+  std::string database = fresh_path("quota-echo.db");
+  auto pipeline = quota_echo("{database: \"" + database + "\", tenants: {acme: \"1\"}}");
+  ASSERT_TRUE(pipeline);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_FALSE(ask(*pipeline, "acme").error) << "echo used no tokens, yet the quota ran out";
+  boost::json::object report =
+      boost::json::parse(pipeline->find<UsageReporter>()->usage_json("acme")).as_object();
+  EXPECT_TRUE(report.at("data").as_array().empty()) << report;
+}
+
+}  // namespace
+}  // namespace chatflow::testing

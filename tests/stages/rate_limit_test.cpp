@@ -1,0 +1,230 @@
+// The rate_limit stage in front of echo: request and token buckets per tenant and per user, the
+// x-ratelimit-* headers and Retry-After it puts on the response, and the settlement of reserved
+// tokens when a request is released. Token limits count the prompt with a tiny made-up model.
+#include <condition_variable>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "framework/security/key_store.h"
+#include "support/pipeline_helpers.h"
+#include "support/temp_model.h"
+
+namespace chatflow::testing {
+namespace {
+
+// Passes everything to a CollectingSink and tells when the request was released (when the
+// stage's settlement has run).
+class ReleaseWatchingSink final : public Sink {
+ public:
+  explicit ReleaseWatchingSink(std::shared_ptr<CollectingSink> inner) : inner_(std::move(inner)) {}
+  void on_chunk(Request& request, const Chunk& chunk) override { inner_->on_chunk(request, chunk); }
+  void on_finish(Request& request) override { inner_->on_finish(request); }
+  void on_released(const Request&) override {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  bool wait_released() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [this] { return released_; });
+  }
+
+ private:
+  std::shared_ptr<CollectingSink> inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool released_ = false;
+};
+
+// What the caller saw of one request, read after it was released.
+struct Answer {
+  std::optional<RequestError> error;
+  HeaderFields headers;
+  std::string text;
+
+  std::optional<std::string> header(const std::string& name) const {
+    for (const auto& [field, value] : headers) {
+      if (field == name) return value;
+    }
+    return std::nullopt;
+  }
+};
+
+struct Caller {
+  std::string tenant;
+  std::string user;
+  HeaderFields headers;  // credentials, when an auth stage decides who calls
+};
+
+Answer ask(Pipeline& pipeline, const Caller& caller, int64_t max_tokens = 16) {
+  std::shared_ptr<CollectingSink> collected;
+  auto request = user_request("hello there", collected);
+  auto watcher = std::make_shared<ReleaseWatchingSink>(collected);
+  request->sink = watcher;
+  request->identity.tenant = caller.tenant;
+  request->identity.user = caller.user;
+  request->headers = caller.headers;
+  request->generation.max_tokens = max_tokens;
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(collected->wait());
+  Answer answer{request->error(), request->response_headers(), collected->text()};
+  request.reset();
+  EXPECT_TRUE(watcher->wait_released());
+  return answer;
+}
+
+std::string model_path() {
+  engine::ModelShape shape;
+  shape.ffn = 96;
+  shape.context = 256;
+  shape.type = kernels::TensorType::q8_0;
+  return temp_model(shape);
+}
+
+std::unique_ptr<Pipeline> limited_echo(const std::string& limits_config) {
+  return build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model_path() +
+                        "\"}\nstages:\n  - {name: limits, type: rate_limit, config: " +
+                        limits_config + "}\n  - {name: echo, type: echo}\n",
+                    builtin_registry());
+}
+
+void expect_rate_limited(const Answer& answer, const std::string& kind) {
+  ASSERT_TRUE(answer.error) << "not limited";
+  EXPECT_EQ(answer.error->status, 429);
+  EXPECT_EQ(answer.error->type, kind);
+  EXPECT_EQ(answer.error->code, "rate_limit_exceeded");
+  EXPECT_EQ(answer.text, "") << "a limited request was answered";
+}
+
+TEST(RateLimit, OverTheRequestLimitIs429WithRetryAfter) {
+  auto pipeline = limited_echo("{rpm: 2}");
+  ASSERT_TRUE(pipeline);
+  Caller acme{"acme", "alice", {}};
+  Answer first = ask(*pipeline, acme);
+  ASSERT_FALSE(first.error) << first.error->message;
+  EXPECT_EQ(first.text, "hello there");
+  EXPECT_EQ(first.header("x-ratelimit-limit-requests"), "2");
+  EXPECT_EQ(first.header("x-ratelimit-remaining-requests"), "1");
+  // Two requests a minute refill one every 30 s.
+  EXPECT_EQ(first.header("x-ratelimit-reset-requests"), "30s");
+  EXPECT_FALSE(first.header("x-ratelimit-limit-tokens")) << "no token limit is configured";
+  EXPECT_FALSE(first.header("retry-after"));
+
+  Answer second = ask(*pipeline, acme);
+  ASSERT_FALSE(second.error) << second.error->message;
+  EXPECT_EQ(second.header("x-ratelimit-remaining-requests"), "0");
+  EXPECT_EQ(second.header("x-ratelimit-reset-requests"), "1m0s");
+
+  Answer refused = ask(*pipeline, acme);
+  expect_rate_limited(refused, "requests");
+  EXPECT_EQ(refused.header("retry-after"), "30");
+  EXPECT_NE(refused.error->message.find("retry in 30s"), std::string::npos)
+      << refused.error->message;
+  EXPECT_EQ(refused.header("x-ratelimit-limit-requests"), "2");
+  EXPECT_EQ(refused.header("x-ratelimit-remaining-requests"), "0");
+}
+
+TEST(RateLimit, TheBucketRefillsOverItsWindow) {
+  auto pipeline = limited_echo("{rpm: 1, window_s: 0.2}");
+  ASSERT_TRUE(pipeline);
+  Caller acme{"acme", "alice", {}};
+  ASSERT_FALSE(ask(*pipeline, acme).error);
+  Answer refused = ask(*pipeline, acme);
+  expect_rate_limited(refused, "requests");
+  EXPECT_EQ(refused.header("retry-after"), "1") << "Retry-After is whole seconds, at least 1";
+  EXPECT_TRUE(std::regex_search(refused.error->message, std::regex("retry in \\d+ms$")))
+      << refused.error->message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  Answer again = ask(*pipeline, acme);
+  EXPECT_FALSE(again.error) << again.error->message;
+  EXPECT_EQ(again.text, "hello there");
+}
+
+TEST(RateLimit, EachTenantHasItsOwnBuckets) {
+  auto pipeline = limited_echo("{tenants: {acme: \"rpm=1\", globex: \"rpm=3\"}}");
+  ASSERT_TRUE(pipeline);
+  ASSERT_FALSE(ask(*pipeline, {"acme", "alice", {}}).error);
+  expect_rate_limited(ask(*pipeline, {"acme", "alice", {}}), "requests");
+  for (const char* remaining : {"2", "1", "0"}) {
+    Answer answer = ask(*pipeline, {"globex", "bob", {}});
+    ASSERT_FALSE(answer.error) << "acme's limit reached globex: " << answer.error->message;
+    EXPECT_EQ(answer.header("x-ratelimit-limit-requests"), "3");
+    EXPECT_EQ(answer.header("x-ratelimit-remaining-requests"), remaining);
+  }
+  expect_rate_limited(ask(*pipeline, {"globex", "bob", {}}), "requests");
+  // A tenant not listed has the defaults: no limit, no headers.
+  for (int i = 0; i < 5; ++i) {
+    Answer answer = ask(*pipeline, {"initech", "carol", {}});
+    ASSERT_FALSE(answer.error) << answer.error->message;
+    EXPECT_FALSE(answer.header("x-ratelimit-limit-requests"));
+  }
+}
+
+TEST(RateLimit, AKeysOwnRpmBeatsTheUserDefault) {
+  std::string keys_file = temp_path("rate-limit-keys.yaml");
+  security::KeyStore store;
+  std::string limited = store.add("acme", "alice", {}, {{"rpm", 1}});
+  std::string plain = store.add("acme", "bob", {}, {});
+  store.save(keys_file);
+  auto pipeline = build_yaml(
+      "version: 1\nstages:\n  - {name: auth, type: auth, config: {keys_file: \"" + keys_file +
+          "\"}}\n  - {name: limits, type: rate_limit, config: {user_rpm: 3}}\n"
+          "  - {name: echo, type: echo}\n",
+      builtin_registry());
+  ASSERT_TRUE(pipeline);
+  Caller alice{"", "", {{"authorization", "Bearer " + limited}}};
+  Caller bob{"", "", {{"authorization", "Bearer " + plain}}};
+  Answer first = ask(*pipeline, alice);
+  ASSERT_FALSE(first.error) << first.error->message;
+  EXPECT_EQ(first.header("x-ratelimit-limit-requests"), "1");
+  expect_rate_limited(ask(*pipeline, alice), "requests");
+  // Bob, of the same tenant, has the user default and his own bucket.
+  for (const char* remaining : {"2", "1", "0"}) {
+    Answer answer = ask(*pipeline, bob);
+    ASSERT_FALSE(answer.error) << answer.error->message;
+    EXPECT_EQ(answer.header("x-ratelimit-limit-requests"), "3");
+    EXPECT_EQ(answer.header("x-ratelimit-remaining-requests"), remaining);
+  }
+  expect_rate_limited(ask(*pipeline, bob), "requests");
+}
+
+TEST(RateLimit, ARequestNeedingMoreThanTheWholeTokenLimitIsRefusedWithoutRetryAfter) {
+  auto pipeline = limited_echo("{model: llm, tpm: 100}");
+  ASSERT_TRUE(pipeline);
+  Answer refused = ask(*pipeline, {"acme", "alice", {}}, /*max_tokens=*/500);
+  expect_rate_limited(refused, "tokens");
+  EXPECT_NE(refused.error->message.find("lower max_tokens"), std::string::npos)
+      << refused.error->message;
+  EXPECT_FALSE(refused.header("retry-after")) << "waiting can never help this request";
+  EXPECT_EQ(refused.header("x-ratelimit-limit-tokens"), "100");
+  // Nothing was taken: a small request still has the whole bucket.
+  Answer small = ask(*pipeline, {"acme", "alice", {}}, /*max_tokens=*/10);
+  ASSERT_FALSE(small.error) << small.error->message;
+  EXPECT_EQ(small.text, "hello there");
+}
+
+TEST(RateLimit, ReservedTokensComeBackWhenTheRequestIsReleased) {
+  // Each request reserves its prompt + 300 tokens of 1000; echo never reaches the model, so
+  // everything goes back on release. Without the settlement the fourth would be refused.
+  auto pipeline = limited_echo("{model: llm, tpm: 1000, window_s: 3600}");
+  ASSERT_TRUE(pipeline);
+  std::optional<std::string> first_remaining;
+  for (int i = 0; i < 4; ++i) {
+    Answer answer = ask(*pipeline, {"acme", "alice", {}}, /*max_tokens=*/300);
+    ASSERT_FALSE(answer.error) << "request " << i << ": " << answer.error->message;
+    EXPECT_EQ(answer.header("x-ratelimit-limit-tokens"), "1000");
+    std::optional<std::string> remaining = answer.header("x-ratelimit-remaining-tokens");
+    ASSERT_TRUE(remaining);
+    if (!first_remaining) first_remaining = remaining;
+    EXPECT_EQ(remaining, first_remaining) << "request " << i << " found less in the bucket";
+  }
+  // The prompt counts too: less than 1000 - 300 was left after the reservation.
+  EXPECT_LT(std::stoi(*first_remaining), 700);
+  EXPECT_GT(std::stoi(*first_remaining), 600);
+}
+
+}  // namespace
+}  // namespace chatflow::testing

@@ -10,17 +10,30 @@
 #include <cstdio>
 #include <immintrin.h>
 #include <iostream>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <sys/resource.h>
 #include <thread>
 #include <vector>
 
-#include "framework/cli/commands.h"
+#include <CLI/CLI.hpp>
+
+#include "framework/cli/command.h"
 #include "framework/engine/scheduler.h"
 #include "framework/engine/transformer.h"
 
 namespace chatflow::cli {
 namespace {
+
+struct BenchEngineOptions {
+  std::string model;
+  std::vector<int> threads = {1, 2};
+  std::vector<int> concurrency;  // when set: continuous-batching throughput instead of pp/tg
+  int repetitions = 5;
+  bool json = false;
+  bool bandwidth = false;
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -263,78 +276,74 @@ std::pair<double, double> measure_prefix_reuse(const std::shared_ptr<const engin
   return {median(cold), median(warm)};
 }
 
-}  // namespace
-
-int bench_engine_command(const BenchEngineOptions& options) {
-  std::shared_ptr<const engine::Model> model;
-  try {
-    model = engine::Model::load(options.model);
-  } catch (const std::exception& error) {
-    std::cerr << "chatflow: " << error.what() << "\n";
-    return 1;
+// Continuous batching: aggregate throughput at each --concurrency, and prefix-cache reuse.
+int report_concurrency(const BenchEngineOptions& options,
+                       const std::shared_ptr<const engine::Model>& model) {
+  int threads = options.threads.front();
+  // Rounds of every concurrency in turn, so that each ratio to one sequence compares runs made
+  // seconds apart: on a shared machine the memory bandwidth a single sequence gets drifts.
+  const size_t levels = options.concurrency.size();
+  std::vector<std::vector<double>> rates(levels), gaps(levels), firsts(levels), ratios(levels);
+  for (int round = 0; round < options.repetitions; ++round) {
+    for (size_t level = 0; level < levels; ++level) {
+      ConcurrencyFigures f = measure_concurrency(model, threads, options.concurrency[level], 128);
+      rates[level].push_back(f.tokens_per_second);
+      gaps[level].push_back(f.inter_token_ms);
+      firsts[level].push_back(f.first_token_ms);
+      ratios[level].push_back(f.tokens_per_second / rates[0].back());
+    }
   }
-  const auto& config = model->config();
-  if (!options.concurrency.empty()) {
-    int threads = options.threads.front();
-    // Rounds of every concurrency in turn, so that each ratio to one sequence compares runs made
-    // seconds apart: on a shared machine the memory bandwidth a single sequence gets drifts.
-    const size_t levels = options.concurrency.size();
-    std::vector<std::vector<double>> rates(levels), gaps(levels), firsts(levels), ratios(levels);
-    for (int round = 0; round < options.repetitions; ++round) {
-      for (size_t level = 0; level < levels; ++level) {
-        ConcurrencyFigures f = measure_concurrency(model, threads, options.concurrency[level], 128);
-        rates[level].push_back(f.tokens_per_second);
-        gaps[level].push_back(f.inter_token_ms);
-        firsts[level].push_back(f.first_token_ms);
-        ratios[level].push_back(f.tokens_per_second / rates[0].back());
-      }
+  std::vector<ConcurrencyFigures> figures;
+  for (size_t level = 0; level < levels; ++level) {
+    figures.push_back({options.concurrency[level], median(rates[level]), median(gaps[level]),
+                       median(firsts[level])});
+  }
+  auto [cold, warm] = measure_prefix_reuse(model, threads, 512);
+  if (options.json) {
+    std::printf("{\"threads\": %d, \"concurrency\": [", threads);
+    for (size_t i = 0; i < figures.size(); ++i) {
+      std::printf(
+          "%s{\"sequences\": %d, \"tokens_per_s\": %.1f, \"x_one_sequence\": %.2f, "
+          "\"x_one_sequence_min\": %.2f, \"x_one_sequence_max\": %.2f, "
+          "\"inter_token_ms\": %.3f, \"first_token_ms\": %.2f}",
+          i ? ", " : "", figures[i].concurrency, figures[i].tokens_per_second, median(ratios[i]),
+          *std::min_element(ratios[i].begin(), ratios[i].end()),
+          *std::max_element(ratios[i].begin(), ratios[i].end()), figures[i].inter_token_ms,
+          figures[i].first_token_ms);
     }
-    std::vector<ConcurrencyFigures> figures;
-    for (size_t level = 0; level < levels; ++level) {
-      figures.push_back({options.concurrency[level], median(rates[level]), median(gaps[level]),
-                         median(firsts[level])});
-    }
-    auto [cold, warm] = measure_prefix_reuse(model, threads, 512);
-    if (options.json) {
-      std::printf("{\"threads\": %d, \"concurrency\": [", threads);
-      for (size_t i = 0; i < figures.size(); ++i) {
-        std::printf(
-            "%s{\"sequences\": %d, \"tokens_per_s\": %.1f, \"x_one_sequence\": %.2f, "
-            "\"x_one_sequence_min\": %.2f, \"x_one_sequence_max\": %.2f, "
-            "\"inter_token_ms\": %.3f, \"first_token_ms\": %.2f}",
-            i ? ", " : "", figures[i].concurrency, figures[i].tokens_per_second, median(ratios[i]),
-            *std::min_element(ratios[i].begin(), ratios[i].end()),
-            *std::max_element(ratios[i].begin(), ratios[i].end()), figures[i].inter_token_ms,
-            figures[i].first_token_ms);
-      }
-      std::printf("], \"prefix512_cold_ms\": %.2f, \"prefix512_cached_ms\": %.2f}\n", cold, warm);
-      return 0;
-    }
-    std::printf(
-        "model: %s, %d thread%s, 128 new tokens per sequence, greedy; medians of %d rounds\n\n",
-        options.model.c_str(), threads, threads == 1 ? "" : "s", options.repetitions);
-    std::printf(
-        "| sequences | aggregate t/s | x one sequence (range) | inter-token ms | first token ms "
-        "|\n");
-    std::printf(
-        "|----------:|--------------:|-----------------------:|---------------:|---------------:"
-        "|\n");
-    for (size_t level = 0; level < levels; ++level) {
-      const auto& f = figures[level];
-      const auto& r = ratios[level];
-      std::printf("| %9d | %13.1f | %6.2f (%5.2f-%5.2f) | %14.3f | %14.2f |\n", f.concurrency,
-                  f.tokens_per_second, median(r), *std::min_element(r.begin(), r.end()),
-                  *std::max_element(r.begin(), r.end()), f.inter_token_ms, f.first_token_ms);
-    }
-    std::printf(
-        "\nprefix cache: time to first token of a 512-token shared prefix + 8 new tokens:\n"
-        "  cold %.2f ms, prefix cached %.2f ms: %.1f%% less\n"
-        "(x one sequence: the median, lowest and highest of each round's ratio to that round's\n"
-        " single sequence; first token ms: mean over sequences; all prompts arrive at once, 9\n"
-        " tokens each)\n",
-        cold, warm, 100.0 * (1.0 - warm / cold));
+    std::printf("], \"prefix512_cold_ms\": %.2f, \"prefix512_cached_ms\": %.2f}\n", cold, warm);
     return 0;
   }
+  std::printf(
+      "model: %s, %d thread%s, 128 new tokens per sequence, greedy; medians of %d rounds\n\n",
+      options.model.c_str(), threads, threads == 1 ? "" : "s", options.repetitions);
+  std::printf(
+      "| sequences | aggregate t/s | x one sequence (range) | inter-token ms | first token ms "
+      "|\n");
+  std::printf(
+      "|----------:|--------------:|-----------------------:|---------------:|---------------:"
+      "|\n");
+  for (size_t level = 0; level < levels; ++level) {
+    const auto& f = figures[level];
+    const auto& r = ratios[level];
+    std::printf("| %9d | %13.1f | %6.2f (%5.2f-%5.2f) | %14.3f | %14.2f |\n", f.concurrency,
+                f.tokens_per_second, median(r), *std::min_element(r.begin(), r.end()),
+                *std::max_element(r.begin(), r.end()), f.inter_token_ms, f.first_token_ms);
+  }
+  std::printf(
+      "\nprefix cache: time to first token of a 512-token shared prefix + 8 new tokens:\n"
+      "  cold %.2f ms, prefix cached %.2f ms: %.1f%% less\n"
+      "(x one sequence: the median, lowest and highest of each round's ratio to that round's\n"
+      " single sequence; first token ms: mean over sequences; all prompts arrive at once, 9\n"
+      " tokens each)\n",
+      cold, warm, 100.0 * (1.0 - warm / cold));
+  return 0;
+}
+
+int bench_engine_command(const BenchEngineOptions& options) {
+  std::shared_ptr<const engine::Model> model = engine::Model::load(options.model);
+  const auto& config = model->config();
+  if (!options.concurrency.empty()) return report_concurrency(options, model);
   if (config.context < 512 + 1) {
     std::cerr << "chatflow: the model's context (" << config.context
               << ") is too short for pp512\n";
@@ -397,6 +406,32 @@ int bench_engine_command(const BenchEngineOptions& options) {
       "replaces the mapped pages)\n",
       peak_mib);
   return 0;
+}
+
+}  // namespace
+
+void add_bench_engine_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<BenchEngineOptions>();
+  auto* command = app.add_subcommand("bench-engine",
+                                     "Prompt and generation speed of a model (llama-bench style)");
+  command->add_option("model", options->model, "GGUF file")->required();
+  command->add_option("--threads", options->threads, "thread counts to measure")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  command->add_option("--repetitions", options->repetitions, "runs per figure (median)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->add_flag("--bandwidth", options->bandwidth, "also measure memory read bandwidth");
+  command
+      ->add_option(
+          "--concurrency", options->concurrency,
+          "sequences decoded together (e.g. 1,8,32): batching throughput and prefix-cache reuse")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  command->callback(
+      [&selected, options] { selected = [options] { return bench_engine_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

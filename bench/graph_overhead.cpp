@@ -9,16 +9,27 @@
 #include <condition_variable>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
+#include <CLI/CLI.hpp>
 #include <tbb/flow_graph.h>
 
-#include "framework/cli/commands.h"
-#include "framework/runtime/pipeline.h"
 #include "framework/api/sink.h"
+#include "framework/cli/command.h"
+#include "framework/runtime/pipeline.h"
 
 namespace chatflow::cli {
 namespace {
+
+struct BenchGraphOptions {
+  int stages = 12;
+  int requests = 200000;
+  std::vector<int> in_flight = {1, 64};
+  bool json = false;
+};
 
 class NoopStage final : public RequestStage {
  public:
@@ -164,8 +175,6 @@ std::string chain_yaml(int stages) {
   return yaml;
 }
 
-}  // namespace
-
 int bench_graph_command(const BenchGraphOptions& options) {
   Registry registry = bench_registry();
   Diagnostics diagnostics;
@@ -211,6 +220,27 @@ int bench_graph_command(const BenchGraphOptions& options) {
   }
   if (options.json) std::printf("]}\n");
   return 0;
+}
+
+}  // namespace
+
+void add_bench_graph_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<BenchGraphOptions>();
+  auto* command = app.add_subcommand(
+      "bench-graph", "Measure the runtime's own overhead through a chain of no-op stages");
+  command->add_option("--stages", options->stages, "stages in the chain")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command->add_option("--requests", options->requests, "requests per measurement")
+      ->check(CLI::Range(1, 100'000'000))
+      ->capture_default_str();
+  command->add_option("--in-flight", options->in_flight, "requests kept in flight")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 100'000))
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback(
+      [&selected, options] { selected = [options] { return bench_graph_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

@@ -14,15 +14,18 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
+#include <string>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
-#include "framework/cli/commands.h"
+#include "framework/cli/command.h"
 
 namespace chatflow::cli {
 namespace {
@@ -33,6 +36,27 @@ namespace http = beast::http;
 namespace json = boost::json;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
+
+struct BenchServeOptions {
+  std::string url = "http://127.0.0.1:8000";
+  std::string endpoint = "chat";  // chat or completions
+  std::string model;              // empty: the first model the server lists
+  int concurrency = 8;
+  double rate = 0;  // requests per second (Poisson); 0: closed loop at `concurrency`
+  int requests = 200;
+  double duration_s = 0;  // > 0: send for this long instead of a number of requests
+  int max_tokens = 64;
+  double temperature = 1.0;
+  bool ignore_eos = true;  // every completion is max_tokens long, so runs compare
+  uint64_t seed = 1;
+  int64_t distinct = 0;  // > 0: request i repeats request i mod distinct (cache benchmarks)
+  int64_t sessions = 0;  // > 0: request i carries session_id bench-(i mod sessions) (A/B splits)
+  double slo_ttft_ms = 1000;
+  double slo_tpot_ms = 100;
+  std::string api_key = "none";
+  bool json = false;
+  bool verbose = false;
+};
 
 double seconds_since(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double>(end - start).count();
@@ -655,9 +679,9 @@ void Bench::report() {
   }
 }
 
-}  // namespace
-
-int bench_serve_command(const BenchServeOptions& options) {
+// Exit codes: 2 for a malformed --url, 1 when the server cannot be asked for its model, 3 when
+// requests failed; these messages name the command (`chatflow bench: ...`).
+int bench_command(const BenchServeOptions& options) {
   auto target = parse_url(options.url);
   if (!target) {
     std::cerr << "chatflow bench: --url must look like http://HOST:PORT[/v1], got '" << options.url
@@ -696,6 +720,63 @@ int bench_serve_command(const BenchServeOptions& options) {
   }
   Bench bench(resolved, *target);
   return bench.run();
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<BenchServeOptions>();
+  auto* command = app.add_subcommand(
+      "bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, throughput, goodput");
+  command->add_option("--url", options->url, "the server's base URL")->capture_default_str();
+  command->add_option("--endpoint", options->endpoint, "chat or completions")
+      ->check(CLI::IsMember({"chat", "completions"}))
+      ->capture_default_str();
+  command->add_option("--model", options->model,
+                      "model id (default: the first one the server lists)");
+  command
+      ->add_option("--concurrency", options->concurrency,
+                   "requests in flight (with --rate: at most)")
+      ->check(CLI::Range(1, 100'000))
+      ->capture_default_str();
+  command->add_option("--rate", options->rate, "Poisson arrivals per second; 0: closed loop")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  command->add_option("--requests", options->requests, "requests to send")
+      ->check(CLI::Range(1, 100'000'000))
+      ->capture_default_str();
+  command
+      ->add_option("--duration", options->duration_s,
+                   "send for this many seconds instead of --requests")
+      ->check(CLI::Range(0.0, 1e6));
+  command->add_option("--max-tokens", options->max_tokens)
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--temperature", options->temperature)
+      ->check(CLI::Range(0.0, 2.0))
+      ->capture_default_str();
+  command->add_flag("--ignore-eos,!--no-ignore-eos", options->ignore_eos,
+                    "generate exactly --max-tokens (default on)");
+  command->add_option("--seed", options->seed)->capture_default_str();
+  command
+      ->add_option("--distinct", options->distinct,
+                   "N > 0: only N different requests, request i repeating request i mod N, each "
+                   "with its own words (to fill and then hit a cache)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  command
+      ->add_option("--sessions", options->sessions,
+                   "N > 0: request i carries session_id bench-(i mod N), as N callers would (an "
+                   "A/B split by session then reports each arm)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
+  command->add_option("--slo-ttft-ms", options->slo_ttft_ms, "goodput: TTFT at most")
+      ->capture_default_str();
+  command->add_option("--slo-tpot-ms", options->slo_tpot_ms, "goodput: TPOT at most")
+      ->capture_default_str();
+  command->add_option("--api-key", options->api_key, "sent as a Bearer token");
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->add_flag("--verbose", options->verbose, "print every failure");
+  command->callback(
+      [&selected, options] { selected = [options] { return bench_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

@@ -1,10 +1,20 @@
 // chatflow graph FILE --format dot|mermaid: draws a checked pipeline.
 #include <iostream>
+#include <memory>
+#include <string>
 
-#include "framework/cli/commands.h"
+#include <CLI/CLI.hpp>
+
+#include "framework/cli/command.h"
 #include "framework/loading/graph_render.h"
 
 namespace chatflow::cli {
+namespace {
+
+struct GraphOptions {
+  std::string file;
+  std::string format = "dot";
+};
 
 int graph_command(const GraphOptions& options) {
   Diagnostics diagnostics;
@@ -15,6 +25,19 @@ int graph_command(const GraphOptions& options) {
   }
   std::cout << (options.format == "mermaid" ? render_mermaid(*spec) : render_dot(*spec));
   return 0;
+}
+
+}  // namespace
+
+void add_graph_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<GraphOptions>();
+  auto* command = app.add_subcommand("graph", "Draw a checked pipeline as Graphviz DOT or Mermaid");
+  command->add_option("file", options->file, "pipeline YAML file")->required();
+  command->add_option("--format", options->format, "dot or mermaid")
+      ->check(CLI::IsMember({"dot", "mermaid"}))
+      ->capture_default_str();
+  command->callback(
+      [&selected, options] { selected = [options] { return graph_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

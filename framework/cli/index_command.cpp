@@ -4,15 +4,28 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <set>
+#include <string>
 #include <unistd.h>
+#include <vector>
 
-#include "framework/cli/commands.h"
+#include <CLI/CLI.hpp>
+
+#include "framework/cli/command.h"
 #include "framework/retrieval/retrieval_index.h"
 
 namespace chatflow::cli {
-
 namespace {
+
+struct IndexOptions {
+  std::vector<std::string> inputs;
+  std::string out;
+  bool prune = false;  // drop indexed documents the inputs no longer have
+  size_t chunk_tokens = 200;
+  size_t overlap = 40;
+  EmbedderOptions embedder;
+};
 
 uint64_t directory_bytes(const std::filesystem::path& directory) {
   uint64_t bytes = 0;
@@ -23,8 +36,7 @@ uint64_t directory_bytes(const std::filesystem::path& directory) {
   return bytes;
 }
 
-}  // namespace
-
+// Its own catch: the message names the command ("chatflow index: ..."), as it always has.
 int index_command(const IndexOptions& options) {
   try {
     std::vector<retrieval::SourceDocument> documents;
@@ -33,8 +45,9 @@ int index_command(const IndexOptions& options) {
       documents.insert(documents.end(), std::make_move_iterator(loaded.begin()),
                        std::make_move_iterator(loaded.end()));
     }
-    std::shared_ptr<const embedding::Embedder> embedder = embedding::make_embedder(
-        options.embedder, options.embedder_path, options.dimensions, options.ngram);
+    std::shared_ptr<const embedding::Embedder> embedder =
+        embedding::make_embedder(options.embedder.kind, options.embedder.path,
+                                 options.embedder.dimensions, options.embedder.ngram);
     retrieval::RetrievalIndex index(options.out, embedder, /*writable=*/true);
     retrieval::ChunkingOptions chunking{options.chunk_tokens, options.overlap};
     bool terminal = isatty(STDERR_FILENO);
@@ -75,6 +88,27 @@ int index_command(const IndexOptions& options) {
     std::cerr << "chatflow index: " << error.what() << "\n";
     return 1;
   }
+}
+
+}  // namespace
+
+void add_index_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<IndexOptions>();
+  auto* command = app.add_subcommand(
+      "index", "Chunk documents (.txt/.md folders, JSONL, SMART) into a retrieval index");
+  command->add_option("inputs", options->inputs, "folders, .jsonl or SMART files")->required();
+  command->add_option("--out,-o", options->out, "the index directory (created or updated)")
+      ->required();
+  command->add_option("--chunk-tokens", options->chunk_tokens, "tokens per chunk")
+      ->check(CLI::Range(8, 100000))
+      ->capture_default_str();
+  command->add_option("--overlap", options->overlap, "tokens neighbouring chunks share")
+      ->capture_default_str();
+  command->add_flag("--prune", options->prune,
+                    "remove indexed documents that are not in the inputs any more");
+  add_embedder_options(*command, options->embedder);
+  command->callback(
+      [&selected, options] { selected = [options] { return index_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

@@ -1,20 +1,24 @@
 // chatflow inspect MODEL: a GGUF file's metadata and tensor table, like gguf-dump.
 #include <iomanip>
 #include <iostream>
+#include <memory>
+#include <string>
 
-#include "framework/cli/commands.h"
+#include <CLI/CLI.hpp>
+
+#include "framework/cli/command.h"
 #include "framework/engine/gguf_file.h"
 
 namespace chatflow::cli {
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  bool all_tensors = false;
+};
 
 int inspect_command(const InspectOptions& options) {
-  std::shared_ptr<const engine::GgufFile> file;
-  try {
-    file = engine::GgufFile::open(options.model);
-  } catch (const engine::GgufError& error) {
-    std::cerr << "chatflow: " << error.what() << "\n";
-    return 1;
-  }
+  std::shared_ptr<const engine::GgufFile> file = engine::GgufFile::open(options.model);
   std::cout << options.model << ": GGUF v" << file->version() << ", " << file->size() << " bytes, "
             << file->metadata().size() << " metadata entries, " << file->tensors().size()
             << " tensors, alignment " << file->alignment() << "\n\nMetadata:\n";
@@ -32,6 +36,17 @@ int inspect_command(const InspectOptions& options) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<InspectOptions>();
+  auto* command = app.add_subcommand("inspect", "Show a GGUF file's metadata and tensors");
+  command->add_option("model", options->model, "GGUF file")->required();
+  command->add_flag("--all-tensors", options->all_tensors, "list every tensor");
+  command->callback(
+      [&selected, options] { selected = [options] { return inspect_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

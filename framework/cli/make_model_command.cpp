@@ -1,46 +1,97 @@
 // chatflow make-model: writes a random-weight GGUF model of any shape and type.
+#include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <string>
 
-#include "framework/cli/commands.h"
+#include <CLI/CLI.hpp>
+
+#include "framework/cli/command.h"
 #include "framework/engine/gguf_file.h"
 #include "framework/engine/model_writer.h"
 
 namespace chatflow::cli {
+namespace {
+
+struct MakeModelOptions {
+  std::string architecture = "llama";
+  int64_t dim = 64;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t kv_heads = 0;  // 0: same as heads
+  int64_t ffn = 128;
+  int64_t context = 512;
+  std::string type = "f32";
+  uint64_t seed = 1;
+  bool tie_embeddings = false;
+  std::string vocabulary_from;
+  std::string output;
+};
 
 int make_model_command(const MakeModelOptions& options) {
-  try {
-    engine::ModelShape shape;
-    shape.architecture = options.architecture;
-    shape.dim = options.dim;
-    shape.layers = options.layers;
-    shape.heads = options.heads;
-    shape.kv_heads = options.kv_heads > 0 ? options.kv_heads : options.heads;
-    shape.ffn = options.ffn;
-    shape.context = options.context;
-    shape.seed = options.seed;
-    shape.tie_embeddings = options.tie_embeddings;
-    shape.vocabulary_from = options.vocabulary_from;
-    auto type = kernels::tensor_type_from_name(options.type);
-    if (!type) {
-      std::cerr << "chatflow: unknown tensor type '" << options.type
-                << "' (f32, f16, bf16, q8_0, q4_0)\n";
-      return 2;
-    }
-    shape.type = *type;
-    engine::write_random_model(shape, options.output);
-    auto written = engine::GgufFile::open(options.output);
-    const auto* tokens = written->find("tokenizer.ggml.tokens");
-    int64_t vocabulary = tokens ? static_cast<int64_t>(tokens->strings.size()) : 0;
-    std::cout << options.output << ": " << shape.architecture << ", "
-              << engine::parameter_count(shape, vocabulary) << " parameters (" << options.type
-              << "), vocabulary " << vocabulary << ", "
-              << std::filesystem::file_size(options.output) << " bytes\n";
-    return 0;
-  } catch (const std::exception& error) {
-    std::cerr << "chatflow: " << error.what() << "\n";
-    return 1;
+  engine::ModelShape shape;
+  shape.architecture = options.architecture;
+  shape.dim = options.dim;
+  shape.layers = options.layers;
+  shape.heads = options.heads;
+  shape.kv_heads = options.kv_heads > 0 ? options.kv_heads : options.heads;
+  shape.ffn = options.ffn;
+  shape.context = options.context;
+  shape.seed = options.seed;
+  shape.tie_embeddings = options.tie_embeddings;
+  shape.vocabulary_from = options.vocabulary_from;
+  auto type = kernels::tensor_type_from_name(options.type);
+  if (!type) {
+    std::cerr << "chatflow: unknown tensor type '" << options.type
+              << "' (f32, f16, bf16, q8_0, q4_0)\n";
+    return 2;
   }
+  shape.type = *type;
+  engine::write_random_model(shape, options.output);
+  auto written = engine::GgufFile::open(options.output);
+  const auto* tokens = written->find("tokenizer.ggml.tokens");
+  int64_t vocabulary = tokens ? static_cast<int64_t>(tokens->strings.size()) : 0;
+  std::cout << options.output << ": " << shape.architecture << ", "
+            << engine::parameter_count(shape, vocabulary) << " parameters (" << options.type
+            << "), vocabulary " << vocabulary << ", " << std::filesystem::file_size(options.output)
+            << " bytes\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_make_model_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<MakeModelOptions>();
+  auto* command =
+      app.add_subcommand("make-model", "Write a random-weight GGUF model of any shape and type");
+  command->add_option("--arch", options->architecture, "llama or qwen2")
+      ->check(CLI::IsMember({"llama", "qwen2"}))
+      ->capture_default_str();
+  command->add_option("--dim", options->dim, "embedding length")
+      ->check(CLI::Range(2, 65536))
+      ->capture_default_str();
+  command->add_option("--layers", options->layers)
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  command->add_option("--heads", options->heads)->check(CLI::Range(1, 1024))->capture_default_str();
+  command->add_option("--kv-heads", options->kv_heads, "key/value heads (default: --heads)")
+      ->check(CLI::Range(0, 1024));
+  command->add_option("--ffn", options->ffn, "feed-forward length")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--context", options->context)
+      ->check(CLI::Range(16, 1 << 22))
+      ->capture_default_str();
+  command->add_option("--type", options->type, "f32, f16, bf16, q8_0 or q4_0")
+      ->capture_default_str();
+  command->add_option("--seed", options->seed)->capture_default_str();
+  command->add_flag("--tie-embeddings", options->tie_embeddings, "no separate output matrix");
+  command->add_option("--vocab-from", options->vocabulary_from,
+                      "copy the tokenizer from this GGUF file");
+  command->add_option("--output,-o", options->output, "file to write")->required();
+  command->callback(
+      [&selected, options] { selected = [options] { return make_model_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

@@ -2,13 +2,27 @@
 #include <chrono>
 #include <future>
 #include <iostream>
+#include <memory>
+#include <string>
 
-#include "framework/cli/commands.h"
-#include "framework/runtime/pipeline.h"
+#include <CLI/CLI.hpp>
+
+#include "framework/api/request.h"
 #include "framework/api/sink.h"
+#include "framework/cli/command.h"
+#include "framework/runtime/pipeline.h"
 
 namespace chatflow::cli {
 namespace {
+
+struct RunOptions {
+  std::string file;
+  std::string prompt;
+  std::string system;
+  bool completion = false;  // send the prompt as a completion, without the chat template
+  std::string api_key;      // sent as the Authorization header, for pipelines with auth
+  GenerationParams generation;
+};
 
 class PrintingSink final : public Sink {
  public:
@@ -25,8 +39,6 @@ class PrintingSink final : public Sink {
   std::promise<void> done_;
   bool printed_any_ = false;
 };
-
-}  // namespace
 
 int run_command(const RunOptions& options) {
   Diagnostics diagnostics;
@@ -47,18 +59,7 @@ int run_command(const RunOptions& options) {
     if (!options.system.empty()) request->messages.push_back({"system", options.system});
     request->messages.push_back({"user", options.prompt});
   }
-  const SamplingOptions& sampling = options.sampling;
-  GenerationParams& generation = request->generation;
-  generation.max_tokens = sampling.max_tokens;
-  generation.temperature = sampling.temperature;
-  generation.top_k = sampling.top_k;
-  generation.top_p = sampling.top_p;
-  generation.min_p = sampling.min_p;
-  generation.repetition_penalty = sampling.repetition_penalty;
-  generation.presence_penalty = sampling.presence_penalty;
-  generation.frequency_penalty = sampling.frequency_penalty;
-  if (sampling.seed >= 0) generation.seed = static_cast<uint64_t>(sampling.seed);
-  generation.stop = sampling.stop;
+  request->generation = options.generation;
   if (!options.api_key.empty())
     request->headers.push_back({"authorization", "Bearer " + options.api_key});
   auto sink = std::make_shared<PrintingSink>();
@@ -77,6 +78,24 @@ int run_command(const RunOptions& options) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<RunOptions>();
+  auto* command =
+      app.add_subcommand("run", "Push one request through a pipeline and print the stream");
+  command->add_option("file", options->file, "pipeline YAML file")->required();
+  command->add_option("--prompt", options->prompt, "the user message")->required();
+  command->add_option("--system", options->system, "an optional system message");
+  command->add_flag("--completion", options->completion,
+                    "a raw completion prompt (no chat template)");
+  command->add_option("--api-key", options->api_key, "for a pipeline with auth")
+      ->envname("CHATFLOW_API_KEY");
+  add_sampling_options(*command, options->generation);
+  command->callback(
+      [&selected, options] { selected = [options] { return run_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

@@ -1,16 +1,29 @@
 // chatflow serve: the OpenAI-compatible HTTP server over one pipeline.
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <unistd.h>
 
-#include "framework/cli/commands.h"
-#include "framework/runtime/pipeline.h"
-#include "framework/api/served_model.h"
-#include "framework/server/http_server.h"
+#include <CLI/CLI.hpp>
+
 #include "framework/api/capabilities.h"
+#include "framework/api/served_model.h"
+#include "framework/cli/command.h"
+#include "framework/runtime/pipeline.h"
+#include "framework/server/http_server.h"
 
 namespace chatflow::cli {
 namespace {
+
+struct ServeOptions {
+  std::string config = "configs/default.yaml";
+  std::string pipeline;  // set: serve this pipeline with default server settings
+  std::optional<std::string> host;
+  std::optional<int> port;
+  std::optional<std::string> access_log;
+};
 
 std::string url_host(const std::string& host) {
   if (host == "0.0.0.0") return "127.0.0.1";
@@ -19,7 +32,59 @@ std::string url_host(const std::string& host) {
   return host;
 }
 
-}  // namespace
+// POST /admin/reload and SIGHUP read the same files again; server settings need a restart.
+server::HttpServer::Reloader make_reloader(const ServeOptions& options) {
+  return [options](const Pipeline& current, std::vector<std::string>& reused,
+                   std::string& error) -> std::shared_ptr<Pipeline> {
+    Diagnostics problems;
+    std::string pipeline_file = options.pipeline;
+    if (pipeline_file.empty()) {
+      auto reread = server::load_serve_config(options.config, problems);
+      if (!reread) {
+        error = problems.to_string();
+        return nullptr;
+      }
+      pipeline_file = reread->pipeline;
+    }
+    auto rebuilt = load_pipeline(pipeline_file, builtin_registry(), problems, &current, &reused);
+    if (!rebuilt) {
+      error = problems.to_string();
+      return nullptr;
+    }
+    return std::shared_ptr<Pipeline>(std::move(rebuilt));
+  };
+}
+
+// Where the server listens, a request to try, and how to reload and stop it.
+void print_serving(const Pipeline& pipeline, const std::string& host, uint16_t port) {
+  std::string model = pipeline.spec().name;
+  for (const auto& resource : pipeline.spec().resources) {
+    if (auto served = std::dynamic_pointer_cast<ServedModel>(pipeline.resource(resource.name))) {
+      model = served->model_id();
+      break;
+    }
+  }
+  std::string base = "http://" + url_host(host) + ":" + std::to_string(port);
+  std::string credentials;
+  std::string key_hint;
+  if (const auto* authenticator = pipeline.find<Authenticator>()) {
+    if (auto key = authenticator->new_development_key()) {
+      credentials = " -H 'Authorization: Bearer " + *key + "'";
+    } else {
+      credentials = " -H \"Authorization: Bearer $CHATFLOW_API_KEY\"";
+      key_hint = "  keys: chatflow keys add --tenant NAME --keys-file FILE (prints a new key)\n";
+    }
+  }
+  std::cout << "chatflow: serving pipeline '" << pipeline.spec().name << "' (model " << model
+            << ") at " << base << "/v1\n"
+            << "  try:  curl -N " << base << "/v1/chat/completions" << credentials
+            << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
+            << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
+               "\"max_tokens\": 64, \"stream\": true}'\n"
+            << key_hint << "  reload: kill -HUP " << ::getpid()
+            << " or POST /admin/reload (the old pipeline serves until the new one is built)\n"
+            << "  stop: Ctrl-C (in-flight requests finish first)" << std::endl;
+}
 
 int serve_command(const ServeOptions& options) {
   server::ServeConfig config;
@@ -39,12 +104,7 @@ int serve_command(const ServeOptions& options) {
   if (options.access_log) config.server.access_log = *options.access_log;
 
   server::HttpServer server(config.server);
-  try {
-    server.listen();
-  } catch (const std::exception& error) {
-    std::cerr << "chatflow: " << error.what() << "\n";
-    return 1;
-  }
+  server.listen();  // a port taken or an address not ours: thrown, reported by main
   // Serve /health (503, loading) while the pipeline and its models load.
   std::thread io([&server] { server.run(); });
   std::cout << "chatflow: loading " << config.pipeline << std::endl;
@@ -56,58 +116,32 @@ int serve_command(const ServeOptions& options) {
     return 1;
   }
   std::shared_ptr<Pipeline> shared(std::move(pipeline));
-  // POST /admin/reload and SIGHUP read the same files again; server settings need a restart.
-  server.set_reloader([options](const Pipeline& current, std::vector<std::string>& reused,
-                                std::string& error) -> std::shared_ptr<Pipeline> {
-    Diagnostics problems;
-    std::string pipeline_file = options.pipeline;
-    if (pipeline_file.empty()) {
-      auto reread = server::load_serve_config(options.config, problems);
-      if (!reread) {
-        error = problems.to_string();
-        return nullptr;
-      }
-      pipeline_file = reread->pipeline;
-    }
-    auto rebuilt = load_pipeline(pipeline_file, builtin_registry(), problems, &current, &reused);
-    if (!rebuilt) {
-      error = problems.to_string();
-      return nullptr;
-    }
-    return std::shared_ptr<Pipeline>(std::move(rebuilt));
-  });
+  server.set_reloader(make_reloader(options));
   server.serve(shared);
-  std::string model = shared->spec().name;
-  for (const auto& resource : shared->spec().resources) {
-    if (auto served = std::dynamic_pointer_cast<ServedModel>(shared->resource(resource.name))) {
-      model = served->model_id();
-      break;
-    }
-  }
-  std::string base = "http://" + url_host(config.server.host) + ":" + std::to_string(server.port());
-  std::string credentials;
-  std::string key_hint;
-  if (const auto* authenticator = shared->find<Authenticator>()) {
-    if (auto key = authenticator->new_development_key()) {
-      credentials = " -H 'Authorization: Bearer " + *key + "'";
-    } else {
-      credentials = " -H \"Authorization: Bearer $CHATFLOW_API_KEY\"";
-      key_hint = "  keys: chatflow keys add --tenant NAME --keys-file FILE (prints a new key)\n";
-    }
-  }
-  std::cout << "chatflow: serving pipeline '" << shared->spec().name << "' (model " << model
-            << ") at " << base << "/v1\n"
-            << "  try:  curl -N " << base << "/v1/chat/completions" << credentials
-            << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
-            << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
-               "\"max_tokens\": 64, \"stream\": true}'\n"
-            << key_hint << "  reload: kill -HUP " << ::getpid()
-            << " or POST /admin/reload (the old pipeline serves until the new one is built)\n"
-            << "  stop: Ctrl-C (in-flight requests finish first)" << std::endl;
+  print_serving(*shared, config.server.host, server.port());
   io.join();
   shared.reset();
   std::cout << "chatflow: stopped" << std::endl;
   return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<ServeOptions>();
+  auto* command = app.add_subcommand(
+      "serve", "Serve a pipeline over the OpenAI HTTP API (chat, completions, SSE, metrics)");
+  command->add_option("--config", options->config, "serve file: server settings and the pipeline")
+      ->capture_default_str();
+  command->add_option("--pipeline", options->pipeline,
+                      "serve this pipeline YAML with default server settings instead");
+  command->add_option("--host", options->host, "address to listen on (overrides the file)");
+  command->add_option("--port", options->port, "TCP port; 0 picks a free one (overrides the file)")
+      ->check(CLI::Range(0, 65535));
+  command->add_option("--access-log", options->access_log,
+                      "JSON access log: stderr, stdout, off, or a file path");
+  command->callback(
+      [&selected, options] { selected = [options] { return serve_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

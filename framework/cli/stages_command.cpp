@@ -5,13 +5,20 @@
 #include <iostream>
 #include <sstream>
 
-#include "framework/cli/commands.h"
-#include "framework/loading/plugin_loader.h"
+#include <CLI/CLI.hpp>
+
 #include "framework/api/registry.h"
 #include "framework/api/suggest.h"
+#include "framework/cli/command.h"
+#include "framework/loading/plugin_loader.h"
 
 namespace chatflow::cli {
 namespace {
+
+struct StagesOptions {
+  std::string type;    // empty: list every type
+  std::string plugin;  // inspect this plugin library instead
+};
 
 std::string constraints(const KeyInfo& key) {
   std::string text;
@@ -67,19 +74,11 @@ void describe_resource(const ResourceTypeInfo& type) {
   print_keys(*type.schema, "");
 }
 
-}  // namespace
-
 int stages_command(const StagesOptions& options) {
   if (!options.plugin.empty()) {
-    // A plugin inspected on its own: its descriptor, or why this chatflow refuses it.
-    try {
-      auto library = PluginLibrary::open(options.plugin);
-      std::cout << library->describe();
-      return 0;
-    } catch (const std::exception& error) {
-      std::cerr << "chatflow: " << error.what() << "\n";
-      return 1;
-    }
+    // A plugin inspected on its own: its descriptor, or why this chatflow refuses it (thrown).
+    std::cout << PluginLibrary::open(options.plugin)->describe();
+    return 0;
   }
   // Built-in types, and those of the plugins on CHATFLOW_PLUGIN_PATH.
   Registry registry = builtin_registry();
@@ -124,6 +123,18 @@ int stages_command(const StagesOptions& options) {
   std::cerr << "chatflow: no stage or resource type '" << options.type << "'"
             << did_you_mean(options.type, names) << " (known: " << join_names(names) << ")\n";
   return 1;
+}
+
+}  // namespace
+
+void add_stages_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<StagesOptions>();
+  auto* command = app.add_subcommand("stages", "List stage and resource types, or describe one");
+  command->add_option("type", options->type, "a stage or resource type to describe");
+  command->add_option("--plugin", options->plugin,
+                      "inspect a plugin library: its descriptor, or why it is refused");
+  command->callback(
+      [&selected, options] { selected = [options] { return stages_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

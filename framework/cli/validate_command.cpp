@@ -1,10 +1,20 @@
 // chatflow validate FILE...: the full load and build a server would do, without serving.
 #include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
 
-#include "framework/cli/commands.h"
+#include <CLI/CLI.hpp>
+
+#include "framework/cli/command.h"
 #include "framework/runtime/pipeline.h"
 
 namespace chatflow::cli {
+namespace {
+
+struct ValidateOptions {
+  std::vector<std::string> files;
+};
 
 int validate_command(const ValidateOptions& options) {
   bool all_valid = true;
@@ -21,6 +31,17 @@ int validate_command(const ValidateOptions& options) {
               << " stages, " << spec.resources.size() << " resources\n";
   }
   return all_valid ? 0 : 1;
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app, CommandBody& selected) {
+  auto options = std::make_shared<ValidateOptions>();
+  auto* command =
+      app.add_subcommand("validate", "Load, check and build pipeline files without serving");
+  command->add_option("files", options->files, "pipeline YAML files")->required();
+  command->callback(
+      [&selected, options] { selected = [options] { return validate_command(*options); }; });
 }
 
 }  // namespace chatflow::cli

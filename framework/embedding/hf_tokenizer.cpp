@@ -70,208 +70,276 @@ using PreTokenizer = std::function<std::vector<std::string>(std::vector<std::str
   throw std::runtime_error(what);
 }
 
+Normalizer make_normalizer(const json::value& spec);
+
+Normalizer make_sequence_normalizer(const json::object& object) {
+  std::vector<Normalizer> steps;
+  for (const auto& step : object.at("normalizers").as_array())
+    steps.push_back(make_normalizer(step));
+  return [steps](std::string text) {
+    for (const auto& step : steps)
+      text = step(std::move(text));
+    return text;
+  };
+}
+
+Normalizer make_bert_normalizer(const json::object& object) {
+  bool clean = object.at("clean_text").as_bool();
+  bool chinese = object.at("handle_chinese_chars").as_bool();
+  bool lower = object.at("lowercase").as_bool();
+  const json::value& accents = object.at("strip_accents");
+  bool strip = accents.is_null() ? lower : accents.as_bool();
+  return [clean, chinese, strip, lower](std::string text) {
+    Codepoints in = text::to_code_points(text);
+    Codepoints out;
+    for (char32_t c : in) {
+      if (clean) {
+        if (c == 0 || c == 0xFFFD || is_control(c)) continue;
+        if (is_whitespace(c)) c = ' ';
+      }
+      if (chinese && text::is_cjk_ideograph(c)) {
+        out += ' ';
+        out += c;
+        out += ' ';
+      } else {
+        out += c;
+      }
+    }
+    std::string result = to_utf8(out);
+    if (strip) result = strip_accents(result);
+    if (lower) result = lowercase(result);
+    return result;
+  };
+}
+
+Normalizer make_lowercase_normalizer(const json::object&) {
+  return [](std::string text) { return lowercase(text); };
+}
+
+Normalizer make_strip_accents_normalizer(const json::object&) {
+  return [](std::string text) { return strip_accents(text); };
+}
+
+// NFC, NFD, NFKC and NFKD differ only in utf8proc's options.
+template <int kOptions>
+Normalizer make_unicode_form_normalizer(const json::object&) {
+  return [](std::string text) { return unicode_form(text, kOptions); };
+}
+
+Normalizer make_strip_normalizer(const json::object& object) {
+  bool left = object.at("strip_left").as_bool();
+  bool right = object.at("strip_right").as_bool();
+  return [left, right](std::string text) {
+    Codepoints characters = text::to_code_points(text);
+    size_t begin = 0, end = characters.size();
+    while (left && begin < end && is_whitespace(characters[begin]))
+      ++begin;
+    while (right && end > begin && is_whitespace(characters[end - 1]))
+      --end;
+    return to_utf8(characters.substr(begin, end - begin));
+  };
+}
+
+Normalizer make_replace_normalizer(const json::object& object) {
+  const json::object& pattern = object.at("pattern").as_object();
+  std::string content(object.at("content").as_string());
+  if (const json::value* literal = pattern.if_contains("String")) {
+    std::string from(literal->as_string());
+    return [from, content](std::string text) {
+      if (from.empty()) return text;
+      std::string out;
+      size_t position = 0, found;
+      while ((found = text.find(from, position)) != std::string::npos) {
+        out.append(text, position, found - position);
+        out += content;
+        position = found + from.size();
+      }
+      out.append(text, position, std::string::npos);
+      return out;
+    };
+  }
+  auto regex = std::make_shared<re2::RE2>(std::string(pattern.at("Regex").as_string()));
+  if (!regex->ok()) unsupported("Replace normalizer: bad pattern " + regex->pattern());
+  // RE2 reads backslashes in the rewrite as group references; the content is literal text.
+  std::string rewrite;
+  for (char c : content) {
+    if (c == '\\') rewrite += '\\';
+    rewrite += c;
+  }
+  return [regex, rewrite](std::string text) {
+    re2::RE2::GlobalReplace(&text, *regex, rewrite);
+    return text;
+  };
+}
+
+struct NormalizerType {
+  std::string_view name;
+  Normalizer (*make)(const json::object& spec);
+};
+
+constexpr NormalizerType kNormalizerTypes[] = {
+    {"Sequence", make_sequence_normalizer},
+    {"BertNormalizer", make_bert_normalizer},
+    {"Lowercase", make_lowercase_normalizer},
+    {"StripAccents", make_strip_accents_normalizer},
+    {"NFC", make_unicode_form_normalizer<UTF8PROC_STABLE | UTF8PROC_COMPOSE>},
+    {"NFD", make_unicode_form_normalizer<UTF8PROC_STABLE | UTF8PROC_DECOMPOSE>},
+    {"NFKC", make_unicode_form_normalizer<UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT>},
+    {"NFKD", make_unicode_form_normalizer<UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT>},
+    {"Strip", make_strip_normalizer},
+    {"Replace", make_replace_normalizer},
+};
+
 Normalizer make_normalizer(const json::value& spec) {
   if (spec.is_null()) return [](std::string text) { return text; };
   const json::object& object = spec.as_object();
   std::string type(object.at("type").as_string());
-  if (type == "Sequence") {
-    std::vector<Normalizer> steps;
-    for (const auto& step : object.at("normalizers").as_array())
-      steps.push_back(make_normalizer(step));
-    return [steps](std::string text) {
-      for (const auto& step : steps)
-        text = step(std::move(text));
-      return text;
-    };
-  }
-  if (type == "BertNormalizer") {
-    bool clean = object.at("clean_text").as_bool();
-    bool chinese = object.at("handle_chinese_chars").as_bool();
-    bool lower = object.at("lowercase").as_bool();
-    const json::value& accents = object.at("strip_accents");
-    bool strip = accents.is_null() ? lower : accents.as_bool();
-    return [clean, chinese, strip, lower](std::string text) {
-      Codepoints in = text::to_code_points(text);
-      Codepoints out;
-      for (char32_t c : in) {
-        if (clean) {
-          if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-          if (is_whitespace(c)) c = ' ';
-        }
-        if (chinese && text::is_cjk_ideograph(c)) {
-          out += ' ';
-          out += c;
-          out += ' ';
-        } else {
-          out += c;
-        }
-      }
-      std::string result = to_utf8(out);
-      if (strip) result = strip_accents(result);
-      if (lower) result = lowercase(result);
-      return result;
-    };
-  }
-  if (type == "Lowercase") return [](std::string text) { return lowercase(text); };
-  if (type == "StripAccents") return [](std::string text) { return strip_accents(text); };
-  if (type == "NFC")
-    return [](std::string t) { return unicode_form(t, UTF8PROC_STABLE | UTF8PROC_COMPOSE); };
-  if (type == "NFD")
-    return [](std::string t) { return unicode_form(t, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE); };
-  if (type == "NFKC") {
-    return [](std::string t) {
-      return unicode_form(t, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
-    };
-  }
-  if (type == "NFKD") {
-    return [](std::string t) {
-      return unicode_form(t, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
-    };
-  }
-  if (type == "Strip") {
-    bool left = object.at("strip_left").as_bool();
-    bool right = object.at("strip_right").as_bool();
-    return [left, right](std::string text) {
-      Codepoints characters = text::to_code_points(text);
-      size_t begin = 0, end = characters.size();
-      while (left && begin < end && is_whitespace(characters[begin]))
-        ++begin;
-      while (right && end > begin && is_whitespace(characters[end - 1]))
-        --end;
-      return to_utf8(characters.substr(begin, end - begin));
-    };
-  }
-  if (type == "Replace") {
-    const json::object& pattern = object.at("pattern").as_object();
-    std::string content(object.at("content").as_string());
-    if (const json::value* literal = pattern.if_contains("String")) {
-      std::string from(literal->as_string());
-      return [from, content](std::string text) {
-        if (from.empty()) return text;
-        std::string out;
-        size_t position = 0, found;
-        while ((found = text.find(from, position)) != std::string::npos) {
-          out.append(text, position, found - position);
-          out += content;
-          position = found + from.size();
-        }
-        out.append(text, position, std::string::npos);
-        return out;
-      };
-    }
-    auto regex = std::make_shared<re2::RE2>(std::string(pattern.at("Regex").as_string()));
-    if (!regex->ok()) unsupported("Replace normalizer: bad pattern " + regex->pattern());
-    std::string rewrite;
-    for (char c : content) {
-      if (c == '\\') rewrite += '\\';
-      rewrite += c;
-    }
-    return [regex, rewrite](std::string text) {
-      re2::RE2::GlobalReplace(&text, *regex, rewrite);
-      return text;
-    };
+  for (const NormalizerType& known : kNormalizerTypes) {
+    if (known.name == type) return known.make(object);
   }
   unsupported("normalizer type '" + type + "' is not supported");
 }
+
+PreTokenizer make_pre_tokenizer(const json::value& spec);
+
+// A pre-tokenizer that splits each piece on its own with `split(piece, out)`.
+template <class Split>
+PreTokenizer split_each(Split split) {
+  return [split](std::vector<std::string> pieces) {
+    std::vector<std::string> out;
+    for (const auto& piece : pieces)
+      split(piece, out);
+    return out;
+  };
+}
+
+PreTokenizer make_sequence_pre_tokenizer(const json::object& object) {
+  std::vector<PreTokenizer> steps;
+  for (const auto& step : object.at("pretokenizers").as_array())
+    steps.push_back(make_pre_tokenizer(step));
+  return [steps](std::vector<std::string> pieces) {
+    for (const auto& step : steps)
+      pieces = step(std::move(pieces));
+    return pieces;
+  };
+}
+
+// BertPreTokenizer splits on whitespace and punctuation, WhitespaceSplit on whitespace only.
+PreTokenizer make_bert_word_split(bool punctuation) {
+  text::BertSplit split;
+  split.is_space = is_whitespace;
+  split.punctuation = punctuation;
+  split.cjk = false;  // BertNormalizer has already put spaces around them
+  return split_each([split](const std::string& piece, std::vector<std::string>& out) {
+    for (const auto& word : text::split_bert_words(text::to_code_points(piece), split))
+      out.push_back(to_utf8(word));
+  });
+}
+
+PreTokenizer make_bert_pre_tokenizer(const json::object&) {
+  return make_bert_word_split(true);
+}
+
+PreTokenizer make_whitespace_split_pre_tokenizer(const json::object&) {
+  return make_bert_word_split(false);
+}
+
+// \w+|[^\w\s]+
+void split_words_and_symbols(const std::string& piece, std::vector<std::string>& out) {
+  Codepoints run;
+  int kind = 0;  // 1 word, 2 other
+  auto flush = [&] {
+    if (!run.empty()) out.push_back(to_utf8(run));
+    run.clear();
+  };
+  for (char32_t c : text::to_code_points(piece)) {
+    auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+    bool word = c == '_' ||
+                (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) ||
+                (category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO) ||
+                (category >= UTF8PROC_CATEGORY_MN && category <= UTF8PROC_CATEGORY_ME);
+    if (is_whitespace(c)) {
+      flush();
+      kind = 0;
+      continue;
+    }
+    int next = word ? 1 : 2;
+    if (next != kind) flush();
+    kind = next;
+    run += c;
+  }
+  flush();
+}
+
+PreTokenizer make_whitespace_pre_tokenizer(const json::object&) {
+  return split_each(split_words_and_symbols);
+}
+
+// Spaces become the replacement, which is prepended per `scheme` ("always", "first" or "never");
+// with `split`, each piece is then cut before every replacement, which stays with what follows.
+void metaspace(const std::string& replacement, const std::string& scheme, bool split,
+               const std::vector<std::string>& pieces, std::vector<std::string>& out) {
+  for (size_t index = 0; index < pieces.size(); ++index) {
+    std::string text;
+    for (char c : pieces[index]) {
+      if (c == ' ') {
+        text += replacement;
+      } else {
+        text += c;
+      }
+    }
+    bool prepend = scheme == "always" || (scheme == "first" && index == 0);
+    if (prepend && text.rfind(replacement, 0) != 0) text = replacement + text;
+    if (!split) {
+      out.push_back(text);
+      continue;
+    }
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t next = text.find(replacement, start + 1);
+      if (next == std::string::npos) next = text.size();
+      out.push_back(text.substr(start, next - start));
+      start = next;
+    }
+  }
+}
+
+PreTokenizer make_metaspace_pre_tokenizer(const json::object& object) {
+  std::string replacement(object.at("replacement").as_string());
+  std::string scheme = "always";
+  if (const json::value* value = object.if_contains("prepend_scheme"))
+    scheme = std::string(value->as_string());
+  // The older add_prefix_space flag, where present, decides over prepend_scheme.
+  if (const json::value* value = object.if_contains("add_prefix_space"); value && value->is_bool())
+    scheme = value->as_bool() ? "always" : "never";
+  bool split = true;
+  if (const json::value* value = object.if_contains("split")) split = value->as_bool();
+  return [replacement, scheme, split](std::vector<std::string> pieces) {
+    std::vector<std::string> out;
+    metaspace(replacement, scheme, split, pieces, out);
+    return out;
+  };
+}
+
+struct PreTokenizerType {
+  std::string_view name;
+  PreTokenizer (*make)(const json::object& spec);
+};
+
+constexpr PreTokenizerType kPreTokenizerTypes[] = {
+    {"Sequence", make_sequence_pre_tokenizer},
+    {"BertPreTokenizer", make_bert_pre_tokenizer},
+    {"WhitespaceSplit", make_whitespace_split_pre_tokenizer},
+    {"Whitespace", make_whitespace_pre_tokenizer},
+    {"Metaspace", make_metaspace_pre_tokenizer},
+};
 
 PreTokenizer make_pre_tokenizer(const json::value& spec) {
   if (spec.is_null()) return [](std::vector<std::string> pieces) { return pieces; };
   const json::object& object = spec.as_object();
   std::string type(object.at("type").as_string());
-  if (type == "Sequence") {
-    std::vector<PreTokenizer> steps;
-    for (const auto& step : object.at("pretokenizers").as_array())
-      steps.push_back(make_pre_tokenizer(step));
-    return [steps](std::vector<std::string> pieces) {
-      for (const auto& step : steps)
-        pieces = step(std::move(pieces));
-      return pieces;
-    };
-  }
-  auto split_each = [](auto split) {
-    return [split](std::vector<std::string> pieces) {
-      std::vector<std::string> out;
-      for (const auto& piece : pieces)
-        split(piece, out);
-      return out;
-    };
-  };
-  if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
-    text::BertSplit split;
-    split.is_space = is_whitespace;
-    split.punctuation = type == "BertPreTokenizer";
-    split.cjk = false;  // BertNormalizer has already put spaces around them
-    return split_each([split](const std::string& piece, std::vector<std::string>& out) {
-      for (const auto& word : text::split_bert_words(text::to_code_points(piece), split))
-        out.push_back(to_utf8(word));
-    });
-  }
-  if (type == "Whitespace") {
-    // \w+|[^\w\s]+
-    return split_each([](const std::string& piece, std::vector<std::string>& out) {
-      Codepoints run;
-      int kind = 0;  // 1 word, 2 other
-      auto flush = [&] {
-        if (!run.empty()) out.push_back(to_utf8(run));
-        run.clear();
-      };
-      for (char32_t c : text::to_code_points(piece)) {
-        auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-        bool word = c == '_' ||
-                    (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) ||
-                    (category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO) ||
-                    (category >= UTF8PROC_CATEGORY_MN && category <= UTF8PROC_CATEGORY_ME);
-        if (is_whitespace(c)) {
-          flush();
-          kind = 0;
-          continue;
-        }
-        int next = word ? 1 : 2;
-        if (next != kind) flush();
-        kind = next;
-        run += c;
-      }
-      flush();
-    });
-  }
-  if (type == "Metaspace") {
-    std::string replacement(object.at("replacement").as_string());
-    std::string scheme = "always";
-    if (const json::value* value = object.if_contains("prepend_scheme"))
-      scheme = std::string(value->as_string());
-    if (const json::value* value = object.if_contains("add_prefix_space");
-        value && value->is_bool())
-      scheme = value->as_bool() ? "always" : "never";
-    bool split = true;
-    if (const json::value* value = object.if_contains("split")) split = value->as_bool();
-    return [replacement, scheme, split](std::vector<std::string> pieces) {
-      std::vector<std::string> out;
-      for (size_t index = 0; index < pieces.size(); ++index) {
-        std::string text;
-        for (char c : pieces[index]) {
-          if (c == ' ') {
-            text += replacement;
-          } else {
-            text += c;
-          }
-        }
-        bool prepend = scheme == "always" || (scheme == "first" && index == 0);
-        if (prepend && text.rfind(replacement, 0) != 0) text = replacement + text;
-        if (!split) {
-          out.push_back(text);
-          continue;
-        }
-        // Split before each replacement character, keeping it with what follows.
-        size_t start = 0;
-        while (start < text.size()) {
-          size_t next = text.find(replacement, start + 1);
-          if (next == std::string::npos) next = text.size();
-          out.push_back(text.substr(start, next - start));
-          start = next;
-        }
-      }
-      return out;
-    };
+  for (const PreTokenizerType& known : kPreTokenizerTypes) {
+    if (known.name == type) return known.make(object);
   }
   unsupported("pre-tokenizer type '" + type + "' is not supported");
 }

@@ -186,7 +186,18 @@ class Reader {
   GgufValue read_value(GgufValueType type, const std::string& key, bool inside_array) {
     GgufValue value;
     value.type = type;
-    switch (type) {
+    if (type == GgufValueType::array) {
+      read_array(value, key, inside_array);
+    } else {
+      read_scalar(value, key);
+    }
+    fill_integer_views(value);
+    return value;
+  }
+
+ private:
+  void read_scalar(GgufValue& value, const std::string& key) {
+    switch (value.type) {
       case GgufValueType::uint8:
         value.unsigned_value = read<uint8_t>("a uint8");
         break;
@@ -227,32 +238,40 @@ class Reader {
       case GgufValueType::string:
         value.string_value = read_string("a string value");
         break;
-      case GgufValueType::array: {
-        if (inside_array) fail("nested arrays are not supported (key '" + key + "')");
-        value.element_type = read_type("an array element type");
-        value.array_count = read<uint64_t>("an array length");
-        if (value.element_type == GgufValueType::string) {
-          // Each string has at least its 8-byte length: bound the count before reserving.
-          if (value.array_count > (size_ - offset_) / 8)
-            fail("array of strings '" + key + "' claims " + std::to_string(value.array_count) +
-                 " entries");
-          value.strings.reserve(value.array_count);
-          for (uint64_t i = 0; i < value.array_count; ++i)
-            value.strings.push_back(read_string("an array string"));
-        } else if (value.element_type == GgufValueType::array) {
-          fail("nested arrays are not supported (key '" + key + "')");
-        } else {
-          size_t element = scalar_size(value.element_type);
-          if (value.array_count > (size_ - offset_) / element) {
-            fail("array '" + key + "' claims " + std::to_string(value.array_count) + " " +
-                 std::string(to_string(value.element_type)) + " values, more than the file holds");
-          }
-          value.array_data = data_ + offset_;
-          offset_ += value.array_count * element;
-        }
+      case GgufValueType::array:  // read_array's
         break;
-      }
     }
+  }
+
+  // Strings are read one by one; the elements of other arrays stay in the file, pointed at.
+  void read_array(GgufValue& value, const std::string& key, bool inside_array) {
+    if (inside_array) fail("nested arrays are not supported (key '" + key + "')");
+    value.element_type = read_type("an array element type");
+    value.array_count = read<uint64_t>("an array length");
+    if (value.element_type == GgufValueType::string) {
+      // Each string has at least its 8-byte length: bound the count before reserving.
+      if (value.array_count > (size_ - offset_) / 8)
+        fail("array of strings '" + key + "' claims " + std::to_string(value.array_count) +
+             " entries");
+      value.strings.reserve(value.array_count);
+      for (uint64_t i = 0; i < value.array_count; ++i)
+        value.strings.push_back(read_string("an array string"));
+    } else if (value.element_type == GgufValueType::array) {
+      fail("nested arrays are not supported (key '" + key + "')");
+    } else {
+      size_t element = scalar_size(value.element_type);
+      if (value.array_count > (size_ - offset_) / element) {
+        fail("array '" + key + "' claims " + std::to_string(value.array_count) + " " +
+             std::string(to_string(value.element_type)) + " values, more than the file holds");
+      }
+      value.array_data = data_ + offset_;
+      offset_ += value.array_count * element;
+    }
+  }
+
+  // An integer is readable both as signed and as unsigned: negative values read as 0 unsigned,
+  // values beyond int64 as its maximum signed.
+  static void fill_integer_views(GgufValue& value) {
     if (value.type == GgufValueType::int8 || value.type == GgufValueType::int16 ||
         value.type == GgufValueType::int32 || value.type == GgufValueType::int64) {
       value.unsigned_value = value.signed_value < 0 ? 0 : static_cast<uint64_t>(value.signed_value);
@@ -262,15 +281,86 @@ class Reader {
               ? std::numeric_limits<int64_t>::max()
               : static_cast<int64_t>(value.unsigned_value);
     }
-    return value;
   }
 
- private:
   const uint8_t* data_;
   uint64_t size_;
   const std::string& name_;
   uint64_t offset_ = 0;
 };
+
+void read_metadata(Reader& reader, uint64_t count, std::map<std::string, GgufValue>& metadata) {
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string key = reader.read_string("a metadata key");
+    GgufValueType type = reader.read_type(("the type of '" + key + "'").c_str());
+    GgufValue value = reader.read_value(type, key, false);
+    if (!metadata.emplace(key, std::move(value)).second)
+      reader.fail("metadata key '" + key + "' appears twice");
+  }
+}
+
+// The tensor data's alignment, which general.alignment may set.
+uint32_t checked_alignment(const GgufValue& alignment, const std::string& path) {
+  if (alignment.type != GgufValueType::uint32 || alignment.unsigned_value == 0 ||
+      (alignment.unsigned_value & (alignment.unsigned_value - 1)) != 0) {
+    throw GgufError(path + ": general.alignment must be a power-of-two uint32, got " +
+                    alignment.describe());
+  }
+  return static_cast<uint32_t>(alignment.unsigned_value);
+}
+
+// Reads the dimensions into tensor.shape and returns their product, bounded so that no size
+// computed from them overflows.
+uint64_t read_tensor_shape(Reader& reader, GgufTensorInfo& tensor) {
+  uint32_t dimensions = reader.read<uint32_t>("a tensor's dimension count");
+  if (dimensions == 0 || dimensions > kMaxDimensions) {
+    reader.fail("tensor '" + tensor.name + "' has " + std::to_string(dimensions) +
+                " dimensions (1 to 4 allowed)");
+  }
+  uint64_t elements = 1;
+  for (uint32_t d = 0; d < dimensions; ++d) {
+    uint64_t extent = reader.read<uint64_t>("a tensor dimension");
+    if (extent == 0 || extent > (1ull << 40) || elements > (1ull << 42) / extent) {
+      reader.fail("tensor '" + tensor.name + "' has an impossible dimension " +
+                  std::to_string(extent));
+    }
+    elements *= extent;
+    tensor.shape.push_back(static_cast<int64_t>(extent));
+  }
+  return elements;
+}
+
+kernels::TensorType read_tensor_type(Reader& reader, const GgufTensorInfo& tensor) {
+  uint32_t type_id = reader.read<uint32_t>("a tensor type");
+  auto type = kernels::tensor_type_from_id(type_id);
+  if (!type) {
+    reader.fail("tensor '" + tensor.name + "' has type " +
+                std::string(kernels::tensor_type_name(type_id)) + " (" + std::to_string(type_id) +
+                "), which chatflow cannot compute with (supported: f32, f16, bf16, q8_0, q4_0)");
+  }
+  return *type;
+}
+
+// One entry of the tensor table: its name, shape, type and data offset (not yet its data).
+GgufTensorInfo read_tensor_info(Reader& reader, uint32_t alignment) {
+  GgufTensorInfo tensor;
+  tensor.name = reader.read_string("a tensor name");
+  uint64_t elements = read_tensor_shape(reader, tensor);
+  tensor.type = read_tensor_type(reader, tensor);
+  if (tensor.shape[0] % kernels::block_values(tensor.type) != 0) {
+    reader.fail("tensor '" + tensor.name + "' rows of " + std::to_string(tensor.shape[0]) +
+                " values are not a multiple of the " +
+                std::string(kernels::to_string(tensor.type)) + " block size " +
+                std::to_string(kernels::block_values(tensor.type)));
+  }
+  tensor.bytes = kernels::row_bytes(tensor.type, tensor.shape[0]) * (elements / tensor.shape[0]);
+  tensor.offset = reader.read<uint64_t>("a tensor data offset");
+  if (tensor.offset % alignment != 0) {
+    reader.fail("tensor '" + tensor.name + "' data offset " + std::to_string(tensor.offset) +
+                " is not a multiple of the alignment " + std::to_string(alignment));
+  }
+  return tensor;
+}
 
 }  // namespace
 
@@ -331,65 +421,20 @@ void GgufFile::parse() {
                 std::to_string(metadata_count) + " metadata entries in a " + std::to_string(size_) +
                 "-byte file");
   }
-  for (uint64_t i = 0; i < metadata_count; ++i) {
-    std::string key = reader.read_string("a metadata key");
-    GgufValueType type = reader.read_type(("the type of '" + key + "'").c_str());
-    GgufValue value = reader.read_value(type, key, false);
-    if (!metadata_.emplace(key, std::move(value)).second)
-      reader.fail("metadata key '" + key + "' appears twice");
-  }
-  if (const GgufValue* alignment = find("general.alignment")) {
-    if (alignment->type != GgufValueType::uint32 || alignment->unsigned_value == 0 ||
-        (alignment->unsigned_value & (alignment->unsigned_value - 1)) != 0) {
-      throw GgufError(path_ + ": general.alignment must be a power-of-two uint32, got " +
-                      alignment->describe());
-    }
-    alignment_ = static_cast<uint32_t>(alignment->unsigned_value);
-  }
+  read_metadata(reader, metadata_count, metadata_);
+  if (const GgufValue* alignment = find("general.alignment"))
+    alignment_ = checked_alignment(*alignment, path_);
   tensors_.reserve(tensor_count);
   for (uint64_t i = 0; i < tensor_count; ++i) {
-    GgufTensorInfo tensor;
-    tensor.name = reader.read_string("a tensor name");
-    uint32_t dimensions = reader.read<uint32_t>("a tensor's dimension count");
-    if (dimensions == 0 || dimensions > kMaxDimensions) {
-      reader.fail("tensor '" + tensor.name + "' has " + std::to_string(dimensions) +
-                  " dimensions (1 to 4 allowed)");
-    }
-    uint64_t elements = 1;
-    for (uint32_t d = 0; d < dimensions; ++d) {
-      uint64_t extent = reader.read<uint64_t>("a tensor dimension");
-      if (extent == 0 || extent > (1ull << 40) || elements > (1ull << 42) / extent) {
-        reader.fail("tensor '" + tensor.name + "' has an impossible dimension " +
-                    std::to_string(extent));
-      }
-      elements *= extent;
-      tensor.shape.push_back(static_cast<int64_t>(extent));
-    }
-    uint32_t type_id = reader.read<uint32_t>("a tensor type");
-    auto type = kernels::tensor_type_from_id(type_id);
-    if (!type) {
-      reader.fail("tensor '" + tensor.name + "' has type " +
-                  std::string(kernels::tensor_type_name(type_id)) + " (" + std::to_string(type_id) +
-                  "), which chatflow cannot compute with (supported: f32, f16, bf16, q8_0, q4_0)");
-    }
-    tensor.type = *type;
-    if (tensor.shape[0] % kernels::block_values(tensor.type) != 0) {
-      reader.fail("tensor '" + tensor.name + "' rows of " + std::to_string(tensor.shape[0]) +
-                  " values are not a multiple of the " +
-                  std::string(kernels::to_string(tensor.type)) + " block size " +
-                  std::to_string(kernels::block_values(tensor.type)));
-    }
-    tensor.bytes = kernels::row_bytes(tensor.type, tensor.shape[0]) * (elements / tensor.shape[0]);
-    tensor.offset = reader.read<uint64_t>("a tensor data offset");
-    if (tensor.offset % alignment_ != 0) {
-      reader.fail("tensor '" + tensor.name + "' data offset " + std::to_string(tensor.offset) +
-                  " is not a multiple of the alignment " + std::to_string(alignment_));
-    }
+    GgufTensorInfo tensor = read_tensor_info(reader, alignment_);
     if (!tensor_index_.emplace(tensor.name, tensors_.size()).second)
       reader.fail("tensor '" + tensor.name + "' appears twice");
     tensors_.push_back(std::move(tensor));
   }
-  uint64_t data_start = (reader.offset() + alignment_ - 1) / alignment_ * alignment_;
+  locate_tensor_data((reader.offset() + alignment_ - 1) / alignment_ * alignment_);
+}
+
+void GgufFile::locate_tensor_data(uint64_t data_start) {
   for (auto& tensor : tensors_) {
     if (data_start > size_ || tensor.offset > size_ - data_start ||
         tensor.bytes > size_ - data_start - tensor.offset) {

@@ -111,6 +111,8 @@ class GgufFile {
  private:
   GgufFile() = default;
   void parse();
+  // Points each tensor at its data, which starts at `data_start`; throws when it is past the end.
+  void locate_tensor_data(uint64_t data_start);
 
   std::string path_;
   const uint8_t* bytes_ = nullptr;

@@ -20,6 +20,82 @@ void append_string(std::string& out, const std::string& text) {
   out += text;
 }
 
+// A scalar value in its own type's encoding, from the widest field that holds it.
+void append_scalar(std::string& payload, const GgufValue& value) {
+  switch (value.type) {
+    case GgufValueType::uint8:
+      append<uint8_t>(payload, static_cast<uint8_t>(value.unsigned_value));
+      break;
+    case GgufValueType::int8:
+      append<int8_t>(payload, static_cast<int8_t>(value.signed_value));
+      break;
+    case GgufValueType::uint16:
+      append<uint16_t>(payload, static_cast<uint16_t>(value.unsigned_value));
+      break;
+    case GgufValueType::int16:
+      append<int16_t>(payload, static_cast<int16_t>(value.signed_value));
+      break;
+    case GgufValueType::uint32:
+      append<uint32_t>(payload, static_cast<uint32_t>(value.unsigned_value));
+      break;
+    case GgufValueType::int32:
+      append<int32_t>(payload, static_cast<int32_t>(value.signed_value));
+      break;
+    case GgufValueType::uint64:
+      append<uint64_t>(payload, value.unsigned_value);
+      break;
+    case GgufValueType::int64:
+      append<int64_t>(payload, value.signed_value);
+      break;
+    case GgufValueType::float32:
+      append<float>(payload, static_cast<float>(value.float_value));
+      break;
+    case GgufValueType::float64:
+      append<double>(payload, value.float_value);
+      break;
+    case GgufValueType::boolean:
+      append<uint8_t>(payload, value.bool_value ? 1 : 0);
+      break;
+    case GgufValueType::string:
+      append_string(payload, value.string_value);
+      break;
+    case GgufValueType::array:
+      break;
+  }
+}
+
+size_t array_element_bytes(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::uint8:
+    case GgufValueType::int8:
+    case GgufValueType::boolean:
+      return 1;
+    case GgufValueType::uint16:
+    case GgufValueType::int16:
+      return 2;
+    case GgufValueType::uint32:
+    case GgufValueType::int32:
+    case GgufValueType::float32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+// An array's element type, count and elements; scalar elements are copied as the file holds
+// them.
+void append_array(std::string& payload, const GgufValue& value) {
+  append(payload, static_cast<uint32_t>(value.element_type));
+  append<uint64_t>(payload, value.array_count);
+  if (value.element_type == GgufValueType::string) {
+    for (const auto& text : value.strings)
+      append_string(payload, text);
+  } else {
+    payload.append(reinterpret_cast<const char*>(value.array_data),
+                   value.array_count * array_element_bytes(value.element_type));
+  }
+}
+
 }  // namespace
 
 void GgufWriter::put(const std::string& key, GgufValueType type, std::string payload) {
@@ -86,80 +162,10 @@ void GgufWriter::copy(const GgufFile& file, const std::string& key) {
   const GgufValue* value = file.find(key);
   if (value == nullptr) return;
   std::string payload;
-  auto scalar = [&](GgufValueType type, const GgufValue& v) {
-    switch (type) {
-      case GgufValueType::uint8:
-        append<uint8_t>(payload, static_cast<uint8_t>(v.unsigned_value));
-        break;
-      case GgufValueType::int8:
-        append<int8_t>(payload, static_cast<int8_t>(v.signed_value));
-        break;
-      case GgufValueType::uint16:
-        append<uint16_t>(payload, static_cast<uint16_t>(v.unsigned_value));
-        break;
-      case GgufValueType::int16:
-        append<int16_t>(payload, static_cast<int16_t>(v.signed_value));
-        break;
-      case GgufValueType::uint32:
-        append<uint32_t>(payload, static_cast<uint32_t>(v.unsigned_value));
-        break;
-      case GgufValueType::int32:
-        append<int32_t>(payload, static_cast<int32_t>(v.signed_value));
-        break;
-      case GgufValueType::uint64:
-        append<uint64_t>(payload, v.unsigned_value);
-        break;
-      case GgufValueType::int64:
-        append<int64_t>(payload, v.signed_value);
-        break;
-      case GgufValueType::float32:
-        append<float>(payload, static_cast<float>(v.float_value));
-        break;
-      case GgufValueType::float64:
-        append<double>(payload, v.float_value);
-        break;
-      case GgufValueType::boolean:
-        append<uint8_t>(payload, v.bool_value ? 1 : 0);
-        break;
-      case GgufValueType::string:
-        append_string(payload, v.string_value);
-        break;
-      case GgufValueType::array:
-        break;
-    }
-  };
   if (value->type != GgufValueType::array) {
-    scalar(value->type, *value);
+    append_scalar(payload, *value);
   } else {
-    append(payload, static_cast<uint32_t>(value->element_type));
-    append<uint64_t>(payload, value->array_count);
-    if (value->element_type == GgufValueType::string) {
-      for (const auto& text : value->strings)
-        append_string(payload, text);
-    } else {
-      size_t element = 8;
-      switch (value->element_type) {
-        case GgufValueType::uint8:
-        case GgufValueType::int8:
-        case GgufValueType::boolean:
-          element = 1;
-          break;
-        case GgufValueType::uint16:
-        case GgufValueType::int16:
-          element = 2;
-          break;
-        case GgufValueType::uint32:
-        case GgufValueType::int32:
-        case GgufValueType::float32:
-          element = 4;
-          break;
-        default:
-          element = 8;
-          break;
-      }
-      payload.append(reinterpret_cast<const char*>(value->array_data),
-                     value->array_count * element);
-    }
+    append_array(payload, *value);
   }
   put(key, value->type, std::move(payload));
 }

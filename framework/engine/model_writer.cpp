@@ -66,52 +66,49 @@ std::vector<uint8_t> encode(kernels::TensorType type, const std::vector<float>& 
   return bytes;
 }
 
-}  // namespace
-
-int64_t parameter_count(const ModelShape& s, int64_t vocabulary) {
-  int64_t head_dim = s.dim / s.heads;
-  int64_t per_layer = s.dim * s.heads * head_dim * 2 + s.dim * s.kv_heads * head_dim * 2 +
-                      3 * s.dim * s.ffn + 2 * s.dim;
-  return s.layers * per_layer + vocabulary * s.dim * (s.tie_embeddings ? 1 : 2) + s.dim;
-}
-
-void write_random_model(const ModelShape& s, const std::string& path) {
-  if (s.architecture != "llama" && s.architecture != "qwen2") {
-    throw std::invalid_argument("architecture must be llama or qwen2, got '" + s.architecture +
+// Refuses shapes the engine could not load before anything is written.
+void check_shape(const ModelShape& shape) {
+  if (shape.architecture != "llama" && shape.architecture != "qwen2") {
+    throw std::invalid_argument("architecture must be llama or qwen2, got '" + shape.architecture +
                                 "'");
   }
-  if (s.dim <= 0 || s.layers <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.ffn <= 0 ||
-      s.context <= 0) {
+  if (shape.dim <= 0 || shape.layers <= 0 || shape.heads <= 0 || shape.kv_heads <= 0 ||
+      shape.ffn <= 0 || shape.context <= 0) {
     throw std::invalid_argument("every size must be positive");
   }
-  if (s.dim % s.heads != 0 || s.heads % s.kv_heads != 0 || (s.dim / s.heads) % 2 != 0) {
+  if (shape.dim % shape.heads != 0 || shape.heads % shape.kv_heads != 0 ||
+      (shape.dim / shape.heads) % 2 != 0) {
     throw std::invalid_argument(
         "dim must split into an even head size, and heads into kv-heads groups");
   }
-  int64_t block = kernels::block_values(s.type);
-  if (s.dim % block != 0 || s.ffn % block != 0) {
-    throw std::invalid_argument(std::string(kernels::to_string(s.type)) +
+  int64_t block = kernels::block_values(shape.type);
+  if (shape.dim % block != 0 || shape.ffn % block != 0) {
+    throw std::invalid_argument(std::string(kernels::to_string(shape.type)) +
                                 " needs dim and ffn to be multiples of " + std::to_string(block));
   }
-  GgufWriter writer;
-  const std::string& arch = s.architecture;
+}
+
+void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
+  const std::string& arch = shape.architecture;
   writer.set_string("general.architecture", arch);
   writer.set_string("general.name", "chatflow-random-" + arch);
   writer.set_uint32("general.alignment", 32);
-  writer.set_uint32(arch + ".context_length", static_cast<uint32_t>(s.context));
-  writer.set_uint32(arch + ".embedding_length", static_cast<uint32_t>(s.dim));
-  writer.set_uint32(arch + ".block_count", static_cast<uint32_t>(s.layers));
-  writer.set_uint32(arch + ".feed_forward_length", static_cast<uint32_t>(s.ffn));
-  writer.set_uint32(arch + ".attention.head_count", static_cast<uint32_t>(s.heads));
-  writer.set_uint32(arch + ".attention.head_count_kv", static_cast<uint32_t>(s.kv_heads));
+  writer.set_uint32(arch + ".context_length", static_cast<uint32_t>(shape.context));
+  writer.set_uint32(arch + ".embedding_length", static_cast<uint32_t>(shape.dim));
+  writer.set_uint32(arch + ".block_count", static_cast<uint32_t>(shape.layers));
+  writer.set_uint32(arch + ".feed_forward_length", static_cast<uint32_t>(shape.ffn));
+  writer.set_uint32(arch + ".attention.head_count", static_cast<uint32_t>(shape.heads));
+  writer.set_uint32(arch + ".attention.head_count_kv", static_cast<uint32_t>(shape.kv_heads));
   writer.set_float32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
-  writer.set_float32(arch + ".rope.freq_base", s.rope_base);
-  writer.set_uint32(arch + ".rope.dimension_count", static_cast<uint32_t>(s.dim / s.heads));
+  writer.set_float32(arch + ".rope.freq_base", shape.rope_base);
+  writer.set_uint32(arch + ".rope.dimension_count", static_cast<uint32_t>(shape.dim / shape.heads));
+}
 
-  int64_t vocabulary = 0;
-  if (s.vocabulary_from.empty()) {
+// Writes tokenizer.* (generated, or copied from shape.vocabulary_from) and returns the number of
+// tokens, which sizes the embedding and output matrices.
+int64_t write_vocabulary(const ModelShape& shape, GgufWriter& writer) {
+  if (shape.vocabulary_from.empty()) {
     GeneratedVocabulary generated = generate_vocabulary();
-    vocabulary = static_cast<int64_t>(generated.tokens.size());
     writer.set_string("tokenizer.ggml.model", "llama");
     writer.set_string("tokenizer.ggml.pre", "default");
     writer.set_strings("tokenizer.ggml.tokens", generated.tokens);
@@ -121,53 +118,95 @@ void write_random_model(const ModelShape& s, const std::string& path) {
     writer.set_uint32("tokenizer.ggml.bos_token_id", 1);
     writer.set_uint32("tokenizer.ggml.eos_token_id", 2);
     writer.set_bool("tokenizer.ggml.add_bos_token", true);
-  } else {
-    auto source = GgufFile::open(s.vocabulary_from);
-    for (const auto& [key, value] : source->metadata()) {
-      if (key.rfind("tokenizer.", 0) == 0) writer.copy(*source, key);
-    }
-    const GgufValue* tokens = source->find("tokenizer.ggml.tokens");
-    if (tokens == nullptr)
-      throw std::invalid_argument(s.vocabulary_from + " has no tokenizer.ggml.tokens");
-    vocabulary = static_cast<int64_t>(tokens->strings.size());
+    return static_cast<int64_t>(generated.tokens.size());
   }
+  auto source = GgufFile::open(shape.vocabulary_from);
+  for (const auto& [key, value] : source->metadata()) {
+    if (key.rfind("tokenizer.", 0) == 0) writer.copy(*source, key);
+  }
+  const GgufValue* tokens = source->find("tokenizer.ggml.tokens");
+  if (tokens == nullptr)
+    throw std::invalid_argument(shape.vocabulary_from + " has no tokenizer.ggml.tokens");
+  return static_cast<int64_t>(tokens->strings.size());
+}
 
-  NormalSource normal(s.seed);
-  const int64_t head_dim = s.dim / s.heads;
-  auto matrix = [&](const std::string& name, int64_t columns, int64_t rows, float sigma) {
+// Adds tensors of random values, all drawn from one stream in the order they are added, so the
+// order of the calls is part of what a seed means.
+class RandomTensors {
+ public:
+  RandomTensors(GgufWriter& writer, kernels::TensorType type, uint64_t seed)
+      : writer_(writer), type_(type), normal_(seed) {}
+
+  // A weight matrix of `rows` rows of `columns` values, Normal(0, sigma), in the shape's type.
+  void matrix(const std::string& name, int64_t columns, int64_t rows, float sigma) {
     std::vector<float> values(static_cast<size_t>(columns * rows));
     for (float& value : values)
-      value = normal.next(sigma);
-    writer.add_tensor(name, {columns, rows}, s.type, encode(s.type, values, columns));
-  };
-  auto vector = [&](const std::string& name, int64_t length, float center, float sigma) {
+      value = normal_.next(sigma);
+    writer_.add_tensor(name, {columns, rows}, type_, encode(type_, values, columns));
+  }
+
+  // A norm weight or bias, center + Normal(0, sigma), always f32.
+  void vector(const std::string& name, int64_t length, float center, float sigma) {
     std::vector<float> values(static_cast<size_t>(length));
     for (float& value : values)
-      value = center + normal.next(sigma);
-    writer.add_tensor(name, {length}, kernels::TensorType::f32,
-                      encode(kernels::TensorType::f32, values, length));
-  };
-  const float scale = s.weight_scale;
-  matrix("token_embd.weight", s.dim, vocabulary, 1.0f);
-  vector("output_norm.weight", s.dim, 1.0f, 0.1f);
-  if (!s.tie_embeddings) matrix("output.weight", s.dim, vocabulary, scale);
-  for (int64_t layer = 0; layer < s.layers; ++layer) {
-    std::string prefix = "blk." + std::to_string(layer) + ".";
-    vector(prefix + "attn_norm.weight", s.dim, 1.0f, 0.1f);
-    matrix(prefix + "attn_q.weight", s.dim, s.heads * head_dim, scale);
-    matrix(prefix + "attn_k.weight", s.dim, s.kv_heads * head_dim, scale);
-    matrix(prefix + "attn_v.weight", s.dim, s.kv_heads * head_dim, scale);
-    matrix(prefix + "attn_output.weight", s.heads * head_dim, s.dim, scale);
-    if (arch == "qwen2") {
-      vector(prefix + "attn_q.bias", s.heads * head_dim, 0.0f, 0.1f);
-      vector(prefix + "attn_k.bias", s.kv_heads * head_dim, 0.0f, 0.1f);
-      vector(prefix + "attn_v.bias", s.kv_heads * head_dim, 0.0f, 0.1f);
-    }
-    vector(prefix + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
-    matrix(prefix + "ffn_gate.weight", s.dim, s.ffn, scale);
-    matrix(prefix + "ffn_up.weight", s.dim, s.ffn, scale);
-    matrix(prefix + "ffn_down.weight", s.ffn, s.dim, scale);
+      value = center + normal_.next(sigma);
+    writer_.add_tensor(name, {length}, kernels::TensorType::f32,
+                       encode(kernels::TensorType::f32, values, length));
   }
+
+ private:
+  GgufWriter& writer_;
+  kernels::TensorType type_;
+  NormalSource normal_;
+};
+
+void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors) {
+  const int64_t head_dim = shape.dim / shape.heads;
+  const float scale = shape.weight_scale;
+  std::string prefix = "blk." + std::to_string(layer) + ".";
+  tensors.vector(prefix + "attn_norm.weight", shape.dim, 1.0f, 0.1f);
+  tensors.matrix(prefix + "attn_q.weight", shape.dim, shape.heads * head_dim, scale);
+  tensors.matrix(prefix + "attn_k.weight", shape.dim, shape.kv_heads * head_dim, scale);
+  tensors.matrix(prefix + "attn_v.weight", shape.dim, shape.kv_heads * head_dim, scale);
+  tensors.matrix(prefix + "attn_output.weight", shape.heads * head_dim, shape.dim, scale);
+  if (shape.architecture == "qwen2") {
+    tensors.vector(prefix + "attn_q.bias", shape.heads * head_dim, 0.0f, 0.1f);
+    tensors.vector(prefix + "attn_k.bias", shape.kv_heads * head_dim, 0.0f, 0.1f);
+    tensors.vector(prefix + "attn_v.bias", shape.kv_heads * head_dim, 0.0f, 0.1f);
+  }
+  tensors.vector(prefix + "ffn_norm.weight", shape.dim, 1.0f, 0.1f);
+  tensors.matrix(prefix + "ffn_gate.weight", shape.dim, shape.ffn, scale);
+  tensors.matrix(prefix + "ffn_up.weight", shape.dim, shape.ffn, scale);
+  tensors.matrix(prefix + "ffn_down.weight", shape.ffn, shape.dim, scale);
+}
+
+void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
+  RandomTensors tensors(writer, shape.type, shape.seed);
+  tensors.matrix("token_embd.weight", shape.dim, vocabulary, 1.0f);
+  tensors.vector("output_norm.weight", shape.dim, 1.0f, 0.1f);
+  if (!shape.tie_embeddings)
+    tensors.matrix("output.weight", shape.dim, vocabulary, shape.weight_scale);
+  for (int64_t layer = 0; layer < shape.layers; ++layer)
+    write_layer(shape, layer, tensors);
+}
+
+}  // namespace
+
+int64_t parameter_count(const ModelShape& shape, int64_t vocabulary) {
+  int64_t head_dim = shape.dim / shape.heads;
+  int64_t per_layer = shape.dim * shape.heads * head_dim * 2 +
+                      shape.dim * shape.kv_heads * head_dim * 2 + 3 * shape.dim * shape.ffn +
+                      2 * shape.dim;
+  return shape.layers * per_layer + vocabulary * shape.dim * (shape.tie_embeddings ? 1 : 2) +
+         shape.dim;
+}
+
+void write_random_model(const ModelShape& shape, const std::string& path) {
+  check_shape(shape);
+  GgufWriter writer;
+  write_hyperparameters(shape, writer);
+  int64_t vocabulary = write_vocabulary(shape, writer);
+  write_weights(shape, vocabulary, writer);
   writer.write(path);
 }
 

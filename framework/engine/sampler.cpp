@@ -26,10 +26,132 @@ void log_softmax_of(std::span<const float> logits, float& max_logit, double& log
   log_sum = std::log(sum);
 }
 
+// Most likely first; the lower id first on ties, so the order never depends on the sort.
+bool more_likely(const std::pair<float, TokenId>& a, const std::pair<float, TokenId>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+// The `count` most likely tokens with their log-probabilities, best first.
+std::vector<TokenLogprob> top_logprobs_of(std::span<const float> logits, int count, float max_logit,
+                                          double log_sum) {
+  const int64_t vocabulary = static_cast<int64_t>(logits.size());
+  std::vector<std::pair<float, TokenId>> best;
+  best.reserve(static_cast<size_t>(vocabulary));
+  for (int64_t i = 0; i < vocabulary; ++i)
+    best.emplace_back(logits[i], static_cast<TokenId>(i));
+  size_t keep = std::min<size_t>(static_cast<size_t>(count), best.size());
+  std::partial_sort(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(keep), best.end(),
+                    more_likely);
+  std::vector<TokenLogprob> top;
+  for (size_t i = 0; i < keep; ++i) {
+    top.push_back({best[i].second, static_cast<float>(best[i].first - max_logit - log_sum)});
+  }
+  return top;
+}
+
+// Repetition (llama.cpp style), frequency and presence (OpenAI style) penalties over the last
+// `penalty_window` tokens of the history (all of it when 0).
+void apply_penalties(const SamplingParams& params, std::span<float> logits,
+                     std::span<const TokenId> history) {
+  const int64_t vocabulary = static_cast<int64_t>(logits.size());
+  size_t window = params.penalty_window > 0
+                      ? std::min<size_t>(static_cast<size_t>(params.penalty_window), history.size())
+                      : history.size();
+  std::unordered_map<TokenId, int> counts;
+  for (size_t i = history.size() - window; i < history.size(); ++i)
+    ++counts[history[i]];
+  for (const auto& [token, count] : counts) {
+    if (token < 0 || token >= vocabulary) continue;
+    float& logit = logits[token];
+    if (params.repetition_penalty != 1.0f) {
+      logit = logit > 0 ? logit / params.repetition_penalty : logit * params.repetition_penalty;
+    }
+    logit -= static_cast<float>(count) * params.frequency_penalty + params.presence_penalty;
+  }
+}
+
+// Greedy: the highest logit, the lowest id on ties.
+TokenId greedy_token(std::span<const float> logits) {
+  const int64_t vocabulary = static_cast<int64_t>(logits.size());
+  TokenId best = 0;
+  for (int64_t i = 1; i < vocabulary; ++i) {
+    if (logits[i] > logits[best]) best = static_cast<TokenId>(i);
+  }
+  return best;
+}
+
+// Probabilities of the sorted candidates at `temperature`, most likely first.
+std::vector<double> probabilities_at(const std::vector<std::pair<float, TokenId>>& candidates,
+                                     float temperature) {
+  std::vector<double> probabilities(candidates.size());
+  double total = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    probabilities[i] =
+        std::exp(static_cast<double>(candidates[i].first - candidates[0].first) / temperature);
+    total += probabilities[i];
+  }
+  for (double& probability : probabilities)
+    probability /= total;
+  return probabilities;
+}
+
+// How many of the most likely candidates min-p and then top-p keep (at least one).
+size_t kept_by_min_p_and_top_p(const SamplingParams& params,
+                               const std::vector<double>& probabilities) {
+  size_t cut = probabilities.size();
+  if (params.min_p > 0.0f) {
+    double floor = params.min_p * probabilities[0];
+    cut = 1;
+    while (cut < probabilities.size() && probabilities[cut] >= floor)
+      ++cut;
+  }
+  if (params.top_p < 1.0f) {
+    double cumulative = 0;
+    size_t needed = 0;
+    while (needed < cut) {
+      cumulative += probabilities[needed++];
+      if (cumulative >= params.top_p) break;
+    }
+    cut = std::max<size_t>(1, needed);
+  }
+  return cut;
+}
+
 }  // namespace
 
-SampledToken Sampler::sample(std::span<float> logits, std::span<const TokenId> history) {
+void Sampler::sort_candidates(std::span<const float> logits) {
   const int64_t vocabulary = static_cast<int64_t>(logits.size());
+  candidates_.clear();
+  for (int64_t i = 0; i < vocabulary; ++i)
+    candidates_.emplace_back(logits[i], static_cast<TokenId>(i));
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
+    keep = static_cast<size_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
+                      candidates_.end(), more_likely);
+    candidates_.resize(keep);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), more_likely);
+  }
+}
+
+TokenId Sampler::draw_token(std::span<const float> logits) {
+  sort_candidates(logits);
+  std::vector<double> probabilities = probabilities_at(candidates_, params_.temperature);
+  size_t cut = kept_by_min_p_and_top_p(params_, probabilities);
+  // One draw over the kept probabilities, not renormalised: the draw is scaled to their sum.
+  double kept = 0;
+  for (size_t i = 0; i < cut; ++i)
+    kept += probabilities[i];
+  double draw = static_cast<double>(uniform()) * kept;
+  size_t chosen = 0;
+  double cumulative = probabilities[0];
+  while (chosen + 1 < cut && draw >= cumulative)
+    cumulative += probabilities[++chosen];
+  return candidates_[chosen].second;
+}
+
+SampledToken Sampler::sample(std::span<float> logits, std::span<const TokenId> history) {
   SampledToken result;
 
   // Log-probabilities are reported from the model's own distribution, before any shaping.
@@ -39,105 +161,19 @@ SampledToken Sampler::sample(std::span<float> logits, std::span<const TokenId> h
   std::vector<TokenLogprob> top;
   if (want_logprobs) {
     log_softmax_of(logits, max_logit, log_sum);
-    if (params_.top_logprobs > 0) {
-      std::vector<std::pair<float, TokenId>> best;
-      best.reserve(static_cast<size_t>(vocabulary));
-      for (int64_t i = 0; i < vocabulary; ++i)
-        best.emplace_back(logits[i], static_cast<TokenId>(i));
-      size_t keep = std::min<size_t>(static_cast<size_t>(params_.top_logprobs), best.size());
-      std::partial_sort(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(keep), best.end(),
-                        [](const auto& a, const auto& b) {
-                          return a.first > b.first || (a.first == b.first && a.second < b.second);
-                        });
-      for (size_t i = 0; i < keep; ++i) {
-        top.push_back({best[i].second, static_cast<float>(best[i].first - max_logit - log_sum)});
-      }
-    }
+    if (params_.top_logprobs > 0)
+      top = top_logprobs_of(logits, params_.top_logprobs, max_logit, log_sum);
   }
   // The chosen token's raw logit, before penalties change it.
   std::vector<float> raw;
   if (want_logprobs) raw.assign(logits.begin(), logits.end());
 
-  // Penalties over the recent history.
   if (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
       params_.frequency_penalty != 0.0f) {
-    size_t window =
-        params_.penalty_window > 0
-            ? std::min<size_t>(static_cast<size_t>(params_.penalty_window), history.size())
-            : history.size();
-    std::unordered_map<TokenId, int> counts;
-    for (size_t i = history.size() - window; i < history.size(); ++i)
-      ++counts[history[i]];
-    for (const auto& [token, count] : counts) {
-      if (token < 0 || token >= vocabulary) continue;
-      float& logit = logits[token];
-      if (params_.repetition_penalty != 1.0f) {
-        logit = logit > 0 ? logit / params_.repetition_penalty : logit * params_.repetition_penalty;
-      }
-      logit -= static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
-    }
+    apply_penalties(params_, logits, history);
   }
 
-  if (params_.temperature <= 0.0f) {
-    // Greedy: the highest logit, the lowest id on ties.
-    TokenId best = 0;
-    for (int64_t i = 1; i < vocabulary; ++i) {
-      if (logits[i] > logits[best]) best = static_cast<TokenId>(i);
-    }
-    result.token = best;
-  } else {
-    candidates_.clear();
-    for (int64_t i = 0; i < vocabulary; ++i)
-      candidates_.emplace_back(logits[i], static_cast<TokenId>(i));
-    auto by_logit = [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    size_t keep = candidates_.size();
-    if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-      keep = static_cast<size_t>(params_.top_k);
-      std::partial_sort(candidates_.begin(),
-                        candidates_.begin() + static_cast<std::ptrdiff_t>(keep), candidates_.end(),
-                        by_logit);
-      candidates_.resize(keep);
-    } else {
-      std::sort(candidates_.begin(), candidates_.end(), by_logit);
-    }
-    // Probabilities at the requested temperature, most likely first.
-    std::vector<double> probabilities(candidates_.size());
-    double total = 0;
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      probabilities[i] = std::exp(static_cast<double>(candidates_[i].first - candidates_[0].first) /
-                                  params_.temperature);
-      total += probabilities[i];
-    }
-    for (double& probability : probabilities)
-      probability /= total;
-    size_t cut = probabilities.size();
-    if (params_.min_p > 0.0f) {
-      double floor = params_.min_p * probabilities[0];
-      cut = 1;
-      while (cut < probabilities.size() && probabilities[cut] >= floor)
-        ++cut;
-    }
-    if (params_.top_p < 1.0f) {
-      double cumulative = 0;
-      size_t needed = 0;
-      while (needed < cut) {
-        cumulative += probabilities[needed++];
-        if (cumulative >= params_.top_p) break;
-      }
-      cut = std::max<size_t>(1, needed);
-    }
-    double kept = 0;
-    for (size_t i = 0; i < cut; ++i)
-      kept += probabilities[i];
-    double draw = static_cast<double>(uniform()) * kept;
-    size_t chosen = 0;
-    double cumulative = probabilities[0];
-    while (chosen + 1 < cut && draw >= cumulative)
-      cumulative += probabilities[++chosen];
-    result.token = candidates_[chosen].second;
-  }
+  result.token = params_.temperature <= 0.0f ? greedy_token(logits) : draw_token(logits);
   if (want_logprobs) {
     result.logprob =
         static_cast<float>(raw[static_cast<size_t>(result.token)] - max_logit - log_sum);

@@ -50,6 +50,10 @@ class Sampler {
 
  private:
   float uniform();  // [0, 1)
+  // candidates_ = (logit, id) of every token, most likely first, cut to top_k when set.
+  void sort_candidates(std::span<const float> logits);
+  // The seeded draw at the temperature, among what top-k, min-p and top-p keep.
+  TokenId draw_token(std::span<const float> logits);
 
   SamplingParams params_;
   std::mt19937_64 random_;

@@ -16,11 +16,8 @@ std::optional<TokenId> optional_id(const GgufFile& file, const std::string& key,
   return static_cast<TokenId>(*value);
 }
 
-}  // namespace
-
-std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
-  auto vocabulary = std::make_shared<Vocabulary>();
-  Vocabulary& v = *vocabulary;
+// The model type and what llama.cpp assumes for it when the metadata says nothing more.
+void apply_model_defaults(const GgufFile& file, Vocabulary& v) {
   v.model_name = file.get_string("tokenizer.ggml.model");
   if (v.model_name == "llama") {
     v.model = TokenizerModel::sentencepiece;
@@ -45,65 +42,24 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
                     "' is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE), "
                     "bert (WordPiece))");
   }
-  v.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre").value_or("default");
+}
 
-  const GgufValue* texts = file.find("tokenizer.ggml.tokens");
-  if (texts == nullptr || !texts->is_array_of(GgufValueType::string)) {
-    throw GgufError(file.path() + ": tokenizer.ggml.tokens (an array of strings) is missing");
+// The BPE flags that llama.cpp derives from the pre-tokenizer's name.
+void apply_pre_tokenizer_flags(Vocabulary& v) {
+  const std::string& pre = v.pre_tokenizer;
+  if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
+    v.ignore_merges = true;
+    v.add_bos = true;
   }
-  size_t count = texts->strings.size();
-  if (count == 0) throw GgufError(file.path() + ": tokenizer.ggml.tokens is empty");
-  const GgufValue* scores = file.find("tokenizer.ggml.scores");
-  if (scores && (!scores->is_array_of(GgufValueType::float32) || scores->array_count != count)) {
-    throw GgufError(file.path() + ": tokenizer.ggml.scores must be " + std::to_string(count) +
-                    " float32 values, got " + scores->describe());
+  if (pre == "deepseek-llm" || pre == "deepseek-coder" || pre == "deepseek-v3" ||
+      pre == "command-r" || pre == "qwen2" || pre == "poro-chat" || pre == "viking" ||
+      pre == "smollm") {
+    v.clean_spaces = false;
   }
-  const GgufValue* kinds = file.find("tokenizer.ggml.token_type");
-  if (kinds && (!kinds->is_array_of(GgufValueType::int32) || kinds->array_count != count)) {
-    throw GgufError(file.path() + ": tokenizer.ggml.token_type must be " + std::to_string(count) +
-                    " int32 values, got " + kinds->describe());
-  }
-  v.tokens.resize(count);
-  for (size_t i = 0; i < count; ++i) {
-    TokenInfo& token = v.tokens[i];
-    token.text = texts->strings[i];
-    if (token.text.empty()) token.text = "[EMPTY_" + std::to_string(i) + "]";
-    if (scores) std::memcpy(&token.score, scores->array_data + 4 * i, 4);
-    if (kinds) {
-      int32_t kind = 0;
-      std::memcpy(&kind, kinds->array_data + 4 * i, 4);
-      token.kind = kind >= 1 && kind <= 6 ? static_cast<TokenKind>(kind) : TokenKind::undefined;
-    }
-    v.ids_[token.text] = static_cast<TokenId>(i);
-    v.max_token_bytes = std::max(v.max_token_bytes, token.text.size());
-  }
+}
 
-  if (v.model == TokenizerModel::byte_pair) {
-    const GgufValue* merges = file.find("tokenizer.ggml.merges");
-    if (merges == nullptr || !merges->is_array_of(GgufValueType::string)) {
-      throw GgufError(file.path() +
-                      ": a gpt2 tokenizer needs tokenizer.ggml.merges (an array of strings)");
-    }
-    for (size_t i = 0; i < merges->strings.size(); ++i) {
-      const std::string& merge = merges->strings[i];
-      // The separator is the first space after the first character (a merge may start with a
-      // space-like symbol).
-      size_t space = merge.find(' ', 1);
-      if (space == std::string::npos) continue;
-      v.merge_ranks_.emplace(merge, static_cast<int>(i));
-    }
-    const std::string& pre = v.pre_tokenizer;
-    if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
-      v.ignore_merges = true;
-      v.add_bos = true;
-    }
-    if (pre == "deepseek-llm" || pre == "deepseek-coder" || pre == "deepseek-v3" ||
-        pre == "command-r" || pre == "qwen2" || pre == "poro-chat" || pre == "viking" ||
-        pre == "smollm") {
-      v.clean_spaces = false;
-    }
-  }
-
+// Explicit special-token ids and flags in the metadata override the model's defaults.
+void apply_metadata_overrides(const GgufFile& file, Vocabulary& v) {
   size_t size = v.tokens.size();
   auto override_id = [&](const char* key, TokenId& target) {
     if (file.find(key) == nullptr) return;
@@ -121,8 +77,10 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
   if (auto add_prefix = file.get_bool_or("tokenizer.ggml.add_space_prefix"))
     v.add_space_prefix = *add_prefix;
   if (v.bos != kNoToken && static_cast<size_t>(v.bos) >= size) v.bos = kNoToken;
+}
 
-  // Chat models mark the end of a turn with tokens the metadata often does not name.
+// Chat models mark the end of a turn with tokens the metadata often does not name.
+void collect_end_of_generation(Vocabulary& v) {
   for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                            "<|eom_id|>", "<EOT>"}) {
     if (auto id = v.find(text)) {
@@ -133,8 +91,11 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
   }
   if (v.eos != kNoToken) v.end_of_generation.insert(v.eos);
   if (v.end_of_turn != kNoToken) v.end_of_generation.insert(v.end_of_turn);
+}
 
-  for (size_t i = 0; i < size; ++i) {
+// Longest first, so that a special token is matched before any shorter one it starts with.
+void collect_special_tokens(Vocabulary& v) {
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
     TokenKind kind = v.tokens[i].kind;
     if (kind == TokenKind::control || kind == TokenKind::user_defined ||
         kind == TokenKind::unknown) {
@@ -144,6 +105,72 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
   std::stable_sort(v.special_tokens.begin(), v.special_tokens.end(), [&](TokenId a, TokenId b) {
     return v.tokens[a].text.size() > v.tokens[b].text.size();
   });
+}
+
+}  // namespace
+
+void Vocabulary::read_tokens(const GgufFile& file) {
+  const GgufValue* texts = file.find("tokenizer.ggml.tokens");
+  if (texts == nullptr || !texts->is_array_of(GgufValueType::string)) {
+    throw GgufError(file.path() + ": tokenizer.ggml.tokens (an array of strings) is missing");
+  }
+  size_t count = texts->strings.size();
+  if (count == 0) throw GgufError(file.path() + ": tokenizer.ggml.tokens is empty");
+  const GgufValue* scores = file.find("tokenizer.ggml.scores");
+  if (scores && (!scores->is_array_of(GgufValueType::float32) || scores->array_count != count)) {
+    throw GgufError(file.path() + ": tokenizer.ggml.scores must be " + std::to_string(count) +
+                    " float32 values, got " + scores->describe());
+  }
+  const GgufValue* kinds = file.find("tokenizer.ggml.token_type");
+  if (kinds && (!kinds->is_array_of(GgufValueType::int32) || kinds->array_count != count)) {
+    throw GgufError(file.path() + ": tokenizer.ggml.token_type must be " + std::to_string(count) +
+                    " int32 values, got " + kinds->describe());
+  }
+  tokens.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    TokenInfo& token = tokens[i];
+    token.text = texts->strings[i];
+    if (token.text.empty()) token.text = "[EMPTY_" + std::to_string(i) + "]";
+    if (scores) std::memcpy(&token.score, scores->array_data + 4 * i, 4);
+    if (kinds) {
+      int32_t kind = 0;
+      std::memcpy(&kind, kinds->array_data + 4 * i, 4);
+      token.kind = kind >= 1 && kind <= 6 ? static_cast<TokenKind>(kind) : TokenKind::undefined;
+    }
+    ids_[token.text] = static_cast<TokenId>(i);
+    max_token_bytes = std::max(max_token_bytes, token.text.size());
+  }
+}
+
+void Vocabulary::read_merges(const GgufFile& file) {
+  const GgufValue* merges = file.find("tokenizer.ggml.merges");
+  if (merges == nullptr || !merges->is_array_of(GgufValueType::string)) {
+    throw GgufError(file.path() +
+                    ": a gpt2 tokenizer needs tokenizer.ggml.merges (an array of strings)");
+  }
+  for (size_t i = 0; i < merges->strings.size(); ++i) {
+    const std::string& merge = merges->strings[i];
+    // The separator is the first space after the first character (a merge may start with a
+    // space-like symbol).
+    size_t space = merge.find(' ', 1);
+    if (space == std::string::npos) continue;
+    merge_ranks_.emplace(merge, static_cast<int>(i));
+  }
+}
+
+std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
+  auto vocabulary = std::make_shared<Vocabulary>();
+  Vocabulary& v = *vocabulary;
+  apply_model_defaults(file, v);
+  v.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre").value_or("default");
+  v.read_tokens(file);
+  if (v.model == TokenizerModel::byte_pair) {
+    v.read_merges(file);
+    apply_pre_tokenizer_flags(v);
+  }
+  apply_metadata_overrides(file, v);
+  collect_end_of_generation(v);
+  collect_special_tokens(v);
   return vocabulary;
 }
 

@@ -74,6 +74,11 @@ class Vocabulary {
   bool is_end_of_generation(TokenId id) const { return end_of_generation.count(id) > 0; }
 
  private:
+  // tokenizer.ggml.tokens, .scores and .token_type into tokens and ids_.
+  void read_tokens(const GgufFile& file);
+  // tokenizer.ggml.merges into merge_ranks_ (byte-pair vocabularies only).
+  void read_merges(const GgufFile& file);
+
   std::unordered_map<std::string, TokenId> ids_;
   std::unordered_map<std::string, int> merge_ranks_;  // "left right"
 };

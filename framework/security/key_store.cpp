@@ -37,6 +37,91 @@ std::string utc_now() {
 const std::vector<std::string> kRecordKeys = {"id",    "sha256", "tenant",  "user",
                                               "roles", "limits", "created", "revoked"};
 
+// A key record holds only known fields, and never a key itself (which would defeat storing
+// hashes).
+void check_record_fields(const ConfigValue& item, Diagnostics& diagnostics) {
+  for (size_t i = 0; i < item.keys.size(); ++i) {
+    const std::string& name = item.keys[i].name;
+    if (name == "key" || name == "api_key" || name == "secret") {
+      diagnostics.error(item.keys[i].where,
+                        "a keys file must never hold a key itself, only its 'sha256'; create "
+                        "keys with `chatflow keys add`");
+    } else if (std::find(kRecordKeys.begin(), kRecordKeys.end(), name) == kRecordKeys.end()) {
+      diagnostics.error(item.keys[i].where, "unknown key '" + name + "' in a key record");
+    }
+  }
+}
+
+// Leaves `out` as it is when the field is absent or not a string.
+void read_text_field(const ConfigValue& item, const char* name, bool required, std::string& out,
+                     Diagnostics& diagnostics) {
+  const ConfigValue* value = item.find(name);
+  if (!value || value->is_null()) {
+    if (required) diagnostics.error(item.where, std::string("missing '") + name + "'");
+    return;
+  }
+  if (!value->is_scalar()) {
+    diagnostics.error(value->where, std::string("'") + name + "' must be a string");
+    return;
+  }
+  out = value->text;
+}
+
+void read_roles(const ConfigValue& item, ApiKeyRecord& record, Diagnostics& diagnostics) {
+  const ConfigValue* roles = item.find("roles");
+  if (!roles || roles->is_null()) return;
+  if (!roles->is_sequence()) {
+    diagnostics.error(roles->where, "'roles' must be a list of strings");
+    return;
+  }
+  for (const auto& role : roles->items)
+    record.roles.push_back(role.text);
+}
+
+void read_limits(const ConfigValue& item, ApiKeyRecord& record, Diagnostics& diagnostics) {
+  const ConfigValue* limits = item.find("limits");
+  if (!limits || limits->is_null()) return;
+  if (!limits->is_mapping()) {
+    diagnostics.error(limits->where, "'limits' must be a mapping such as {rpm: 60}");
+    return;
+  }
+  for (size_t i = 0; i < limits->keys.size(); ++i) {
+    try {
+      size_t used = 0;
+      double value = std::stod(limits->items[i].text, &used);
+      if (used != limits->items[i].text.size() || value < 0) throw std::invalid_argument("");
+      record.limits[limits->keys[i].name] = value;
+    } catch (const std::exception&) {
+      diagnostics.error(limits->items[i].where,
+                        "limit '" + limits->keys[i].name + "' must be a non-negative number");
+    }
+  }
+}
+
+// One entry of the 'keys' list; every problem in it is reported, and the record is kept either
+// way (load refuses the whole file when anything was reported).
+ApiKeyRecord read_key_record(const ConfigValue& item, Diagnostics& diagnostics) {
+  ApiKeyRecord record;
+  check_record_fields(item, diagnostics);
+  read_text_field(item, "id", true, record.id, diagnostics);
+  read_text_field(item, "sha256", true, record.sha256, diagnostics);
+  read_text_field(item, "tenant", true, record.tenant, diagnostics);
+  read_text_field(item, "user", false, record.user, diagnostics);
+  read_text_field(item, "created", false, record.created, diagnostics);
+  if (!record.sha256.empty() && !is_hex64(record.sha256)) {
+    diagnostics.error(item.find("sha256")->where,
+                      "'sha256' must be 64 lower-case hex digits (the key's SHA-256)");
+  }
+  read_roles(item, record, diagnostics);
+  read_limits(item, record, diagnostics);
+  if (const ConfigValue* revoked = item.find("revoked"); revoked && !revoked->is_null()) {
+    if (revoked->text != "true" && revoked->text != "false")
+      diagnostics.error(revoked->where, "'revoked' must be true or false");
+    record.revoked = revoked->text == "true";
+  }
+  return record;
+}
+
 }  // namespace
 
 std::optional<KeyStore> KeyStore::load(const std::string& path, Diagnostics& diagnostics) {
@@ -61,69 +146,7 @@ std::optional<KeyStore> KeyStore::load(const std::string& path, Diagnostics& dia
       diagnostics.error(item.where, "each key must be a mapping, got " + item.describe());
       continue;
     }
-    ApiKeyRecord record;
-    auto text = [&](const char* name, std::string& out, bool required) {
-      const ConfigValue* value = item.find(name);
-      if (!value || value->is_null()) {
-        if (required) diagnostics.error(item.where, std::string("missing '") + name + "'");
-        return;
-      }
-      if (!value->is_scalar()) {
-        diagnostics.error(value->where, std::string("'") + name + "' must be a string");
-        return;
-      }
-      out = value->text;
-    };
-    for (size_t i = 0; i < item.keys.size(); ++i) {
-      const std::string& name = item.keys[i].name;
-      if (name == "key" || name == "api_key" || name == "secret") {
-        diagnostics.error(item.keys[i].where,
-                          "a keys file must never hold a key itself, only its 'sha256'; create "
-                          "keys with `chatflow keys add`");
-      } else if (std::find(kRecordKeys.begin(), kRecordKeys.end(), name) == kRecordKeys.end()) {
-        diagnostics.error(item.keys[i].where, "unknown key '" + name + "' in a key record");
-      }
-    }
-    text("id", record.id, true);
-    text("sha256", record.sha256, true);
-    text("tenant", record.tenant, true);
-    text("user", record.user, false);
-    text("created", record.created, false);
-    if (!record.sha256.empty() && !is_hex64(record.sha256)) {
-      diagnostics.error(item.find("sha256")->where,
-                        "'sha256' must be 64 lower-case hex digits (the key's SHA-256)");
-    }
-    if (const ConfigValue* roles = item.find("roles"); roles && !roles->is_null()) {
-      if (!roles->is_sequence()) {
-        diagnostics.error(roles->where, "'roles' must be a list of strings");
-      } else {
-        for (const auto& role : roles->items)
-          record.roles.push_back(role.text);
-      }
-    }
-    if (const ConfigValue* limits = item.find("limits"); limits && !limits->is_null()) {
-      if (!limits->is_mapping()) {
-        diagnostics.error(limits->where, "'limits' must be a mapping such as {rpm: 60}");
-      } else {
-        for (size_t i = 0; i < limits->keys.size(); ++i) {
-          try {
-            size_t used = 0;
-            double value = std::stod(limits->items[i].text, &used);
-            if (used != limits->items[i].text.size() || value < 0) throw std::invalid_argument("");
-            record.limits[limits->keys[i].name] = value;
-          } catch (const std::exception&) {
-            diagnostics.error(limits->items[i].where,
-                              "limit '" + limits->keys[i].name + "' must be a non-negative number");
-          }
-        }
-      }
-    }
-    if (const ConfigValue* revoked = item.find("revoked"); revoked && !revoked->is_null()) {
-      if (revoked->text != "true" && revoked->text != "false")
-        diagnostics.error(revoked->where, "'revoked' must be true or false");
-      record.revoked = revoked->text == "true";
-    }
-    store.records_.push_back(std::move(record));
+    store.records_.push_back(read_key_record(item, diagnostics));
   }
   if (diagnostics.size() != before) return std::nullopt;
   return store;

@@ -405,97 +405,132 @@ inline void weighted_sum_of_values(const AttentionArgs& args, const float* weigh
   }
 }
 
+// One block's scores for one query head: keys are stored [head_dim][block_tokens], so a vector
+// of scores for consecutive positions builds up from one broadcast query value per dimension;
+// four accumulators over the dimensions keep the FMA units busy.
 template <class S, class Kv>
-void attention(const AttentionArgs& args) {
+inline void block_scores(const typename Kv::Element* keys, const float* query, int64_t head_dim,
+                         int64_t block_tokens, int64_t count, float scale, float* scores) {
   using V = typename S::V;
+  for (int64_t j = 0; j < count; j += S::kWidth) {
+    V a0 = S::zero(), a1 = S::zero(), a2 = S::zero(), a3 = S::zero();
+    int64_t d = 0;
+    for (; d + 4 <= head_dim; d += 4) {
+      a0 = S::fma(S::set1(query[d]), Kv::load(keys + d * block_tokens + j), a0);
+      a1 = S::fma(S::set1(query[d + 1]), Kv::load(keys + (d + 1) * block_tokens + j), a1);
+      a2 = S::fma(S::set1(query[d + 2]), Kv::load(keys + (d + 2) * block_tokens + j), a2);
+      a3 = S::fma(S::set1(query[d + 3]), Kv::load(keys + (d + 3) * block_tokens + j), a3);
+    }
+    for (; d < head_dim; ++d)
+      a0 = S::fma(S::set1(query[d]), Kv::load(keys + d * block_tokens + j), a0);
+    S::store(scores + j, S::mul(S::add(S::add(a0, a1), S::add(a2, a3)), S::set1(scale)));
+  }
+}
+
+// Blocks sit anywhere in the pool, beyond what the hardware prefetchers guess: ask for the next
+// block's keys (none after the last block) and this block's values while this block's scores are
+// computed.
+template <class Element>
+inline void prefetch_block(const Element* next_keys, const Element* values, size_t block_elements) {
+  for (size_t line = 0; line < block_elements; line += 64 / sizeof(Element)) {
+    if (next_keys != nullptr) __builtin_prefetch(next_keys + line);
+    __builtin_prefetch(values + line);
+  }
+}
+
+// The score pass: the scaled query-key dot products of every head in the group at every
+// position, into args.scores (one row of `padded` scores per head).
+template <class S, class Kv>
+inline void attention_scores(const AttentionArgs& args, int64_t blocks, int64_t padded) {
   using Element = typename Kv::Element;
   const auto* pool = static_cast<const Element*>(args.pool);
   const int64_t block_tokens = args.block_tokens;
   const int64_t head_dim = args.head_dim;
-  const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
-  const int64_t padded = blocks * block_tokens;
-  // Scores: keys are stored [head_dim][block_tokens], so a vector of scores for consecutive
-  // positions builds up from one broadcast query value per dimension; four accumulators over the
-  // dimensions keep the FMA units busy.
   for (int64_t b = 0; b < blocks; ++b) {
     const Element* keys =
         pool + static_cast<size_t>(args.block_table[b]) * args.block_stride + args.key_offset;
     int64_t count = std::min(block_tokens, args.positions - b * block_tokens);
-    // Blocks sit anywhere in the pool, beyond what the hardware prefetchers guess: ask for the
-    // next block's keys and this block's values while this block's scores are computed.
     const size_t block_elements = static_cast<size_t>(head_dim * block_tokens);
     const Element* values = keys - args.key_offset + args.value_offset;
     const Element* next_keys =
         b + 1 < blocks ? pool + static_cast<size_t>(args.block_table[b + 1]) * args.block_stride +
                              args.key_offset
                        : nullptr;
-    for (size_t line = 0; line < block_elements; line += 64 / sizeof(Element)) {
-      if (next_keys != nullptr) __builtin_prefetch(next_keys + line);
-      __builtin_prefetch(values + line);
-    }
+    prefetch_block(next_keys, values, block_elements);
     for (int64_t h = 0; h < args.group_size; ++h) {
-      const float* query = args.queries + h * head_dim;
-      float* scores = args.scores + h * padded + b * block_tokens;
-      for (int64_t j = 0; j < count; j += S::kWidth) {
-        V a0 = S::zero(), a1 = S::zero(), a2 = S::zero(), a3 = S::zero();
-        int64_t d = 0;
-        for (; d + 4 <= head_dim; d += 4) {
-          a0 = S::fma(S::set1(query[d]), Kv::load(keys + d * block_tokens + j), a0);
-          a1 = S::fma(S::set1(query[d + 1]), Kv::load(keys + (d + 1) * block_tokens + j), a1);
-          a2 = S::fma(S::set1(query[d + 2]), Kv::load(keys + (d + 2) * block_tokens + j), a2);
-          a3 = S::fma(S::set1(query[d + 3]), Kv::load(keys + (d + 3) * block_tokens + j), a3);
-        }
-        for (; d < head_dim; ++d)
-          a0 = S::fma(S::set1(query[d]), Kv::load(keys + d * block_tokens + j), a0);
-        S::store(scores + j, S::mul(S::add(S::add(a0, a1), S::add(a2, a3)), S::set1(args.scale)));
-      }
+      block_scores<S, Kv>(keys, args.queries + h * head_dim, head_dim, block_tokens, count,
+                          args.scale, args.scores + h * padded + b * block_tokens);
     }
   }
+}
+
+// Replaces scores[0..n) by exp(score - the largest score) and returns 1 / their sum, which the
+// caller applies once to the weighted sum rather than to every weight.
+template <class S>
+inline float exponentiate_scores(float* scores, int64_t n) {
+  using V = typename S::V;
+  V maximum = S::set1(-3.0e38f);
+  int64_t j = 0;
+  for (; j + S::kWidth <= n; j += S::kWidth)
+    maximum = S::max(maximum, S::load(scores + j));
+  float largest = S::reduce_max(maximum);
+  for (; j < n; ++j)
+    largest = std::max(largest, scores[j]);
+  V sum = S::zero();
+  V largest_vector = S::set1(largest);
+  for (j = 0; j + S::kWidth <= n; j += S::kWidth) {
+    V weight = S::exp(S::sub(S::load(scores + j), largest_vector));
+    S::store(scores + j, weight);
+    sum = S::add(sum, weight);
+  }
+  if (j < n) {
+    int remaining = static_cast<int>(n - j);
+    V weight = S::exp(S::sub(S::load_partial(scores + j, remaining), largest_vector));
+    S::store_partial(scores + j, weight, remaining);
+    sum = S::add(sum, S::load_partial(scores + j, remaining));
+  }
+  return 1.0f / S::reduce_sum(sum);
+}
+
+// out[0..head_dim) = the values weighted by `weights`, up to four vectors of the head at a time
+// in registers.
+template <class S, class Kv>
+inline void weighted_sum_of_head(const AttentionArgs& args, const float* weights, float* out) {
+  const int64_t head_dim = args.head_dim;
+  for (int64_t d0 = 0; d0 < head_dim; d0 += 4 * S::kWidth) {
+    int64_t width = std::min<int64_t>(4 * S::kWidth, head_dim - d0);
+    int vectors = static_cast<int>((width + S::kWidth - 1) / S::kWidth);
+    int tail = static_cast<int>(width % S::kWidth);
+    switch (vectors) {
+      case 1:
+        weighted_sum_of_values<S, Kv, 1>(args, weights, d0, tail, out + d0);
+        break;
+      case 2:
+        weighted_sum_of_values<S, Kv, 2>(args, weights, d0, tail, out + d0);
+        break;
+      case 3:
+        weighted_sum_of_values<S, Kv, 3>(args, weights, d0, tail, out + d0);
+        break;
+      default:
+        weighted_sum_of_values<S, Kv, 4>(args, weights, d0, tail, out + d0);
+        break;
+    }
+  }
+}
+
+template <class S, class Kv>
+void attention(const AttentionArgs& args) {
+  const int64_t block_tokens = args.block_tokens;
+  const int64_t head_dim = args.head_dim;
+  const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
+  const int64_t padded = blocks * block_tokens;
+  attention_scores<S, Kv>(args, blocks, padded);
+  // The softmax and weighted-sum pass, one head at a time.
   for (int64_t h = 0; h < args.group_size; ++h) {
     float* scores = args.scores + h * padded;
-    const int64_t n = args.positions;
-    V maximum = S::set1(-3.0e38f);
-    int64_t j = 0;
-    for (; j + S::kWidth <= n; j += S::kWidth)
-      maximum = S::max(maximum, S::load(scores + j));
-    float largest = S::reduce_max(maximum);
-    for (; j < n; ++j)
-      largest = std::max(largest, scores[j]);
-    V sum = S::zero();
-    V largest_vector = S::set1(largest);
-    for (j = 0; j + S::kWidth <= n; j += S::kWidth) {
-      V weight = S::exp(S::sub(S::load(scores + j), largest_vector));
-      S::store(scores + j, weight);
-      sum = S::add(sum, weight);
-    }
-    if (j < n) {
-      int remaining = static_cast<int>(n - j);
-      V weight = S::exp(S::sub(S::load_partial(scores + j, remaining), largest_vector));
-      S::store_partial(scores + j, weight, remaining);
-      sum = S::add(sum, S::load_partial(scores + j, remaining));
-    }
-    float normaliser = 1.0f / S::reduce_sum(sum);
+    float normaliser = exponentiate_scores<S>(scores, args.positions);
     float* out = args.out + h * head_dim;
-    // Up to four vectors of the head at a time, in registers.
-    for (int64_t d0 = 0; d0 < head_dim; d0 += 4 * S::kWidth) {
-      int64_t width = std::min<int64_t>(4 * S::kWidth, head_dim - d0);
-      int vectors = static_cast<int>((width + S::kWidth - 1) / S::kWidth);
-      int tail = static_cast<int>(width % S::kWidth);
-      switch (vectors) {
-        case 1:
-          weighted_sum_of_values<S, Kv, 1>(args, scores, d0, tail, out + d0);
-          break;
-        case 2:
-          weighted_sum_of_values<S, Kv, 2>(args, scores, d0, tail, out + d0);
-          break;
-        case 3:
-          weighted_sum_of_values<S, Kv, 3>(args, scores, d0, tail, out + d0);
-          break;
-        default:
-          weighted_sum_of_values<S, Kv, 4>(args, scores, d0, tail, out + d0);
-          break;
-      }
-    }
+    weighted_sum_of_head<S, Kv>(args, scores, out);
     for (int64_t d = 0; d < head_dim; ++d)
       out[d] *= normaliser;
   }

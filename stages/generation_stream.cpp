@@ -1,6 +1,6 @@
 #include "stages/generation_stream.h"
 
-#include "stages/engine_bridge.h"
+#include "framework/bridge/engine_bridge.h"
 
 namespace chatflow {
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "framework/engine/default_model.h"
-#include "stages/engine_bridge.h"
+#include "framework/bridge/engine_bridge.h"
 
 namespace chatflow {
 namespace {

@@ -14,6 +14,7 @@ declare -A allowed=(
   [framework/loading]="framework/loading framework/api framework/text plugins/sdk"
   [framework/runtime]="framework/runtime framework/loading framework/api framework/text"
   [framework/openai]="framework/openai framework/api framework/text"
+  [framework/bridge]="framework/bridge framework/api framework/engine framework/text kernels"
 )
 domain="framework/cache framework/embedding framework/history framework/limits framework/moderation framework/retrieval framework/security framework/usage"
 for folder in $domain; do

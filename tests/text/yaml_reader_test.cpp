@@ -1,11 +1,10 @@
-// Reading YAML into ConfigValue: locations, quoting, duplicate keys, environment interpolation.
-#include "framework/api/config_value.h"
+// Reading YAML into ConfigValue: locations, quoting, duplicate keys, environment interpolation,
+// and the limits on what a file may expand to.
+#include "framework/text/yaml_reader.h"
 
 #include <cstdlib>
 
 #include <gtest/gtest.h>
-
-#include "framework/text/yaml_reader.h"
 
 namespace chatflow {
 namespace {

@@ -1,4 +1,4 @@
-#include "stages/engine_bridge.h"
+#include "framework/bridge/engine_bridge.h"
 
 namespace chatflow {
 

@@ -9,7 +9,7 @@
 #include "framework/api/request.h"
 #include "framework/cli/command.h"
 #include "framework/engine/generator.h"
-#include "stages/engine_bridge.h"
+#include "framework/bridge/engine_bridge.h"
 
 namespace chatflow::cli {
 namespace {

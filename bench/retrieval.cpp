@@ -70,24 +70,82 @@ class ZipfWords {
   std::vector<double> cumulative_;
 };
 
+// Zipf-distributed text with one identifier per document (for BM25 to find); every tenth
+// document is restricted to readers of another group.
+std::vector<retrieval::SourceDocument> synthetic_documents(const BenchRetrievalOptions& options,
+                                                           const ZipfWords& zipf,
+                                                           std::mt19937_64& random) {
+  std::vector<retrieval::SourceDocument> documents;
+  documents.reserve(options.chunks);
+  for (size_t i = 0; i < options.chunks; ++i) {
+    retrieval::SourceDocument document;
+    document.id = "doc-" + std::to_string(i);
+    document.title = zipf(random) + " " + zipf(random);
+    for (size_t w = 0; w < options.words; ++w)
+      document.text += (w ? " " : "") + zipf(random);
+    document.text += " ID-" + std::to_string(i);
+    if (i % 10 == 0) document.acl = {"restricted"};
+    documents.push_back(std::move(document));
+  }
+  return documents;
+}
+
+struct QueryResults {
+  std::vector<double> latencies_ms;
+  size_t identifiers_found = 0;
+  size_t identifier_queries = 0;
+};
+
+// Every tenth query asks for one document's identifier; the rest are Zipf words. The first 50
+// warm the caches and are not counted.
+QueryResults run_queries(const retrieval::RetrievalIndex& index,
+                         const BenchRetrievalOptions& options, const ZipfWords& zipf,
+                         const retrieval::HybridOptions& hybrid, std::mt19937_64& random) {
+  retrieval::Reader reader{{"staff"}};
+  std::uniform_int_distribution<size_t> query_length(3, 6);
+  std::uniform_int_distribution<size_t> any_document(0, options.chunks - 1);
+  QueryResults results;
+  for (size_t q = 0; q < options.queries + 50; ++q) {
+    std::string query;
+    bool identifier = q % 10 == 0;
+    size_t target = any_document(random);
+    if (identifier) {
+      query = "ID-" + std::to_string(target);
+    } else {
+      for (size_t w = query_length(random); w > 0; --w)
+        query += zipf(random) + " ";
+    }
+    auto begin = std::chrono::steady_clock::now();
+    auto candidates = retrieval::hybrid_search(index, query, hybrid, reader);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+    if (q < 50) continue;
+    results.latencies_ms.push_back(ms);
+    if (identifier && target % 10 != 0) {
+      ++results.identifier_queries;
+      results.identifiers_found +=
+          std::any_of(candidates.begin(), candidates.end(), [&](const auto& candidate) {
+            return candidate.passage.document == "doc-" + std::to_string(target);
+          });
+    }
+  }
+  return results;
+}
+
+uint64_t directory_bytes(const std::filesystem::path& directory) {
+  uint64_t bytes = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(directory))
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  return bytes;
+}
+
 // Its own catch: the message names the command ("chatflow bench-retrieval: ..."), as it always has.
 int bench_retrieval_command(const BenchRetrievalOptions& options) {
   try {
     std::mt19937_64 random(options.seed);
     auto vocabulary = make_vocabulary(options.vocabulary, random);
     ZipfWords zipf(vocabulary, 1.0);
-    std::vector<retrieval::SourceDocument> documents;
-    documents.reserve(options.chunks);
-    for (size_t i = 0; i < options.chunks; ++i) {
-      retrieval::SourceDocument document;
-      document.id = "doc-" + std::to_string(i);
-      document.title = zipf(random) + " " + zipf(random);
-      for (size_t w = 0; w < options.words; ++w)
-        document.text += (w ? " " : "") + zipf(random);
-      document.text += " ID-" + std::to_string(i);  // an identifier BM25 must find
-      if (i % 10 == 0) document.acl = {"restricted"};
-      documents.push_back(std::move(document));
-    }
+    std::vector<retrieval::SourceDocument> documents = synthetic_documents(options, zipf, random);
     std::filesystem::path directory =
         options.index.empty() ? std::filesystem::temp_directory_path() /
                                     ("chatflow-bench-retrieval-" + std::to_string(::getpid()))
@@ -102,41 +160,11 @@ int bench_retrieval_command(const BenchRetrievalOptions& options) {
       indexing_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     }
-    uint64_t bytes = 0;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(directory))
-      if (entry.is_regular_file()) bytes += entry.file_size();
-
+    uint64_t bytes = directory_bytes(directory);
     auto index = std::make_shared<retrieval::RetrievalIndex>(directory.string(), embedder, false);
     retrieval::HybridOptions hybrid;  // the stage's defaults: 50 + 50 candidates, RRF, top 20
-    retrieval::Reader reader{{"staff"}};
-    std::uniform_int_distribution<size_t> query_length(3, 6);
-    std::uniform_int_distribution<size_t> any_document(0, options.chunks - 1);
-    std::vector<double> latencies;
-    size_t identifiers_found = 0, identifier_queries = 0;
-    for (size_t q = 0; q < options.queries + 50; ++q) {
-      std::string query;
-      bool identifier = q % 10 == 0;
-      size_t target = any_document(random);
-      if (identifier) {
-        query = "ID-" + std::to_string(target);
-      } else {
-        for (size_t w = query_length(random); w > 0; --w)
-          query += zipf(random) + " ";
-      }
-      auto begin = std::chrono::steady_clock::now();
-      auto candidates = retrieval::hybrid_search(*index, query, hybrid, reader);
-      double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
-              .count();
-      if (q < 50) continue;  // warm-up
-      latencies.push_back(ms);
-      if (identifier && target % 10 != 0) {
-        ++identifier_queries;
-        identifiers_found += std::any_of(candidates.begin(), candidates.end(), [&](const auto& c) {
-          return c.passage.document == "doc-" + std::to_string(target);
-        });
-      }
-    }
+    QueryResults results = run_queries(*index, options, zipf, hybrid, random);
+    const std::vector<double>& latencies = results.latencies_ms;
     std::printf("chunks indexed:             %zu (%zu words each, ngrams 256-d vectors)\n",
                 options.chunks, options.words);
     std::printf("indexing:                   %.1f s, %.0f chunks/s\n", indexing_seconds,
@@ -148,7 +176,7 @@ int bench_retrieval_command(const BenchRetrievalOptions& options) {
                 latencies.size(), retrieval::percentile(latencies, 0.5),
                 retrieval::percentile(latencies, 0.9), retrieval::percentile(latencies, 0.99));
     std::printf("identifier queries with their document in the top %zu: %zu of %zu\n", hybrid.top_k,
-                identifiers_found, identifier_queries);
+                results.identifiers_found, results.identifier_queries);
     index.reset();
     if (options.index.empty()) std::filesystem::remove_all(directory);
     return 0;

@@ -119,6 +119,8 @@ std::optional<Target> parse_url(const std::string& url) {
 }
 
 class Bench;
+struct Results;
+struct ArmResults;
 
 // One keep-alive connection that runs one request at a time.
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -174,6 +176,10 @@ class Bench {
   std::string body(size_t index) const;
   void schedule_arrival();
   void draw_progress(bool final);
+  Results tally(double duration) const;
+  std::map<std::string, ArmResults> tally_arms() const;
+  void print_json(const Results& results, const std::map<std::string, ArmResults>& arms) const;
+  void print_text(const Results& results, const std::map<std::string, ArmResults>& arms) const;
   void report();
   bool all_sent() const {
     return options_.duration_s > 0 ? Clock::now() >= end_of_sending_
@@ -544,26 +550,40 @@ int Bench::run() {
   return failed == 0 ? 0 : 3;
 }
 
-void Bench::report() {
-  Clock::time_point end = Clock::now();
-  double duration = seconds_since(start_, end);
-  std::vector<double> ttft, tpot, itl, e2e;
+// What a run measured, summed over its samples.
+struct Results {
+  double duration = 0;
   size_t ok = 0, rejected = 0, failed = 0, good = 0;
   int64_t output_tokens = 0, prompt_tokens = 0;
   std::string first_error;
+  Summary ttft, tpot, itl, e2e;
+  double request_rate = 0, token_rate = 0, goodput = 0;
+};
+
+// Per experiment arm, side by side (the same run, so the same machine load).
+struct ArmResults {
+  size_t ok = 0, failed = 0;
+  int64_t output_tokens = 0;
+  std::vector<double> ttft, e2e;
+};
+
+Results Bench::tally(double duration) const {
+  Results results;
+  results.duration = duration;
+  std::vector<double> ttft, tpot, itl, e2e;
   for (const auto& sample : samples_) {
     if (sample.rejected) {
-      ++rejected;
+      ++results.rejected;
       continue;
     }
     if (!sample.ok) {
-      ++failed;
-      if (first_error.empty()) first_error = sample.error;
+      ++results.failed;
+      if (results.first_error.empty()) results.first_error = sample.error;
       continue;
     }
-    ++ok;
-    output_tokens += sample.output_tokens;
-    prompt_tokens += sample.prompt_tokens;
+    ++results.ok;
+    results.output_tokens += sample.output_tokens;
+    results.prompt_tokens += sample.prompt_tokens;
     ttft.push_back(sample.ttft);
     e2e.push_back(sample.e2e);
     double per_token = 0;
@@ -573,19 +593,23 @@ void Bench::report() {
     }
     itl.insert(itl.end(), sample.inter_token.begin(), sample.inter_token.end());
     if (sample.ttft * 1000 <= options_.slo_ttft_ms && per_token * 1000 <= options_.slo_tpot_ms)
-      ++good;
+      ++results.good;
   }
-  Summary t = summarize(ttft), p = summarize(tpot), i = summarize(itl), e = summarize(e2e);
-  // Per experiment arm, side by side (the same run, so the same machine load).
-  struct ArmSamples {
-    size_t ok = 0, failed = 0;
-    int64_t output_tokens = 0;
-    std::vector<double> ttft, e2e;
-  };
-  std::map<std::string, ArmSamples> arms;
+  results.ttft = summarize(ttft);
+  results.tpot = summarize(tpot);
+  results.itl = summarize(itl);
+  results.e2e = summarize(e2e);
+  results.request_rate = static_cast<double>(results.ok) / duration;
+  results.token_rate = static_cast<double>(results.output_tokens) / duration;
+  results.goodput = static_cast<double>(results.good) / duration;
+  return results;
+}
+
+std::map<std::string, ArmResults> Bench::tally_arms() const {
+  std::map<std::string, ArmResults> arms;
   for (const auto& sample : samples_) {
     if (sample.arm.empty() || sample.rejected) continue;
-    ArmSamples& arm = arms[sample.arm];
+    ArmResults& arm = arms[sample.arm];
     if (!sample.ok) {
       ++arm.failed;
       continue;
@@ -595,87 +619,100 @@ void Bench::report() {
     arm.ttft.push_back(sample.ttft);
     arm.e2e.push_back(sample.e2e);
   }
-  double request_rate = static_cast<double>(ok) / duration;
-  double token_rate = static_cast<double>(output_tokens) / duration;
-  double goodput = static_cast<double>(good) / duration;
-  if (options_.json) {
-    auto summary_json = [](const Summary& s) {
-      return json::object{{"mean_ms", s.mean * 1000},
-                          {"p50_ms", s.p50 * 1000},
-                          {"p90_ms", s.p90 * 1000},
-                          {"p99_ms", s.p99 * 1000}};
-    };
-    json::object out{{"successful_requests", ok},
-                     {"rejected_requests", rejected},
-                     {"failed_requests", failed},
-                     {"duration_s", duration},
-                     {"concurrency", options_.concurrency},
-                     {"request_rate", options_.rate},
-                     {"max_tokens", options_.max_tokens},
-                     {"total_input_tokens", prompt_tokens},
-                     {"total_output_tokens", output_tokens},
-                     {"request_throughput", request_rate},
-                     {"output_throughput", token_rate},
-                     {"goodput", goodput},
-                     {"slo_ttft_ms", options_.slo_ttft_ms},
-                     {"slo_tpot_ms", options_.slo_tpot_ms},
-                     {"ttft", summary_json(t)},
-                     {"tpot", summary_json(p)},
-                     {"itl", summary_json(i)},
-                     {"e2e", summary_json(e)}};
-    if (!first_error.empty()) out["first_error"] = first_error;
-    if (!arms.empty()) {
-      json::object by_arm;
-      for (const auto& [name, arm] : arms) {
-        by_arm[name] = json::object{{"successful_requests", arm.ok},
-                                    {"failed_requests", arm.failed},
-                                    {"output_tokens", arm.output_tokens},
-                                    {"ttft", summary_json(summarize(arm.ttft))},
-                                    {"e2e", summary_json(summarize(arm.e2e))}};
-      }
-      out["arms"] = std::move(by_arm);
+  return arms;
+}
+
+void Bench::print_json(const Results& results,
+                       const std::map<std::string, ArmResults>& arms) const {
+  auto summary_json = [](const Summary& s) {
+    return json::object{{"mean_ms", s.mean * 1000},
+                        {"p50_ms", s.p50 * 1000},
+                        {"p90_ms", s.p90 * 1000},
+                        {"p99_ms", s.p99 * 1000}};
+  };
+  json::object out{{"successful_requests", results.ok},
+                   {"rejected_requests", results.rejected},
+                   {"failed_requests", results.failed},
+                   {"duration_s", results.duration},
+                   {"concurrency", options_.concurrency},
+                   {"request_rate", options_.rate},
+                   {"max_tokens", options_.max_tokens},
+                   {"total_input_tokens", results.prompt_tokens},
+                   {"total_output_tokens", results.output_tokens},
+                   {"request_throughput", results.request_rate},
+                   {"output_throughput", results.token_rate},
+                   {"goodput", results.goodput},
+                   {"slo_ttft_ms", options_.slo_ttft_ms},
+                   {"slo_tpot_ms", options_.slo_tpot_ms},
+                   {"ttft", summary_json(results.ttft)},
+                   {"tpot", summary_json(results.tpot)},
+                   {"itl", summary_json(results.itl)},
+                   {"e2e", summary_json(results.e2e)}};
+  if (!results.first_error.empty()) out["first_error"] = results.first_error;
+  if (!arms.empty()) {
+    json::object by_arm;
+    for (const auto& [name, arm] : arms) {
+      by_arm[name] = json::object{{"successful_requests", arm.ok},
+                                  {"failed_requests", arm.failed},
+                                  {"output_tokens", arm.output_tokens},
+                                  {"ttft", summary_json(summarize(arm.ttft))},
+                                  {"e2e", summary_json(summarize(arm.e2e))}};
     }
-    std::cout << json::serialize(out) << "\n";
-    return;
+    out["arms"] = std::move(by_arm);
   }
+  std::cout << json::serialize(out) << "\n";
+}
+
+void Bench::print_text(const Results& results,
+                       const std::map<std::string, ArmResults>& arms) const {
   std::printf("============ Serving benchmark ============\n");
-  std::printf("%-40s %zu\n", "Successful requests:", ok);
-  std::printf("%-40s %zu\n", "Rejected (503, admission limit):", rejected);
-  std::printf("%-40s %zu\n", "Failed:", failed);
-  if (!first_error.empty()) std::printf("  first failure: %s\n", first_error.c_str());
-  std::printf("%-40s %.2f\n", "Benchmark duration (s):", duration);
+  std::printf("%-40s %zu\n", "Successful requests:", results.ok);
+  std::printf("%-40s %zu\n", "Rejected (503, admission limit):", results.rejected);
+  std::printf("%-40s %zu\n", "Failed:", results.failed);
+  if (!results.first_error.empty())
+    std::printf("  first failure: %s\n", results.first_error.c_str());
+  std::printf("%-40s %.2f\n", "Benchmark duration (s):", results.duration);
   std::printf("%-40s %d%s\n", "Concurrency:", options_.concurrency,
               options_.rate > 0 ? " (at most)" : "");
   if (options_.rate > 0)
     std::printf("%-40s %.2f\n", "Request rate (Poisson, req/s):", options_.rate);
-  std::printf("%-40s %lld\n", "Total input tokens:", static_cast<long long>(prompt_tokens));
-  std::printf("%-40s %lld\n", "Total generated tokens:", static_cast<long long>(output_tokens));
-  std::printf("%-40s %.2f\n", "Request throughput (req/s):", request_rate);
-  std::printf("%-40s %.2f\n", "Output token throughput (tok/s):", token_rate);
+  std::printf("%-40s %lld\n", "Total input tokens:", static_cast<long long>(results.prompt_tokens));
+  std::printf("%-40s %lld\n",
+              "Total generated tokens:", static_cast<long long>(results.output_tokens));
+  std::printf("%-40s %.2f\n", "Request throughput (req/s):", results.request_rate);
+  std::printf("%-40s %.2f\n", "Output token throughput (tok/s):", results.token_rate);
   char goodput_label[96];
   std::snprintf(goodput_label, sizeof goodput_label,
                 "Goodput (req/s, TTFT<=%gms TPOT<=%gms):", options_.slo_ttft_ms,
                 options_.slo_tpot_ms);
-  std::printf("%-40s %.2f\n", goodput_label, goodput);
+  std::printf("%-40s %.2f\n", goodput_label, results.goodput);
   auto section = [](const char* name, const Summary& s) {
     std::printf("---------- %s (ms) ----------\n", name);
     std::printf("  mean %9.3f   p50 %9.3f   p90 %9.3f   p99 %9.3f\n", s.mean * 1000, s.p50 * 1000,
                 s.p90 * 1000, s.p99 * 1000);
   };
-  section("Time to first token", t);
-  section("Time per output token (excl. 1st)", p);
-  section("Inter-token latency", i);
-  section("End-to-end latency", e);
-  if (!arms.empty()) {
-    std::printf("---------- Per arm (x-chatflow-arm) ----------\n");
-    std::printf("  %-16s %8s %7s %12s %12s %12s %12s\n", "arm", "ok", "failed", "TTFT p50 ms",
-                "TTFT p99 ms", "E2E p50 ms", "E2E p99 ms");
-    for (const auto& [name, arm] : arms) {
-      Summary first = summarize(arm.ttft), whole = summarize(arm.e2e);
-      std::printf("  %-16s %8zu %7zu %12.3f %12.3f %12.3f %12.3f\n", name.c_str(), arm.ok,
-                  arm.failed, first.p50 * 1000, first.p99 * 1000, whole.p50 * 1000,
-                  whole.p99 * 1000);
-    }
+  section("Time to first token", results.ttft);
+  section("Time per output token (excl. 1st)", results.tpot);
+  section("Inter-token latency", results.itl);
+  section("End-to-end latency", results.e2e);
+  if (arms.empty()) return;
+  std::printf("---------- Per arm (x-chatflow-arm) ----------\n");
+  std::printf("  %-16s %8s %7s %12s %12s %12s %12s\n", "arm", "ok", "failed", "TTFT p50 ms",
+              "TTFT p99 ms", "E2E p50 ms", "E2E p99 ms");
+  for (const auto& [name, arm] : arms) {
+    Summary first = summarize(arm.ttft), whole = summarize(arm.e2e);
+    std::printf("  %-16s %8zu %7zu %12.3f %12.3f %12.3f %12.3f\n", name.c_str(), arm.ok, arm.failed,
+                first.p50 * 1000, first.p99 * 1000, whole.p50 * 1000, whole.p99 * 1000);
+  }
+}
+
+void Bench::report() {
+  Results results = tally(seconds_since(start_, Clock::now()));
+  std::map<std::string, ArmResults> arms = tally_arms();
+  if (options_.json) {
+    print_json(results, arms);
+  } else {
+    print_text(results, arms);
   }
 }
 

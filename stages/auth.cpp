@@ -37,7 +37,7 @@ struct AuthConfig {
   bool create_keys_file = false;
   JwtConfig jwt;
   std::map<std::string, std::string> model_access;
-  std::vector<std::string> public_paths = {"/health", "/metrics"};
+  std::vector<std::string> public_paths = {"/health"};
 };
 
 [[noreturn]] void unauthenticated(const std::string& message, const std::string& code) {

@@ -56,7 +56,9 @@ server::HttpServer::Reloader make_reloader(const ServeOptions& options) {
 }
 
 // Where the server listens, a request to try, and how to reload and stop it.
-void print_serving(const Pipeline& pipeline, const std::string& host, uint16_t port) {
+void print_serving(const Pipeline& pipeline, const server::ServerSettings& settings, uint16_t port,
+                   uint16_t metrics_port) {
+  const std::string& host = settings.host;
   std::string model = pipeline.spec().name;
   for (const auto& resource : pipeline.spec().resources) {
     if (auto served = std::dynamic_pointer_cast<ServedModel>(pipeline.resource(resource.name))) {
@@ -81,7 +83,13 @@ void print_serving(const Pipeline& pipeline, const std::string& host, uint16_t p
             << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
             << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
                "\"max_tokens\": 64, \"stream\": true}'\n"
-            << key_hint << "  reload: kill -HUP " << ::getpid()
+            << key_hint
+            << (metrics_port
+                    ? "  metrics: http://" +
+                          settings.metrics_listen.substr(0, settings.metrics_listen.rfind(':')) +
+                          ":" + std::to_string(metrics_port) + "/metrics (no key needed)\n"
+                    : std::string())
+            << "  reload: kill -HUP " << ::getpid()
             << " or POST /admin/reload (the old pipeline serves until the new one is built)\n"
             << "  stop: Ctrl-C (in-flight requests finish first)" << std::endl;
 }
@@ -118,7 +126,7 @@ int serve_command(const ServeOptions& options) {
   std::shared_ptr<Pipeline> shared(std::move(pipeline));
   server.set_reloader(make_reloader(options));
   server.serve(shared);
-  print_serving(*shared, config.server.host, server.port());
+  print_serving(*shared, config.server, server.port(), server.metrics_port());
   io.join();
   shared.reset();
   std::cout << "chatflow: stopped" << std::endl;

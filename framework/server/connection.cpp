@@ -1,5 +1,8 @@
 #include "framework/server/connection.h"
 
+#include <algorithm>
+#include <variant>
+
 #include <boost/json.hpp>
 
 #include "framework/server/access_log.h"
@@ -8,14 +11,24 @@ namespace chatflow::server {
 namespace {
 
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
+// Chunk extensions carry nothing this server reads; a long one only costs memory and time.
+constexpr size_t kMaxChunkExtensionBytes = 1024;
 // After refusing a body, how long we keep reading (and discarding) before closing, so the client
 // sees our response instead of a connection reset.
 constexpr auto kLingerTime = std::chrono::seconds(3);
 
 }  // namespace
 
-Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state)
-    : stream_(std::move(socket)), state_(std::move(state)), timer_(stream_.get_executor()) {
+void Connection::ChunkHeaderCheck::operator()(uint64_t, beast::string_view extensions,
+                                              beast::error_code& error) {
+  if (extensions.size() > kMaxChunkExtensionBytes) error = http::error::bad_chunk_extension;
+}
+
+Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state, bool metrics_only)
+    : stream_(std::move(socket)),
+      state_(std::move(state)),
+      metrics_only_(metrics_only),
+      timer_(stream_.get_executor()) {
   boost::system::error_code ignored;
   stream_.socket().set_option(tcp::no_delay(true), ignored);
   auto endpoint = stream_.socket().remote_endpoint(ignored);
@@ -52,6 +65,12 @@ void Connection::abort() {
   });
 }
 
+void Connection::close_if_idle() {
+  net::post(stream_.get_executor(), [self = shared_from_this()] {
+    if (self->idle_since_ns() > 0 && !self->request_ && !self->writing_) self->close();
+  });
+}
+
 void Connection::drain() {
   net::post(stream_.get_executor(), [self = shared_from_this()] {
     self->keep_alive_ = false;
@@ -65,6 +84,7 @@ void Connection::read_header() {
   if (closed_) return;
   method_ = "-";
   path_ = "-";
+  cors_allowed_origin_.clear();
   if (state_->draining && !request_) {
     close();
     return;
@@ -72,24 +92,112 @@ void Connection::read_header() {
   parser_.emplace();
   parser_->body_limit(static_cast<uint64_t>(state_->settings.max_body_bytes));
   parser_->header_limit(kMaxHeaderBytes);
+  parser_->on_chunk_header(chunk_header_check_);
   stream_.expires_after(keep_alive_timeout());
+  if (buffer_.size() == 0) idle_since_ns_.store(now_ns(), std::memory_order_relaxed);
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code error, size_t) { self->on_header(error); });
 }
 
+namespace {
+
+// The path and query of an origin-form ("/v1/models?x=1") or absolute-form
+// ("http://host/v1/models") request target, trailing slashes removed.
+std::pair<std::string, std::string> split_target(std::string_view target) {
+  if (target.starts_with("http://") || target.starts_with("https://")) {
+    size_t authority = target.find("//") + 2;
+    size_t path = target.find_first_of("/?", authority);
+    target = path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+    if (target.starts_with('?')) target = "/";
+  }
+  size_t question = target.find('?');
+  std::string path(target.substr(0, question));
+  std::string query =
+      question == std::string_view::npos ? std::string() : std::string(target.substr(question + 1));
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  return {path, query};
+}
+
+// RFC 9112 section 6.3: a request body is framed by Content-Length or by a Transfer-Encoding
+// whose last coding is chunked; anything else could make this server and a proxy in front of it
+// disagree on where the request ends (request smuggling). The refusal's status and message.
+std::optional<std::pair<int, std::string>> transfer_coding_problem(
+    const http::request_header<>& header) {
+  std::vector<std::string> codings;
+  bool present = false;
+  for (const auto& field : header) {
+    if (field.name() != http::field::transfer_encoding) continue;
+    present = true;
+    std::string_view list = field.value();
+    while (!list.empty()) {
+      size_t comma = list.find(',');
+      std::string coding = lowercase(list.substr(0, comma));
+      coding.erase(0, coding.find_first_not_of(" \t"));
+      coding.erase(coding.find_last_not_of(" \t") + 1);
+      if (!coding.empty()) codings.push_back(coding);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+  }
+  if (!present) return std::nullopt;
+  if (header.version() < 11) {
+    return std::pair{400, std::string("Transfer-Encoding is not allowed in an HTTP/1.0 request")};
+  }
+  if (header.count(http::field::content_length) > 0) {
+    return std::pair{400, std::string("a request may not carry both Content-Length and "
+                                      "Transfer-Encoding")};
+  }
+  if (codings.empty() || codings.back() != "chunked") {
+    return std::pair{400, std::string("the last transfer coding of a request must be chunked")};
+  }
+  for (size_t i = 0; i + 1 < codings.size(); ++i) {
+    if (codings[i] == "chunked") {
+      return std::pair{400, std::string("chunked may be applied only once")};
+    }
+    return std::pair{501, "the transfer coding '" + codings[i] +
+                              "' is not supported (send the body with chunked alone)"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void Connection::on_header(beast::error_code error) {
+  idle_since_ns_.store(0, std::memory_order_relaxed);
   if (error) return on_read_error(error);
   received_ns_ = now_ns();
+  ++exchange_;
   const auto& header = parser_->get();
   method_ = std::string(header.method_string());
-  path_ = std::string(header.target().substr(0, header.target().find('?')));
-  if (auto length = parser_->content_length();
-      length && *length > static_cast<uint64_t>(state_->settings.max_body_bytes)) {
-    return reject_body(413, "the request body is " + std::to_string(*length) +
-                                " bytes; this server accepts at most " +
-                                std::to_string(state_->settings.max_body_bytes));
+  std::tie(path_, query_) = split_target(header.target());
+  http10_ = header.version() < 11;
+  keep_alive_ = header.keep_alive() && !state_->draining;
+  headers_.clear();
+  for (const auto& field : header)
+    headers_.emplace_back(lowercase(field.name_string()), std::string(field.value()));
+  if (auto problem = transfer_coding_problem(header)) {
+    // Where this request ends is unknown, so nothing after it on the connection can be trusted.
+    keep_alive_ = false;
+    lingering_ = true;
+    bool unsupported = problem->first == 501;
+    return respond_error(
+        make_error(problem->first, unsupported ? "not_implemented_error" : "invalid_request_error",
+                   problem->second, unsupported ? "unsupported_transfer_coding" : "bad_request"),
+        "other");
   }
+  cors_allowed_origin_ = allowed_origin(header[http::field::origin]);
+  call_ = RouteCall{};
+  call_.query = query_;
+  route_ = find_route(path_, call_.parameter);
+  if (route_ && metrics_only_ && route_->pattern != "/metrics" && route_->pattern != "/health")
+    route_ = nullptr;
+  if (!route_) {
+    return reject_early(make_error(404, "invalid_request_error",
+                                   "no route for " + method_ + " " + path_, "not_found"),
+                        "other");
+  }
+  if (auto refusal = check_before_body(header)) return reject_early(*refusal);
   // curl and others wait (a whole second) for this before sending a body over 1 KiB.
   if (lowercase(header[http::field::expect]) == "100-continue" && !parser_->is_done()) {
     send("HTTP/1.1 100 Continue\r\n\r\n");
@@ -100,7 +208,8 @@ void Connection::on_header(beast::error_code error) {
                    [self = shared_from_this()](beast::error_code error, size_t) {
                      self->reading_body_ = false;
                      if (error) return self->on_read_error(error);
-                     self->handle(self->parser_->release());
+                     self->call_.body = std::move(self->parser_->get().body());
+                     self->dispatch();
                    });
 }
 
@@ -116,6 +225,9 @@ void Connection::on_read_error(beast::error_code error) {
   } else if (error == http::error::header_limit) {
     reject_body(
         431, "the request headers are larger than " + std::to_string(kMaxHeaderBytes) + " bytes");
+  } else if (error == http::error::bad_chunk_extension) {
+    reject_body(400, "malformed HTTP request: a chunk extension is longer than " +
+                         std::to_string(kMaxChunkExtensionBytes) + " bytes");
   } else if (error.category() == http::make_error_code(http::error::bad_target).category()) {
     reject_body(400, "malformed HTTP request: " + error.message());
   } else {
@@ -136,106 +248,150 @@ void Connection::reject_body(int status, const std::string& message) {
 
 // --- Routing. ---
 
-void Connection::handle(http::request<http::string_body> message) {
-  ++exchange_;
-  keep_alive_ = message.keep_alive() && !state_->draining;
-  http10_ = message.version() < 11;
-  method_ = std::string(message.method_string());
-  std::string_view target = message.target();
-  size_t question = target.find('?');
-  path_ = std::string(target.substr(0, question));
-  query_ =
-      question == std::string_view::npos ? std::string() : std::string(target.substr(question + 1));
-  while (path_.size() > 1 && path_.back() == '/')
-    path_.pop_back();
-  headers_.clear();
-  for (const auto& field : message) {
-    headers_.emplace_back(lowercase(field.name_string()), std::string(field.value()));
-  }
-
-  RouteCall call;
-  const Route* route = find_route(path_, call.parameter);
-  if (!route) {
-    return respond_error(make_error(404, "invalid_request_error",
-                                    "no route for " + method_ + " " + path_, "not_found"),
-                         "other");
-  }
-  std::string endpoint(route->pattern);
-  std::string allowed(route->method);
-  if (message.method() == http::verb::options) {
+// What can be answered from the header alone, before a byte of the body is read: OPTIONS, a
+// wrong method, missing or bad credentials (so no unauthenticated body is ever parsed), a body
+// too large, a body that is not JSON.
+std::optional<EarlyAnswer> Connection::check_before_body(const http::request_header<>& header) {
+  const Route& route = *route_;
+  std::string allowed(route.method);
+  auto refusal = [](const RequestError& error) {
+    return EarlyAnswer{error_response(error), error};
+  };
+  if (header.method() == http::verb::options) {
     Response response(204, "", "");
-    response.headers = {{"Access-Control-Allow-Methods", allowed + ", OPTIONS"},
-                        {"Access-Control-Allow-Headers",
-                         "Authorization, Content-Type, X-Request-Id, OpenAI-Organization, "
-                         "OpenAI-Project, X-Stainless-*"},
-                        {"Access-Control-Max-Age", "86400"}};
-    return respond(response, endpoint);
+    response.headers = {{"Allow", allowed + ", OPTIONS"}};
+    if (!cors_allowed_origin_.empty()) {
+      response.headers.push_back({"Access-Control-Allow-Methods", allowed + ", OPTIONS"});
+      response.headers.push_back({"Access-Control-Allow-Headers",
+                                  "Authorization, Content-Type, X-Request-Id, OpenAI-Organization, "
+                                  "OpenAI-Project, X-Stainless-*"});
+      response.headers.push_back({"Access-Control-Max-Age", "86400"});
+    }
+    return EarlyAnswer{response, std::nullopt};
   }
-  if (message.method_string() != allowed) {
-    Response response = error_response(make_error(
-        405, "invalid_request_error", method_ + " is not allowed on " + path_ + "; use " + allowed,
-        "method_not_allowed"));
-    response.headers.push_back({"Allow", allowed + ", OPTIONS"});
-    return respond(response, endpoint);
+  if (header.method_string() != allowed) {
+    RequestError error = make_error(405, "invalid_request_error",
+                                    method_ + " is not allowed on " + path_ + "; use " + allowed,
+                                    "method_not_allowed");
+    EarlyAnswer answer = refusal(error);
+    answer.response.headers.push_back({"Allow", allowed + ", OPTIONS"});
+    return answer;
   }
-  bool bodyless = route->body_optional && message.body().empty();
-  if ((message.method() == http::verb::post || message.method() == http::verb::delete_) &&
-      !bodyless) {
-    std::string type = lowercase(message[http::field::content_type]);
+  served_ = state_->served_snapshot();
+  call_.served = served_.get();
+  // The metrics listener answers without credentials: it is meant for a scraper only.
+  call_.public_path = metrics_only_ || (served_ && served_->authenticator &&
+                                        served_->authenticator->is_public(path_));
+  if (served_ && served_->authenticator && !call_.public_path) {
+    try {
+      call_.caller = served_->authenticator->authenticate(headers_);
+    } catch (const RequestFailure& failure) {
+      return refusal(failure.error());
+    }
+  }
+  if (auto length = parser_->content_length();
+      length && *length > static_cast<uint64_t>(state_->settings.max_body_bytes)) {
+    return refusal(make_error(413, "invalid_request_error",
+                              "the request body is " + std::to_string(*length) +
+                                  " bytes; this server accepts at most " +
+                                  std::to_string(state_->settings.max_body_bytes),
+                              "request_too_large"));
+  }
+  bool has_body =
+      !parser_->is_done() || parser_->content_length().value_or(0) > 0 || parser_->chunked();
+  bool body_expected =
+      header.method() == http::verb::post || header.method() == http::verb::delete_;
+  if (body_expected && !(route.body_optional && !has_body)) {
+    std::string type = lowercase(header[http::field::content_type]);
     type = type.substr(0, type.find(';'));
     while (!type.empty() && type.back() == ' ')
       type.pop_back();
     if (type != "application/json") {
-      return respond_error(
-          make_error(415, "invalid_request_error",
-                     "the body must be JSON sent with 'Content-Type: application/json'" +
-                         (type.empty() ? std::string(" (no Content-Type was given)")
-                                       : ", got '" + type + "'"),
-                     "unsupported_media_type"),
-          endpoint);
+      return refusal(make_error(
+          415, "invalid_request_error",
+          "the body must be JSON sent with 'Content-Type: application/json'" +
+              (type.empty() ? std::string(" (no Content-Type was given)") : ", got '" + type + "'"),
+          "unsupported_media_type"));
     }
   }
-  call.query = query_;
-  call.body = std::move(message.body());
-  dispatch(*route, std::move(call));
+  return std::nullopt;
 }
 
-void Connection::dispatch(const Route& route, RouteCall call) {
-  std::string endpoint(route.pattern);
-  auto served = state_->served_snapshot();
-  call.served = served.get();
-  call.metrics = &state_->metrics;
-  call.phase = state_->draining ? ServerPhase::draining
-               : served         ? ServerPhase::serving
-                                : ServerPhase::loading;
-  // Routes outside the pipeline answer only to the credentials the pipeline's auth accepts (the
-  // completion routes go through the auth stage itself).
-  if (served && served->authenticator && route.access != Access::pipeline &&
-      !served->authenticator->is_public(path_)) {
-    try {
-      call.caller = served->authenticator->authenticate(headers_);
-    } catch (const RequestFailure& failure) {
-      return respond_error(failure.error(), endpoint);
-    }
+// Answers before the body was read: a connection whose body is still coming cannot be reused,
+// so it lingers (reading and discarding) and closes.
+void Connection::reject_early(const EarlyAnswer& answer) {
+  if (!parser_->is_done()) {
+    keep_alive_ = false;
+    lingering_ = true;
   }
-  if (route.needs_pipeline && !served) {
+  std::string endpoint = route_ ? std::string(route_->pattern) : "other";
+  respond(answer.response, endpoint, answer.error ? &*answer.error : nullptr);
+}
+
+void Connection::reject_early(const RequestError& error, const std::string& endpoint) {
+  if (!parser_->is_done()) {
+    keep_alive_ = false;
+    lingering_ = true;
+  }
+  respond_error(error, endpoint);
+}
+
+void Connection::dispatch() {
+  const Route& route = *route_;
+  std::string endpoint(route.pattern);
+  call_.metrics = &state_->metrics;
+  call_.phase = state_->draining ? ServerPhase::draining
+                : served_        ? ServerPhase::serving
+                                 : ServerPhase::loading;
+  if (route.needs_pipeline && !served_) {
     Response response = error_response(make_error(
         503, "server_error", "the model is still loading; retry shortly", "model_loading"));
     response.headers.push_back({"Retry-After", "1"});
     return respond(response, endpoint);
   }
   try {
-    require_admin(route, call);
+    require_admin(route, call_);
     switch (route.kind) {
       case RouteKind::side:
-        return respond(route.endpoint(call), endpoint);
+        if (route.off_io_thread) return run_on_worker(route, endpoint);
+        return respond(route.endpoint(call_), endpoint);
       case RouteKind::reload:
         return reload(endpoint);
       case RouteKind::generation:
-        return start_generation(served, route.generation, call.body, endpoint);
+        return start_generation(served_, route.generation, call_.body, endpoint);
     }
   } catch (const RequestFailure& failure) {
     return respond_error(failure.error(), endpoint);
+  }
+}
+
+// Runs a side endpoint on the server's workers and answers back on this connection's strand.
+// The connection holds the pipeline snapshot the call points into until then.
+void Connection::run_on_worker(const Route& route, const std::string& endpoint) {
+  auto self = shared_from_this();
+  bool queued = state_->workers.submit([self, &route, endpoint] {
+    std::variant<Response, RequestError> answer = RequestError{};
+    try {
+      answer = route.endpoint(self->call_);
+    } catch (const RequestFailure& failure) {
+      answer = failure.error();
+    } catch (const std::exception& error) {
+      answer = make_error(500, "server_error", error.what(), "internal_error");
+    }
+    net::post(self->stream_.get_executor(), [self, endpoint, answer = std::move(answer)] {
+      if (self->closed_) return;
+      if (const auto* error = std::get_if<RequestError>(&answer)) {
+        return self->respond_error(*error, endpoint);
+      }
+      self->respond(std::get<Response>(answer), endpoint);
+    });
+  });
+  if (!queued) {
+    Response busy = error_response(make_error(503, "server_error",
+                                              "too many requests wait for a worker; retry shortly",
+                                              "server_overloaded"));
+    busy.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
+    respond(busy, endpoint);
   }
 }
 
@@ -278,7 +434,23 @@ void Connection::reload(const std::string& endpoint) {
 // --- Writing responses. ---
 
 std::string Connection::common_headers() const {
-  return "Server: chatflow\r\nDate: " + http_date() + "\r\nAccess-Control-Allow-Origin: *\r\n";
+  std::string head = "Server: chatflow\r\nDate: " + http_date() + "\r\n";
+  if (!cors_allowed_origin_.empty()) {
+    head += "Access-Control-Allow-Origin: " + cors_allowed_origin_ + "\r\nVary: Origin\r\n";
+  }
+  return head;
+}
+
+// The Access-Control-Allow-Origin to send for a request from `origin`: the origin itself when
+// it is listed, "*" when any is allowed, else empty (no CORS headers).
+std::string Connection::allowed_origin(std::string_view origin) const {
+  const auto& allowed = state_->settings.cors_origins;
+  if (std::find(allowed.begin(), allowed.end(), "*") != allowed.end()) return "*";
+  if (origin.empty()) return {};
+  if (std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
+    return std::string(origin);
+  }
+  return {};
 }
 
 namespace {
@@ -361,6 +533,10 @@ void Connection::respond(const Response& response, const std::string& endpoint,
 }
 
 void Connection::next_request() {
+  // An idle connection must not keep a replaced pipeline (and its model) alive.
+  served_.reset();
+  call_ = RouteCall{};
+  route_ = nullptr;
   if (closed_) return;
   if (keep_alive_ && !lingering_ && !state_->draining) {
     read_header();

@@ -6,6 +6,7 @@
 // pipeline (its sink, the start of a generation and its completion).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -31,9 +32,16 @@ struct Outcome {
 
 class HttpSink;
 
+// A response given before the body was read, with the error it reports (for the access log).
+struct EarlyAnswer {
+  Response response;
+  std::optional<RequestError> error;
+};
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, std::shared_ptr<ServerState> state);
+  // `metrics_only`: accepted on server.metrics_listen, which serves /metrics and /health alone.
+  Connection(tcp::socket socket, std::shared_ptr<ServerState> state, bool metrics_only = false);
   ~Connection();
 
   void start();
@@ -45,6 +53,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void abort();
   // The server is shutting down: close when idle, or after the exchange in flight.
   void drain();
+  // When it has waited for its next request since (steady ns), or 0 while it is busy; any
+  // thread may ask.
+  int64_t idle_since_ns() const { return idle_since_ns_.load(std::memory_order_relaxed); }
+  // Closes the connection if it is still waiting for its next request (to make room).
+  void close_if_idle();
 
  private:
   // Reading requests.
@@ -53,9 +66,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_read_error(beast::error_code error);
   void reject_body(int status, const std::string& message);
 
-  // Routing.
-  void handle(http::request<http::string_body> message);
-  void dispatch(const Route& route, RouteCall call);
+  // Routing: what the header decides, then the route's answer once the body is in.
+  std::optional<EarlyAnswer> check_before_body(const http::request_header<>& header);
+  void reject_early(const EarlyAnswer& answer);
+  void reject_early(const RequestError& error, const std::string& endpoint);
+  void dispatch();
+  void run_on_worker(const Route& route, const std::string& endpoint);
   void reload(const std::string& endpoint);
 
   // The exchange with the pipeline (generation_exchange.cpp).
@@ -69,6 +85,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Writing responses.
   std::string common_headers() const;
+  std::string allowed_origin(std::string_view origin) const;
   std::string stream_head(const Request& request) const;
   std::string framed(const std::string& bytes) const;
   void respond_error(const RequestError& error, const std::string& endpoint);
@@ -83,8 +100,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close();
   std::chrono::steady_clock::duration keep_alive_timeout() const;
 
+  // Refuses chunk extensions past a small limit (the parser calls it for every chunk header).
+  struct ChunkHeaderCheck {
+    void operator()(uint64_t size, beast::string_view extensions, beast::error_code& error);
+  };
+
   beast::tcp_stream stream_;
   std::shared_ptr<ServerState> state_;
+  bool metrics_only_;
+  ChunkHeaderCheck chunk_header_check_;
   net::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -98,6 +122,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_after_flush_ = false;
   bool lingering_ = false;
   bool closed_ = false;
+  std::atomic<int64_t> idle_since_ns_{0};
 
   // The exchange (request/response pair) in progress.
   uint64_t exchange_ = 0;
@@ -107,6 +132,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string path_;
   std::string query_;
   HeaderFields headers_;
+  std::string cors_allowed_origin_;  // for this exchange; empty: no CORS headers
+  const Route* route_ = nullptr;
+  RouteCall call_;
+  std::shared_ptr<const ServedPipeline> served_;  // the snapshot this exchange uses
   std::string endpoint_;
   int64_t received_ns_ = 0;
   std::shared_ptr<Request> request_;

@@ -1,6 +1,8 @@
 // The exchange between a connection and the pipeline: a chat or completion request becomes a
 // Request submitted to the pipeline; its chunks come back through HttpSink and go out as
 // server-sent events, or as one JSON body once it finishes.
+#include <sys/socket.h>
+
 #include <boost/asio.hpp>
 
 #include "framework/api/sink.h"
@@ -224,13 +226,33 @@ void Connection::on_deliver(uint64_t exchange, std::string bytes) {
   }
 }
 
+// The client's side of the connection became readable while its request runs: more bytes (a
+// pipelined request: leave them for later), an error (it reset the connection: it is gone), or
+// the end of its stream. That end may be a half-close (shutdown(SHUT_WR) after the request),
+// which is no disconnect: the answer still goes out. A client that closed altogether resets the
+// connection at our next write, so a stream still waiting for its first event writes the stream
+// head and a comment (which clients skip) at once, and any reset after that cancels the request.
 void Connection::on_readable(beast::error_code error, uint64_t exchange) {
   if (exchange != exchange_ || !request_ || closed_) return;
   if (error == net::error::operation_aborted) return;
   boost::system::error_code status;
   size_t available = stream_.socket().available(status);
-  if (!error && !status && available > 0) return;  // a pipelined request: stop watching
-  client_gone();
+  if (!error && !status && available > 0) return;
+  char probe;
+  ssize_t read = ::recv(stream_.socket().native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (error || status || read != 0) return client_gone();
+  keep_alive_ = false;  // it can send no further request
+  if (streaming_ && !headers_sent_) {
+    send(stream_head(*request_));
+    headers_sent_ = true;
+    send(framed(": waiting for the first token\n\n"));
+  }
+  stream_.socket().async_wait(tcp::socket::wait_error,
+                              [self = shared_from_this(), exchange](beast::error_code error) {
+                                if (error == net::error::operation_aborted) return;
+                                if (exchange != self->exchange_ || !self->request_) return;
+                                self->client_gone();
+                              });
 }
 
 void Connection::client_gone() {

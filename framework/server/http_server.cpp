@@ -2,6 +2,11 @@
 // (connection.cpp, generation_exchange.cpp) and the server's lifecycle (lifecycle.cpp).
 #include "framework/server/http_server.h"
 
+#include <algorithm>
+#include <sys/resource.h>
+
+#include <spdlog/spdlog.h>
+
 #include "framework/server/server_state.h"
 
 namespace chatflow::server {
@@ -30,28 +35,94 @@ HttpServer::~HttpServer() {
   state_->join_background();
 }
 
-void HttpServer::listen() {
-  const ServerSettings& settings = state_->settings;
+namespace {
+
+// Descriptors the process needs besides its connections: the model file, logs, databases, the
+// event loop, plugins.
+constexpr int64_t kReservedDescriptors = 64;
+
+// Raises the soft limit on open files to the hard one (1024 is a common soft default) and keeps
+// max_connections below what is left after the reserve, so accept() never runs out first.
+void fit_connections_to_descriptor_limit(ServerSettings& settings) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) return;
+  int64_t usable =
+      std::max<int64_t>(1, static_cast<int64_t>(limit.rlim_cur) - kReservedDescriptors);
+  if (settings.max_connections > usable) {
+    spdlog::warn(
+        "max_connections {} is above what {} open files allow; serving at most {} connections",
+        settings.max_connections, limit.rlim_cur, usable);
+    settings.max_connections = usable;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Opens, binds and listens; returns the port bound. Throws std::runtime_error naming the address.
+uint16_t listen_on(tcp::acceptor& acceptor, const std::string& host, int port) {
   boost::system::error_code error;
-  auto address = net::ip::make_address(settings.host, error);
+  auto address = net::ip::make_address(host, error);
   if (error) {
-    throw std::runtime_error("cannot listen on '" + settings.host +
+    throw std::runtime_error("cannot listen on '" + host +
                              "': not an IP address (use 127.0.0.1, 0.0.0.0 or ::)");
   }
-  tcp::endpoint endpoint(address, static_cast<uint16_t>(settings.port));
-  auto& acceptor = state_->acceptor;
+  tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
   acceptor.open(endpoint.protocol(), error);
   if (!error) acceptor.set_option(net::socket_base::reuse_address(true), error);
   if (!error) acceptor.bind(endpoint, error);
   if (!error) acceptor.listen(net::socket_base::max_listen_connections, error);
   if (error) {
-    throw std::runtime_error("cannot listen on " + settings.host + ":" +
-                             std::to_string(settings.port) + ": " + error.message());
+    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " +
+                             error.message());
   }
+  return acceptor.local_endpoint().port();
+}
+
+// "127.0.0.1:9100" or "[::1]:9100" as host and port.
+std::pair<std::string, int> split_host_port(const std::string& address) {
+  size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  int port = -1;
+  if (colon != std::string::npos && colon + 1 < address.size() &&
+      address.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+      address.size() - colon - 1 <= 5) {
+    port = std::stoi(address.substr(colon + 1));
+  }
+  if (host.empty() || port < 0 || port > 65535) {
+    throw std::runtime_error(
+        "server.metrics_listen must be HOST:PORT (e.g. 127.0.0.1:9100), got '" + address + "'");
+  }
+  return {host, port};
+}
+
+}  // namespace
+
+void HttpServer::listen() {
+  fit_connections_to_descriptor_limit(state_->settings);
+  const ServerSettings& settings = state_->settings;
   // Read once here: a signal may close the acceptor (on the io thread) before anyone asks.
-  state_->bound_port = acceptor.local_endpoint().port();
+  state_->bound_port = listen_on(state_->acceptor, settings.host, settings.port);
+  if (!settings.metrics_listen.empty()) {
+    auto [host, port] = split_host_port(settings.metrics_listen);
+    state_->metrics_acceptor.emplace(state_->io);
+    state_->bound_metrics_port = listen_on(*state_->metrics_acceptor, host, port);
+  }
   state_->work.emplace(state_->io.get_executor());
   state_->accept();
+}
+
+uint16_t HttpServer::metrics_port() const {
+  return state_->bound_metrics_port;
 }
 
 uint16_t HttpServer::port() const {

@@ -32,6 +32,8 @@ class HttpServer {
   void listen();
   // The port actually bound (settings.port 0 picks a free one).
   uint16_t port() const;
+  // The port of server.metrics_listen, or 0 when there is none.
+  uint16_t metrics_port() const;
 
   // Starts serving `pipeline`; its model resources give the model ids, tokenizer and engine
   // metrics. Call once.

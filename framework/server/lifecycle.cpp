@@ -31,32 +31,95 @@ std::vector<std::shared_ptr<Connection>> ServerState::open_connections() {
   return open;
 }
 
+namespace {
+
+// Out of descriptors (or kernel memory): accepting again at once would spin on the same error.
+bool out_of_descriptors(const boost::system::error_code& error) {
+  return error == boost::system::errc::too_many_files_open ||
+         error == boost::system::errc::too_many_files_open_in_system ||
+         error == boost::system::errc::no_buffer_space ||
+         error == boost::system::errc::not_enough_memory;
+}
+
+// Past max_connections with no idle connection to shed: answered, not silently closed, so the
+// client (or the proxy in front) knows to retry elsewhere.
+void refuse_connection(tcp::socket socket, int retry_after_s) {
+  static const std::string body =
+      R"({"error":{"message":"the server is at its connection limit; retry shortly",)"
+      R"("type":"server_error","param":null,"code":"too_many_connections"}})";
+  auto refused = std::make_shared<tcp::socket>(std::move(socket));
+  auto response = std::make_shared<std::string>(
+      "HTTP/1.1 503 Service Unavailable\r\nServer: chatflow\r\nContent-Type: application/json\r\n"
+      "Retry-After: " +
+      std::to_string(retry_after_s) + "\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\nConnection: close\r\n\r\n" + body);
+  net::async_write(*refused, net::buffer(*response),
+                   [refused, response](boost::system::error_code, size_t) {
+                     boost::system::error_code ignored;
+                     refused->shutdown(tcp::socket::shutdown_both, ignored);
+                     refused->close(ignored);
+                   });
+}
+
+}  // namespace
+
+// Closes the connection that has waited longest for its next request; false when none is idle.
+bool ServerState::shed_idle_connection() {
+  std::shared_ptr<Connection> oldest;
+  int64_t oldest_since = 0;
+  for (auto& connection : open_connections()) {
+    int64_t since = connection->idle_since_ns();
+    if (since > 0 && (!oldest || since < oldest_since)) {
+      oldest = connection;
+      oldest_since = since;
+    }
+  }
+  if (!oldest) return false;
+  oldest->close_if_idle();
+  return true;
+}
+
 void ServerState::accept() {
-  acceptor.async_accept(
-      net::make_strand(io),
-      [self = shared_from_this()](boost::system::error_code error, tcp::socket socket) {
-        if (error == net::error::operation_aborted || !self->acceptor.is_open()) return;
-        if (!error) {
-          bool over_limit;
-          {
-            std::lock_guard lock(self->mutex);
-            over_limit =
-                static_cast<int64_t>(self->connections.size()) >= self->settings.max_connections;
-          }
-          if (over_limit) {
-            boost::system::error_code ignored;
-            socket.close(ignored);
-          } else {
-            auto connection = std::make_shared<Connection>(std::move(socket), self);
-            {
-              std::lock_guard lock(self->mutex);
-              self->connections[connection.get()] = connection;
-            }
-            connection->start();
-          }
+  accept_on(acceptor, false);
+  if (metrics_acceptor) accept_on(*metrics_acceptor, true);
+}
+
+void ServerState::accept_on(tcp::acceptor& listening, bool metrics_only) {
+  listening.async_accept(net::make_strand(io), [self = shared_from_this(), &listening,
+                                                metrics_only](boost::system::error_code error,
+                                                              tcp::socket socket) {
+    if (error == net::error::operation_aborted || !listening.is_open()) return;
+    if (out_of_descriptors(error)) {
+      spdlog::warn("cannot accept a connection ({}); shedding an idle one and retrying in 50 ms",
+                   error.message());
+      self->shed_idle_connection();
+      auto pause = std::make_shared<net::steady_timer>(self->io, std::chrono::milliseconds(50));
+      pause->async_wait(
+          [self, pause, &listening, metrics_only](boost::system::error_code wait_error) {
+            if (!wait_error && !self->draining) self->accept_on(listening, metrics_only);
+          });
+      return;
+    }
+    if (!error) {
+      size_t open;
+      {
+        std::lock_guard lock(self->mutex);
+        open = self->connections.size();
+      }
+      if (static_cast<int64_t>(open) >= self->settings.max_connections &&
+          !self->shed_idle_connection()) {
+        refuse_connection(std::move(socket), self->settings.retry_after_s);
+      } else {
+        auto connection = std::make_shared<Connection>(std::move(socket), self, metrics_only);
+        {
+          std::lock_guard lock(self->mutex);
+          self->connections[connection.get()] = connection;
         }
-        self->accept();
-      });
+        connection->start();
+      }
+    }
+    self->accept_on(listening, metrics_only);
+  });
 }
 
 void ServerState::wait_for_signal() {
@@ -82,6 +145,7 @@ void ServerState::begin_shutdown() {
                settings.shutdown_timeout_s, count);
   boost::system::error_code ignored;
   acceptor.close(ignored);
+  if (metrics_acceptor) metrics_acceptor->close(ignored);
   for (auto& connection : open_connections())
     connection->drain();
   drain_deadline = std::chrono::steady_clock::now() +
@@ -94,6 +158,7 @@ void ServerState::abort_all() {
   draining = true;
   boost::system::error_code ignored;
   acceptor.close(ignored);
+  if (metrics_acceptor) metrics_acceptor->close(ignored);
   if (signals) signals->cancel(ignored);
   if (hangups) hangups->cancel(ignored);
   drain_timer.cancel();

@@ -70,8 +70,20 @@ const ServedModel& tokenizer_model(const ServedPipeline& served, const std::stri
   return *model;
 }
 
+// What one /tokenize or /detokenize call may ask for: far more than any context, far less than
+// what would keep a worker busy for long.
+constexpr size_t kMaxTokenizeBytes = 1 << 20;
+constexpr size_t kMaxDetokenizeTokens = 1 << 20;
+
 Response tokenize(const RouteCall& call) {
   openai::TokenizeRequest request = openai::parse_tokenize_request(call.body);
+  if (request.text.size() > kMaxTokenizeBytes) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "the text to tokenize is " +
+                                        std::to_string(request.text.size()) + " bytes; at most " +
+                                        std::to_string(kMaxTokenizeBytes) + " are accepted",
+                                    "input_too_large", "prompt"));
+  }
   const ServedModel& model = tokenizer_model(*call.served, request.model);
   std::vector<int32_t> tokens = model.tokenize(request.text, request.add_special, false);
   json::array ids;
@@ -85,6 +97,13 @@ Response tokenize(const RouteCall& call) {
 
 Response detokenize(const RouteCall& call) {
   openai::DetokenizeRequest request = openai::parse_detokenize_request(call.body);
+  if (request.tokens.size() > kMaxDetokenizeTokens) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "at most " + std::to_string(kMaxDetokenizeTokens) +
+                                        " tokens are detokenized at once, got " +
+                                        std::to_string(request.tokens.size()),
+                                    "input_too_large", "tokens"));
+  }
   const ServedModel& model = tokenizer_model(*call.served, request.model);
   std::string text;
   try {
@@ -137,6 +156,9 @@ Response forget(const RouteCall& call) {
   return Response(200, json::serialize(json::object{{"deleted", deleted}}));
 }
 
+// GCC 12 reports every member a designated initializer leaves out, even those with a default.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 constexpr Route kRoutes[] = {
     {.pattern = "/v1/chat/completions",
      .method = "POST",
@@ -151,15 +173,22 @@ constexpr Route kRoutes[] = {
     {.pattern = "/v1/models", .method = "GET", .endpoint = models},
     {.pattern = "/v1/models/{id}", .method = "GET", .endpoint = model_info},
     {.pattern = "/health", .method = "GET", .endpoint = health, .needs_pipeline = false},
-    {.pattern = "/metrics", .method = "GET", .endpoint = metrics, .needs_pipeline = false},
-    {.pattern = "/tokenize", .method = "POST", .endpoint = tokenize},
-    {.pattern = "/detokenize", .method = "POST", .endpoint = detokenize},
-    {.pattern = "/v1/usage", .method = "GET", .endpoint = usage},
-    {.pattern = "/v1/sessions/{id}", .method = "GET", .endpoint = session},
+    // Every tenant's name and usage are in there: admins only, or a separate metrics_listen.
+    {.pattern = "/metrics",
+     .method = "GET",
+     .access = Access::admin,
+     .endpoint = metrics,
+     .needs_pipeline = false,
+     .admin_refusal = "only admins may read /metrics (or serve it on server.metrics_listen)"},
+    {.pattern = "/tokenize", .method = "POST", .endpoint = tokenize, .off_io_thread = true},
+    {.pattern = "/detokenize", .method = "POST", .endpoint = detokenize, .off_io_thread = true},
+    {.pattern = "/v1/usage", .method = "GET", .endpoint = usage, .off_io_thread = true},
+    {.pattern = "/v1/sessions/{id}", .method = "GET", .endpoint = session, .off_io_thread = true},
     {.pattern = "/v1/cache",
      .method = "DELETE",
      .access = Access::admin,
      .endpoint = forget,
+     .off_io_thread = true,
      .admin_refusal = "only admins may correct caches"},
     {.pattern = "/admin/reload",
      .method = "POST",
@@ -168,6 +197,7 @@ constexpr Route kRoutes[] = {
      .body_optional = true,
      .admin_refusal = "only admins may reload the pipeline"},
 };
+#pragma GCC diagnostic pop
 
 }  // namespace
 
@@ -194,7 +224,7 @@ const Route* find_route(std::string_view path, std::string& parameter) {
 }
 
 void require_admin(const Route& route, const RouteCall& call) {
-  if (route.access != Access::admin) return;
+  if (route.access != Access::admin || call.public_path) return;
   if (call.served && call.served->authenticator && !call.caller.has_role("admin")) {
     throw RequestFailure(
         make_error(403, "permission_error", std::string(route.admin_refusal), "forbidden"));

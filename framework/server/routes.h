@@ -37,6 +37,7 @@ struct RouteCall {
   std::string query;
   std::string body;
   ServerPhase phase = ServerPhase::serving;
+  bool public_path = false;  // the pipeline's auth lists the path as open: no credentials asked
   const MetricsRegistry* metrics = nullptr;
 };
 
@@ -52,6 +53,7 @@ struct Route {
   RequestKind generation = RequestKind::chat;
   bool needs_pipeline = true;      // answered 503 (model_loading) until a pipeline serves
   bool body_optional = false;      // may come without a body (and so without a Content-Type)
+  bool off_io_thread = false;      // may take long (big inputs, a database): run on a worker
   std::string_view admin_refusal;  // Access::admin: the 403's message
 };
 
@@ -61,7 +63,8 @@ std::span<const Route> routes();
 // nullptr.
 const Route* find_route(std::string_view path, std::string& parameter);
 
-// 403 unless the caller may use an admin route (always, when the pipeline has no auth).
+// 403 unless the caller may use an admin route (always, when the pipeline has no auth or lists
+// the path among its public paths).
 void require_admin(const Route& route, const RouteCall& call);
 
 }  // namespace chatflow::server

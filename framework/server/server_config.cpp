@@ -39,6 +39,10 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
       .range(0, 3600);
   server.key("access_log", &ServerSettings::access_log,
              "JSON access log: stderr, stdout, off, or a file path");
+  server.key("metrics_listen", &ServerSettings::metrics_listen,
+             "host:port serving only /metrics and /health without credentials; empty: none");
+  server.key("cors_origins", &ServerSettings::cors_origins,
+             "origins whose browser pages may call the API (\"*\": any); empty: none");
 
   struct ServeFile {
     ServerSettings server;

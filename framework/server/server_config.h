@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "framework/api/diagnostics.h"
 
@@ -27,6 +28,13 @@ struct ServerSettings {
   int retry_after_s = 1;
   // Where the JSON access log goes: stderr, stdout, off, or a file path.
   std::string access_log = "stderr";
+  // A second address ("127.0.0.1:9100") serving only /metrics and /health, without
+  // credentials, for a Prometheus that should not hold an admin key; empty: none. On the main
+  // address /metrics needs an admin key when the pipeline authenticates.
+  std::string metrics_listen;
+  // Origins (scheme://host[:port]) whose browser pages may call the API; "*" for any. Empty:
+  // none, no CORS headers (the chat page is served from the same origin).
+  std::vector<std::string> cors_origins;
 };
 
 struct ServeConfig {

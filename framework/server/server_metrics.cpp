@@ -1,7 +1,22 @@
 #include "framework/server/server_metrics.h"
 
+#include <cctype>
+
 namespace chatflow::server {
 namespace {
+
+// A stage's note as a label value: a word such as "exact" or "flagged:injection_en" passes; a
+// value with digits or free text ("trimmed 3 turns", "17", a plugin's sentence) becomes "other",
+// so no request can add a series of its own.
+std::string annotation_label(const std::string& value) {
+  constexpr size_t kLongest = 48;
+  bool word = !value.empty() && value.size() <= kLongest;
+  for (char c : value) {
+    word = word && (std::islower(static_cast<unsigned char>(c)) || c == '_' || c == ':' ||
+                    c == '-' || c == '.');
+  }
+  return word ? value : "other";
+}
 
 double seconds_between(int64_t from_ns, int64_t to_ns) {
   return static_cast<double>(to_ns - from_ns) / 1e9;
@@ -69,12 +84,12 @@ void RequestMetrics::observe_finished(const Request& request, const TokenTimes& 
       .counter("chatflow:tenant_tokens_total", "Tokens used, by tenant and kind.",
                {{"tenant", tenant}, {"kind", "completion"}})
       .add(static_cast<double>(request.usage.completion_tokens));
-  // What stages noted (moderation flags, cache hits, A/B arms); stages keep values few.
+  // What stages noted (moderation flags, cache hits, A/B arms), with bounded labels only.
   for (const auto& [name, value] : request.annotations()) {
     registry_
         .counter("chatflow:request_annotations_total",
                  "Notes stages left on requests (e.g. moderation=flagged:injection_en).",
-                 {{"name", name}, {"value", value}})
+                 {{"name", annotation_label(name)}, {"value", annotation_label(value)}})
         .add();
   }
   int64_t finished = request.finished_ns() > 0 ? request.finished_ns() : now_ns();

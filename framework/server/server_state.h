@@ -22,6 +22,7 @@
 #include "framework/server/metrics.h"
 #include "framework/server/served_pipeline.h"
 #include "framework/server/server_config.h"
+#include "framework/server/worker_pool.h"
 
 namespace chatflow::server {
 
@@ -49,7 +50,10 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   }
   void count_http(std::string_view endpoint, int status);
 
+  // Accepts on the main address and, when configured, the metrics address.
   void accept();
+  void accept_on(tcp::acceptor& listening, bool metrics_only);
+  bool shed_idle_connection();
   void wait_for_signal();
   void wait_for_hangup();
 
@@ -78,11 +82,14 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   ServerSettings settings;
   net::io_context io;
   tcp::acceptor acceptor;
+  std::optional<tcp::acceptor> metrics_acceptor;  // server.metrics_listen
+  uint16_t bound_metrics_port = 0;
   uint16_t bound_port = 0;  // set by listen(), before the io thread starts
   net::steady_timer drain_timer;
   std::optional<net::signal_set> signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   MetricsRegistry metrics;
+  WorkerPool workers{2, 256};  // side endpoints that must not hold up an I/O thread
   std::shared_ptr<AccessLog> access_log;
   std::atomic<bool> draining{false};
   bool cancelled_in_flight = false;  // io thread of the drain timer only

@@ -17,7 +17,7 @@ resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model}
   vectors: {type: embedder, kind: ngrams}
 stages:
-  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: auth, type: auth, config: {keys_file: ${keys}, public_paths: [/health, /metrics]}}
   - {name: exact, type: exact_cache}
 ${semantic ? '  - {name: semantic, type: semantic_cache, config: {embedder: vectors, threshold: 0.9}}\n' : ''}${modelStages}  - {name: emit, type: sse_emit}
 edges:

@@ -101,9 +101,16 @@ describe('authentication', () => {
     assert.equal(response.json.error.code, 'model_not_allowed');
   });
 
-  test('routes outside the pipeline: /health and /metrics public, the rest need a key', async () => {
+  test('routes outside the pipeline: /health public, /metrics for admins, the rest need a key', async () => {
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
-    assert.equal((await fetch(`${server.url}/metrics`)).status, 200);
+    // /metrics names every tenant and its usage, which /v1/usage shows only to admins.
+    assert.equal((await fetch(`${server.url}/metrics`)).status, 401);
+    const notAdmin = await fetch(`${server.url}/metrics`, { headers: { Authorization: `Bearer ${bob}` } });
+    assert.equal(notAdmin.status, 403);
+    assert.equal((await notAdmin.json()).error.type, 'permission_error');
+    const admin = await fetch(`${server.url}/metrics`, { headers: { Authorization: `Bearer ${alice}` } });
+    assert.equal(admin.status, 200);
+    assert.match(await admin.text(), /chatflow:http_requests_total/);
     const anonymous = await fetch(`${server.url}/v1/models`);
     assert.equal(anonymous.status, 401);
     const models = await fetch(`${server.url}/v1/models`, { headers: { Authorization: `Bearer ${bob}` } });

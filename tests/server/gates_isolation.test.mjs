@@ -20,7 +20,7 @@ name: isolation
 resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model}
 stages:
-  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: auth, type: auth, config: {keys_file: ${keys}, public_paths: [/health, /metrics]}}
 ${modelStages}  - {name: emit, type: sse_emit}
 `);
     server = await startServer(['--pipeline', file]);

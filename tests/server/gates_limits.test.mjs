@@ -14,7 +14,7 @@ name: ${name}
 resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model}
 stages:
-  - {name: auth, type: auth, config: {keys_file: ${scratchPath(`${name}-keys.yaml`)}}}
+  - {name: auth, type: auth, config: {keys_file: ${scratchPath(`${name}-keys.yaml`)}, public_paths: [/health, /metrics]}}
 ${gates}
 ${modelStages}  - {name: emit, type: sse_emit}
 `);

@@ -44,11 +44,16 @@ ${modelStages}  - {name: emit, type: sse_emit}
 `);
 }
 
-// Starts the server; resolves once it printed its URL. `args` go after `serve`.
-export async function startServer(args) {
+// Starts the server; resolves once it printed its URL. `args` go after `serve`. With
+// `fileLimit`, the server runs under `ulimit -n` of that many open files.
+export async function startServer(args, { fileLimit } = {}) {
   const accessLog = path.join(scratch, `access-${process.pid}-${Math.random().toString(16).slice(2)}.log`);
   const logArgs = args.includes('--access-log') ? [] : ['--access-log', accessLog];
-  const child = spawn(chatflow, ['serve', '--port', '0', ...logArgs, ...args], {
+  const serveArgs = ['serve', '--port', '0', ...logArgs, ...args];
+  const [command, commandArgs] = fileLimit
+    ? ['/bin/sh', ['-c', `ulimit -n ${fileLimit} && exec "$0" "$@"`, chatflow, ...serveArgs]]
+    : [chatflow, serveArgs];
+  const child = spawn(command, commandArgs, {
     cwd: sourceDir,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -82,6 +87,7 @@ export async function startServer(args) {
     child,
     accessLog,
     exited,
+    stdout: () => stdout,
     stderr: () => stderr,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);

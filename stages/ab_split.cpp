@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "framework/text/hash.h"
 #include "framework/api/registry.h"
+#include "framework/text/hash.h"
 
 namespace chatflow {
 namespace {

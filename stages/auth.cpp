@@ -12,10 +12,10 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
 #include "framework/security/jwt.h"
 #include "framework/security/key_store.h"
-#include "framework/api/capabilities.h"
 
 namespace chatflow {
 namespace {
@@ -164,6 +164,7 @@ class AuthStage final : public RequestStage, public Authenticator {
         Identity identity;
         identity.tenant = record->tenant;
         identity.user = record->user;
+        identity.key_id = record->id;
         identity.roles = record->roles;
         identity.limits = record->limits;
         return identity;

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "framework/embedding/embedder.h"
 #include "framework/api/resource.h"
+#include "framework/embedding/embedder.h"
 
 namespace chatflow {
 

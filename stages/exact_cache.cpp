@@ -6,12 +6,12 @@
 // stream stages after it, with `x-chatflow-cache: exact`; a miss goes on through `miss`.
 #include <boost/json.hpp>
 
-#include "framework/cache/conversation.h"
-#include "framework/cache/lru_store.h"
+#include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
 #include "framework/api/response_recorder.h"
+#include "framework/cache/conversation.h"
+#include "framework/cache/lru_store.h"
 #include "framework/security/crypto.h"
-#include "framework/api/capabilities.h"
 
 namespace chatflow {
 namespace {

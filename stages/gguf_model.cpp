@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "framework/engine/default_model.h"
 #include "framework/bridge/engine_bridge.h"
+#include "framework/engine/default_model.h"
 
 namespace chatflow {
 namespace {

@@ -6,16 +6,21 @@
 #include <boost/json.hpp>
 
 #include "framework/api/registry.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow {
 
-std::string HistoryStoreResource::session_json(const std::string& tenant,
-                                               const std::string& session) {
+std::optional<std::string> HistoryStoreResource::session_json(const std::string& tenant,
+                                                              const std::string& owner,
+                                                              const std::string& session) {
   namespace json = boost::json;
+  std::vector<history::Turn> stored = store_->load({tenant, owner, session});
+  if (stored.empty()) return std::nullopt;
   json::array turns;
-  for (const auto& turn : store_->load(tenant, session)) {
-    turns.push_back({{"user", turn.user},
-                     {"assistant", turn.assistant},
+  for (const auto& turn : stored) {
+    // Stored text came from clients and models: it leaves as valid UTF-8 whatever the file holds.
+    turns.push_back({{"user", text::repair(turn.user)},
+                     {"assistant", text::repair(turn.assistant)},
                      {"status", std::string(history::to_string(turn.status))},
                      {"prompt_tokens", turn.prompt_tokens},
                      {"completion_tokens", turn.completion_tokens},

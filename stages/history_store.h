@@ -3,18 +3,22 @@
 
 #include <memory>
 
-#include "framework/history/history_store.h"
-#include "framework/api/resource.h"
 #include "framework/api/capabilities.h"
+#include "framework/api/resource.h"
+#include "framework/history/history_store.h"
 
 namespace chatflow {
 
-class HistoryStoreResource final : public Resource, public HistoryReader {
+class HistoryStoreResource final : public Resource, public HistoryReader, public StorageHealth {
  public:
   explicit HistoryStoreResource(std::unique_ptr<history::HistoryStore> store)
       : store_(std::move(store)) {}
   history::HistoryStore& store() { return *store_; }
-  std::string session_json(const std::string& tenant, const std::string& session) override;
+  std::optional<std::string> session_json(const std::string& tenant, const std::string& owner,
+                                          const std::string& session) override;
+  StorageStatus storage_status() const override {
+    return {"history", store_->lost_turns(), store_->last_failure_time()};
+  }
 
  private:
   std::unique_ptr<history::HistoryStore> store_;

@@ -6,8 +6,8 @@
 // filtered answer is recorded as such and never given back as context.
 #include <boost/json.hpp>
 
-#include "framework/history/trim.h"
 #include "framework/api/response_recorder.h"
+#include "framework/history/trim.h"
 #include "stages/gguf_model.h"
 #include "stages/history_store.h"
 
@@ -34,7 +34,7 @@ class HistoryTrimStage final : public RequestStage {
       if (message.role == "system") messages.push_back(message);
     }
     if (session) {
-      for (const auto& turn : store_->store().load(request.identity.tenant, request.session_id)) {
+      for (const auto& turn : store_->store().load(session_key(request))) {
         if (turn.status != history::TurnStatus::completed) continue;
         messages.push_back({"user", turn.user});
         messages.push_back({"assistant", turn.assistant});
@@ -59,10 +59,13 @@ class HistoryTrimStage final : public RequestStage {
   }
 
  private:
+  static history::SessionKey session_key(const Request& request) {
+    return {request.identity.tenant, request.identity.owner(), request.session_id};
+  }
+
   void record_turn(Request& request) {
     auto store = store_;
-    std::string tenant = request.identity.tenant;
-    std::string session = request.session_id;
+    history::SessionKey key = session_key(request);
     std::string user = request.last_user_message();
     auto recorded = std::make_shared<bool>(false);
     auto turn_of = [user](const RecordedAnswer& answer, history::TurnStatus status) {
@@ -76,20 +79,30 @@ class HistoryTrimStage final : public RequestStage {
     };
     record_answer(
         request,
-        [store, tenant, session, turn_of, recorded](const Request&, const RecordedAnswer& answer) {
+        [store, key, turn_of, recorded](const Request&, const RecordedAnswer& answer) {
           bool filtered = answer.finish == FinishReason::content_filter;
-          store->store().append(tenant, session,
-                                turn_of(answer, filtered ? history::TurnStatus::filtered
-                                                         : history::TurnStatus::completed),
-                                /*durable=*/true);
           *recorded = true;
+          bool saved =
+              store->store().append(key,
+                                    turn_of(answer, filtered ? history::TurnStatus::filtered
+                                                             : history::TurnStatus::completed),
+                                    /*durable=*/true);
+          // The answer was promised to survive a crash: a client must not see it end well
+          // when it was not kept.
+          if (!saved) {
+            throw RequestFailure(RequestError{500,
+                                              "server_error",
+                                              "the answer could not be saved to the session's "
+                                              "history; the turn was not kept",
+                                              "history_not_saved",
+                                              {}});
+          }
         },
-        [store, tenant, session, turn_of, recorded](const Request& done,
-                                                    const RecordedAnswer& answer) {
+        [store, key, turn_of, recorded](const Request& done, const RecordedAnswer& answer) {
           if (*recorded) return;
           history::TurnStatus status =
               done.cancelled() ? history::TurnStatus::cancelled : history::TurnStatus::failed;
-          store->store().append(tenant, session, turn_of(answer, status), /*durable=*/false);
+          store->store().append(key, turn_of(answer, status), /*durable=*/false);
         });
   }
 

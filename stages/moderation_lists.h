@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/moderation/rule_list.h"
 #include "framework/api/registry.h"
+#include "framework/moderation/rule_list.h"
 
 namespace chatflow {
 

@@ -1,14 +1,18 @@
 // quota: a token allowance per tenant per period (day, month or total), kept in a SQLite ledger
-// that every finished request appends its prompt and completion tokens to. A tenant past its
-// allowance gets 429 insufficient_quota. The stage is also the server's usage report
+// that every finished request appends its prompt and completion tokens to. A request first
+// reserves its prompt (counted with the model's tokenizer when `model` is set, else its bytes,
+// which no tokenizer exceeds) plus max_tokens, and settles to what it used when it is over; a
+// tenant whose reservation would pass the allowance gets 429 insufficient_quota, so concurrent
+// requests can never together spend more than it. The stage is also the server's usage report
 // (GET /v1/usage) and `chatflow usage` reads the same file.
 #include <filesystem>
 
 #include <boost/json.hpp>
 
-#include "framework/api/registry.h"
 #include "framework/api/capabilities.h"
+#include "framework/api/registry.h"
 #include "framework/usage/usage_ledger.h"
+#include "stages/gguf_model.h"
 
 namespace chatflow {
 namespace {
@@ -18,33 +22,39 @@ struct QuotaConfig {
   std::string period = "month";
   int64_t default_tokens = 0;
   std::map<std::string, std::string> tenants;
+  std::string model;
 };
 
-class QuotaStage final : public RequestStage, public UsageReporter {
+class QuotaStage final : public RequestStage, public UsageReporter, public StorageHealth {
  public:
   QuotaStage(std::shared_ptr<usage::UsageLedger> ledger, int64_t default_tokens,
-             std::map<std::string, int64_t> tenants)
-      : ledger_(std::move(ledger)), default_tokens_(default_tokens), tenants_(std::move(tenants)) {}
+             std::map<std::string, int64_t> tenants, std::shared_ptr<GgufModel> model)
+      : ledger_(std::move(ledger)),
+        default_tokens_(default_tokens),
+        tenants_(std::move(tenants)),
+        model_(std::move(model)) {}
 
   Route process(Request& request, StageIo&) override {
     const std::string& tenant = request.identity.tenant;
-    int64_t allowance = allowance_of(tenant);
-    if (allowance > 0) {
+    std::optional<int64_t> allowance = allowance_of(tenant);
+    int64_t reservation = allowance ? prompt_bound(request) + request.generation.max_tokens : 0;
+    if (!ledger_->reserve(tenant, reservation, allowance)) {
       int64_t used = ledger_->used_tokens(tenant);
-      if (used >= allowance) {
-        throw RequestFailure(RequestError{429,
-                                          "insufficient_quota",
-                                          "your tenant has used its quota of " +
-                                              std::to_string(allowance) + " tokens this " +
-                                              std::string(usage::to_string(ledger_->period())) +
-                                              " (" + std::to_string(used) + " used)",
-                                          "insufficient_quota",
-                                          {}});
-      }
+      int64_t held = ledger_->reserved_tokens(tenant);
+      throw RequestFailure(
+          RequestError{429,
+                       "insufficient_quota",
+                       "your tenant's quota of " + std::to_string(*allowance) + " tokens this " +
+                           std::string(usage::to_string(ledger_->period())) + " has " +
+                           std::to_string(std::max<int64_t>(0, *allowance - used - held)) +
+                           " left, and this request may use " + std::to_string(reservation) + " (" +
+                           std::to_string(used) + " used, " + std::to_string(held) +
+                           " held by requests in flight)",
+                       "insufficient_quota",
+                       {}});
     }
     auto ledger = ledger_;
-    request.on_release([ledger](const Request& done) {
-      if (done.usage.prompt_tokens == 0 && done.usage.completion_tokens == 0) return;
+    request.on_release([ledger, reservation](const Request& done) {
       usage::UsageRecord record;
       record.tenant = done.identity.tenant;
       record.user = done.identity.user;
@@ -53,16 +63,20 @@ class QuotaStage final : public RequestStage, public UsageReporter {
       record.prompt_tokens = done.usage.prompt_tokens;
       record.completion_tokens = done.usage.completion_tokens;
       record.status = done.error() ? done.error()->status : 200;
-      ledger->append(std::move(record));
+      ledger->settle(done.identity.tenant, reservation, std::move(record));
     });
     return Route::to(0);
+  }
+
+  StorageStatus storage_status() const override {
+    return {"usage", ledger_->lost_rows(), ledger_->last_failure_time()};
   }
 
   std::string usage_json(const std::string& tenant) const override {
     namespace json = boost::json;
     json::array data;
     for (const auto& row : ledger_->report(tenant)) {
-      int64_t allowance = allowance_of(row.tenant);
+      std::optional<int64_t> allowance = allowance_of(row.tenant);
       int64_t total = row.prompt_tokens + row.completion_tokens;
       data.push_back(
           {{"tenant", row.tenant},
@@ -70,9 +84,9 @@ class QuotaStage final : public RequestStage, public UsageReporter {
            {"prompt_tokens", row.prompt_tokens},
            {"completion_tokens", row.completion_tokens},
            {"total_tokens", total},
-           {"quota_tokens", allowance > 0 ? json::value(allowance) : json::value()},
+           {"quota_tokens", allowance ? json::value(*allowance) : json::value()},
            {"remaining_tokens",
-            allowance > 0 ? json::value(std::max<int64_t>(0, allowance - total)) : json::value()}});
+            allowance ? json::value(std::max<int64_t>(0, *allowance - total)) : json::value()}});
     }
     return json::serialize(
         json::object{{"object", "list"},
@@ -82,14 +96,29 @@ class QuotaStage final : public RequestStage, public UsageReporter {
   }
 
  private:
-  int64_t allowance_of(const std::string& tenant) const {
+  // No more prompt tokens than this can reach the model for the request as it stands: exactly
+  // so with the model's tokenizer, else its bytes (every token stands for at least one byte).
+  int64_t prompt_bound(const Request& request) const {
+    if (!request.prompt_tokens.empty()) return static_cast<int64_t>(request.prompt_tokens.size());
+    if (model_) return static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    int64_t bytes = static_cast<int64_t>(request.prompt.size());
+    for (const auto& message : request.messages)
+      bytes += static_cast<int64_t>(message.content.size()) + 8;  // the template's markers
+    return bytes;
+  }
+
+  // A listed tenant's allowance (0 blocks it); else default_tokens, where 0 means unlimited.
+  std::optional<int64_t> allowance_of(const std::string& tenant) const {
     auto found = tenants_.find(tenant);
-    return found == tenants_.end() ? default_tokens_ : found->second;
+    if (found != tenants_.end()) return found->second;
+    if (default_tokens_ > 0) return default_tokens_;
+    return std::nullopt;
   }
 
   std::shared_ptr<usage::UsageLedger> ledger_;
   int64_t default_tokens_;
   std::map<std::string, int64_t> tenants_;
+  std::shared_ptr<GgufModel> model_;
 };
 
 StageTypeInfo quota_stage_type() {
@@ -106,8 +135,12 @@ StageTypeInfo quota_stage_type() {
            "tokens per period for tenants not listed; 0: unlimited")
       .at_least(0);
   type.config().key("tenants", &QuotaConfig::tenants,
-                    "tokens per period by tenant, e.g. {acme: 1000000}");
-  type.create([](const QuotaConfig& config, StageContext&) {
+                    "tokens per period by tenant, e.g. {acme: 1000000}; 0 blocks the tenant");
+  type.config()
+      .key("model", &QuotaConfig::model,
+           "a gguf_model resource, to count prompt tokens exactly for reservations")
+      .resource("gguf_model");
+  type.create([](const QuotaConfig& config, StageContext& context) {
     std::map<std::string, int64_t> tenants;
     for (const auto& [tenant, text] : config.tenants) {
       try {
@@ -124,8 +157,10 @@ StageTypeInfo quota_stage_type() {
     if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
     auto ledger =
         usage::UsageLedger::open(config.database, *usage::period_from_name(config.period));
+    std::shared_ptr<GgufModel> model;
+    if (!config.model.empty()) model = context.resource<GgufModel>(config.model);
     return std::make_unique<QuotaStage>(std::move(ledger), config.default_tokens,
-                                        std::move(tenants));
+                                        std::move(tenants), std::move(model));
   });
   return type.build();
 }

@@ -51,6 +51,13 @@ Limits parse_limits(const std::string& text, Limits defaults, const std::string&
 }
 
 // OpenAI's reset format: "20ms", "1s", "6m0s".
+std::string window_text(double window_s) {
+  if (window_s == 60) return "minute";
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", window_s);
+  return text;
+}
+
 std::string reset_text(double seconds) {
   if (seconds < 1) return std::to_string(static_cast<int>(std::ceil(seconds * 1000))) + "ms";
   auto whole = static_cast<int64_t>(std::ceil(seconds));
@@ -80,8 +87,17 @@ class RateLimitStage final : public RequestStage {
       user.tpm = tpm->second;
 
     int64_t prompt_tokens = static_cast<int64_t>(request.prompt_tokens.size());
-    if (prompt_tokens == 0 && model_ && (tenant.tpm > 0 || user.tpm > 0))
+    if (prompt_tokens == 0 && model_)
       prompt_tokens = static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    // A request that can never fit the model is a 400, not a 429 a client would retry for ever.
+    if (model_ && prompt_tokens + request.generation.max_tokens > model_->context_length()) {
+      throw RequestFailure(RequestError{
+          400, "invalid_request_error",
+          "the prompt is " + std::to_string(prompt_tokens) + " tokens and max_tokens is " +
+              std::to_string(request.generation.max_tokens) + ": together more than the model's " +
+              "context of " + std::to_string(model_->context_length()) + " tokens",
+          "context_length_exceeded", "messages"});
+    }
     double tokens = static_cast<double>(prompt_tokens + request.generation.max_tokens);
 
     std::string tenant_key = "tenant:" + identity.tenant;
@@ -105,7 +121,9 @@ class RateLimitStage final : public RequestStage {
             429,
             kind,
             "the request needs " + std::to_string(static_cast<int64_t>(tokens)) +
-                " tokens (prompt + max_tokens), more than your whole tokens-per-minute limit; "
+                " tokens (prompt + max_tokens), more than your whole tokens limit per " +
+                window_text(config_.window_s) +
+                "; "
                 "lower max_tokens",
             "rate_limit_exceeded",
             {}});
@@ -114,8 +132,8 @@ class RateLimitStage final : public RequestStage {
       request.set_response_header("retry-after", std::to_string(std::max<int64_t>(1, wait)));
       throw RequestFailure(RequestError{429,
                                         kind,
-                                        "rate limit reached for " + kind +
-                                            " per minute; retry in " +
+                                        "rate limit reached for " + kind + " per " +
+                                            window_text(config_.window_s) + "; retry in " +
                                             reset_text(reservation.retry_after_s),
                                         "rate_limit_exceeded",
                                         {}});

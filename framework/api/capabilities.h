@@ -55,8 +55,26 @@ class CacheAdmin {
 class HistoryReader {
  public:
   virtual ~HistoryReader() = default;
-  // {"object": "session", "id", "turns": [{"user", "assistant", "status", ...}]}.
-  virtual std::string session_json(const std::string& tenant, const std::string& session) = 0;
+  // {"object": "session", "id", "turns": [{"user", "assistant", "status", ...}]} of the session
+  // `session` that `owner` (Identity::owner()) keeps in `tenant`; nullopt when there is none
+  // (another owner's session of that id is none too).
+  virtual std::optional<std::string> session_json(const std::string& tenant,
+                                                  const std::string& owner,
+                                                  const std::string& session) = 0;
+};
+
+// How a store's writes have gone: a full disk or a file gone read-only loses writes, which the
+// server counts in /metrics and reports on /health.
+struct StorageStatus {
+  std::string store;  // "history", "usage"
+  int64_t lost_writes = 0;
+  int64_t last_failure_time = 0;  // Unix seconds; 0: never
+};
+
+class StorageHealth {
+ public:
+  virtual ~StorageHealth() = default;
+  virtual StorageStatus storage_status() const = 0;
 };
 
 }  // namespace chatflow

@@ -14,6 +14,12 @@ std::string_view to_string(FinishReason reason) {
   return "stop";
 }
 
+std::string Identity::owner() const {
+  if (!user.empty()) return "user:" + user;
+  if (!key_id.empty()) return "key:" + key_id;
+  return {};
+}
+
 bool Identity::has_role(std::string_view role) const {
   for (const auto& held : roles) {
     if (held == role) return true;

@@ -33,14 +33,19 @@ struct Message {
 };
 
 // Who is calling, as established by authentication; the tenant salts shared caches.
+// Who is asking, as the credential says (never the request body).
 struct Identity {
   std::string tenant;
   std::string user;
+  std::string key_id;  // the API key's id, when an API key was used
   std::vector<std::string> roles;
   // Limits that come with the credential (e.g. "rpm", "tpm"), over the stages' defaults.
   std::map<std::string, double> limits;
 
   bool has_role(std::string_view role) const;
+  // Who owns what this caller keeps on the server (sessions): "user:NAME", else "key:ID" for a
+  // key without a user, else empty (no credential).
+  std::string owner() const;
 };
 
 // HTTP header fields as the client sent them, names in lower case.
@@ -132,6 +137,8 @@ class Request : public std::enable_shared_from_this<Request> {
   std::vector<Message> messages;  // chat requests
   std::string prompt;             // completion requests: the raw prompt text
   std::string session_id;         // a server-side conversation (history stages), or empty
+  // OpenAI's "user": the client's own label for its end user, for logs; never an identity.
+  std::string end_user;
   GenerationParams generation;
   bool stream = true;
   bool include_usage = false;  // stream_options.include_usage

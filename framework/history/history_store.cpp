@@ -36,20 +36,21 @@ TurnStatus status_from(std::string_view text) {
 
 class MemoryStore final : public HistoryStore {
  public:
-  std::vector<Turn> load(const std::string& tenant, const std::string& session) override {
+  std::vector<Turn> load(const SessionKey& key) override {
     std::lock_guard lock(mutex_);
-    auto found = sessions_.find({tenant, session});
+    auto found = sessions_.find(key);
     return found == sessions_.end() ? std::vector<Turn>{} : found->second;
   }
-  void append(const std::string& tenant, const std::string& session, Turn turn, bool) override {
+  bool append(const SessionKey& key, Turn turn, bool) override {
     if (turn.time == 0) turn.time = static_cast<int64_t>(std::time(nullptr));
     std::lock_guard lock(mutex_);
-    sessions_[{tenant, session}].push_back(std::move(turn));
+    sessions_[key].push_back(std::move(turn));
+    return true;
   }
 
  private:
   std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, std::vector<Turn>> sessions_;
+  std::map<SessionKey, std::vector<Turn>> sessions_;
 };
 
 class SqliteStore final : public HistoryStore {
@@ -63,16 +64,24 @@ class SqliteStore final : public HistoryStore {
       throw std::runtime_error("cannot open history database " + path + ": " + message);
     }
     sqlite3_busy_timeout(database_, 5000);
+    try {
+      sqlite::check_usable(database_, path);
+    } catch (const std::exception& error) {
+      sqlite3_close(database_);
+      throw std::runtime_error(std::string("history database ") + error.what());
+    }
     // WAL with synchronous=NORMAL: a committed transaction is in the log file, so it survives
     // the process being killed (not a power cut, which the OS page cache does not survive).
     exec(
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
         "CREATE TABLE IF NOT EXISTS turns ("
         "  id INTEGER PRIMARY KEY,"
-        "  tenant TEXT NOT NULL, session TEXT NOT NULL, time INTEGER NOT NULL,"
+        "  tenant TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', session TEXT NOT NULL,"
+        "  time INTEGER NOT NULL,"
         "  user TEXT NOT NULL, assistant TEXT NOT NULL, status TEXT NOT NULL,"
-        "  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL);"
-        "CREATE INDEX IF NOT EXISTS turns_session ON turns (tenant, session, id);");
+        "  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL);");
+    add_owner_column();
+    exec("CREATE INDEX IF NOT EXISTS turns_owner_session ON turns (tenant, owner, session, id);");
     writer_ = std::thread([this] { run(); });
   }
 
@@ -86,14 +95,16 @@ class SqliteStore final : public HistoryStore {
     sqlite3_close(database_);
   }
 
-  std::vector<Turn> load(const std::string& tenant, const std::string& session) override {
+  std::vector<Turn> load(const SessionKey& key) override {
     std::vector<Turn> turns;
     std::lock_guard lock(database_mutex_);
     sqlite::Statement query(database_,
                             "SELECT user, assistant, status, prompt_tokens, completion_tokens, "
-                            "time FROM turns WHERE tenant = ? AND session = ? ORDER BY id");
-    sqlite::bind_text(query.get(), 1, tenant);
-    sqlite::bind_text(query.get(), 2, session);
+                            "time FROM turns WHERE tenant = ? AND owner = ? AND session = ? "
+                            "ORDER BY id");
+    sqlite::bind_text(query.get(), 1, key.tenant);
+    sqlite::bind_text(query.get(), 2, key.owner);
+    sqlite::bind_text(query.get(), 3, key.session);
     while (query.step()) {
       Turn turn;
       turn.user = sqlite::column_text(query.get(), 0);
@@ -107,28 +118,52 @@ class SqliteStore final : public HistoryStore {
     // Turns still waiting for the writer belong to the session too.
     std::lock_guard queue_lock(mutex_);
     for (const auto& pending : queue_) {
-      if (pending.tenant == tenant && pending.session == session) turns.push_back(pending.turn);
+      if (pending.key == key) turns.push_back(pending.turn);
     }
     return turns;
   }
 
-  void append(const std::string& tenant, const std::string& session, Turn turn,
-              bool durable) override {
+  bool append(const SessionKey& key, Turn turn, bool durable) override {
     if (turn.time == 0) turn.time = static_cast<int64_t>(std::time(nullptr));
+    auto written = durable ? std::make_shared<Written>() : nullptr;
     std::unique_lock lock(mutex_);
-    uint64_t ticket = ++queued_;
-    queue_.push_back({tenant, session, std::move(turn)});
+    queue_.push_back({key, std::move(turn), written});
     work_.notify_one();
-    if (durable)
-      committed_changed_.wait(lock, [&] { return committed_ >= ticket || failed_ >= ticket; });
+    if (!durable) return true;
+    committed_changed_.wait(lock, [&] { return written->done; });
+    return written->ok;
+  }
+
+  int64_t lost_turns() const override {
+    std::lock_guard lock(mutex_);
+    return lost_;
+  }
+  int64_t last_failure_time() const override {
+    std::lock_guard lock(mutex_);
+    return last_failure_time_;
   }
 
  private:
-  struct Pending {
-    std::string tenant;
-    std::string session;
-    Turn turn;
+  // A durable append's outcome, set by the writer (under mutex_).
+  struct Written {
+    bool done = false;
+    bool ok = false;
   };
+  struct Pending {
+    SessionKey key;
+    Turn turn;
+    std::shared_ptr<Written> written;  // null: nobody waits
+  };
+
+  // Files written before sessions had owners: their turns belong to no owner, so nobody reads
+  // them as theirs.
+  void add_owner_column() {
+    sqlite::Statement columns(database_, "PRAGMA table_info(turns)");
+    while (columns.step()) {
+      if (sqlite::column_text(columns.get(), 1) == "owner") return;
+    }
+    exec("ALTER TABLE turns ADD COLUMN owner TEXT NOT NULL DEFAULT ''");
+  }
 
   void exec(const char* sql) {
     try {
@@ -143,13 +178,11 @@ class SqliteStore final : public HistoryStore {
   void run() {
     while (true) {
       std::deque<Pending> batch;
-      uint64_t last;
       {
         std::unique_lock lock(mutex_);
         work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty() && stopping_) return;
         batch.swap(queue_);
-        last = queued_;
       }
       bool ok = true;
       try {
@@ -157,19 +190,20 @@ class SqliteStore final : public HistoryStore {
         exec("BEGIN");
         try {
           sqlite::Statement insert(database_,
-                                   "INSERT INTO turns (tenant, session, time, user, assistant, "
-                                   "status, prompt_tokens, completion_tokens) "
-                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+                                   "INSERT INTO turns (tenant, owner, session, time, user, "
+                                   "assistant, status, prompt_tokens, completion_tokens) "
+                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
           for (const auto& pending : batch) {
             insert.reset();
-            sqlite::bind_text(insert.get(), 1, pending.tenant);
-            sqlite::bind_text(insert.get(), 2, pending.session);
-            sqlite3_bind_int64(insert.get(), 3, pending.turn.time);
-            sqlite::bind_text(insert.get(), 4, pending.turn.user);
-            sqlite::bind_text(insert.get(), 5, pending.turn.assistant);
-            sqlite::bind_text(insert.get(), 6, to_string(pending.turn.status));
-            sqlite3_bind_int64(insert.get(), 7, pending.turn.prompt_tokens);
-            sqlite3_bind_int64(insert.get(), 8, pending.turn.completion_tokens);
+            sqlite::bind_text(insert.get(), 1, pending.key.tenant);
+            sqlite::bind_text(insert.get(), 2, pending.key.owner);
+            sqlite::bind_text(insert.get(), 3, pending.key.session);
+            sqlite3_bind_int64(insert.get(), 4, pending.turn.time);
+            sqlite::bind_text(insert.get(), 5, pending.turn.user);
+            sqlite::bind_text(insert.get(), 6, pending.turn.assistant);
+            sqlite::bind_text(insert.get(), 7, to_string(pending.turn.status));
+            sqlite3_bind_int64(insert.get(), 8, pending.turn.prompt_tokens);
+            sqlite3_bind_int64(insert.get(), 9, pending.turn.completion_tokens);
             insert.step();
           }
         } catch (...) {
@@ -183,7 +217,15 @@ class SqliteStore final : public HistoryStore {
       }
       {
         std::lock_guard lock(mutex_);
-        (ok ? committed_ : failed_) = last;
+        if (!ok) {
+          lost_ += static_cast<int64_t>(batch.size());
+          last_failure_time_ = static_cast<int64_t>(std::time(nullptr));
+        }
+        for (auto& pending : batch) {
+          if (!pending.written) continue;
+          pending.written->done = true;
+          pending.written->ok = ok;
+        }
       }
       committed_changed_.notify_all();
     }
@@ -192,13 +234,12 @@ class SqliteStore final : public HistoryStore {
   std::string path_;
   sqlite3* database_ = nullptr;
   std::mutex database_mutex_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable work_;
   std::condition_variable committed_changed_;
   std::deque<Pending> queue_;
-  uint64_t queued_ = 0;
-  uint64_t committed_ = 0;
-  uint64_t failed_ = 0;
+  int64_t lost_ = 0;
+  int64_t last_failure_time_ = 0;
   bool stopping_ = false;
   std::thread writer_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include <boost/json.hpp>
 
@@ -44,8 +45,25 @@ class Fields {
   explicit Fields(const json::object& object) : object_(object) {}
 
   const json::value* get(const char* name) const {
+    read_.insert(name);
     auto found = object_.find(name);
     return found == object_.end() || found->value().is_null() ? nullptr : &found->value();
+  }
+
+  // A field nothing read would be silently ignored: refused instead, naming it (a null counts
+  // as absent). `ignored` lists fields accepted for compatibility that change nothing.
+  void refuse_unread(std::initializer_list<std::string_view> ignored) const {
+    for (const auto& entry : object_) {
+      std::string_view name = entry.key();
+      if (entry.value().is_null() || read_.count(name) ||
+          std::find(ignored.begin(), ignored.end(), name) != ignored.end()) {
+        continue;
+      }
+      throw RequestFailure(
+          RequestError{400, "invalid_request_error",
+                       "'" + std::string(name) + "' is not supported by this server; remove it",
+                       "unsupported_parameter", std::string(name)});
+    }
   }
 
   double number(const char* name, double fallback, double minimum, double maximum) const {
@@ -105,6 +123,7 @@ class Fields {
     return text;
   }
   const json::object& object_;
+  mutable std::set<std::string_view, std::less<>> read_;
 };
 
 // Message content: a string, or an array of {"type": "text", "text": ...} parts.
@@ -363,8 +382,10 @@ void parse_completion_request(std::string_view body, RequestKind kind, Request& 
   request.session_id = fields.string("session_id", "");
   if (request.session_id.size() > 256)
     invalid("'session_id' may be at most 256 characters", "session_id");
-  std::string user = fields.string("user", "");
-  if (!user.empty() && request.identity.user.empty()) request.identity.user = user;
+  // A client-chosen label: an identity only ever comes from the credential.
+  request.end_user = fields.string("user", "");
+  // OpenAI fields that change nothing here (storage for OpenAI's own products, tags, tiers).
+  fields.refuse_unread({"store", "metadata", "service_tier"});
 }
 
 std::string error_json(const RequestError& error) {

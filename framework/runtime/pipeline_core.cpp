@@ -295,6 +295,9 @@ void PipelineCore::deliver_to_sink(StreamSlot&, const Envelope& envelope) {
   const Chunk& chunk = *envelope.chunk;
   try {
     if (request.sink) request.sink->on_chunk(request, chunk);
+  } catch (const RequestFailure& failure) {
+    finish(request, failure.error(), std::nullopt, true);
+    return;
   } catch (const std::exception& error) {
     finish(
         request,

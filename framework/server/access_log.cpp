@@ -67,6 +67,7 @@ void AccessLog::write(const AccessRecord& record) {
       {"finish_reason",
        record.finish_reason.empty() ? json::value() : json::value(record.finish_reason)},
       {"error", record.error_code.empty() ? json::value() : json::value(record.error_code)}};
+  if (!record.end_user.empty()) line["end_user"] = record.end_user;
   if (!record.annotations.empty()) {
     json::object notes;
     for (const auto& [key, value] : record.annotations)

@@ -21,6 +21,7 @@ struct AccessRecord {
   int status = 0;
   std::string tenant;
   std::string user;
+  std::string end_user;  // the body's "user": the client's own label, not an identity
   std::string model;
   bool stream = false;
   int64_t prompt_tokens = 0;

@@ -98,6 +98,7 @@ class HttpSink final : public Sink {
     record.status = status_;
     record.tenant = request.identity.tenant;
     record.user = request.identity.user;
+    record.end_user = request.end_user;
     record.model = request.model;
     record.stream = stream_;
     record.prompt_tokens = request.usage.prompt_tokens;

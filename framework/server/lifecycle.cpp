@@ -242,6 +242,8 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
   fresh->usage = pipeline->find<UsageReporter>();
   fresh->caches = pipeline->find_all<CacheAdmin>();
   fresh->history = pipeline->find<HistoryReader>();
+  for (StorageHealth* store : pipeline->find_all<StorageHealth>())
+    fresh->storage.push_back(store);
   metrics.clear_samplers();
   register_engine_metrics(metrics, fresh->models, pipeline);
   std::shared_ptr<const ServedPipeline> old;

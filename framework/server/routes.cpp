@@ -10,6 +10,10 @@ namespace chatflow::server {
 namespace json = boost::json;
 namespace {
 
+// How long after a store lost a write /health says degraded: long enough for a load balancer's
+// checks to see it, short enough that a passing fault does not pull the server out for good.
+constexpr int64_t kDegradedSeconds = 60;
+
 Response health(const RouteCall& call) {
   switch (call.phase) {
     case ServerPhase::draining:
@@ -18,6 +22,22 @@ Response health(const RouteCall& call) {
       return Response(503, R"({"status":"loading"})");
     case ServerPhase::serving:
       break;
+  }
+  json::array failing;
+  if (call.served) {
+    for (const StorageHealth* store : call.served->storage) {
+      StorageStatus status = store->storage_status();
+      if (status.last_failure_time > 0 &&
+          unix_seconds() - status.last_failure_time < kDegradedSeconds) {
+        failing.push_back(json::object{{"store", status.store},
+                                       {"lost_writes", status.lost_writes},
+                                       {"last_failure", status.last_failure_time}});
+      }
+    }
+  }
+  if (!failing.empty()) {
+    return Response(
+        503, json::serialize(json::object{{"status", "degraded"}, {"failing_stores", failing}}));
   }
   return Response(200, R"({"status":"ok"})");
 }
@@ -134,7 +154,9 @@ Response usage(const RouteCall& call) {
   return Response(200, served.usage->usage_json(tenant));
 }
 
-// GET /v1/sessions/{id}: the caller's own session (its tenant's).
+// GET /v1/sessions/{id}[?user=U | ?key=ID]: the caller's own session; admins may read another
+// owner's session of their tenant by naming the owner. Another owner's session answers 404, as
+// one that does not exist: its id tells nothing.
 Response session(const RouteCall& call) {
   if (!call.served->history) {
     throw RequestFailure(make_error(404, "invalid_request_error",
@@ -142,7 +164,23 @@ Response session(const RouteCall& call) {
                                     "history_store)",
                                     "not_found"));
   }
-  return Response(200, call.served->history->session_json(call.caller.tenant, call.parameter));
+  std::string owner = call.caller.owner();
+  std::string user = query_value(call.query, "user");
+  std::string key = query_value(call.query, "key");
+  if (!user.empty() || !key.empty()) {
+    if (call.served->authenticator && !call.caller.has_role("admin")) {
+      throw RequestFailure(make_error(403, "permission_error",
+                                      "only admins may read another user's sessions", "forbidden"));
+    }
+    owner = !user.empty() ? "user:" + user : "key:" + key;
+  }
+  auto found = call.served->history->session_json(call.caller.tenant, owner, call.parameter);
+  if (!found) {
+    throw RequestFailure(make_error(404, "invalid_request_error",
+                                    "no session '" + call.parameter + "'", "session_not_found",
+                                    "id"));
+  }
+  return Response(200, *found);
 }
 
 // DELETE /v1/cache: admins correct cached answers (a tenant's conversation, or all of it).

@@ -26,6 +26,7 @@ struct ServedPipeline {
   const UsageReporter* usage = nullptr;
   std::vector<CacheAdmin*> caches;
   HistoryReader* history = nullptr;
+  std::vector<const StorageHealth*> storage;
 
   // The model named `id` (any model when `id` is empty), or nullptr.
   const ServedModel* model(const std::string& id) const {

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "framework/api/capabilities.h"
+
 namespace chatflow::server {
 namespace {
 
@@ -194,6 +196,19 @@ void register_engine_metrics(MetricsRegistry& registry,
           [](const EngineStats& s) { return double(s.preemptions); });
   counter("chatflow:engine_steps_total", "Batched forward passes.",
           [](const EngineStats& s) { return double(s.steps); });
+  std::vector<const StorageHealth*> stores;
+  for (StorageHealth* store : pipeline->find_all<StorageHealth>())
+    stores.push_back(store);
+  registry.sampled("chatflow:storage_lost_writes_total", "counter",
+                   "Rows or turns a store could not write (a full disk, a file gone read-only).",
+                   [pipeline, stores]() {
+                     std::vector<std::pair<Labels, double>> samples;
+                     for (const StorageHealth* store : stores) {
+                       StorageStatus status = store->storage_status();
+                       samples.push_back({{{"store", status.store}}, double(status.lost_writes)});
+                     }
+                     return samples;
+                   });
   std::string name = pipeline->spec().name;
   registry.sampled("chatflow:requests_in_flight", "gauge",
                    "Requests admitted to the pipeline and not finished.", [pipeline, name]() {

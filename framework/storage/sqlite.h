@@ -58,6 +58,28 @@ class Statement {
   sqlite3_stmt* statement_ = nullptr;
 };
 
+// Refuses a database this process could not keep its promises with: one it cannot write (a
+// read-only file or directory, a full disk when the write lock is taken) or one whose pages are
+// damaged. Throws std::runtime_error naming the path and the reason; call right after opening.
+inline void check_usable(sqlite3* database, const std::string& path) {
+  if (sqlite3_db_readonly(database, "main") == 1) {
+    throw std::runtime_error(path + " is read-only for this process");
+  }
+  try {
+    exec(database, "BEGIN IMMEDIATE; COMMIT;");
+  } catch (const std::exception& error) {
+    throw std::runtime_error(path + " cannot be written: " + error.what());
+  }
+  Statement check(database, "PRAGMA quick_check");
+  std::string verdict;
+  try {
+    if (check.step()) verdict = reinterpret_cast<const char*>(sqlite3_column_text(check.get(), 0));
+  } catch (const std::exception& error) {
+    throw std::runtime_error(path + " is damaged: " + error.what());
+  }
+  if (verdict != "ok") throw std::runtime_error(path + " is damaged: " + verdict);
+}
+
 inline int bind_text(sqlite3_stmt* statement, int index, std::string_view text) {
   return sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()),
                            SQLITE_TRANSIENT);

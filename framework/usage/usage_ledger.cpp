@@ -1,5 +1,6 @@
 #include "framework/usage/usage_ledger.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <stdexcept>
@@ -59,6 +60,12 @@ UsageLedger::UsageLedger(const std::string& path, Period period) : path_(path), 
     throw std::runtime_error("cannot open usage database " + path + ": " + message);
   }
   sqlite3_busy_timeout(database_, 5000);
+  try {
+    sqlite::check_usable(database_, path);
+  } catch (const std::exception& error) {
+    sqlite3_close(database_);
+    throw std::runtime_error(std::string("usage database ") + error.what());
+  }
   const char* setup =
       "PRAGMA journal_mode=WAL;"
       "PRAGMA synchronous=NORMAL;"
@@ -135,6 +142,45 @@ void UsageLedger::append(UsageRecord record) {
   work_.notify_one();
 }
 
+bool UsageLedger::reserve(const std::string& tenant, int64_t tokens,
+                          std::optional<int64_t> allowance) {
+  std::lock_guard lock(mutex_);
+  roll_period_locked();
+  int64_t& held = reserved_[tenant];
+  if (allowance && totals_[tenant] + held + tokens > *allowance) return false;
+  held += tokens;
+  return true;
+}
+
+int64_t UsageLedger::reserved_tokens(const std::string& tenant) {
+  std::lock_guard lock(mutex_);
+  auto found = reserved_.find(tenant);
+  return found == reserved_.end() ? 0 : found->second;
+}
+
+void UsageLedger::settle(const std::string& tenant, int64_t reserved, UsageRecord record) {
+  {
+    std::lock_guard lock(mutex_);
+    auto held = reserved_.find(tenant);
+    if (held != reserved_.end()) {
+      held->second = std::max<int64_t>(0, held->second - reserved);
+      if (held->second == 0) reserved_.erase(held);
+    }
+  }
+  if (record.prompt_tokens == 0 && record.completion_tokens == 0) return;
+  append(std::move(record));
+}
+
+int64_t UsageLedger::lost_rows() {
+  std::lock_guard lock(mutex_);
+  return lost_rows_;
+}
+
+int64_t UsageLedger::last_failure_time() {
+  std::lock_guard lock(mutex_);
+  return last_failure_time_;
+}
+
 int64_t UsageLedger::used_tokens(const std::string& tenant) {
   std::lock_guard lock(mutex_);
   roll_period_locked();
@@ -181,15 +227,21 @@ void UsageLedger::run_writer() {
       queue_.clear();
       writing_ = true;
     }
+    bool written = true;
     try {
       write_batch(batch);
     } catch (const std::exception& error) {
+      written = false;
       std::fprintf(stderr, "chatflow: usage ledger %s: %s (%zu rows lost)\n", path_.c_str(),
                    error.what(), batch.size());
     }
     {
       std::lock_guard lock(mutex_);
       writing_ = false;
+      if (!written) {
+        lost_rows_ += static_cast<int64_t>(batch.size());
+        last_failure_time_ = unix_now();
+      }
     }
     written_.notify_all();
   }

@@ -45,13 +45,29 @@ struct TenantUsage {
 class UsageLedger {
  public:
   // The ledger of `path` (created with its table when missing); shared by everyone in this
-  // process who opens the same file. Throws std::runtime_error when SQLite cannot open it.
+  // process who opens the same file. Throws std::runtime_error when SQLite cannot open it, or
+  // when the file cannot be written or is damaged.
   static std::shared_ptr<UsageLedger> open(const std::string& path, Period period);
   ~UsageLedger();  // writes what is queued, then closes
 
   void append(UsageRecord record);
   // Tokens (prompt + completion) `tenant` used in the current period, queued rows included.
   int64_t used_tokens(const std::string& tenant);
+
+  // Holds `tokens` of `tenant`'s allowance (none: unlimited) for a request about to run: false
+  // (nothing held) when what is used plus what requests in flight hold plus `tokens` would pass
+  // it. So concurrent requests can never together spend more than the allowance.
+  bool reserve(const std::string& tenant, int64_t tokens, std::optional<int64_t> allowance);
+  // Tokens `tenant`'s requests in flight hold.
+  int64_t reserved_tokens(const std::string& tenant);
+  // The request is over: lets go of what it held and records what it really used (a record
+  // with no tokens writes no row).
+  void settle(const std::string& tenant, int64_t reserved, UsageRecord record);
+
+  // Rows that could not be written since the ledger opened, and when the last such failure was
+  // (Unix seconds, 0 if never).
+  int64_t lost_rows();
+  int64_t last_failure_time();
   // Per tenant (or one tenant) for the current period, read from the database after the queue
   // is written.
   std::vector<TenantUsage> report(const std::string& tenant);
@@ -79,7 +95,10 @@ class UsageLedger {
   std::deque<UsageRecord> queue_;
   bool writing_ = false;
   bool stopping_ = false;
-  std::map<std::string, int64_t> totals_;  // current period
+  std::map<std::string, int64_t> totals_;    // current period
+  std::map<std::string, int64_t> reserved_;  // held by requests in flight
+  int64_t lost_rows_ = 0;
+  int64_t last_failure_time_ = 0;
   int64_t totals_period_start_ = 0;
   bool totals_loaded_ = false;
   std::thread writer_;

@@ -91,7 +91,7 @@ describe('token reservation and quota', () => {
     config: {model: llm, tpm: 5000, window_s: 3600}
   - name: quota
     type: quota
-    config: {database: ${database}, tenants: {globex: "60"}}`);
+    config: {database: ${database}, model: llm, tenants: {globex: "60"}}`);
     const keys = scratchPath('tokens-keys.yaml');
     acme = addKey(keys, 'acme');
     globex = addKey(keys, 'globex');
@@ -144,10 +144,12 @@ describe('token reservation and quota', () => {
     assert.ok(refused, 'the quota was never enforced');
     assert.equal(refused.json.error.code, 'insufficient_quota');
     assert.equal(refused.json.error.type, 'insufficient_quota');
+    // Refused as soon as what a request may use no longer fits: the allowance is never passed.
+    assert.match(refused.json.error.message, /quota of 60 tokens this month has \d+ left, and this request may use \d+/);
     const { body } = await usageOf(admin, '?tenant=globex');
-    assert.ok(body.data[0].total_tokens >= 60);
+    assert.ok(body.data[0].total_tokens > 0 && body.data[0].total_tokens <= 60, JSON.stringify(body));
     assert.equal(body.data[0].quota_tokens, 60);
-    assert.equal(body.data[0].remaining_tokens, 0);
+    assert.equal(body.data[0].remaining_tokens, 60 - body.data[0].total_tokens);
     assert.equal((await post(server.url, '/v1/chat/completions', ask(), { Authorization: `Bearer ${acme}` })).status, 200);
   });
 

@@ -45,13 +45,18 @@ ${modelStages}  - {name: emit, type: sse_emit}
 }
 
 // Starts the server; resolves once it printed its URL. `args` go after `serve`. With
-// `fileLimit`, the server runs under `ulimit -n` of that many open files.
-export async function startServer(args, { fileLimit } = {}) {
+// `fileLimit`, the server runs under `ulimit -n` of that many open files; with
+// `fileSizeBlocks`, no file it writes may grow past that many 512-byte blocks (a full disk,
+// with SIGXFSZ ignored so writes fail instead).
+export async function startServer(args, { fileLimit, fileSizeBlocks } = {}) {
   const accessLog = path.join(scratch, `access-${process.pid}-${Math.random().toString(16).slice(2)}.log`);
   const logArgs = args.includes('--access-log') ? [] : ['--access-log', accessLog];
   const serveArgs = ['serve', '--port', '0', ...logArgs, ...args];
-  const [command, commandArgs] = fileLimit
-    ? ['/bin/sh', ['-c', `ulimit -n ${fileLimit} && exec "$0" "$@"`, chatflow, ...serveArgs]]
+  const limits = [];
+  if (fileLimit) limits.push(`ulimit -n ${fileLimit}`);
+  if (fileSizeBlocks) limits.push("trap '' XFSZ", `ulimit -f ${fileSizeBlocks}`);
+  const [command, commandArgs] = limits.length
+    ? ['/bin/sh', ['-c', `${limits.join(' && ')} && exec "$0" "$@"`, chatflow, ...serveArgs]]
     : [chatflow, serveArgs];
   const child = spawn(command, commandArgs, {
     cwd: sourceDir,

@@ -103,7 +103,7 @@ TEST(HistoryTrim, TurnsAreInTheSqliteFileAndSurviveARestart) {
   }
   {
     auto store = history::make_sqlite_store(database);
-    std::vector<history::Turn> turns = store->load("acme", "story-2");
+    std::vector<history::Turn> turns = store->load({"acme", "", "story-2"});
     ASSERT_EQ(turns.size(), 2u);
     EXPECT_EQ(turns[0].user, "Once upon a time.");
     EXPECT_EQ(turns[0].assistant, "echo: Once upon a time.");
@@ -206,7 +206,7 @@ TEST(HistoryTrim, AFilteredAnswerIsStoredAsFilteredAndNeverGivenBack) {
         << "a filtered answer became context";
   }
   auto store = history::make_sqlite_store(database);
-  std::vector<history::Turn> turns = store->load("acme", "risky");
+  std::vector<history::Turn> turns = store->load({"acme", "", "risky"});
   ASSERT_EQ(turns.size(), 2u);
   EXPECT_EQ(turns[0].user, "how do I build a bomb");
   EXPECT_EQ(turns[0].status, history::TurnStatus::filtered);

@@ -130,24 +130,31 @@ TEST(Quota, PastTheAllowanceIs429InsufficientQuota) {
   ASSERT_TRUE(pipeline);
   Answer refused = ask(*pipeline, "acme");
   expect_insufficient_quota(refused);
+  // The request reserves its prompt's bytes (11), the chat markers (8) and max_tokens (4).
   EXPECT_EQ(refused.error->message,
-            "your tenant has used its quota of 100 tokens this month (100 used)");
+            "your tenant's quota of 100 tokens this month has 0 left, and this request may use "
+            "23 (100 used, 0 held by requests in flight)");
   // Another tenant, within its own allowance, carries on.
   Answer other = ask(*pipeline, "globex");
   EXPECT_FALSE(other.error) << other.error->message;
   EXPECT_EQ(other.text, "hello there");
 }
 
-TEST(Quota, JustUnderTheAllowanceAndUnlistedTenantsPass) {
+TEST(Quota, ARequestPassesOnlyWhenWhatItMayUseFitsWhatIsLeft) {
   std::string database = fresh_path("quota-under.db");
-  write_usage(database, usage::Period::month, {row("acme", 60, 39), row("initech", 1'000'000, 0)});
-  auto pipeline = quota_echo("{database: \"" + database + "\", tenants: {acme: \"100\"}}");
+  // acme has 23 left, exactly what "hello there" with max_tokens 4 may use; globex has 22.
+  write_usage(database, usage::Period::month,
+              {row("acme", 60, 17), row("globex", 60, 18), row("initech", 1'000'000, 0)});
+  auto pipeline = quota_echo("{database: \"" + database +
+                             "\", tenants: {acme: \"100\", globex: \"100\", blocked: \"0\"}}");
   ASSERT_TRUE(pipeline);
   Answer acme = ask(*pipeline, "acme");
   EXPECT_FALSE(acme.error) << acme.error->message;
   EXPECT_EQ(acme.text, "hello there");
-  // default_tokens is 0: a tenant not listed has no allowance to run out of.
+  expect_insufficient_quota(ask(*pipeline, "globex"));
+  // default_tokens is 0: a tenant not listed has no allowance to run out of; a listed 0 blocks.
   EXPECT_FALSE(ask(*pipeline, "initech").error);
+  expect_insufficient_quota(ask(*pipeline, "blocked"));
 }
 
 TEST(Quota, DefaultTokensApplyToTenantsNotListed) {
@@ -181,25 +188,29 @@ TEST(Quota, UsageBeforeThePeriodDoesNotCount) {
   EXPECT_NE(refused.error->message.find("this total"), std::string::npos) << refused.error->message;
 }
 
+std::unique_ptr<Pipeline> quota_model(const std::string& database, const std::string& tenants) {
+  return build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model_path() +
+                        "\"}\nstages:\n"
+                        "  - {name: quota, type: quota, config: {database: \"" +
+                        database + "\", model: llm, tenants: " + tenants +
+                        "}}\n"
+                        "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
+                        "  - {name: prefill, type: prefill, config: {model: llm}}\n"
+                        "  - {name: decode, type: decode, config: {model: llm}}\n"
+                        "  - {name: detokenize, type: detokenize, config: {model: llm}}\n"
+                        "  - {name: emit, type: sse_emit}\n",
+                    builtin_registry());
+}
+
 TEST(Quota, AnAnsweredRequestIsWrittenToTheLedgerAndCountsAtOnce) {
   std::string database = fresh_path("quota-answered.db");
-  auto pipeline =
-      build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model_path() +
-                     "\"}\nstages:\n"
-                     "  - {name: quota, type: quota, config: {database: \"" +
-                     database +
-                     "\", tenants: {acme: \"1\"}}}\n"
-                     "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
-                     "  - {name: prefill, type: prefill, config: {model: llm}}\n"
-                     "  - {name: decode, type: decode, config: {model: llm}}\n"
-                     "  - {name: detokenize, type: detokenize, config: {model: llm}}\n"
-                     "  - {name: emit, type: sse_emit}\n",
-                 builtin_registry());
+  auto pipeline = quota_model(database, "{acme: \"1000\"}");
   ASSERT_TRUE(pipeline);
   Answer first = ask(*pipeline, "acme");
   ASSERT_FALSE(first.error) << first.error->message;
   ASSERT_GT(first.usage.prompt_tokens, 0);
   ASSERT_EQ(first.usage.completion_tokens, 4);
+  const int64_t used = first.usage.prompt_tokens + 4;
 
   // The server's usage report reads the file, after the queued rows are written.
   auto* reporter = pipeline->find<UsageReporter>();
@@ -213,24 +224,73 @@ TEST(Quota, AnAnsweredRequestIsWrittenToTheLedgerAndCountsAtOnce) {
   EXPECT_EQ(acme.at("requests").as_int64(), 1);
   EXPECT_EQ(acme.at("prompt_tokens").as_int64(), first.usage.prompt_tokens);
   EXPECT_EQ(acme.at("completion_tokens").as_int64(), 4);
-  EXPECT_EQ(acme.at("quota_tokens").as_int64(), 1);
-  EXPECT_EQ(acme.at("remaining_tokens").as_int64(), 0);
-
-  // The allowance of 1 token is spent: the next request is refused.
-  expect_insufficient_quota(ask(*pipeline, "acme"));
+  EXPECT_EQ(acme.at("quota_tokens").as_int64(), 1000);
+  EXPECT_EQ(acme.at("remaining_tokens").as_int64(), 1000 - used);
   pipeline.reset();
 
-  // The row is in the file itself, for the next run of the server.
+  // The row is in the file itself, for the next run of the server: with an allowance one token
+  // short of two such requests, the second is refused.
   auto reopened = usage::UsageLedger::open(database, usage::Period::month);
   std::vector<usage::TenantUsage> stored = reopened->report("acme");
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].requests, 1);
-  EXPECT_EQ(stored[0].prompt_tokens + stored[0].completion_tokens, first.usage.prompt_tokens + 4);
+  EXPECT_EQ(stored[0].prompt_tokens + stored[0].completion_tokens, used);
+  reopened.reset();
+  auto again = quota_model(database, "{acme: \"" + std::to_string(2 * used - 1) + "\"}");
+  ASSERT_TRUE(again);
+  expect_insufficient_quota(ask(*again, "acme"));
+}
+
+// 32 requests at once against an allowance for five: each reserves what it may use before it
+// runs, so together they never spend more than the allowance (check-then-record let all pass).
+TEST(Quota, ConcurrentRequestsNeverSpendMoreThanTheAllowance) {
+  std::string database = fresh_path("quota-concurrent.db");
+  auto probe = quota_model(database, "{acme: \"1000000\"}");
+  ASSERT_TRUE(probe);
+  Answer sized = ask(*probe, "acme");
+  ASSERT_FALSE(sized.error);
+  const int64_t each = sized.usage.prompt_tokens + 4;
+  probe.reset();
+  std::string fresh = fresh_path("quota-concurrent-2.db");
+  const int64_t allowance = 5 * each;
+  auto pipeline = quota_model(fresh, "{acme: \"" + std::to_string(allowance) + "\"}");
+  ASSERT_TRUE(pipeline);
+  std::vector<std::shared_ptr<CollectingSink>> sinks(32);
+  std::vector<std::shared_ptr<Request>> requests;
+  for (auto& sink : sinks) {
+    auto request = user_request("hello there", sink);
+    request->model = "test-model";
+    request->identity.tenant = "acme";
+    request->generation.temperature = 0;
+    request->generation.max_tokens = 4;
+    request->generation.ignore_eos = true;
+    ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+    requests.push_back(request);
+  }
+  int64_t spent = 0;
+  int passed = 0;
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->wait());
+    if (requests[i]->error()) {
+      EXPECT_EQ(requests[i]->error()->code, "insufficient_quota");
+      continue;
+    }
+    ++passed;
+    spent += requests[i]->usage.prompt_tokens + requests[i]->usage.completion_tokens;
+  }
+  requests.clear();
+  pipeline.reset();  // drains: every request is released and settled
+  EXPECT_LE(spent, allowance);
+  EXPECT_GE(passed, 5) << "what was settled is free again";
+  auto ledger = usage::UsageLedger::open(fresh, usage::Period::month);
+  EXPECT_LE(ledger->used_tokens("acme"), allowance);
+  EXPECT_EQ(ledger->reserved_tokens("acme"), 0);
 }
 
 TEST(Quota, ARequestThatUsedNoTokensLeavesNoRow) {
   std::string database = fresh_path("quota-echo.db");
-  auto pipeline = quota_echo("{database: \"" + database + "\", tenants: {acme: \"1\"}}");
+  // Room for one request's reservation at a time: each leaves nothing behind when settled.
+  auto pipeline = quota_echo("{database: \"" + database + "\", tenants: {acme: \"23\"}}");
   ASSERT_TRUE(pipeline);
   for (int i = 0; i < 3; ++i)
     EXPECT_FALSE(ask(*pipeline, "acme").error) << "echo used no tokens, yet the quota ran out";

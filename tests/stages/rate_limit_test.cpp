@@ -79,7 +79,7 @@ Answer ask(Pipeline& pipeline, const Caller& caller, int64_t max_tokens = 16) {
 std::string model_path() {
   engine::ModelShape shape;
   shape.ffn = 96;
-  shape.context = 256;
+  shape.context = 1024;
   shape.type = kernels::TensorType::q8_0;
   return temp_model(shape);
 }
@@ -227,4 +227,17 @@ TEST(RateLimit, ReservedTokensComeBackWhenTheRequestIsReleased) {
 }
 
 }  // namespace
+// A request that can never fit the model is refused as such (400), before any bucket is asked:
+// a 429 would have clients retry it for ever.
+TEST(RateLimit, ARequestThatCanNeverFitTheModelIs400ContextLengthExceeded) {
+  auto pipeline = limited_echo("{model: llm, rpm: 1000, tpm: 100000}");
+  ASSERT_TRUE(pipeline);
+  Answer answer = ask(*pipeline, {"acme", "alice", {}}, 2000);
+  ASSERT_TRUE(answer.error);
+  EXPECT_EQ(answer.error->status, 400);
+  EXPECT_EQ(answer.error->code, "context_length_exceeded");
+  EXPECT_NE(answer.error->message.find("context of 1024 tokens"), std::string::npos)
+      << answer.error->message;
+}
+
 }  // namespace chatflow::testing

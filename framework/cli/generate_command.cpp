@@ -7,9 +7,9 @@
 #include <CLI/CLI.hpp>
 
 #include "framework/api/request.h"
+#include "framework/bridge/engine_bridge.h"
 #include "framework/cli/command.h"
 #include "framework/engine/generator.h"
-#include "framework/bridge/engine_bridge.h"
 
 namespace chatflow::cli {
 namespace {

@@ -1,6 +1,6 @@
-#include <stdexcept>
-
 #include "framework/embedding/embedder.h"
+
+#include <stdexcept>
 
 namespace chatflow::embedding {
 

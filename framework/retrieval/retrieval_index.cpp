@@ -11,8 +11,8 @@
 #include <xapian.h>
 
 #include "framework/embedding/vector_graph.h"
-#include "framework/text/hash.h"
 #include "framework/retrieval/stopwords.h"
+#include "framework/text/hash.h"
 
 namespace chatflow::retrieval {
 namespace {

@@ -5,8 +5,8 @@
 #include <tuple>
 #include <utility>
 
-#include "framework/runtime/pipeline_core.h"
 #include "framework/api/registry.h"
+#include "framework/runtime/pipeline_core.h"
 
 namespace chatflow::detail {
 namespace {

@@ -6,10 +6,10 @@
 #include <memory>
 #include <string>
 
-#include "framework/loading/pipeline_spec.h"
 #include "framework/api/request.h"
 #include "framework/api/resource.h"
 #include "framework/api/stage.h"
+#include "framework/loading/pipeline_spec.h"
 
 namespace chatflow {
 

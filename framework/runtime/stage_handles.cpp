@@ -1,5 +1,4 @@
 #include "framework/api/stage.h"
-
 #include "framework/runtime/pipeline_core.h"
 
 namespace chatflow {

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/engine/generator.h"
 #include "framework/api/registry.h"
+#include "framework/engine/generator.h"
 #include "framework/retrieval/evaluation.h"
 #include "framework/retrieval/hybrid.h"
 #include "framework/retrieval/prompt_assembly.h"

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "framework/server/metrics.h"
+
+#include <gtest/gtest.h>
 
 namespace chatflow::server {
 namespace {

@@ -69,13 +69,15 @@ class KeysFile {
       last_check_ = now;
       if (modified() != modified_) {
         Diagnostics diagnostics;
+        int64_t version = modified();
         if (auto store = security::KeyStore::load(path_, diagnostics)) {
           store_ = std::make_shared<const security::KeyStore>(std::move(*store));
-          modified_ = modified();
         } else {
           std::cerr << "chatflow: keeping the previous keys; " << path_ << " has errors:\n"
                     << diagnostics.to_string();
         }
+        // Said once per change of the file, not every second until it is mended.
+        modified_ = version;
       }
     }
     return store_;

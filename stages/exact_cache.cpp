@@ -22,6 +22,7 @@ struct ExactCacheConfig {
   int64_t max_bytes = 256 << 20;
   bool deterministic_only = true;
   std::string version = "1";
+  std::string scope = "user";
 };
 
 constexpr PortId kMiss = 0;
@@ -31,6 +32,7 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
  public:
   explicit ExactCacheStage(const ExactCacheConfig& config)
       : config_(config),
+        scope_(config.scope == "tenant" ? cache::CacheScope::tenant : cache::CacheScope::user),
         store_(std::make_shared<cache::LruStore>(static_cast<size_t>(config.max_entries),
                                                  static_cast<size_t>(config.max_bytes))) {}
 
@@ -46,8 +48,11 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
         cache::conversation_json(request.kind, request.messages, request.prompt);
     std::string conversation_digest =
         security::sha256_hex(key_prefix(request.identity.tenant) + conversation);
+    // The digest is the tenant's (corrections find every user's entry); the key adds who may
+    // get the answer back.
     std::string key = security::sha256_hex(
-        conversation_digest + boost::json::serialize(boost::json::string(request.model)) +
+        conversation_digest + '\x1f' + cache::scope_key(request.identity, scope_) + '\x1f' +
+        boost::json::serialize(boost::json::string(request.model)) +
         cache::output_parameters_json(request.generation));
     if (auto answer = store_->get(key)) {
       request.set_response_header("x-chatflow-cache", "exact");
@@ -103,6 +108,7 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
   }
 
   ExactCacheConfig config_;
+  cache::CacheScope scope_;
   std::shared_ptr<cache::LruStore> store_;
 };
 
@@ -126,6 +132,11 @@ StageTypeInfo exact_cache_stage_type() {
                     "keep only answers of requests with temperature 0 or a seed");
   type.config().key("version", &ExactCacheConfig::version,
                     "part of every key: change it to start from an empty cache");
+  type.config()
+      .key("scope", &ExactCacheConfig::scope,
+           "who shares an answer: user (the same user of the tenant; callers without a user "
+           "share the tenant's) or tenant")
+      .choices({"user", "tenant"});
   type.create([](const ExactCacheConfig& config, StageContext&) {
     return std::make_unique<ExactCacheStage>(config);
   });

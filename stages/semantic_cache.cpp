@@ -29,6 +29,7 @@ struct SemanticCacheConfig {
   bool deterministic_only = false;
   std::vector<std::string> bypass;
   bool built_in_bypass = true;
+  std::string scope = "user";
 };
 
 constexpr PortId kMiss = 0;
@@ -140,10 +141,15 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
   }
 
  private:
-  static std::string partition_of(const Request& request) {
+  // Tenant and model first, so a correction finds them by prefix; who may share the answer
+  // last.
+  std::string partition_of(const Request& request) const {
+    cache::CacheScope scope =
+        config_.scope == "tenant" ? cache::CacheScope::tenant : cache::CacheScope::user;
     return request.identity.tenant + '\x1f' + request.model + '\x1f' +
            security::sha256_hex(cache::system_prompt(request.messages) + '\x1f' +
-                                cache::answer_shape_json(request.generation));
+                                cache::answer_shape_json(request.generation)) +
+           '\x1f' + cache::scope_key(request.identity, scope);
   }
 
   static std::string newest_question(const Request& request) {
@@ -211,6 +217,11 @@ StageTypeInfo semantic_cache_stage_type() {
                     "rule lists of questions never answered from the cache");
   type.config().key("built_in_bypass", &SemanticCacheConfig::built_in_bypass,
                     "also bypass the built-in time and identity words (today, my balance, ...)");
+  type.config()
+      .key("scope", &SemanticCacheConfig::scope,
+           "who shares an answer: user (the same user of the tenant; callers without a user "
+           "share the tenant's) or tenant")
+      .choices({"user", "tenant"});
   type.create([](const SemanticCacheConfig& config, StageContext& context) {
     std::shared_ptr<const embedding::Embedder> embedder = embedder_named(context, config.embedder);
     std::vector<std::shared_ptr<const moderation::RuleList>> bypass;

@@ -4,6 +4,11 @@
 
 namespace chatflow::cache {
 
+std::string scope_key(const Identity& identity, CacheScope scope) {
+  if (scope == CacheScope::tenant || identity.user.empty()) return {};
+  return "user:" + identity.user;
+}
+
 size_t CachedAnswer::bytes() const {
   size_t total = sizeof(CachedAnswer) + tenant.size() + model.size() + conversation.size();
   for (const auto& chunk : chunks)

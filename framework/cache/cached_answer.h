@@ -30,6 +30,14 @@ struct CachedAnswer {
   size_t bytes() const;
 };
 
+// Who shares a cached answer: everyone of the tenant, or (`user`) only the same user of it. With
+// `user` a caller without a user (a key issued to no one) shares its tenant's answers.
+enum class CacheScope { tenant, user };
+
+// The part of a cache key that says who may get the answer back: empty for `tenant` or a caller
+// without a user, else the user.
+std::string scope_key(const Identity& identity, CacheScope scope);
+
 // What a cache keeps of an answer the client received, expiring after `ttl`; null when it must
 // not be kept: it failed or was cut short, a filter ended it, or output moderation changed it
 // (masked text is not what the model said, so it is never served again).

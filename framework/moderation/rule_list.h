@@ -46,8 +46,12 @@ class RuleList {
   void add(const std::string& source, const std::string& pattern, bool whole,
            const std::string& where);
   void compile(const std::string& where);
+  struct Projection;
+  static Projection project(std::string_view normalized);
+  std::vector<RuleMatch> find_all_in(std::string_view text) const;
 
   std::string name_;
+  bool phrases_ = false;  // phrases match the projection (rule_list.cpp), patterns the text
   std::vector<std::string> sources_;
   std::vector<std::unique_ptr<re2::RE2>> rules_;
   struct Set;  // re2::RE2::Set, which cannot be declared here

@@ -131,6 +131,14 @@ std::optional<KeyStore> KeyStore::load(const std::string& path, Diagnostics& dia
   KeyStore store;
   if (root.is_null()) return store;  // an empty file: no keys yet
   const ConfigValue* keys = root.is_mapping() ? root.find("keys") : nullptr;
+  if (root.is_mapping()) {
+    for (const auto& key : root.keys) {
+      if (key.name != "keys") {
+        diagnostics.error(key.where,
+                          "unknown key '" + key.name + "' in a keys file (it holds 'keys' only)");
+      }
+    }
+  }
   if (!keys) {
     diagnostics.error(root.where.line > 0 ? root.where : SourceLocation{path, 1, 1},
                       "a keys file is a mapping with a 'keys' list");

@@ -1,10 +1,12 @@
 #include "framework/moderation/rule_list.h"
 
+#include <fstream>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "framework/text/normalizer.h"
+#include "support/temp_model.h"
 
 namespace chatflow::moderation {
 namespace {
@@ -112,6 +114,44 @@ TEST(RuleList, NoFalsePositivesOnTenThousandBenignSentences) {
     }
   }
   EXPECT_EQ(false_positives, 0);
+}
+
+// Phrases compile to one byte class per separator (the text is projected first), so a list of
+// two thousand four-word phrases builds in a fraction of a second; 60 phrases used to take
+// seconds and half a gigabyte before failing as too large.
+TEST(RuleList, TwoThousandPhrasesCompileTogetherAndStillMatch) {
+  const std::vector<std::string> words = {"build", "bomb",   "weapon",    "attack",
+                                          "kill",  "hack",   "steal",     "password",
+                                          "money", "poison", "explosive", "credit"};
+  std::vector<std::string> phrases;
+  std::mt19937 random(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string phrase;
+    for (int w = 0; w < 4; ++w)
+      phrase += (w ? " " : "") + words[random() % words.size()];
+    phrases.push_back(phrase);
+  }
+  auto list = RuleList::from_phrases("big", phrases);
+  EXPECT_EQ(list->size(), 2000u);
+  EXPECT_TRUE(list->matches(text::normalize("so: " + phrases[1234] + "!").text));
+  std::string spaced;
+  for (char c : phrases[7])
+    spaced += c == ' ' ? std::string(" ") : std::string(1, c) + ".";
+  EXPECT_TRUE(list->matches(text::normalize(spaced).text)) << spaced;
+  EXPECT_FALSE(list->matches(text::normalize("a perfectly ordinary sentence").text));
+}
+
+TEST(RuleList, ABadPatternNamesItsLineButNeverEchoesTheFile) {
+  std::string path = testing::temp_path("odd.patterns");
+  std::ofstream(path) << "# a comment\nroot:x:0:0:(secret\n";
+  try {
+    RuleList::load(path);
+    FAIL() << "a bad pattern was accepted";
+  } catch (const std::runtime_error& error) {
+    std::string message = error.what();
+    EXPECT_EQ(message, path + ":2:1: error: not a valid RE2 pattern (unbalanced parentheses)");
+    EXPECT_EQ(message.find("secret"), std::string::npos);
+  }
 }
 
 }  // namespace

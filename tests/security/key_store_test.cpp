@@ -65,5 +65,25 @@ TEST(KeyStore, RefusesPlainKeysAndBadHashesWithTheirLocation) {
   EXPECT_NE(report.find(path + ":4:13: error: 'sha256' must be 64"), std::string::npos) << report;
 }
 
+TEST(KeyStore, RefusesUnknownTopLevelKeysAndAliasCycles) {
+  std::string path = testing::temp_path("odd-keys.yaml");
+  KeyStore store;
+  store.add("acme", "alice", {}, {});
+  store.save(path);
+  std::ofstream(path, std::ios::app) << "extra: 1\n";
+  Diagnostics diagnostics;
+  EXPECT_FALSE(KeyStore::load(path, diagnostics));
+  EXPECT_NE(diagnostics.to_string().find("unknown key 'extra' in a keys file"), std::string::npos)
+      << diagnostics.to_string();
+
+  // What crashed a serving process, which re-reads its keys file every second.
+  std::string cyclic = testing::temp_path("cyclic-keys.yaml");
+  store.save(cyclic);
+  std::ofstream(cyclic, std::ios::app) << "x: &a [*a]\n";
+  Diagnostics cycle;
+  EXPECT_FALSE(KeyStore::load(cyclic, cycle));
+  EXPECT_NE(cycle.to_string().find("(a cycle)"), std::string::npos) << cycle.to_string();
+}
+
 }  // namespace
 }  // namespace chatflow::security

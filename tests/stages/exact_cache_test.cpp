@@ -102,6 +102,28 @@ TEST_F(ExactCache, AnotherTenantNeverGetsTheCachedAnswer) {
   EXPECT_EQ(misses(), 2);
 }
 
+// scope: user (the default) keeps one user's answers from another user of the same tenant: a
+// private answer never crosses users. A caller without a user shares the tenant's answers, and
+// scope: tenant shares them all.
+TEST_F(ExactCache, AnAnswerCrossesUsersOfATenantOnlyWithScopeTenant) {
+  auto as_user = [](const std::string& user) {
+    return [user](Request& request) { request.identity.user = user; };
+  };
+  const std::string question = "What is on my calendar?";
+  auto private_cache = cached_echo();
+  ASSERT_TRUE(private_cache);
+  ask(*private_cache, question, "tenant-a", as_user("alice"));
+  EXPECT_EQ(ask(*private_cache, question, "tenant-a", as_user("bob")).cache, "miss");
+  EXPECT_EQ(ask(*private_cache, question, "tenant-a", as_user("alice")).cache, "exact");
+  ask(*private_cache, question, "tenant-a");
+  EXPECT_EQ(ask(*private_cache, question, "tenant-a").cache, "exact") << "no user: the tenant's";
+
+  auto shared_cache = cached_echo("{scope: tenant}");
+  ASSERT_TRUE(shared_cache);
+  ask(*shared_cache, question, "tenant-a", as_user("alice"));
+  EXPECT_EQ(ask(*shared_cache, question, "tenant-a", as_user("bob")).cache, "exact");
+}
+
 TEST_F(ExactCache, AChangedParameterMessageOrModelMisses) {
   auto pipeline = cached_echo();
   ASSERT_TRUE(pipeline);

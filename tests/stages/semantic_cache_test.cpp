@@ -37,12 +37,13 @@ struct Asked {
 };
 
 Asked ask(Pipeline& pipeline, const std::string& question, const std::string& tenant = "tenant-a",
-          const std::string& system = "", int64_t max_tokens = 12) {
+          const std::string& system = "", int64_t max_tokens = 12, const std::string& user = "") {
   std::shared_ptr<CollectingSink> sink;
   auto request = user_request(question, sink);
   if (!system.empty()) request->messages.insert(request->messages.begin(), {"system", system});
   request->model = "test-model";
   request->identity.tenant = tenant;
+  request->identity.user = user;
   request->generation.temperature = 0.7f;  // sampled: the semantic cache still answers
   request->generation.max_tokens = max_tokens;
   EXPECT_EQ(pipeline.submit(request), Admission::accepted);
@@ -118,6 +119,21 @@ TEST(SemanticCache, AnotherTenantOrNoTenantNeverGetsTheAnswer) {
   EXPECT_EQ(anonymous.request->annotation("semantic_cache"), "bypass");
   ask(*pipeline, "Where is the spare key?", "");
   EXPECT_EQ(ask(*pipeline, "where is the spare key", "").text, "where is the spare key");
+}
+
+// With scope: user (the default) a paraphrase from another user of the tenant misses; with
+// scope: tenant it hits.
+TEST(SemanticCache, AnAnswerCrossesUsersOfATenantOnlyWithScopeTenant) {
+  auto per_user = cached_echo();
+  ASSERT_TRUE(per_user);
+  ask(*per_user, "What is my account balance?", "tenant-a", "", 12, "alice");
+  EXPECT_FALSE(ask(*per_user, "what is my account's balance", "tenant-a", "", 12, "bob").hit());
+  EXPECT_TRUE(ask(*per_user, "what is my account's balance", "tenant-a", "", 12, "alice").hit());
+
+  auto shared = cached_echo("{threshold: 0.9, built_in_bypass: false, scope: tenant}");
+  ASSERT_TRUE(shared);
+  ask(*shared, "What is my account balance?", "tenant-a", "", 12, "alice");
+  EXPECT_TRUE(ask(*shared, "what is my account's balance", "tenant-a", "", 12, "bob").hit());
 }
 
 TEST(SemanticCache, TheSystemPromptAndMaxTokensArePartOfThePartition) {

@@ -7,7 +7,8 @@
 #   scripts/quickstart.sh test-long      the long tests: 64 clients x 30 s load, twice; reloads x 20
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
-#   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers), 180 s each
+#   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers, YAML files,
+#                                        HTTP requests), 180 s each
 #   scripts/quickstart.sh build          install and build only
 set -euo pipefail
 
@@ -142,14 +143,25 @@ case "$command" in
       -DCHATFLOW_BUILD_TESTS=OFF -DCHATFLOW_CUDA=OFF
     build build -DCMAKE_BUILD_TYPE=Release
     corpus=build-fuzz/corpus
-    mkdir -p "$corpus/gguf" "$corpus/tokenizer"
+    mkdir -p "$corpus/gguf" "$corpus/tokenizer" "$corpus/yaml" "$corpus/http"
     ./build/chatflow make-model --dim 32 --layers 1 --heads 2 --ffn 64 -o "$corpus/gguf/llama-f32.gguf" >/dev/null
     ./build/chatflow make-model --arch qwen2 --dim 32 --layers 1 --heads 2 --ffn 64 --type q4_0 \
       -o "$corpus/gguf/qwen2-q4_0.gguf" >/dev/null
     cp README.md "$corpus/tokenizer/"
     if ls ../shared/models/vocab/*.inp >/dev/null 2>&1; then cp ../shared/models/vocab/*.inp "$corpus/tokenizer/"; fi
+    cp graphs/*.yaml configs/*.yaml "$corpus/yaml/"
+    printf 'keys:\n  - {id: k_1, sha256: %064d, tenant: acme, user: a, roles: [admin]}\nx: &a [*a]\n' 0 \
+      > "$corpus/yaml/keys.yaml"
+    printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 71\r\n\r\n{"model": "fuzz-model", "messages": [{"role": "user", "content": "hi"}]}' \
+      > "$corpus/http/chat.http"
+    printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\n{}\r\n0\r\n\r\n' \
+      > "$corpus/http/chunked.http"
+    printf 'GET http://h/v1/models/m?x=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n' \
+      > "$corpus/http/absolute.http"
     ./build-fuzz/tests/fuzz/fuzz_gguf -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=4096 "$corpus/gguf"
     ./build-fuzz/tests/fuzz/fuzz_tokenizer -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=4096 "$corpus/tokenizer"
+    ./build-fuzz/tests/fuzz/fuzz_yaml -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/yaml"
+    ./build-fuzz/tests/fuzz/fuzz_http_request -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/http"
     ;;
   *)
     echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2

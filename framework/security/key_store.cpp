@@ -128,6 +128,20 @@ std::optional<KeyStore> KeyStore::load(const std::string& path, Diagnostics& dia
   size_t before = diagnostics.size();
   ConfigValue root = read_yaml_file(path, diagnostics);
   if (diagnostics.size() != before) return std::nullopt;
+  return from_tree(root, path, diagnostics);
+}
+
+std::optional<KeyStore> KeyStore::parse(const std::string& text, const std::string& file_name,
+                                        Diagnostics& diagnostics) {
+  size_t before = diagnostics.size();
+  ConfigValue root = read_yaml_text(text, file_name, diagnostics);
+  if (diagnostics.size() != before) return std::nullopt;
+  return from_tree(root, file_name, diagnostics);
+}
+
+std::optional<KeyStore> KeyStore::from_tree(const ConfigValue& root, const std::string& path,
+                                            Diagnostics& diagnostics) {
+  size_t before = diagnostics.size();
   KeyStore store;
   if (root.is_null()) return store;  // an empty file: no keys yet
   const ConfigValue* keys = root.is_mapping() ? root.find("keys") : nullptr;

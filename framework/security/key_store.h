@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "framework/api/config_value.h"
 #include "framework/api/diagnostics.h"
 
 namespace chatflow::security {
@@ -38,6 +39,9 @@ class KeyStore {
  public:
   // Reads `path`; every problem goes to `diagnostics` at its file:line:column.
   static std::optional<KeyStore> load(const std::string& path, Diagnostics& diagnostics);
+  // The same for the text of a keys file; `file_name` is used in locations.
+  static std::optional<KeyStore> parse(const std::string& text, const std::string& file_name,
+                                       Diagnostics& diagnostics);
 
   // A new key for `tenant`; returns the key itself, which exists nowhere else afterwards.
   std::string add(const std::string& tenant, const std::string& user,
@@ -54,6 +58,8 @@ class KeyStore {
   const std::vector<ApiKeyRecord>& records() const { return records_; }
 
  private:
+  static std::optional<KeyStore> from_tree(const ConfigValue& root, const std::string& path,
+                                           Diagnostics& diagnostics);
   std::vector<ApiKeyRecord> records_;
 };
 

@@ -49,6 +49,25 @@ describe('connection limits', () => {
     for (const socket of idle) socket.destroy();
   });
 
+  test('slow clients dripping their headers are shed before a new client is refused', async () => {
+    const slow = await Promise.all([1, 2, 3, 4].map(() => connect(server.port)));
+    const header = 'GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: ' + 'p'.repeat(200);
+    let sent = 0;
+    const drip = setInterval(() => {
+      for (const socket of slow) if (!socket.destroyed) socket.write(header[sent % header.length]);
+      sent += 1;
+    }, 20);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const response = parseResponse(await rawExchange(server.port, health));
+      assert.equal(response.status, 200, response.body);
+      await Promise.race(slow.map(closed));
+    } finally {
+      clearInterval(drip);
+      for (const socket of slow) socket.destroy();
+    }
+  });
+
   test('with every connection busy the new client gets a 503 with Retry-After', async () => {
     // Each sends a header that promises a body and never sends it: busy, not idle.
     const busy = await Promise.all([1, 2, 3, 4].map(async () => {

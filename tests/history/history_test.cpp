@@ -20,15 +20,8 @@ SessionKey key(const std::string& tenant, const std::string& session,
   return {tenant, owner, session};
 }
 
-std::string fresh_database(const std::string& name) {
-  std::string path = testing::temp_path(name + "-" + std::to_string(::getpid()) + ".db");
-  for (const char* suffix : {"", "-wal", "-shm"})
-    std::filesystem::remove(path + suffix);
-  return path;
-}
-
 TEST(HistoryStore, SqliteKeepsTurnsAcrossReopening) {
-  std::string path = fresh_database("history");
+  std::string path = testing::fresh_path("history");
   {
     auto store = make_sqlite_store(path);
     EXPECT_TRUE(
@@ -52,7 +45,7 @@ TEST(HistoryStore, SqliteKeepsTurnsAcrossReopening) {
 TEST(HistoryStore, AnotherOwnersSessionOfTheSameIdIsAnotherSession) {
   std::vector<std::unique_ptr<HistoryStore>> stores;
   stores.push_back(make_memory_store());
-  stores.push_back(make_sqlite_store(fresh_database("owners")));
+  stores.push_back(make_sqlite_store(testing::fresh_path("owners")));
   for (auto& store : stores) {
     store->append(key("acme", "s1", "user:u1"), {"mine", "yes", TurnStatus::completed, 1, 1, 0},
                   true);
@@ -68,7 +61,7 @@ TEST(HistoryStore, AnotherOwnersSessionOfTheSameIdIsAnotherSession) {
 }
 
 TEST(HistoryStore, AFileFromBeforeOwnersIsMigratedAndItsTurnsBelongToNobody) {
-  std::string path = fresh_database("history-v1");
+  std::string path = testing::fresh_path("history-v1");
   {
     sqlite3* database = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &database), SQLITE_OK);
@@ -93,7 +86,7 @@ TEST(HistoryStore, AFileFromBeforeOwnersIsMigratedAndItsTurnsBelongToNobody) {
 }
 
 TEST(HistoryStore, ADamagedFileIsRefusedAtOpenNamingItsPath) {
-  std::string path = fresh_database("history-damaged");
+  std::string path = testing::fresh_path("history-damaged");
   {
     auto store = make_sqlite_store(path);
     for (int i = 0; i < 200; ++i) {
@@ -124,7 +117,7 @@ TEST(HistoryStore, ADamagedFileIsRefusedAtOpenNamingItsPath) {
 // A write that fails after the store opened (here: the file may not grow past its size, as on
 // a full disk) is reported to a durable append and counted, never silently dropped.
 TEST(HistoryStore, AFailedWriteIsReportedToTheDurableAppendAndCounted) {
-  std::string path = fresh_database("history-full");
+  std::string path = testing::fresh_path("history-full");
   auto store = make_sqlite_store(path);
   ASSERT_TRUE(
       store->append(key("acme", "s1"), {"small", "turn", TurnStatus::completed, 1, 1, 0}, true));

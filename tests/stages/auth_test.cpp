@@ -17,13 +17,6 @@ namespace {
 
 const std::string kSecret = "a-shared-secret-of-at-least-thirty-two-bytes";
 
-// A path in the temporary directory with no file there yet, however often the test runs.
-std::string fresh_path(const std::string& name) {
-  std::string path = temp_path(name);
-  std::filesystem::remove(path);
-  return path;
-}
-
 struct Keys {
   std::string path;
   std::string alice;  // acme/alice, admin, rpm 60

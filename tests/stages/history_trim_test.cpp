@@ -15,15 +15,6 @@
 namespace chatflow::testing {
 namespace {
 
-// A path in the temporary directory with nothing there yet (no database, no WAL files), so a
-// test starts from an empty file however often it runs in one process.
-std::string fresh_path(const std::string& name) {
-  std::string path = temp_path(name);
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-    std::filesystem::remove(path + suffix);
-  return path;
-}
-
 std::string model_path() {
   engine::ModelShape shape;
   shape.ffn = 96;

@@ -10,16 +10,10 @@
 namespace chatflow::testing {
 namespace {
 
-std::string write_list(const std::string& name, const std::string& text) {
-  std::string path = temp_path(name);
-  std::ofstream(path) << text;
-  return path;
-}
-
 TEST(InputModeration, BlocksObfuscatedPhrasesAndFlagsOthers) {
-  std::string block = write_list("input-block.txt", "build a bomb\n制造炸弹\n");
+  std::string block = write_temp_file("input-block.txt", "build a bomb\n制造炸弹\n");
   std::string flag =
-      write_list("input-flag.patterns", "ignore\\s+(all\\s+)?previous\\s+instructions\n");
+      write_temp_file("input-flag.patterns", "ignore\\s+(all\\s+)?previous\\s+instructions\n");
   auto pipeline = build_yaml(
       "version: 1\nstages:\n  - {name: screen, type: input_moderation, config: {lists: {" + block +
           ": block, " + flag + ": flag}}}\n  - {name: echo, type: echo}\n",

@@ -10,12 +10,6 @@
 namespace chatflow::testing {
 namespace {
 
-std::string write_list(const std::string& name, const std::string& text) {
-  std::string path = temp_path(name);
-  std::ofstream(path) << text;
-  return path;
-}
-
 std::unique_ptr<Pipeline> guarded_echo(const std::string& guard_config) {
   return build_yaml(
       "version: 1\nstages:\n  - {name: echo, type: echo, config: {words_per_chunk: 1}}\n"
@@ -56,7 +50,7 @@ TEST(OutputModeration, HoldsBackOnlyTheWindow) {
 }
 
 TEST(OutputModeration, AbortEndsTheStreamWithContentFilter) {
-  std::string list = write_list("abort-list.txt", "build a bomb\n");
+  std::string list = write_temp_file("abort-list.txt", "build a bomb\n");
   auto pipeline = guarded_echo("{lists: {" + list + ": abort}, notice: ' [stopped]'}");
   ASSERT_TRUE(pipeline);
   std::shared_ptr<Request> request;
@@ -68,7 +62,7 @@ TEST(OutputModeration, AbortEndsTheStreamWithContentFilter) {
 }
 
 TEST(OutputModeration, MasksBlockListPhrases) {
-  std::string list = write_list("mask-list.txt", "build a bomb\n");
+  std::string list = write_temp_file("mask-list.txt", "build a bomb\n");
   auto pipeline = guarded_echo("{lists: {" + list + ": mask}, pii: []}");
   ASSERT_TRUE(pipeline);
   EXPECT_EQ(run_text(*pipeline, "never Build A Bomb ok"), "never [redacted] ok");

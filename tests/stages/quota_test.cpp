@@ -17,39 +17,6 @@
 namespace chatflow::testing {
 namespace {
 
-// A path in the temporary directory with nothing there yet (no database, no WAL files), so a
-// test starts from an empty file however often it runs in one process.
-std::string fresh_path(const std::string& name) {
-  std::string path = temp_path(name);
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-    std::filesystem::remove(path + suffix);
-  return path;
-}
-
-// Passes everything to a CollectingSink and tells when the request was released (when the
-// quota stage writes its row).
-class ReleaseWatchingSink final : public Sink {
- public:
-  explicit ReleaseWatchingSink(std::shared_ptr<CollectingSink> inner) : inner_(std::move(inner)) {}
-  void on_chunk(Request& request, const Chunk& chunk) override { inner_->on_chunk(request, chunk); }
-  void on_finish(Request& request) override { inner_->on_finish(request); }
-  void on_released(const Request&) override {
-    std::lock_guard lock(mutex_);
-    released_ = true;
-    changed_.notify_all();
-  }
-  bool wait_released() {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, std::chrono::seconds(20), [this] { return released_; });
-  }
-
- private:
-  std::shared_ptr<CollectingSink> inner_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool released_ = false;
-};
-
 struct Answer {
   std::optional<RequestError> error;
   std::string text;

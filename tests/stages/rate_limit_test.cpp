@@ -15,30 +15,6 @@
 namespace chatflow::testing {
 namespace {
 
-// Passes everything to a CollectingSink and tells when the request was released (when the
-// stage's settlement has run).
-class ReleaseWatchingSink final : public Sink {
- public:
-  explicit ReleaseWatchingSink(std::shared_ptr<CollectingSink> inner) : inner_(std::move(inner)) {}
-  void on_chunk(Request& request, const Chunk& chunk) override { inner_->on_chunk(request, chunk); }
-  void on_finish(Request& request) override { inner_->on_finish(request); }
-  void on_released(const Request&) override {
-    std::lock_guard lock(mutex_);
-    released_ = true;
-    changed_.notify_all();
-  }
-  bool wait_released() {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, std::chrono::seconds(20), [this] { return released_; });
-  }
-
- private:
-  std::shared_ptr<CollectingSink> inner_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool released_ = false;
-};
-
 // What the caller saw of one request, read after it was released.
 struct Answer {
   std::optional<RequestError> error;

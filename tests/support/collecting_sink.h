@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -61,6 +62,30 @@ class CollectingSink final : public Sink {
   bool finished_ = false;
   bool chunk_after_finish_ = false;
   int finish_calls_ = 0;
+};
+
+// Passes everything to a CollectingSink and tells when the request was released (when stages'
+// release callbacks, such as a quota's settlement, have run).
+class ReleaseWatchingSink final : public Sink {
+ public:
+  explicit ReleaseWatchingSink(std::shared_ptr<CollectingSink> inner) : inner_(std::move(inner)) {}
+  void on_chunk(Request& request, const Chunk& chunk) override { inner_->on_chunk(request, chunk); }
+  void on_finish(Request& request) override { inner_->on_finish(request); }
+  void on_released(const Request&) override {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  bool wait_released() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [this] { return released_; });
+  }
+
+ private:
+  std::shared_ptr<CollectingSink> inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool released_ = false;
 };
 
 }  // namespace chatflow::testing

@@ -1,6 +1,7 @@
 #include "temp_model.h"
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <unistd.h>
@@ -48,6 +49,19 @@ std::string temp_model(const engine::ModelShape& shape) {
   std::string path = temp_path(key + ".gguf");
   engine::write_random_model(shape, path);
   written.emplace(key, path);
+  return path;
+}
+
+std::string fresh_path(const std::string& name) {
+  std::string path = temp_path(name);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path + suffix);
+  return path;
+}
+
+std::string write_temp_file(const std::string& name, const std::string& text) {
+  std::string path = temp_path(name);
+  std::ofstream(path, std::ios::binary) << text;
   return path;
 }
 

@@ -14,4 +14,11 @@ std::string temp_model(const engine::ModelShape& shape);
 // A fresh path in the temporary directory (not created).
 std::string temp_path(const std::string& name);
 
+// temp_path with nothing there yet (a database's -wal, -shm and -journal files removed too), so a
+// test starts from an empty file however often it runs in one process.
+std::string fresh_path(const std::string& name);
+
+// Writes `text` to temp_path(name) and returns the path.
+std::string write_temp_file(const std::string& name, const std::string& text);
+
 }  // namespace chatflow::testing

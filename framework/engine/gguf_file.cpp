@@ -111,28 +111,6 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian uint3
 constexpr uint64_t kMaxDimensions = 4;
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 
-size_t scalar_size(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::uint8:
-    case GgufValueType::int8:
-    case GgufValueType::boolean:
-      return 1;
-    case GgufValueType::uint16:
-    case GgufValueType::int16:
-      return 2;
-    case GgufValueType::uint32:
-    case GgufValueType::int32:
-    case GgufValueType::float32:
-      return 4;
-    case GgufValueType::uint64:
-    case GgufValueType::int64:
-    case GgufValueType::float64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 // Reads the header of a GGUF image front to back, refusing anything out of bounds.
 class Reader {
  public:
@@ -259,7 +237,7 @@ class Reader {
     } else if (value.element_type == GgufValueType::array) {
       fail("nested arrays are not supported (key '" + key + "')");
     } else {
-      size_t element = scalar_size(value.element_type);
+      size_t element = scalar_bytes(value.element_type);
       if (value.array_count > (size_ - offset_) / element) {
         fail("array '" + key + "' claims " + std::to_string(value.array_count) + " " +
              std::string(to_string(value.element_type)) + " values, more than the file holds");
@@ -363,6 +341,28 @@ GgufTensorInfo read_tensor_info(Reader& reader, uint32_t alignment) {
 }
 
 }  // namespace
+
+size_t scalar_bytes(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::uint8:
+    case GgufValueType::int8:
+    case GgufValueType::boolean:
+      return 1;
+    case GgufValueType::uint16:
+    case GgufValueType::int16:
+      return 2;
+    case GgufValueType::uint32:
+    case GgufValueType::int32:
+    case GgufValueType::float32:
+      return 4;
+    case GgufValueType::uint64:
+    case GgufValueType::int64:
+    case GgufValueType::float64:
+      return 8;
+    default:
+      return 0;
+  }
+}
 
 std::shared_ptr<const GgufFile> GgufFile::open(const std::string& path) {
   int descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -40,6 +40,8 @@ enum class GgufValueType : uint32_t {
 };
 
 std::string_view to_string(GgufValueType type);
+// Bytes of one value of a fixed-size type; 0 for strings and arrays.
+size_t scalar_bytes(GgufValueType type);
 
 // One metadata value. Arrays of numbers keep a pointer into the mapped file (they can hold a
 // 150,000-entry score table); arrays of strings are decoded.

@@ -64,24 +64,6 @@ void append_scalar(std::string& payload, const GgufValue& value) {
   }
 }
 
-size_t array_element_bytes(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::uint8:
-    case GgufValueType::int8:
-    case GgufValueType::boolean:
-      return 1;
-    case GgufValueType::uint16:
-    case GgufValueType::int16:
-      return 2;
-    case GgufValueType::uint32:
-    case GgufValueType::int32:
-    case GgufValueType::float32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 // An array's element type, count and elements; scalar elements are copied as the file holds
 // them.
 void append_array(std::string& payload, const GgufValue& value) {
@@ -92,7 +74,7 @@ void append_array(std::string& payload, const GgufValue& value) {
       append_string(payload, text);
   } else {
     payload.append(reinterpret_cast<const char*>(value.array_data),
-                   value.array_count * array_element_bytes(value.element_type));
+                   value.array_count * scalar_bytes(value.element_type));
   }
 }
 

@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         streamed += detokenizer.push(id).text;
       streamed += detokenizer.finish().text;
       // Released text is always valid UTF-8.
-      if (text::repair(streamed) != streamed) __builtin_trap();
+      if (chatflow::text::repair(streamed) != streamed) __builtin_trap();
     }
   }
   return 0;

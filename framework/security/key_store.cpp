@@ -148,8 +148,9 @@ std::optional<KeyStore> KeyStore::from_tree(const ConfigValue& root, const std::
   if (root.is_mapping()) {
     for (const auto& key : root.keys) {
       if (key.name != "keys") {
+        std::string shown = key.name.size() > 40 ? key.name.substr(0, 40) + "..." : key.name;
         diagnostics.error(key.where,
-                          "unknown key '" + key.name + "' in a keys file (it holds 'keys' only)");
+                          "unknown key '" + shown + "' in a keys file (it holds 'keys' only)");
       }
     }
   }
@@ -158,6 +159,7 @@ std::optional<KeyStore> KeyStore::from_tree(const ConfigValue& root, const std::
                       "a keys file is a mapping with a 'keys' list");
     return std::nullopt;
   }
+  if (diagnostics.size() != before) return std::nullopt;
   if (keys->is_null()) return store;
   if (!keys->is_sequence()) {
     diagnostics.error(keys->where, "'keys' must be a list, got " + keys->describe());

@@ -76,6 +76,11 @@ TEST(KeyStore, RefusesUnknownTopLevelKeysAndAliasCycles) {
   EXPECT_NE(diagnostics.to_string().find("unknown key 'extra' in a keys file"), std::string::npos)
       << diagnostics.to_string();
 
+  // Found by the fuzzer: an empty key list beside an unknown key was accepted despite the error.
+  Diagnostics empty_list;
+  EXPECT_FALSE(KeyStore::parse("keys:\nother: 1\n", "keys.yaml", empty_list));
+  EXPECT_EQ(empty_list.size(), 1u) << empty_list.to_string();
+
   // What crashed a serving process, which re-reads its keys file every second.
   std::string cyclic = testing::temp_path("cyclic-keys.yaml");
   store.save(cyclic);

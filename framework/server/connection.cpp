@@ -17,6 +17,8 @@ constexpr size_t kMaxChunkExtensionBytes = 1024;
 // After refusing a body, how long we keep reading (and discarding) before closing, so the client
 // sees our response instead of a connection reset.
 constexpr auto kLingerTime = std::chrono::seconds(3);
+// ... and how much of it we read at most.
+constexpr size_t kMaxLingerBytes = 1 << 20;
 
 }  // namespace
 
@@ -524,8 +526,12 @@ void Connection::finish_connection() {
 void Connection::discard() {
   discard_buffer_.resize(64 * 1024);
   stream_.async_read_some(net::buffer(discard_buffer_),
-                          [self = shared_from_this()](beast::error_code error, size_t) {
+                          [self = shared_from_this()](beast::error_code error, size_t bytes) {
                             if (error) return self->close();
+                            // A refused client still sending megabytes gets no more of our
+                            // time: the answer is long on its way.
+                            self->discarded_bytes_ += bytes;
+                            if (self->discarded_bytes_ > kMaxLingerBytes) return self->close();
                             self->discard();
                           });
 }

@@ -117,6 +117,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string outbox_;   // queued while a write is in flight
   std::string sending_;  // the write in flight
   std::string discard_buffer_;
+  size_t discarded_bytes_ = 0;
   bool writing_ = false;
   bool reading_body_ = false;
   bool close_after_flush_ = false;

@@ -2,8 +2,9 @@
 // (routes.h) and answered whole or as a stream of server-sent events. Everything runs on the
 // connection's strand, except the public deliver/complete/abort/drain, which post onto it.
 //
-// connection.cpp reads, routes and writes; generation_exchange.cpp holds the exchange with the
-// pipeline (its sink, the start of a generation and its completion).
+// connection.cpp reads and writes; connection_routing.cpp decides what answers a request;
+// generation_exchange.cpp holds the exchange with the pipeline (its sink, the start of a
+// generation and its completion).
 #pragma once
 
 #include <atomic>

@@ -246,6 +246,16 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
     fresh->storage.push_back(store);
   metrics.clear_samplers();
   register_engine_metrics(metrics, fresh->models, pipeline);
+  std::weak_ptr<ServerState> weak = weak_from_this();
+  metrics.sampled("chatflow:http_open_connections", "gauge",
+                  "TCP connections open (idle keep-alive ones included).", [weak]() {
+                    std::vector<std::pair<Labels, double>> samples;
+                    if (auto state = weak.lock()) {
+                      std::lock_guard lock(state->mutex);
+                      samples.push_back({{}, double(state->connections.size())});
+                    }
+                    return samples;
+                  });
   std::shared_ptr<const ServedPipeline> old;
   {
     std::lock_guard lock(mutex);

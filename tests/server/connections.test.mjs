@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, parseResponse, rawExchange, scratchPath, startServer, writeTemp } from './harness.mjs';
+import {
+  addKey, metric, parseResponse, rawExchange, scrape, scratchPath, startServer, waitFor, writeTemp,
+} from './harness.mjs';
 
 const health = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
 
@@ -69,14 +71,19 @@ describe('connection limits', () => {
   });
 
   test('with every connection busy the new client gets a 503 with Retry-After', async () => {
-    // Each sends a header that promises a body and never sends it: busy, not idle.
+    // The earlier tests' connections are gone (this scrape's own is the one left).
+    await waitFor(async () => metric(await scrape(server.url), 'chatflow:http_open_connections') <= 1,
+      { what: 'the earlier connections to close' });
+    // Each sends a header that promises a body and never sends it: busy, not idle. The server's
+    // "100 Continue" says it has read the header.
     const busy = await Promise.all([1, 2, 3, 4].map(async () => {
       const socket = await connect(server.port);
+      const continued = new Promise((resolve) => socket.once('data', resolve));
       socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
-        'Content-Length: 100\r\n\r\n');
+        'Content-Length: 100\r\nExpect: 100-continue\r\n\r\n');
+      assert.match(String(await continued), /^HTTP\/1\.1 100 Continue/);
       return socket;
     }));
-    await new Promise((resolve) => setTimeout(resolve, 100));  // the headers have been read
     const response = parseResponse(await rawExchange(server.port, health));
     assert.equal(response.status, 503, response.body);
     assert.equal(response.headers['retry-after'], '1');

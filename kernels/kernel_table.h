@@ -47,6 +47,62 @@ struct PackedMatmulArgs {
   int64_t y_stride;
 };
 
+// Activations quantised to 8 bits for the integer products with quantised weights, once per
+// step for each matrix input. Per token: `columns` int8 values; one float scale per block (32
+// values for the 32-value weight formats, 256 for the k-quants and iq4_xs); and the int16 sums
+// of the int8 values per group (32 values, or 16 for the 256-value blocks), which the formats
+// with a minimum or an offset need.
+enum class ActivationFormat { blocks32 = 0, blocks256 = 1 };
+ActivationFormat activation_format(TensorType weights);
+
+struct ActivationLayout {
+  ActivationFormat format = ActivationFormat::blocks32;
+  int64_t columns = 0;
+  int64_t block = 32;  // values per scale
+  int64_t group = 32;  // values per sum
+  size_t scales_offset = 0;
+  size_t sums_offset = 0;
+  size_t token_bytes = 0;  // a multiple of 64
+};
+ActivationLayout activation_layout(ActivationFormat format, int64_t columns);
+
+// The int8 values, scales and sums of one token in a buffer laid out as `layout` says.
+struct TokenActivations {
+  const int8_t* values;
+  const float* scales;
+  const int16_t* sums;
+};
+inline TokenActivations token_activations(const uint8_t* buffer, const ActivationLayout& layout,
+                                          int64_t token) {
+  const uint8_t* base = buffer + static_cast<size_t>(token) * layout.token_bytes;
+  return {reinterpret_cast<const int8_t*>(base),
+          reinterpret_cast<const float*>(base + layout.scales_offset),
+          reinterpret_cast<const int16_t*>(base + layout.sums_offset)};
+}
+
+// y[t * y_stride + r] = sum_k W[r][k] * x[t][k] for r in [row_begin, row_end), t in [0, tokens),
+// with W quantised (the table entry's type, `row_bytes` per row) and x quantised activations
+// in the format activation_format(type) gives. Each (row, token) result is the same whatever
+// the tokens or rows that share a call: integer dot products per block are exact, and their
+// scaled sums are accumulated in one fixed order.
+struct QuantizedMatmulArgs {
+  const uint8_t* weights;
+  size_t row_bytes;
+  int64_t columns;
+  int64_t row_begin;
+  int64_t row_end;
+  const uint8_t* x;  // activations, layout.token_bytes per token
+  const ActivationLayout* layout;
+  int64_t tokens;
+  float* y;
+  int64_t y_stride;
+};
+
+// The quantised weight types the integer kernels multiply, in table order.
+inline constexpr int kQuantizedKernelTypes = 12;
+// Index into KernelTable::quantized_matmul, or -1 for a type without an integer kernel.
+int quantized_index(TensorType type);
+
 // How the KV cache stores keys and values. f16 (llama.cpp's default too) halves the memory
 // attention streams through at every step; f32 keeps them exactly as computed.
 enum class KvType { f32 = 0, f16 = 1 };
@@ -76,7 +132,7 @@ struct AttentionArgs {
 
 struct KernelTable {
   std::string_view instruction_set;
-  void (*matmul[5])(const MatmulArgs& args);               // indexed by matmul_index(type)
+  void (*matmul[3])(const MatmulArgs& args);               // f32, f16, bf16 (matmul_index)
   void (*packed_matmul[3])(const PackedMatmulArgs& args);  // indexed by packed_index(type)
   void (*attention[2])(const AttentionArgs& args);         // indexed by KvType
   // out[i] = silu(gate[i]) * up[i]
@@ -97,9 +153,14 @@ struct KernelTable {
   void (*store_kv[2])(const float* values, void* out, int64_t count, int64_t out_stride);
   // One row of a stored matrix as floats (the token embedding lookup).
   void (*dequantize_row)(TensorType type, const uint8_t* row, int64_t columns, float* out);
+  // The integer products with quantised weights (indexed by quantized_index(type)) and the
+  // quantisation of one token's activations (indexed by ActivationFormat) they read.
+  std::string_view quantized_instruction_set;
+  void (*quantized_matmul[kQuantizedKernelTypes])(const QuantizedMatmulArgs& args);
+  void (*quantize_activations[2])(const float* x, const ActivationLayout& layout, uint8_t* out);
 };
 
-int matmul_index(TensorType type);
+int matmul_index(TensorType type);  // f32 0, f16 1, bf16 2
 int packed_index(TensorType type);  // f32 0, f16 1, bf16 2
 
 }  // namespace chatflow::kernels

@@ -1,62 +1,102 @@
 #include "kernels/tensor_type.h"
 
+#include <algorithm>
+#include <array>
+#include <cctype>
+
 namespace chatflow::kernels {
+namespace {
+
+struct Layout {
+  uint32_t id;
+  std::string_view name;
+  int64_t values;
+  size_t bytes;
+  bool computable;
+};
+
+// ggml's block sizes (ggml-common.h); ids 4, 5 and 31-33 were retired from GGUF files.
+constexpr std::array<Layout, 31> kLayouts = {{
+    {0, "f32", 1, 4, true},          {1, "f16", 1, 2, true},
+    {2, "q4_0", 32, 18, true},       {3, "q4_1", 32, 20, true},
+    {6, "q5_0", 32, 22, true},       {7, "q5_1", 32, 24, true},
+    {8, "q8_0", 32, 34, true},       {9, "q8_1", 32, 36, false},
+    {10, "q2_k", 256, 84, true},     {11, "q3_k", 256, 110, true},
+    {12, "q4_k", 256, 144, true},    {13, "q5_k", 256, 176, true},
+    {14, "q6_k", 256, 210, true},    {15, "q8_k", 256, 292, false},
+    {16, "iq2_xxs", 256, 66, false}, {17, "iq2_xs", 256, 74, false},
+    {18, "iq3_xxs", 256, 98, false}, {19, "iq1_s", 256, 50, false},
+    {20, "iq4_nl", 32, 18, true},    {21, "iq3_s", 256, 110, false},
+    {22, "iq2_s", 256, 82, false},   {23, "iq4_xs", 256, 136, true},
+    {24, "i8", 1, 1, false},         {25, "i16", 1, 2, false},
+    {26, "i32", 1, 4, false},        {27, "i64", 1, 8, false},
+    {28, "f64", 1, 8, false},        {29, "iq1_m", 256, 56, false},
+    {30, "bf16", 1, 2, true},        {34, "tq1_0", 256, 54, false},
+    {35, "tq2_0", 256, 66, false},
+}};
+
+const Layout* find_layout(uint32_t id) {
+  for (const Layout& layout : kLayouts) {
+    if (layout.id == id) return &layout;
+  }
+  return nullptr;
+}
+
+const Layout& layout_of(TensorType type) {
+  // Every enumerator has a layout, so this never fails for a value made by tensor_type_from_id.
+  return *find_layout(static_cast<uint32_t>(type));
+}
+
+}  // namespace
 
 std::optional<TensorType> tensor_type_from_id(uint32_t id) {
-  switch (id) {
-    case 0:
-      return TensorType::f32;
-    case 1:
-      return TensorType::f16;
-    case 2:
-      return TensorType::q4_0;
-    case 8:
-      return TensorType::q8_0;
-    case 30:
-      return TensorType::bf16;
-    default:
-      return std::nullopt;
-  }
+  if (!find_layout(id)) return std::nullopt;
+  return static_cast<TensorType>(id);
 }
 
 std::string_view tensor_type_name(uint32_t id) {
-  static constexpr std::string_view kNames[] = {
-      "f32",     "f16",    "q4_0",    "q4_1",  "q4_2",   "q4_3",  "q5_0",  "q5_1",
-      "q8_0",    "q8_1",   "q2_k",    "q3_k",  "q4_k",   "q5_k",  "q6_k",  "q8_k",
-      "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
-      "i8",      "i16",    "i32",     "i64",   "f64",    "iq1_m", "bf16"};
-  return id < std::size(kNames) ? kNames[id] : std::string_view("unknown");
+  const Layout* layout = find_layout(id);
+  return layout ? layout->name : std::string_view("unknown");
 }
 
 std::string_view to_string(TensorType type) {
-  return tensor_type_name(static_cast<uint32_t>(type));
+  return layout_of(type).name;
 }
 
 std::optional<TensorType> tensor_type_from_name(std::string_view name) {
-  for (TensorType type :
-       {TensorType::f32, TensorType::f16, TensorType::bf16, TensorType::q8_0, TensorType::q4_0}) {
-    if (to_string(type) == name) return type;
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const Layout& layout : kLayouts) {
+    if (layout.computable && layout.name == lower) return static_cast<TensorType>(layout.id);
   }
   return std::nullopt;
 }
 
+bool computable(TensorType type) {
+  return layout_of(type).computable;
+}
+
+std::string computable_type_names() {
+  std::string names;
+  for (const Layout& layout : kLayouts) {
+    if (!layout.computable) continue;
+    if (!names.empty()) names += ", ";
+    names += layout.name;
+  }
+  return names;
+}
+
+bool is_quantized(TensorType type) {
+  return layout_of(type).values > 1;
+}
+
 int64_t block_values(TensorType type) {
-  return type == TensorType::q4_0 || type == TensorType::q8_0 ? kQuantBlock : 1;
+  return layout_of(type).values;
 }
 
 size_t block_bytes(TensorType type) {
-  switch (type) {
-    case TensorType::f32:
-      return 4;
-    case TensorType::f16:
-    case TensorType::bf16:
-      return 2;
-    case TensorType::q8_0:
-      return kQ8BlockBytes;
-    case TensorType::q4_0:
-      return kQ4BlockBytes;
-  }
-  return 4;
+  return layout_of(type).bytes;
 }
 
 size_t row_bytes(TensorType type, int64_t values) {

@@ -312,9 +312,8 @@ kernels::TensorType read_tensor_type(Reader& reader, const GgufTensorInfo& tenso
   uint32_t type_id = reader.read<uint32_t>("a tensor type");
   auto type = kernels::tensor_type_from_id(type_id);
   if (!type) {
-    reader.fail("tensor '" + tensor.name + "' has type " +
-                std::string(kernels::tensor_type_name(type_id)) + " (" + std::to_string(type_id) +
-                "), which chatflow cannot compute with (supported: f32, f16, bf16, q8_0, q4_0)");
+    reader.fail("tensor '" + tensor.name + "' has type id " + std::to_string(type_id) +
+                ", which is not a GGUF tensor type");
   }
   return *type;
 }

@@ -20,6 +20,13 @@ class WeightLoader {
   const GgufTensorInfo& tensor(const std::string& name) {
     const GgufTensorInfo* tensor = file_.find_tensor(name);
     if (tensor == nullptr) throw GgufError(file_.path() + ": tensor '" + name + "' is missing");
+    if (!kernels::computable(tensor->type)) {
+      throw GgufError(file_.path() + ": tensor '" + name + "' has type " +
+                      std::string(kernels::to_string(tensor->type)) + " (" +
+                      std::to_string(static_cast<uint32_t>(tensor->type)) +
+                      "), which chatflow cannot compute with (supported: " +
+                      kernels::computable_type_names() + ")");
+    }
     return *tensor;
   }
 

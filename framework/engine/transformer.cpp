@@ -23,6 +23,9 @@ struct Transformer::Workspace {
   std::vector<KvSequence*> owners;
   std::vector<int64_t> logit_tokens;
   tbb::enumerable_thread_specific<std::vector<float>> scratch;
+  // A step's input quantised for the integer kernels, per activation format.
+  std::vector<uint8_t> activations[2];
+  kernels::ActivationLayout activation_layouts[2];
 
   static float* sized(std::vector<float>& buffer, int64_t size) {
     if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
@@ -177,8 +180,13 @@ void Transformer::multiply(Step& step, std::initializer_list<Product> products, 
     });
     return;
   }
+  quantize_inputs(step, products, x, count);
   for (const Product& product : products) {
     const WeightMatrix& weights = product.weights;
+    if (kernels::is_quantized(weights.type)) {
+      multiply_quantized(step, product, count);
+      continue;
+    }
     auto kernel = kernels_.matmul[kernels::matmul_index(weights.type)];
     int64_t rows_work = weights.rows * weights.columns * count;
     int64_t grain = rows_work < kParallelWork
@@ -191,6 +199,49 @@ void Transformer::multiply(Step& step, std::initializer_list<Product> products, 
               count, product.y, weights.rows, scratch});
     });
   }
+}
+
+// The input of quantised products as int8 blocks, once per format for all products sharing it.
+void Transformer::quantize_inputs(Step& step, std::initializer_list<Product> products,
+                                  const float* x, int64_t count) {
+  bool wanted[2] = {false, false};
+  int64_t columns = 0;
+  for (const Product& product : products) {
+    if (!kernels::is_quantized(product.weights.type)) continue;
+    wanted[static_cast<int>(kernels::activation_format(product.weights.type))] = true;
+    columns = product.weights.columns;
+  }
+  Workspace& work = *workspace_;
+  for (int format = 0; format < 2; ++format) {
+    if (!wanted[format]) continue;
+    auto& layout = work.activation_layouts[format];
+    layout = kernels::activation_layout(static_cast<kernels::ActivationFormat>(format), columns);
+    auto& buffer = work.activations[format];
+    if (buffer.size() < layout.token_bytes * static_cast<size_t>(count))
+      buffer.resize(layout.token_bytes * static_cast<size_t>(count));
+    auto quantize = kernels_.quantize_activations[format];
+    step.threads.parallel_for(count, step.token_grain, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t)
+        quantize(x + t * columns, layout,
+                 buffer.data() + static_cast<size_t>(t) * layout.token_bytes);
+    });
+  }
+}
+
+void Transformer::multiply_quantized(Step& step, const Product& product, int64_t count) {
+  const WeightMatrix& weights = product.weights;
+  const int format = static_cast<int>(kernels::activation_format(weights.type));
+  const Workspace& work = *workspace_;
+  auto kernel = kernels_.quantized_matmul[kernels::quantized_index(weights.type)];
+  int64_t rows_work = weights.rows * weights.columns * count;
+  int64_t grain = rows_work < kParallelWork
+                      ? weights.rows
+                      : std::max<int64_t>(16, weights.rows / (step.threads.threads() * 4));
+  step.threads.parallel_for(weights.rows, grain, [&](int64_t begin, int64_t end) {
+    kernel({weights.data, weights.row_bytes, weights.columns, begin, end,
+            work.activations[format].data(), &work.activation_layouts[format], count, product.y,
+            weights.rows});
+  });
 }
 
 // Rotates every new token's queries and keys, and writes its keys and values into the cache

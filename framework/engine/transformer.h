@@ -51,6 +51,9 @@ class Transformer {
                        std::span<float> logits);
   void compute_rope_angles(int64_t tokens);
   void multiply(Step& step, std::initializer_list<Product> products, const float* x, int64_t count);
+  void quantize_inputs(Step& step, std::initializer_list<Product> products, const float* x,
+                       int64_t count);
+  void multiply_quantized(Step& step, const Product& product, int64_t count);
   void store_keys_and_values(Step& step, int64_t layer);
   void attend(Step& step, int64_t layer);
   void run_layer(Step& step, int64_t layer);

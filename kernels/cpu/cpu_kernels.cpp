@@ -8,19 +8,7 @@
 namespace chatflow::kernels {
 
 int matmul_index(TensorType type) {
-  switch (type) {
-    case TensorType::f32:
-      return 0;
-    case TensorType::f16:
-      return 1;
-    case TensorType::bf16:
-      return 2;
-    case TensorType::q8_0:
-      return 3;
-    case TensorType::q4_0:
-      return 4;
-  }
-  return 0;
+  return packed_index(type);
 }
 
 int packed_index(TensorType type) {
@@ -65,37 +53,79 @@ void pack_matrix(TensorType type, const uint8_t* rows, size_t row_bytes, int64_t
   }
 }
 
-const KernelTable* cpu_kernels(InstructionSet instruction_set) {
-  __builtin_cpu_init();
+std::string_view to_string(InstructionSet instruction_set) {
   switch (instruction_set) {
     case InstructionSet::scalar:
-      return &detail::kScalarKernels;
+      return "scalar";
     case InstructionSet::avx2:
-      if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return &detail::kAvx2Kernels;
-      return nullptr;
+      return "avx2";
+    case InstructionSet::avx_vnni:
+      return "avx_vnni";
     case InstructionSet::avx512:
-      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-        return &detail::kAvx512Kernels;
-      }
-      return nullptr;
+      return "avx512";
+    case InstructionSet::avx512_vnni:
+      return "avx512_vnni";
   }
-  return nullptr;
+  return "scalar";
+}
+
+namespace {
+
+bool supported(InstructionSet instruction_set) {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512dq");
+  switch (instruction_set) {
+    case InstructionSet::scalar:
+      return true;
+    case InstructionSet::avx2:
+      return avx2;
+    case InstructionSet::avx_vnni:
+      return avx2 && __builtin_cpu_supports("avxvnni");
+    case InstructionSet::avx512:
+      return avx512;
+    case InstructionSet::avx512_vnni:
+      return avx512 && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized) {
+  KernelTable table = base;
+  table.quantized_instruction_set = quantized.name;
+  std::copy(std::begin(quantized.matmul), std::end(quantized.matmul),
+            std::begin(table.quantized_matmul));
+  table.quantize_activations[0] = table.quantize_activations[1] = &quantize_activations;
+  return table;
+}
+
+}  // namespace
+
+const KernelTable* cpu_kernels(InstructionSet instruction_set) {
+  if (!supported(instruction_set)) return nullptr;
+  // Built on first use: the tables they combine live in other files' static storage.
+  static const KernelTable tables[] = {
+      combine(detail::kScalarKernels, detail::kScalarQuantized),
+      combine(detail::kAvx2Kernels, detail::kAvx2Quantized),
+      combine(detail::kAvx2Kernels, detail::kAvxVnniQuantized),
+      combine(detail::kAvx512Kernels, detail::kAvx2Quantized),
+      combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized)};
+  return &tables[static_cast<int>(instruction_set)];
 }
 
 const KernelTable& cpu_kernels() {
   static const KernelTable* chosen = [] {
     const char* forced = std::getenv("CHATFLOW_ISA");
-    std::string limit = forced ? forced : "avx512";
-    if (limit == "avx512") {
-      if (auto* table = cpu_kernels(InstructionSet::avx512)) return table;
-      limit = "avx2";
+    const std::string limit = forced ? forced : "avx512_vnni";
+    const KernelTable* best = cpu_kernels(InstructionSet::scalar);
+    for (InstructionSet candidate : kInstructionSets) {
+      if (const KernelTable* table = cpu_kernels(candidate)) best = table;
+      if (to_string(candidate) == limit) break;
     }
-    if (limit == "avx2") {
-      if (auto* table = cpu_kernels(InstructionSet::avx2)) return table;
-    }
-    return cpu_kernels(InstructionSet::scalar);
+    return best;
   }();
   return *chosen;
 }

@@ -37,17 +37,37 @@ size_t packed_bytes(TensorType type, int64_t rows, int64_t columns);
 void pack_matrix(TensorType type, const uint8_t* rows, size_t row_bytes, int64_t row_count,
                  int64_t columns, uint8_t* out);
 
-enum class InstructionSet { scalar, avx2, avx512 };
+// The float kernels come in three widths; the integer kernels for quantised weights also
+// depend on VNNI (AVX-VNNI on 256-bit-only processors, AVX-512 VNNI), so a table is one of:
+//   scalar, avx2 (AVX2 + FMA + F16C), avx_vnni (avx2 + AVX-VNNI), avx512 (AVX-512 F/BW/VL/DQ,
+//   integer kernels as avx2), avx512_vnni (avx512 + AVX-512 VNNI).
+enum class InstructionSet { scalar, avx2, avx_vnni, avx512, avx512_vnni };
+inline constexpr InstructionSet kInstructionSets[] = {
+    InstructionSet::scalar, InstructionSet::avx2, InstructionSet::avx_vnni, InstructionSet::avx512,
+    InstructionSet::avx512_vnni};
+std::string_view to_string(InstructionSet instruction_set);
 
-// The best table for this processor (CHATFLOW_ISA=scalar|avx2|avx512 forces a lower one).
+// The best table for this processor (CHATFLOW_ISA names a lower one to force it).
 const KernelTable& cpu_kernels();
 // A specific table, or nullptr when the processor cannot run it.
 const KernelTable* cpu_kernels(InstructionSet instruction_set);
+
+// The integer kernels of one instruction set (kernels/cpu/quantized_*.cpp).
+struct QuantizedKernels {
+  std::string_view name;
+  void (*matmul[kQuantizedKernelTypes])(const QuantizedMatmulArgs& args);
+};
+// One token's activations quantised (scalar: every instruction set reads the same values).
+void quantize_activations(const float* x, const ActivationLayout& layout, uint8_t* out);
 
 namespace detail {
 extern const KernelTable kScalarKernels;
 extern const KernelTable kAvx2Kernels;
 extern const KernelTable kAvx512Kernels;
+extern const QuantizedKernels kScalarQuantized;
+extern const QuantizedKernels kAvx2Quantized;
+extern const QuantizedKernels kAvxVnniQuantized;
+extern const QuantizedKernels kAvx512VnniQuantized;
 }  // namespace detail
 
 }  // namespace chatflow::kernels

@@ -65,16 +65,7 @@ struct Simd {
     std::memcpy(buffer, p, static_cast<size_t>(n) * 2);
     return load_bf16(buffer);
   }
-  static V load_q8(const int8_t* q) {
-    return _mm256_cvtepi32_ps(
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
-  }
-  static V load_q4(const uint8_t* q, bool high) {
-    __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q));
-    if (high) bytes = _mm_srli_epi16(bytes, 4);
-    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_set1_epi32(8)));
-  }
+
   static V exp(V x) {
     x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.3f)), set1(88.3f));
     V n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)),

@@ -49,16 +49,7 @@ struct Simd {
   static V load_bf16_partial(const uint16_t* p, int n) {
     return from_bf16(_mm256_maskz_loadu_epi16(mask(n), p));
   }
-  static V load_q8(const int8_t* q) {
-    return _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-  }
-  static V load_q4(const uint8_t* q, bool high) {
-    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-    if (high) bytes = _mm_srli_epi16(bytes, 4);
-    bytes = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), _mm512_set1_epi32(8)));
-  }
+
   // Cephes-style exp: 2^n * p(r) with r = x - n ln2 reduced to [-ln2/2, ln2/2].
   static V exp(V x) {
     x = _mm512_min_ps(_mm512_max_ps(x, set1(-87.3f)), set1(88.3f));

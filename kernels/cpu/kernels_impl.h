@@ -4,8 +4,8 @@
 //
 // S provides: V (a vector of S::kWidth floats), zero, set1, load, load_partial, store,
 // store_partial, fma, mul, add, sub, max, reduce_sum, reduce_max, exp, load_f16(_partial),
-// load_bf16(_partial), load_q8 (kWidth int8), load_q4 (kWidth nibbles, low or high), f16 (one
-// scalar half to float), to_f16 (one float to half, rounding to nearest even).
+// load_bf16(_partial), f16 (one scalar half to float), to_f16 (one float to half, rounding to
+// nearest even).
 
 // Loaders: kWidth weights of row `row` starting at column k, as floats.
 template <class S>
@@ -42,33 +42,6 @@ struct LoadBf16 {
   static typename S::V tail(const uint8_t* row, int64_t k, int n) {
     return S::load_bf16_partial(reinterpret_cast<const uint16_t*>(row) + k, n);
   }
-};
-
-// Quantised rows are whole blocks of 32, so they never have a tail.
-template <class S>
-struct LoadQ8 {
-  static constexpr bool kHasTail = false;
-  static typename S::V at(const uint8_t* row, int64_t k) {
-    const uint8_t* block = row + (k / kQuantBlock) * kQ8BlockBytes;
-    uint16_t scale;
-    std::memcpy(&scale, block, 2);
-    return S::mul(S::load_q8(reinterpret_cast<const int8_t*>(block + 2 + k % kQuantBlock)),
-                  S::set1(S::f16(scale)));
-  }
-  static typename S::V tail(const uint8_t*, int64_t, int) { return S::zero(); }
-};
-
-template <class S>
-struct LoadQ4 {
-  static constexpr bool kHasTail = false;
-  static typename S::V at(const uint8_t* row, int64_t k) {
-    const uint8_t* block = row + (k / kQuantBlock) * kQ4BlockBytes;
-    uint16_t scale;
-    std::memcpy(&scale, block, 2);
-    int64_t index = k % kQuantBlock;  // values 0..15 are low nibbles, 16..31 high nibbles
-    return S::mul(S::load_q4(block + 2 + index % 16, index >= 16), S::set1(S::f16(scale)));
-  }
-  static typename S::V tail(const uint8_t*, int64_t, int) { return S::zero(); }
 };
 
 // The canonical arithmetic of one (row, token) dot product, which every tiling below keeps:
@@ -618,8 +591,7 @@ void store_kv_f16(const float* values, void* out, int64_t count, int64_t out_str
 template <class S>
 constexpr KernelTable make_table(std::string_view name) {
   return KernelTable{name,
-                     {&matmul<S, LoadF32<S>>, &matmul<S, LoadF16<S>>, &matmul<S, LoadBf16<S>>,
-                      &matmul<S, LoadQ8<S>>, &matmul<S, LoadQ4<S>>},
+                     {&matmul<S, LoadF32<S>>, &matmul<S, LoadF16<S>>, &matmul<S, LoadBf16<S>>},
                      {&packed_matmul<S, LoadF32<S>>, &packed_matmul<S, LoadF16<S>>,
                       &packed_matmul<S, LoadBf16<S>>},
                      {&attention<S, KvF32<S>>, &attention<S, KvF16<S>>},
@@ -629,5 +601,8 @@ constexpr KernelTable make_table(std::string_view name) {
                      &add<S>,
                      &add_bias<S>,
                      {&store_kv_f32<S>, &store_kv_f16<S>},
-                     &kernels::dequantize_row};
+                     &kernels::dequantize_row,
+                     {},
+                     {},
+                     {}};
 }

@@ -80,12 +80,7 @@ struct Simd {
   static V load_bf16_partial(const uint16_t* p, int n) {
     return map([&](int i) { return i < n ? bf16_to_f32(p[i]) : 0.0f; });
   }
-  static V load_q8(const int8_t* q) {
-    return map([&](int i) { return static_cast<float>(q[i]); });
-  }
-  static V load_q4(const uint8_t* q, bool high) {
-    return map([&](int i) { return static_cast<float>((high ? q[i] >> 4 : q[i] & 0x0F) - 8); });
-  }
+
   static V exp(V x) {
     return map([&](int i) { return std::exp(x.lane[i]); });
   }

@@ -1,5 +1,6 @@
 #include "reference_transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace chatflow::testing {
@@ -10,6 +11,20 @@ std::vector<float> dequantize(const engine::WeightMatrix& matrix) {
   for (int64_t r = 0; r < matrix.rows; ++r)
     engine::dequantize_row(matrix, r, values.data() + r * matrix.columns);
   return values;
+}
+
+// Each block of x as int8 levels times amax / 127, the levels rounded half to even.
+std::vector<float> rounded_to_8_bits(const std::vector<float>& x, int64_t block) {
+  std::vector<float> out(x.size());
+  for (size_t start = 0; start < x.size(); start += static_cast<size_t>(block)) {
+    float amax = 0;
+    for (int64_t i = 0; i < block; ++i)
+      amax = std::max(amax, std::fabs(x[start + i]));
+    float inverse = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int64_t i = 0; i < block; ++i)
+      out[start + i] = std::nearbyint(x[start + i] * inverse) * (amax / 127.0f);
+  }
+  return out;
 }
 
 std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float>& weight,
@@ -28,18 +43,26 @@ std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float
 
 ReferenceTransformer::ReferenceTransformer(const engine::Model& model) : model_(model) {
   embedding_ = dequantize(model.token_embedding());
-  output_ = dequantize(model.output());
+  auto matrix = [](const engine::WeightMatrix& weights) {
+    return Matrix{dequantize(weights), weights.type};
+  };
+  output_ = matrix(model.output());
   for (const auto& layer : model.layers()) {
-    layers_.push_back({dequantize(layer.query), dequantize(layer.key), dequantize(layer.value),
-                       dequantize(layer.output), dequantize(layer.gate), dequantize(layer.up),
-                       dequantize(layer.down)});
+    layers_.push_back({matrix(layer.query), matrix(layer.key), matrix(layer.value),
+                       matrix(layer.output), matrix(layer.gate), matrix(layer.up),
+                       matrix(layer.down)});
   }
   keys_.resize(layers_.size());
   values_.resize(layers_.size());
 }
 
-std::vector<float> ReferenceTransformer::multiply(const std::vector<float>& matrix,
-                                                  const std::vector<float>& x, int64_t rows) const {
+std::vector<float> ReferenceTransformer::multiply(const Matrix& weights,
+                                                  const std::vector<float>& input,
+                                                  int64_t rows) const {
+  const std::vector<float> x = kernels::is_quantized(weights.type)
+                                   ? rounded_to_8_bits(input, kernels::block_values(weights.type))
+                                   : input;
+  const std::vector<float>& matrix = weights.values;
   const int64_t columns = static_cast<int64_t>(x.size());
   std::vector<float> y(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {

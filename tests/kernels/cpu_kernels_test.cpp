@@ -1,6 +1,6 @@
-// The CPU kernels against plain reference arithmetic, for every tensor type and every
-// instruction set this processor has; and batch invariance: a row's result never depends on how
-// many tokens or which rows share the call.
+// The CPU float kernels against plain reference arithmetic, for every unquantised type and
+// every instruction set this processor has (quantised types: quantized_kernels_test.cpp); and batch
+// invariance: a row's result never depends on how many tokens or which rows share the call.
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <cmath>
@@ -21,7 +21,7 @@ using engine::WeightMatrix;
 
 std::vector<const KernelTable*> available_tables() {
   std::vector<const KernelTable*> tables;
-  for (auto isa : {InstructionSet::scalar, InstructionSet::avx2, InstructionSet::avx512}) {
+  for (auto isa : kInstructionSets) {
     if (auto* table = cpu_kernels(isa)) tables.push_back(table);
   }
   return tables;
@@ -149,8 +149,7 @@ TEST_P(MatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulKernels,
-                         ::testing::Values(TensorType::f32, TensorType::f16, TensorType::bf16,
-                                           TensorType::q8_0, TensorType::q4_0),
+                         ::testing::Values(TensorType::f32, TensorType::f16, TensorType::bf16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 std::vector<uint8_t> packed(const TestMatrix& matrix) {

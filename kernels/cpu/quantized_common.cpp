@@ -1,0 +1,90 @@
+// What every instruction set's integer kernels share: the activation layout, the table order
+// of the quantised types, and the quantisation of activations (one scalar routine for all, so
+// every instruction set multiplies exactly the same int8 values).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace chatflow::kernels {
+
+ActivationFormat activation_format(TensorType weights) {
+  return block_values(weights) == kSuperBlock ? ActivationFormat::blocks256
+                                              : ActivationFormat::blocks32;
+}
+
+ActivationLayout activation_layout(ActivationFormat format, int64_t columns) {
+  ActivationLayout layout;
+  layout.format = format;
+  layout.columns = columns;
+  layout.block = format == ActivationFormat::blocks256 ? kSuperBlock : kQuantBlock;
+  layout.group = format == ActivationFormat::blocks256 ? 16 : 32;
+  const size_t values = static_cast<size_t>((columns + 63) / 64 * 64);
+  layout.scales_offset = values;
+  layout.sums_offset = values + static_cast<size_t>(columns / layout.block) * 4;
+  size_t end = layout.sums_offset + static_cast<size_t>(columns / layout.group) * 2;
+  layout.token_bytes = (end + 63) / 64 * 64;
+  return layout;
+}
+
+int quantized_index(TensorType type) {
+  switch (type) {
+    case TensorType::q4_0:
+      return 0;
+    case TensorType::q4_1:
+      return 1;
+    case TensorType::q5_0:
+      return 2;
+    case TensorType::q5_1:
+      return 3;
+    case TensorType::q8_0:
+      return 4;
+    case TensorType::iq4_nl:
+      return 5;
+    case TensorType::q2_k:
+      return 6;
+    case TensorType::q3_k:
+      return 7;
+    case TensorType::q4_k:
+      return 8;
+    case TensorType::q5_k:
+      return 9;
+    case TensorType::q6_k:
+      return 10;
+    case TensorType::iq4_xs:
+      return 11;
+    default:
+      return -1;
+  }
+}
+
+void quantize_activations(const float* x, const ActivationLayout& layout, uint8_t* out) {
+  auto* values = reinterpret_cast<int8_t*>(out);
+  auto* scales = reinterpret_cast<float*>(out + layout.scales_offset);
+  auto* sums = reinterpret_cast<int16_t*>(out + layout.sums_offset);
+  for (int64_t b = 0; b < layout.columns / layout.block; ++b) {
+    const float* block = x + b * layout.block;
+    float largest = 0;
+    for (int64_t i = 0; i < layout.block; ++i)
+      largest = std::max(largest, std::fabs(block[i]));
+    const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+    scales[b] = largest / 127.0f;
+    for (int64_t i = 0; i < layout.block; ++i) {
+      // Round half to even without a library call: adding 1.5 * 2^23 leaves the rounded
+      // integer in the low mantissa bits (|value| <= 127 here).
+      float shifted = block[i] * inverse + 12582912.0f;
+      int32_t bits;
+      std::memcpy(&bits, &shifted, 4);
+      values[b * layout.block + i] = static_cast<int8_t>((bits & 0x007FFFFF) - 0x00400000);
+    }
+  }
+  for (int64_t g = 0; g < layout.columns / layout.group; ++g) {
+    int sum = 0;
+    for (int64_t i = 0; i < layout.group; ++i)
+      sum += values[g * layout.group + i];
+    sums[g] = static_cast<int16_t>(sum);
+  }
+}
+
+}  // namespace chatflow::kernels

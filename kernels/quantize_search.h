@@ -1,0 +1,52 @@
+// The searches the quantisers share: rounding, least-squares scales, and the error of a
+// candidate encoding. Internal to kernels/quantize*.cpp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/half.h"
+
+namespace chatflow::kernels::quantize_detail {
+
+// Round half to even (the rounding llama.cpp's reference quantisers use).
+inline int nearest(float value) {
+  return static_cast<int>(std::nearbyint(value));
+}
+
+inline int clamp(int value, int low, int high) {
+  return value < low ? low : value > high ? high : value;
+}
+
+// The value an f16 field will read back as.
+inline float as_half(float value) {
+  return f16_to_f32(f32_to_f16(value));
+}
+
+inline void store_half(uint8_t* out, float value) {
+  uint16_t half = f32_to_f16(value);
+  std::memcpy(out, &half, 2);
+}
+
+// Symmetric levels -nmax..nmax-1 for n values, searched over scales near -nmax / max as
+// llama.cpp's make_qx_quants does (weights x^2, 19 candidate scales); L gets level + nmax.
+// Returns the scale.
+float symmetric_levels(int n, int nmax, const float* x, int8_t* L);
+
+// Levels -nmax..nmax-1 refined one value at a time (make_q3_quants with its error search);
+// L gets level + nmax. Returns the scale.
+float refined_symmetric_levels(int n, int nmax, const float* x, int8_t* L);
+
+// Levels 0..nmax with a minimum, x ~ scale * L - min: the least-squares fit over candidate
+// scales (make_qkx2_quants). Returns the scale; `min` gets the (non-negative) minimum.
+float affine_levels(int n, int nmax, const float* x, const float* weights, uint8_t* L, float& min,
+                    float rmin, float rdelta, int steps, bool absolute_error);
+
+// iq4 levels for n values: the index into kIq4Values nearest to x / scale; returns the scale
+// found by the search over 2 * tries + 1 candidates (weights x^2).
+float iq4_levels(int n, const float* x, uint8_t* L, int tries);
+// The nearest iq4 level index to `value` (in units of the scale).
+int nearest_iq4(float value);
+
+}  // namespace chatflow::kernels::quantize_detail

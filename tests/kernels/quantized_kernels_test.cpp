@@ -1,0 +1,194 @@
+// The integer kernels for quantised weights, on every instruction set this processor has:
+// activations quantised as specified, products equal to double-precision arithmetic on the
+// dequantised weights and activations, and results independent of the batch.
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/quantize.h"
+
+namespace chatflow::kernels {
+namespace {
+
+std::vector<float> normal_values(size_t count, float sigma, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> values(count);
+  for (float& value : values)
+    value = normal(random);
+  return values;
+}
+
+std::vector<const KernelTable*> available_tables() {
+  std::vector<const KernelTable*> tables;
+  for (InstructionSet isa : kInstructionSets) {
+    if (const KernelTable* table = cpu_kernels(isa)) tables.push_back(table);
+  }
+  return tables;
+}
+
+std::string table_name(const KernelTable& table) {
+  return std::string(table.instruction_set) + "/" + std::string(table.quantized_instruction_set);
+}
+
+struct Problem {
+  TensorType type;
+  int64_t rows, columns, tokens;
+  std::vector<uint8_t> weights;
+  std::vector<float> dequantized;  // rows x columns
+  std::vector<float> inputs;       // tokens x columns
+};
+
+Problem make_problem(TensorType type, int64_t rows, int64_t columns, int64_t tokens) {
+  Problem p{type, rows, columns, tokens, {}, {}, {}};
+  const size_t bytes = row_bytes(type, columns);
+  std::vector<float> values = normal_values(static_cast<size_t>(rows * columns), 0.05f, 3);
+  p.weights.resize(bytes * static_cast<size_t>(rows));
+  p.dequantized.resize(values.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, values.data() + r * columns, columns, p.weights.data() + r * bytes);
+    dequantize_row(type, p.weights.data() + r * bytes, columns, p.dequantized.data() + r * columns);
+  }
+  p.inputs = normal_values(static_cast<size_t>(tokens * columns), 1.0f, 4);
+  // Outliers, as real activations have, so blocks get very different scales.
+  for (size_t i = 0; i < p.inputs.size(); i += 97)
+    p.inputs[i] *= 20;
+  return p;
+}
+
+std::vector<uint8_t> quantized_inputs(const KernelTable& table, const Problem& p,
+                                      const ActivationLayout& layout, int64_t first,
+                                      int64_t count) {
+  std::vector<uint8_t> buffer(layout.token_bytes * static_cast<size_t>(count));
+  auto quantize = table.quantize_activations[static_cast<int>(layout.format)];
+  for (int64_t t = 0; t < count; ++t)
+    quantize(p.inputs.data() + (first + t) * p.columns, layout,
+             buffer.data() + static_cast<size_t>(t) * layout.token_bytes);
+  return buffer;
+}
+
+std::vector<float> run(const KernelTable& table, const Problem& p, int64_t first_token,
+                       int64_t tokens, int64_t row_begin, int64_t row_end) {
+  ActivationLayout layout = activation_layout(activation_format(p.type), p.columns);
+  std::vector<uint8_t> x = quantized_inputs(table, p, layout, first_token, tokens);
+  std::vector<float> y(static_cast<size_t>(tokens * p.rows), -1.0f);
+  table.quantized_matmul[quantized_index(p.type)]({p.weights.data(), row_bytes(p.type, p.columns),
+                                                   p.columns, row_begin, row_end, x.data(), &layout,
+                                                   tokens, y.data(), p.rows});
+  return y;
+}
+
+const TensorType kQuantized[] = {TensorType::q4_0, TensorType::q4_1, TensorType::q5_0,
+                                 TensorType::q5_1, TensorType::q8_0, TensorType::iq4_nl,
+                                 TensorType::q2_k, TensorType::q3_k, TensorType::q4_k,
+                                 TensorType::q5_k, TensorType::q6_k, TensorType::iq4_xs};
+
+TEST(QuantizedActivations, ValuesScalesAndSumsAreAsSpecified) {
+  for (ActivationFormat format : {ActivationFormat::blocks32, ActivationFormat::blocks256}) {
+    const int64_t columns = 512;
+    ActivationLayout layout = activation_layout(format, columns);
+    EXPECT_EQ(layout.token_bytes % 64, 0u);
+    std::vector<float> x = normal_values(columns, 1.0f, 9);
+    x[3] = 0;
+    std::vector<uint8_t> buffer(layout.token_bytes);
+    quantize_activations(x.data(), layout, buffer.data());
+    TokenActivations view = token_activations(buffer.data(), layout, 0);
+    for (int64_t b = 0; b < columns / layout.block; ++b) {
+      float amax = 0;
+      for (int64_t i = 0; i < layout.block; ++i)
+        amax = std::max(amax, std::fabs(x[b * layout.block + i]));
+      EXPECT_FLOAT_EQ(view.scales[b], amax / 127);
+      for (int64_t i = 0; i < layout.block; ++i) {
+        int64_t k = b * layout.block + i;
+        EXPECT_LE(std::abs(view.values[k]), 127);
+        EXPECT_NEAR(view.values[k] * view.scales[b], x[k], view.scales[b] * 0.5f + 1e-7f);
+      }
+    }
+    for (int64_t g = 0; g < columns / layout.group; ++g) {
+      int sum = 0;
+      for (int64_t i = 0; i < layout.group; ++i)
+        sum += view.values[g * layout.group + i];
+      EXPECT_EQ(view.sums[g], sum);
+    }
+  }
+}
+
+class QuantizedMatmul : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(QuantizedMatmul, EqualsDoublePrecisionProductOfWhatItMultiplies) {
+  const TensorType type = GetParam();
+  // 288 = nine 32-value blocks (not a whole super-block); 512 = two super-blocks.
+  const int64_t columns = block_values(type) == kSuperBlock ? 512 : 288;
+  Problem p = make_problem(type, 37, columns, 11);
+  ActivationLayout layout = activation_layout(activation_format(type), columns);
+  for (const KernelTable* table : available_tables()) {
+    std::vector<float> y = run(*table, p, 0, p.tokens, 0, p.rows);
+    std::vector<uint8_t> x = quantized_inputs(*table, p, layout, 0, p.tokens);
+    for (int64_t t = 0; t < p.tokens; ++t) {
+      TokenActivations view = token_activations(x.data(), layout, t);
+      for (int64_t r = 0; r < p.rows; ++r) {
+        double expected = 0, magnitude = 0;
+        for (int64_t k = 0; k < columns; ++k) {
+          double input = static_cast<double>(view.values[k]) * view.scales[k / layout.block];
+          expected += static_cast<double>(p.dequantized[r * columns + k]) * input;
+          magnitude += std::fabs(p.dequantized[r * columns + k] * input);
+        }
+        ASSERT_NEAR(y[t * p.rows + r], expected, 2e-6 * magnitude + 1e-9)
+            << table_name(*table) << " " << to_string(type) << " row " << r << " token " << t;
+      }
+    }
+  }
+}
+
+TEST_P(QuantizedMatmul, CloseToTheFloatProduct) {
+  // What the activation rounding costs: well under a percent of the product's scale.
+  const TensorType type = GetParam();
+  const int64_t columns = 1024;
+  Problem p = make_problem(type, 8, columns, 3);
+  for (const KernelTable* table : available_tables()) {
+    std::vector<float> y = run(*table, p, 0, p.tokens, 0, p.rows);
+    for (int64_t t = 0; t < p.tokens; ++t) {
+      for (int64_t r = 0; r < p.rows; ++r) {
+        double expected = 0, energy = 0;
+        for (int64_t k = 0; k < columns; ++k) {
+          double w = p.dequantized[r * columns + k], x = p.inputs[t * columns + k];
+          expected += w * x;
+          energy += w * w * x * x;
+        }
+        ASSERT_NEAR(y[t * p.rows + r], expected, 0.02 * std::sqrt(energy * columns))
+            << table_name(*table) << " " << to_string(type);
+      }
+    }
+  }
+}
+
+TEST_P(QuantizedMatmul, ResultOfARowDoesNotDependOnTheBatchOrTheRowRange) {
+  const TensorType type = GetParam();
+  const int64_t columns = block_values(type) == kSuperBlock ? 256 : 160;
+  Problem p = make_problem(type, 45, columns, 13);
+  for (const KernelTable* table : available_tables()) {
+    std::vector<float> together = run(*table, p, 0, p.tokens, 0, p.rows);
+    for (int64_t t = 0; t < p.tokens; ++t) {
+      std::vector<float> alone = run(*table, p, t, 1, 0, p.rows);
+      for (int64_t r = 0; r < p.rows; ++r)
+        ASSERT_EQ(alone[r], together[t * p.rows + r]) << table_name(*table) << " token " << t;
+    }
+    std::vector<float> partial = run(*table, p, 0, p.tokens, 7, 30);
+    for (int64_t t = 0; t < p.tokens; ++t) {
+      for (int64_t r = 0; r < p.rows; ++r) {
+        float expected = r >= 7 && r < 30 ? together[t * p.rows + r] : -1.0f;
+        ASSERT_EQ(partial[t * p.rows + r], expected) << table_name(*table) << " row " << r;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllQuantised, QuantizedMatmul, ::testing::ValuesIn(kQuantized),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+}  // namespace
+}  // namespace chatflow::kernels

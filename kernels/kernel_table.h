@@ -49,9 +49,9 @@ struct PackedMatmulArgs {
 
 // Activations quantised to 8 bits for the integer products with quantised weights, once per
 // step for each matrix input. Per token: `columns` int8 values; one float scale per block (32
-// values for the 32-value weight formats, 256 for the k-quants and iq4_xs); and the int16 sums
-// of the int8 values per group (32 values, or 16 for the 256-value blocks), which the formats
-// with a minimum or an offset need.
+// values for the 32-value weight formats, 256 for the k-quants and iq4_xs); and the sums of
+// the int8 values per group (32 values, or 16 for the 256-value blocks), as int16 and times
+// their block's scale, which the formats with a minimum or an offset need.
 enum class ActivationFormat { blocks32 = 0, blocks256 = 1 };
 ActivationFormat activation_format(TensorType weights);
 
@@ -62,7 +62,8 @@ struct ActivationLayout {
   int64_t group = 32;  // values per sum
   size_t scales_offset = 0;
   size_t sums_offset = 0;
-  size_t token_bytes = 0;  // a multiple of 64
+  size_t scaled_sums_offset = 0;  // float per group: its sum times its block's scale
+  size_t token_bytes = 0;         // a multiple of 64
 };
 ActivationLayout activation_layout(ActivationFormat format, int64_t columns);
 
@@ -71,13 +72,15 @@ struct TokenActivations {
   const int8_t* values;
   const float* scales;
   const int16_t* sums;
+  const float* scaled_sums;
 };
 inline TokenActivations token_activations(const uint8_t* buffer, const ActivationLayout& layout,
                                           int64_t token) {
   const uint8_t* base = buffer + static_cast<size_t>(token) * layout.token_bytes;
   return {reinterpret_cast<const int8_t*>(base),
           reinterpret_cast<const float*>(base + layout.scales_offset),
-          reinterpret_cast<const int16_t*>(base + layout.sums_offset)};
+          reinterpret_cast<const int16_t*>(base + layout.sums_offset),
+          reinterpret_cast<const float*>(base + layout.scaled_sums_offset)};
 }
 
 // y[t * y_stride + r] = sum_k W[r][k] * x[t][k] for r in [row_begin, row_end), t in [0, tokens),

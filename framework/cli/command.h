@@ -40,6 +40,8 @@ void add_tokenize_command(CLI::App& app, CommandBody& selected);    // tokenize_
 void add_detokenize_command(CLI::App& app, CommandBody& selected);  // tokenize_command.cpp
 void add_generate_command(CLI::App& app, CommandBody& selected);
 void add_make_model_command(CLI::App& app, CommandBody& selected);
+void add_quantize_command(CLI::App& app, CommandBody& selected);
+void add_perplexity_command(CLI::App& app, CommandBody& selected);
 void add_bench_engine_command(CLI::App& app, CommandBody& selected);  // bench/engine_throughput.cpp
 
 // The generation controls `run` and `generate` share (--max-tokens ... --stop), bound straight

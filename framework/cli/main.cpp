@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
   add_detokenize_command(app, selected);
   add_generate_command(app, selected);
   add_make_model_command(app, selected);
+  add_quantize_command(app, selected);
+  add_perplexity_command(app, selected);
   add_bench_engine_command(app, selected);
 
   try {

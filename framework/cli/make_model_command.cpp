@@ -10,6 +10,7 @@
 #include "framework/cli/command.h"
 #include "framework/engine/gguf_file.h"
 #include "framework/engine/model_writer.h"
+#include "framework/engine/quantization_recipe.h"
 
 namespace chatflow::cli {
 namespace {
@@ -24,6 +25,7 @@ struct MakeModelOptions {
   int64_t context = 512;
   std::string type = "f32";
   uint64_t seed = 1;
+  float weight_scale = 0.08f;
   bool tie_embeddings = false;
   std::string vocabulary_from;
   std::string output;
@@ -39,15 +41,15 @@ int make_model_command(const MakeModelOptions& options) {
   shape.ffn = options.ffn;
   shape.context = options.context;
   shape.seed = options.seed;
+  shape.weight_scale = options.weight_scale;
   shape.tie_embeddings = options.tie_embeddings;
   shape.vocabulary_from = options.vocabulary_from;
-  auto type = kernels::tensor_type_from_name(options.type);
-  if (!type) {
-    std::cerr << "chatflow: unknown tensor type '" << options.type
-              << "' (f32, f16, bf16, q8_0, q4_0)\n";
+  if (!engine::quantization_recipe(options.type)) {
+    std::cerr << "chatflow: make-model: unknown type '" << options.type
+              << "' (expected one of: " << engine::quantization_recipe_names() << ")\n";
     return 2;
   }
-  shape.type = *type;
+  shape.recipe = options.type;
   engine::write_random_model(shape, options.output);
   auto written = engine::GgufFile::open(options.output);
   const auto* tokens = written->find("tokenizer.ggml.tokens");
@@ -83,9 +85,15 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--context", options->context)
       ->check(CLI::Range(16, 1 << 22))
       ->capture_default_str();
-  command->add_option("--type", options->type, "f32, f16, bf16, q8_0 or q4_0")
+  command->add_option("--type", options->type, engine::quantization_recipe_names())
       ->capture_default_str();
   command->add_option("--seed", options->seed)->capture_default_str();
+  command
+      ->add_option("--weight-scale", options->weight_scale,
+                   "standard deviation of the random weights (smaller: a calmer model whose "
+                   "perplexity moves less with rounding)")
+      ->check(CLI::Range(1e-4, 10.0))
+      ->capture_default_str();
   command->add_flag("--tie-embeddings", options->tie_embeddings, "no separate output matrix");
   command->add_option("--vocab-from", options->vocabulary_from,
                       "copy the tokenizer from this GGUF file");

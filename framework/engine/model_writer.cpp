@@ -1,10 +1,12 @@
 #include "framework/engine/model_writer.h"
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
 #include "framework/engine/gguf_writer.h"
+#include "framework/engine/quantization_recipe.h"
 #include "kernels/quantize.h"
 
 namespace chatflow::engine {
@@ -81,6 +83,14 @@ void check_shape(const ModelShape& shape) {
     throw std::invalid_argument(
         "dim must split into an even head size, and heads into kv-heads groups");
   }
+  if (!shape.recipe.empty()) {
+    // A scheme falls back to a smaller block (and at last to f16) where a row does not fit.
+    if (!quantization_recipe(shape.recipe)) {
+      throw std::invalid_argument("unknown quantisation type '" + shape.recipe +
+                                  "' (expected one of: " + quantization_recipe_names() + ")");
+    }
+    return;
+  }
   int64_t block = kernels::block_values(shape.type);
   if (shape.dim % block != 0 || shape.ffn % block != 0) {
     throw std::invalid_argument(std::string(kernels::to_string(shape.type)) +
@@ -93,6 +103,8 @@ void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
   writer.set_string("general.architecture", arch);
   writer.set_string("general.name", "chatflow-random-" + arch);
   writer.set_uint32("general.alignment", 32);
+  if (!shape.recipe.empty())
+    writer.set_uint32("general.file_type", quantization_recipe(shape.recipe)->file_type);
   writer.set_uint32(arch + ".context_length", static_cast<uint32_t>(shape.context));
   writer.set_uint32(arch + ".embedding_length", static_cast<uint32_t>(shape.dim));
   writer.set_uint32(arch + ".block_count", static_cast<uint32_t>(shape.layers));
@@ -134,15 +146,22 @@ int64_t write_vocabulary(const ModelShape& shape, GgufWriter& writer) {
 // order of the calls is part of what a seed means.
 class RandomTensors {
  public:
-  RandomTensors(GgufWriter& writer, kernels::TensorType type, uint64_t seed)
-      : writer_(writer), type_(type), normal_(seed) {}
+  RandomTensors(GgufWriter& writer, const ModelShape& shape)
+      : writer_(writer), shape_(shape), normal_(shape.seed) {
+    if (!shape.recipe.empty()) recipe_ = quantization_recipe(shape.recipe);
+  }
 
   // A weight matrix of `rows` rows of `columns` values, Normal(0, sigma), in the shape's type.
   void matrix(const std::string& name, int64_t columns, int64_t rows, float sigma) {
     std::vector<float> values(static_cast<size_t>(columns * rows));
     for (float& value : values)
       value = normal_.next(sigma);
-    writer_.add_tensor(name, {columns, rows}, type_, encode(type_, values, columns));
+    kernels::TensorType type = shape_.type;
+    if (recipe_) {
+      RecipeModel model{shape_.layers, shape_.heads / shape_.kv_heads, !shape_.tie_embeddings};
+      type = recipe_tensor_type(*recipe_, model, name, columns, 2).value_or(type);
+    }
+    writer_.add_tensor(name, {columns, rows}, type, encode(type, values, columns));
   }
 
   // A norm weight or bias, center + Normal(0, sigma), always f32.
@@ -156,7 +175,8 @@ class RandomTensors {
 
  private:
   GgufWriter& writer_;
-  kernels::TensorType type_;
+  const ModelShape& shape_;
+  std::optional<QuantizationRecipe> recipe_;
   NormalSource normal_;
 };
 
@@ -181,7 +201,7 @@ void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors)
 }
 
 void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
-  RandomTensors tensors(writer, shape.type, shape.seed);
+  RandomTensors tensors(writer, shape);
   tensors.matrix("token_embd.weight", shape.dim, vocabulary, 1.0f);
   tensors.vector("output_norm.weight", shape.dim, 1.0f, 0.1f);
   if (!shape.tie_embeddings)

@@ -20,6 +20,9 @@ struct ModelShape {
   int64_t ffn = 128;
   int64_t context = 512;
   kernels::TensorType type = kernels::TensorType::f32;  // of the weight matrices; norms stay f32
+  // A quantisation scheme by llama.cpp's name (q4_k_m, q8_0, ...): each matrix gets the type
+  // the scheme gives it instead of `type`.
+  std::string recipe;
   uint64_t seed = 1;
   bool tie_embeddings = false;
   float rope_base = 10000.0f;

@@ -79,7 +79,8 @@ int64_t Transformer::layout_batch(std::span<const SequenceChunk> chunks, const K
   int64_t logit_rows = 0;
   for (const auto& chunk : chunks) {
     tokens += static_cast<int64_t>(chunk.tokens.size());
-    logit_rows += chunk.logits && !chunk.tokens.empty() ? 1 : 0;
+    if (chunk.logits && !chunk.tokens.empty())
+      logit_rows += chunk.every_token ? static_cast<int64_t>(chunk.tokens.size()) : 1;
   }
   if (tokens == 0) return 0;
   if (static_cast<int64_t>(logits.size()) < logit_rows * config.vocabulary) {
@@ -115,8 +116,9 @@ int64_t Transformer::layout_batch(std::span<const SequenceChunk> chunks, const K
                               embedding.columns, hidden + t * config.dim);
       work.positions.push_back(sequence.length + static_cast<int64_t>(i));
       work.owners.push_back(&sequence);
+      if (chunk.logits && chunk.every_token) work.logit_tokens.push_back(t);
     }
-    if (chunk.logits && !chunk.tokens.empty())
+    if (chunk.logits && !chunk.every_token && !chunk.tokens.empty())
       work.logit_tokens.push_back(static_cast<int64_t>(work.positions.size()) - 1);
   }
   return tokens;

@@ -22,6 +22,7 @@ struct SequenceChunk {
   KvSequence* sequence;             // its KV positions must already be reserved
   std::span<const TokenId> tokens;  // appended at positions sequence->length, ...
   bool logits = true;               // produce logits for the chunk's last token
+  bool every_token = false;         // ... for each of its tokens instead (perplexity)
 };
 
 class Transformer {
@@ -34,7 +35,8 @@ class Transformer {
 
   // Runs one step. Writes each chunk's keys and values into the cache and advances its
   // sequence's length; `logits` receives vocabulary-sized rows for the chunks that asked for
-  // them, in chunk order. Token ids outside the vocabulary throw std::out_of_range.
+  // them (one per token for every_token chunks), in chunk order. Token ids outside the vocabulary
+  // throw std::out_of_range.
   void forward(std::span<const SequenceChunk> chunks, KvCache& cache, ComputeThreads& threads,
                std::span<float> logits);
 

@@ -24,10 +24,20 @@ struct Simd {
 };
 
 #include "kernels/cpu/quantized_impl.h"
+#include "kernels/cpu/quantized_wide_k.h"
+
+// The 256-bit kernels, with the k-quants of the common mixes (q4_k, q5_k, q6_k) on 512 bits.
+constexpr QuantizedKernels make_table() {
+  QuantizedKernels table = make_quantized_kernels<Simd>("avx512-vnni");
+  using detail_quantized::Tiled;
+  table.matmul[8] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q4K>>::matmul;
+  table.matmul[9] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q5K>>::matmul;
+  table.matmul[10] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q6K>>::matmul;
+  return table;
+}
 
 }  // namespace quantized_avx512vnni
 
-const QuantizedKernels detail::kAvx512VnniQuantized =
-    quantized_avx512vnni::make_quantized_kernels<quantized_avx512vnni::Simd>("avx512-vnni");
+const QuantizedKernels detail::kAvx512VnniQuantized = quantized_avx512vnni::make_table();
 
 }  // namespace chatflow::kernels

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half.h"
 
 namespace chatflow::kernels {
 
@@ -23,7 +24,9 @@ ActivationLayout activation_layout(ActivationFormat format, int64_t columns) {
   const size_t values = static_cast<size_t>((columns + 63) / 64 * 64);
   layout.scales_offset = values;
   layout.sums_offset = values + static_cast<size_t>(columns / layout.block) * 4;
-  size_t end = layout.sums_offset + static_cast<size_t>(columns / layout.group) * 2;
+  const size_t groups = static_cast<size_t>(columns / layout.group);
+  layout.scaled_sums_offset = (layout.sums_offset + groups * 2 + 63) / 64 * 64;
+  size_t end = layout.scaled_sums_offset + groups * 4;
   layout.token_bytes = (end + 63) / 64 * 64;
   return layout;
 }
@@ -63,13 +66,19 @@ void quantize_activations(const float* x, const ActivationLayout& layout, uint8_
   auto* values = reinterpret_cast<int8_t*>(out);
   auto* scales = reinterpret_cast<float*>(out + layout.scales_offset);
   auto* sums = reinterpret_cast<int16_t*>(out + layout.sums_offset);
+  auto* scaled_sums = reinterpret_cast<float*>(out + layout.scaled_sums_offset);
   for (int64_t b = 0; b < layout.columns / layout.block; ++b) {
     const float* block = x + b * layout.block;
     float largest = 0;
     for (int64_t i = 0; i < layout.block; ++i)
       largest = std::max(largest, std::fabs(block[i]));
+    // The scales llama.cpp's activation blocks carry (an f16 scale for blocks of 32, the
+    // reciprocal of the inverse for 256), so the two compute the same products.
     const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
-    scales[b] = largest / 127.0f;
+    scales[b] = layout.format == ActivationFormat::blocks32
+                    ? f16_to_f32(f32_to_f16(largest / 127.0f))
+                : inverse > 0 ? 1.0f / inverse
+                              : 0.0f;
     for (int64_t i = 0; i < layout.block; ++i) {
       // Round half to even without a library call: adding 1.5 * 2^23 leaves the rounded
       // integer in the low mantissa bits (|value| <= 127 here).
@@ -84,6 +93,7 @@ void quantize_activations(const float* x, const ActivationLayout& layout, uint8_
     for (int64_t i = 0; i < layout.group; ++i)
       sum += values[g * layout.group + i];
     sums[g] = static_cast<int16_t>(sum);
+    scaled_sums[g] = scales[g * layout.group / layout.block] * static_cast<float>(sum);
   }
 }
 

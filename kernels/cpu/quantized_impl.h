@@ -304,8 +304,10 @@ void k_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float*
     out[t] = sum_lanes(sums[t]);
 }
 
+// The per-token dot products of one weight family, for Tiled.
 template <class S, class D, bool kSuper>
-struct Kernel {
+struct Dots {
+  static constexpr int64_t kValues = kSuper ? 256 : 32;
   template <int N>
   static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
     if constexpr (kSuper)
@@ -313,19 +315,21 @@ struct Kernel {
     else
       legacy_dot<S, D, N>(row, blocks, x, out);
   }
+};
 
+// Rows in chunks, tokens in tiles of S::kTokens: a chunk's weights stay in cache while every
+// tile of activations passes over them. F::dot<N> computes N tokens' results for one row.
+template <class S, class F>
+struct Tiled {
   template <int... N>
   static void dispatch(int tokens, std::integer_sequence<int, N...>, const uint8_t* row,
                        int64_t blocks, const TokenActivations* x, float* out) {
-    ((tokens == N + 1 ? dot<N + 1>(row, blocks, x, out) : void()), ...);
+    ((tokens == N + 1 ? F::template dot<N + 1>(row, blocks, x, out) : void()), ...);
   }
 
-  // Rows in chunks, tokens in tiles of S::kTokens: a chunk's weights stay in cache while every
-  // tile of activations passes over them.
   static void matmul(const QuantizedMatmulArgs& a) {
-    constexpr int64_t kValues = kSuper ? 256 : 32;
     constexpr int64_t kRowChunk = 16;
-    const int64_t blocks = a.columns / kValues;
+    const int64_t blocks = a.columns / F::kValues;
     TokenActivations x[S::kTokens];
     float out[S::kTokens];
     for (int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRowChunk) {
@@ -352,10 +356,10 @@ constexpr QuantizedKernels make_quantized_kernels(std::string_view name) {
   using namespace detail_quantized;
   return QuantizedKernels{
       name,
-      {&Kernel<S, Q4_0, false>::matmul, &Kernel<S, Q4_1, false>::matmul,
-       &Kernel<S, Q5_0, false>::matmul, &Kernel<S, Q5_1, false>::matmul,
-       &Kernel<S, Q8_0, false>::matmul, &Kernel<S, Iq4Nl, false>::matmul,
-       &Kernel<S, Q2K, true>::matmul, &Kernel<S, Q3K, true>::matmul,
-       &Kernel<S, Q45K<false>, true>::matmul, &Kernel<S, Q45K<true>, true>::matmul,
-       &Kernel<S, Q6K, true>::matmul, &Kernel<S, Iq4Xs, true>::matmul}};
+      {&Tiled<S, Dots<S, Q4_0, false>>::matmul, &Tiled<S, Dots<S, Q4_1, false>>::matmul,
+       &Tiled<S, Dots<S, Q5_0, false>>::matmul, &Tiled<S, Dots<S, Q5_1, false>>::matmul,
+       &Tiled<S, Dots<S, Q8_0, false>>::matmul, &Tiled<S, Dots<S, Iq4Nl, false>>::matmul,
+       &Tiled<S, Dots<S, Q2K, true>>::matmul, &Tiled<S, Dots<S, Q3K, true>>::matmul,
+       &Tiled<S, Dots<S, Q45K<false>, true>>::matmul, &Tiled<S, Dots<S, Q45K<true>, true>>::matmul,
+       &Tiled<S, Dots<S, Q6K, true>>::matmul, &Tiled<S, Dots<S, Iq4Xs, true>>::matmul}};
 }

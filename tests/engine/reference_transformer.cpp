@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/half.h"
+
 namespace chatflow::testing {
 namespace {
 
@@ -13,7 +15,8 @@ std::vector<float> dequantize(const engine::WeightMatrix& matrix) {
   return values;
 }
 
-// Each block of x as int8 levels times amax / 127, the levels rounded half to even.
+// Each block of x as int8 levels rounded half to even from x * 127 / amax, times the block's
+// scale: amax / 127 as an f16 for blocks of 32, 1 / (127 / amax) for 256 (llama.cpp's).
 std::vector<float> rounded_to_8_bits(const std::vector<float>& x, int64_t block) {
   std::vector<float> out(x.size());
   for (size_t start = 0; start < x.size(); start += static_cast<size_t>(block)) {
@@ -21,8 +24,11 @@ std::vector<float> rounded_to_8_bits(const std::vector<float>& x, int64_t block)
     for (int64_t i = 0; i < block; ++i)
       amax = std::max(amax, std::fabs(x[start + i]));
     float inverse = amax > 0 ? 127.0f / amax : 0.0f;
+    float scale = block == 32 ? kernels::f16_to_f32(kernels::f32_to_f16(amax / 127.0f))
+                  : amax > 0  ? 1.0f / inverse
+                              : 0.0f;
     for (int64_t i = 0; i < block; ++i)
-      out[start + i] = std::nearbyint(x[start + i] * inverse) * (amax / 127.0f);
+      out[start + i] = std::nearbyint(x[start + i] * inverse) * scale;
   }
   return out;
 }

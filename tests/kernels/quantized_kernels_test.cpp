@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/half.h"
 #include "kernels/quantize.h"
 
 namespace chatflow::kernels {
@@ -101,11 +102,16 @@ TEST(QuantizedActivations, ValuesScalesAndSumsAreAsSpecified) {
       float amax = 0;
       for (int64_t i = 0; i < layout.block; ++i)
         amax = std::max(amax, std::fabs(x[b * layout.block + i]));
-      EXPECT_FLOAT_EQ(view.scales[b], amax / 127);
+      // llama.cpp's activation scales: an f16 amax / 127 for blocks of 32, 1 / (127 / amax)
+      // for 256.
+      const float expected_scale = format == ActivationFormat::blocks32
+                                       ? f16_to_f32(f32_to_f16(amax / 127))
+                                       : 1.0f / (127.0f / amax);
+      EXPECT_EQ(view.scales[b], expected_scale);
       for (int64_t i = 0; i < layout.block; ++i) {
         int64_t k = b * layout.block + i;
         EXPECT_LE(std::abs(view.values[k]), 127);
-        EXPECT_NEAR(view.values[k] * view.scales[b], x[k], view.scales[b] * 0.5f + 1e-7f);
+        EXPECT_EQ(view.values[k], std::nearbyint(x[k] * (127.0f / amax)));
       }
     }
     for (int64_t g = 0; g < columns / layout.group; ++g) {

@@ -1,0 +1,190 @@
+// 512-bit integer kernels for the k-quants (AVX-512 BW + VNNI): 64 values per vector, the
+// scales of a super-block unpacked with a few word operations instead of one value at a time.
+// Included by quantized_avx512vnni.cpp after quantized_impl.h (it reuses its helpers and
+// Kernel's tiling); the fixed per-token arithmetic is the same shape as k_dot's: exact int32
+// sums per super-block, then float lanes with fused multiply-adds, reduced in one fixed order.
+
+namespace detail_wide {
+
+using detail_quantized::half;
+
+inline __m512i load512(const uint8_t* p) {
+  return _mm512_loadu_si512(p);
+}
+
+// Two 256-bit halves into one vector.
+inline __m512i join(__m256i low, __m256i high) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+}
+
+// int16 lanes of the scale vector for values 64P .. 64P + 63 (groups 4P .. 4P + 3, eight lanes
+// each after maddubs), from the 16 per-group scales in lanes 0..15.
+template <int P>
+inline __m512i group_scales(__m512i scales) {
+  const __m512i index = _mm512_set_epi16(
+      4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3,
+      4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2,
+      4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P,
+      4 * P, 4 * P, 4 * P, 4 * P, 4 * P, 4 * P, 4 * P);
+  return _mm512_permutexvar_epi16(index, scales);
+}
+
+// A super-block's scales per group of 16 (int16 lanes 0..15) and the per-group corrections
+// applied through the activations' group sums, with the factors they take.
+struct WideHeader {
+  float d, dmin;
+  __m512i scales;
+  __m256i corrections;  // 16 int16, one per group
+};
+
+// q4_k and q5_k: 6-bit scales and mins of eight sub-blocks, packed in 12 bytes.
+inline void k4_scales(const uint8_t* packed, WideHeader& h) {
+  uint32_t a, b, c;
+  std::memcpy(&a, packed, 4);
+  std::memcpy(&b, packed + 4, 4);
+  std::memcpy(&c, packed + 8, 4);
+  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+  const uint32_t scales_low = a & low6;
+  const uint32_t scales_high = (c & low4) | (((a >> 6) & low2) << 4);
+  const uint32_t mins_low = b & low6;
+  const uint32_t mins_high = ((c >> 4) & low4) | (((b >> 6) & low2) << 4);
+  const __m128i bytes = _mm_setr_epi32(static_cast<int>(scales_low), static_cast<int>(scales_high),
+                                       static_cast<int>(mins_low), static_cast<int>(mins_high));
+  const __m128i words_scales = _mm_cvtepu8_epi16(bytes);  // 8 sub-block scales
+  const __m128i words_mins = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
+  // Each sub-block is two groups of 16.
+  h.scales =
+      _mm512_castsi256_si512(_mm256_set_m128i(_mm_unpackhi_epi16(words_scales, words_scales),
+                                              _mm_unpacklo_epi16(words_scales, words_scales)));
+  h.corrections = _mm256_set_m128i(_mm_unpackhi_epi16(words_mins, words_mins),
+                                   _mm_unpacklo_epi16(words_mins, words_mins));
+}
+
+struct Q4K {
+  static constexpr int kBytes = 144;
+  static constexpr bool kMin = true;
+  static void header(const uint8_t* b, WideHeader& h) {
+    h.d = half(b);
+    h.dmin = half(b + 2);
+    k4_scales(b + 4, h);
+  }
+  // Pair P: sub-blocks 2P (low nibbles of bytes 32P..) and 2P + 1 (their high nibbles).
+  template <int P>
+  static __m512i levels(const uint8_t* b) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * P));
+    return _mm512_and_si512(join(bytes, _mm256_srli_epi16(bytes, 4)), _mm512_set1_epi8(0x0F));
+  }
+};
+
+struct Q5K {
+  static constexpr int kBytes = 176;
+  static constexpr bool kMin = true;
+  static void header(const uint8_t* b, WideHeader& h) {
+    h.d = half(b);
+    h.dmin = half(b + 2);
+    k4_scales(b + 4, h);
+  }
+  template <int P>
+  static __m512i levels(const uint8_t* b) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 32 * P));
+    const __m512i low =
+        _mm512_and_si512(join(bytes, _mm256_srli_epi16(bytes, 4)), _mm512_set1_epi8(0x0F));
+    // Bit 2P (sub-block 2P) and 2P + 1 of each high byte.
+    const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+    const __m512i bits =
+        _mm512_and_si512(join(_mm256_srli_epi16(high, 2 * P), _mm256_srli_epi16(high, 2 * P + 1)),
+                         _mm512_set1_epi8(1));
+    return _mm512_or_si512(low, _mm512_slli_epi16(bits, 4));
+  }
+};
+
+struct Q6K {
+  static constexpr int kBytes = 210;
+  static constexpr bool kMin = false;  // an offset of 32, through the corrections
+  static void header(const uint8_t* b, WideHeader& h) {
+    h.d = half(b + 208);
+    h.dmin = h.d;
+    const __m256i scales =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)));
+    h.scales = _mm512_castsi256_si512(scales);
+    h.corrections = _mm256_slli_epi16(scales, 5);
+  }
+  // Pair P: half P / 2 of the block; low nibbles of its 64 low bytes for even P, high for odd.
+  template <int P>
+  static __m512i levels(const uint8_t* b) {
+    constexpr int kHalf = P / 2, kPart = P % 2;
+    __m512i low = load512(b + 64 * kHalf);
+    if constexpr (kPart == 1) low = _mm512_srli_epi16(low, 4);
+    low = _mm512_and_si512(low, _mm512_set1_epi8(0x0F));
+    const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * kHalf));
+    const __m512i top = _mm512_and_si512(
+        join(_mm256_srli_epi16(high, 4 * kPart), _mm256_srli_epi16(high, 4 * kPart + 2)),
+        _mm512_set1_epi8(3));
+    return _mm512_or_si512(low, _mm512_slli_epi16(top, 4));
+  }
+};
+
+// Per token: sum over super-blocks b of (d_b * scale_b) * (the super-block's scaled integer dot
+// product, 16 int32 lanes), then of (-dmin_b * correction_g) * (the group's scaled sum): two
+// fused multiply-add chains per float lane, reduced in one fixed order at the end.
+template <class D, int N>
+void wide_k_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
+  __m512 sums[N];
+  for (int t = 0; t < N; ++t)
+    sums[t] = _mm512_setzero_ps();
+  // The tokens' scales are token_bytes apart: one gather per super-block fetches all of them.
+  const __m256i token_offsets =
+      _mm256_setr_epi32(0, static_cast<int>(x[N > 1 ? 1 : 0].scales - x[0].scales),
+                        static_cast<int>(x[N > 2 ? 2 : 0].scales - x[0].scales),
+                        static_cast<int>(x[N > 3 ? 3 : 0].scales - x[0].scales),
+                        static_cast<int>(x[N > 4 ? 4 : 0].scales - x[0].scales),
+                        static_cast<int>(x[N > 5 ? 5 : 0].scales - x[0].scales),
+                        static_cast<int>(x[N > 6 ? 6 : 0].scales - x[0].scales),
+                        static_cast<int>(x[N > 7 ? 7 : 0].scales - x[0].scales));
+  WideHeader h;
+  alignas(32) float products[8];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + b * D::kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(block) + 4 * D::kBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(block) + 4 * D::kBytes + 64, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(block) + 4 * D::kBytes + 128, _MM_HINT_T0);
+    D::header(block, h);
+    const __m512 correction_weights = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(h.corrections)), _mm512_set1_ps(-h.dmin));
+    _mm256_store_ps(products, _mm256_mul_ps(_mm256_i32gather_ps(x[0].scales + b, token_offsets, 4),
+                                            _mm256_set1_ps(h.d)));
+    __m512i dots[N];
+    for (int t = 0; t < N; ++t)
+      dots[t] = _mm512_setzero_si512();
+    detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
+      constexpr int P = decltype(pair)::value;
+      const __m512i levels = D::template levels<P>(block);
+      const __m512i scales = group_scales<P>(h.scales);
+#pragma GCC unroll 8
+      for (int t = 0; t < N; ++t) {
+        const __m512i inputs =
+            load512(reinterpret_cast<const uint8_t*>(x[t].values + 256 * b + 64 * P));
+        dots[t] = _mm512_dpwssd_epi32(dots[t], _mm512_maddubs_epi16(levels, inputs), scales);
+      }
+    });
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      sums[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[t]), _mm512_set1_ps(products[t]), sums[t]);
+      sums[t] =
+          _mm512_fmadd_ps(correction_weights, _mm512_loadu_ps(x[t].scaled_sums + 16 * b), sums[t]);
+    }
+  }
+  for (int t = 0; t < N; ++t)
+    out[t] = _mm512_reduce_add_ps(sums[t]);
+}
+
+template <class D>
+struct WideDots {
+  static constexpr int64_t kValues = 256;
+  template <int N>
+  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
+    wide_k_dot<D, N>(row, blocks, x, out);
+  }
+};
+
+}  // namespace detail_wide

@@ -44,11 +44,21 @@ float legacy_value(TensorType type, const LegacyCandidate& c, int level) {
   }
 }
 
-float legacy_error(TensorType type, const LegacyCandidate& c, const float* x) {
-  float error = 0;
+// Squared error, plain and weighted as the reference's search weighs it (iq4_nl: x^2; the
+// others search nothing, so plain).
+struct LegacyError {
+  float plain = 0, weighted = 0;
+  bool better_than(const LegacyError& other) const {
+    return plain < other.plain && weighted <= other.weighted;
+  }
+};
+
+LegacyError legacy_error(TensorType type, const LegacyCandidate& c, const float* x) {
+  LegacyError error;
   for (int i = 0; i < 32; ++i) {
     float diff = legacy_value(type, c, c.levels[i]) - x[i];
-    error += diff * diff;
+    error.plain += diff * diff;
+    error.weighted += (type == TensorType::iq4_nl ? x[i] * x[i] : 1.0f) * diff * diff;
   }
   return error;
 }
@@ -189,10 +199,10 @@ void write_legacy(TensorType type, const LegacyCandidate& c, uint8_t* out) {
 
 void quantize_legacy_block(TensorType type, const float* x, uint8_t* out) {
   LegacyCandidate best = reference_encoding(type, x);
-  float best_error = legacy_error(type, best, x);
+  LegacyError best_error = legacy_error(type, best, x);
   auto consider = [&](const LegacyCandidate& candidate) {
-    float error = legacy_error(type, candidate, x);
-    if (error < best_error) {
+    LegacyError error = legacy_error(type, candidate, x);
+    if (error.better_than(best_error)) {
       best = candidate;
       best_error = error;
     }

@@ -1,7 +1,8 @@
 // Quantising the 256-value super-blocks (q2_k ... q6_k, iq4_xs). A block is first encoded as
 // llama.cpp's reference quantiser does (without an importance matrix); then each sub-block's
-// scale and minimum codes are moved by one step where that lowers its squared error, with the
-// values rounded again against what is stored. Each sub-block ends no worse than the reference.
+// scale and minimum codes are moved by one step where that lowers its squared error (plain and
+// weighted as the reference's search weighs it), with the values rounded again against what is
+// stored. Each sub-block ends no worse than the reference.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -51,12 +52,20 @@ float level_value(const KFormat& f, int level) {
   return f.iq4 ? static_cast<float>(kIq4Values[level]) : static_cast<float>(level - f.offset);
 }
 
-// Rounds sub-block j's values for the given codes; returns its squared error.
-float round_sub_block(const KFormat& f, const KCodes& c, int j, int scale, int min, const float* x,
-                      uint8_t* levels) {
+// Squared error of sub-block j, plain and weighted (the weights the reference's searches use).
+struct SubBlockError {
+  float plain = 0, weighted = 0;
+  bool better_than(const SubBlockError& other) const {
+    return weighted < other.weighted && plain <= other.plain;
+  }
+};
+
+// Rounds sub-block j's values for the given codes into `levels`; returns their error.
+SubBlockError round_sub_block(const KFormat& f, const KCodes& c, int j, int scale, int min,
+                              const float* x, const float* weights, uint8_t* levels) {
   const float step = c.d * static_cast<float>(scale);
   const float shift = c.dmin * static_cast<float>(min);
-  float error = 0;
+  SubBlockError error;
   for (int i = j * f.sub_size; i < (j + 1) * f.sub_size; ++i) {
     int level;
     if (step == 0)
@@ -67,35 +76,64 @@ float round_sub_block(const KFormat& f, const KCodes& c, int j, int scale, int m
       level = clamp(nearest((x[i] + shift) / step) + f.offset, 0, f.top);
     levels[i] = static_cast<uint8_t>(level);
     float diff = step * level_value(f, level) - shift - x[i];
-    error += diff * diff;
+    error.plain += diff * diff;
+    error.weighted += weights[i] * diff * diff;
   }
   return error;
 }
 
-float sub_block_error(const KFormat& f, const KCodes& c, int j, const float* x) {
+SubBlockError sub_block_error(const KFormat& f, const KCodes& c, int j, const float* x,
+                              const float* weights) {
   const float step = c.d * static_cast<float>(c.scale[j]);
   const float shift = c.dmin * static_cast<float>(c.min[j]);
-  float error = 0;
+  SubBlockError error;
   for (int i = j * f.sub_size; i < (j + 1) * f.sub_size; ++i) {
     float diff = step * level_value(f, c.levels[i]) - shift - x[i];
-    error += diff * diff;
+    error.plain += diff * diff;
+    error.weighted += weights[i] * diff * diff;
   }
   return error;
 }
 
-void improve(const KFormat& f, KCodes& c, const float* x) {
+// The importance the reference's search gives each value: |x| (q2_k), rms + |x| per sub-block
+// (q4_k, q5_k), x^2 (q3_k, q6_k, iq4_xs).
+void search_weights(TensorType type, const KFormat& f, const float* x, float* weights) {
+  for (int j = 0; j < 256 / f.sub_size; ++j) {
+    const float* xs = x + j * f.sub_size;
+    float* ws = weights + j * f.sub_size;
+    float sum_x2 = 0;
+    for (int l = 0; l < f.sub_size; ++l)
+      sum_x2 += xs[l] * xs[l];
+    const float average = std::sqrt(sum_x2 / static_cast<float>(f.sub_size));
+    for (int l = 0; l < f.sub_size; ++l) {
+      if (type == TensorType::q2_k)
+        ws[l] = std::fabs(xs[l]);
+      else if (type == TensorType::q4_k || type == TensorType::q5_k)
+        ws[l] = average + std::fabs(xs[l]);
+      else
+        ws[l] = xs[l] * xs[l];
+    }
+  }
+}
+
+// Each sub-block's scale and minimum codes moved by one step where that lowers both its plain
+// and its weighted error: the plain error (what the tensor's RMS error counts) never grows, and
+// neither does the error the reference's search judged by (which tracks what the model loses).
+void improve(TensorType type, const KFormat& f, KCodes& c, const float* x) {
   const int subs = 256 / f.sub_size;
+  float weights[256];
+  search_weights(type, f, x, weights);
   uint8_t trial[256];
   for (int j = 0; j < subs; ++j) {
-    float best = sub_block_error(f, c, j, x);
+    SubBlockError best = sub_block_error(f, c, j, x, weights);
     int best_scale = c.scale[j], best_min = c.min[j];
     bool changed = false;
     for (int ds = -1; ds <= 1; ++ds) {
       for (int dm = f.min_high ? -1 : 0; dm <= (f.min_high ? 1 : 0); ++dm) {
         int scale = c.scale[j] + ds, min = c.min[j] + dm;
         if (scale < f.scale_low || scale > f.scale_high || min < 0 || min > f.min_high) continue;
-        float error = round_sub_block(f, c, j, scale, min, x, trial);
-        if (error < best) {
+        SubBlockError error = round_sub_block(f, c, j, scale, min, x, weights, trial);
+        if (error.better_than(best)) {
           best = error;
           best_scale = scale;
           best_min = min;
@@ -104,7 +142,7 @@ void improve(const KFormat& f, KCodes& c, const float* x) {
       }
     }
     if (changed) {
-      round_sub_block(f, c, j, best_scale, best_min, x, trial);
+      round_sub_block(f, c, j, best_scale, best_min, x, weights, trial);
       std::copy(trial + j * f.sub_size, trial + (j + 1) * f.sub_size, c.levels + j * f.sub_size);
       c.scale[j] = best_scale;
       c.min[j] = best_min;
@@ -116,9 +154,10 @@ void improve(const KFormat& f, KCodes& c, const float* x) {
 // stored codes (a zero scale keeps the search's levels, as the reference does).
 void reround(const KFormat& f, KCodes& c, const float* x) {
   const int subs = 256 / f.sub_size;
+  const float unused_weights[256] = {};
   for (int j = 0; j < subs; ++j) {
     if (c.d * static_cast<float>(c.scale[j]) == 0) continue;
-    round_sub_block(f, c, j, c.scale[j], c.min[j], x, c.levels);
+    round_sub_block(f, c, j, c.scale[j], c.min[j], x, unused_weights, c.levels);
   }
 }
 
@@ -334,7 +373,7 @@ void quantize_k_block(TensorType type, const float* x, uint8_t* out) {
     reference_affine(type, f, x, c);
     reround(f, c, x);
   }
-  improve(f, c, x);
+  improve(type, f, c, x);
   pack(type, c, out);
 }
 

@@ -143,10 +143,13 @@ case "$command" in
       -DCHATFLOW_BUILD_TESTS=OFF -DCHATFLOW_CUDA=OFF
     build build -DCMAKE_BUILD_TYPE=Release
     corpus=build-fuzz/corpus
-    mkdir -p "$corpus/gguf" "$corpus/tokenizer" "$corpus/yaml" "$corpus/http"
+    mkdir -p "$corpus/gguf" "$corpus/tokenizer" "$corpus/yaml" "$corpus/http" "$corpus/blocks"
     ./build/chatflow make-model --dim 32 --layers 1 --heads 2 --ffn 64 -o "$corpus/gguf/llama-f32.gguf" >/dev/null
     ./build/chatflow make-model --arch qwen2 --dim 32 --layers 1 --heads 2 --ffn 64 --type q4_0 \
       -o "$corpus/gguf/qwen2-q4_0.gguf" >/dev/null
+    ./build/chatflow make-model --dim 256 --layers 1 --heads 2 --ffn 256 --type q4_k_m \
+      -o "$corpus/gguf/llama-q4_k_m.gguf" >/dev/null
+    head -c 1200 /dev/urandom > "$corpus/blocks/random"
     cp README.md "$corpus/tokenizer/"
     if ls ../shared/models/vocab/*.inp >/dev/null 2>&1; then cp ../shared/models/vocab/*.inp "$corpus/tokenizer/"; fi
     cp graphs/*.yaml configs/*.yaml "$corpus/yaml/"
@@ -162,6 +165,7 @@ case "$command" in
     ./build-fuzz/tests/fuzz/fuzz_tokenizer -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=4096 "$corpus/tokenizer"
     ./build-fuzz/tests/fuzz/fuzz_yaml -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/yaml"
     ./build-fuzz/tests/fuzz/fuzz_http_request -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/http"
+    ./build-fuzz/tests/fuzz/fuzz_quant_blocks -max_total_time="$seconds" -max_len=14000 -rss_limit_mb=4096 "$corpus/blocks"
     ;;
   *)
     echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2

@@ -46,7 +46,7 @@ void print_tensor(size_t index, size_t count, const engine::TensorQuantization& 
        << t.name << std::right << " " << std::setw(14) << shape_text(t.shape) << "  "
        << kernels::to_string(t.from) << " -> " << kernels::to_string(t.to);
   if (t.from != t.to) {
-    line << "  rms error " << std::scientific << std::setprecision(3) << t.rms_error << " ("
+    line << "  rms error " << std::scientific << std::setprecision(6) << t.rms_error << " ("
          << std::fixed << std::setprecision(2) << (t.rms > 0 ? 100 * t.rms_error / t.rms : 0)
          << "% of rms)";
   }

@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <stdexcept>
 
 namespace chatflow::engine {
 namespace {
@@ -79,8 +80,9 @@ TensorType mixed_type(const QuantizationRecipe& recipe, const RecipeModel& model
   return base;
 }
 
-// A row that is not a whole number of blocks takes the nearest 32-value format, else f16.
-TensorType fitting(TensorType type, int64_t columns) {
+// As llama-quantize does: a row that is not a whole number of 256-value blocks takes the
+// nearest 32-value format, else f16; a 32-value format asked for by name has no stand-in.
+TensorType fitting(TensorType type, const std::string& name, int64_t columns) {
   if (columns % kernels::block_values(type) == 0) return type;
   switch (type) {
     case TensorType::q2_k:
@@ -98,7 +100,10 @@ TensorType fitting(TensorType type, int64_t columns) {
       type = TensorType::q8_0;
       break;
     default:
-      break;
+      throw std::invalid_argument(std::string(kernels::to_string(type)) + " needs rows of whole " +
+                                  std::to_string(kernels::block_values(type)) +
+                                  "-value blocks, but " + name + " has " + std::to_string(columns) +
+                                  " values per row");
   }
   return columns % kernels::block_values(type) == 0 ? type : TensorType::f16;
 }
@@ -134,7 +139,7 @@ std::optional<kernels::TensorType> recipe_tensor_type(const QuantizationRecipe& 
                       name.compare(name.size() - 6, 6, "weight") == 0 && !has(name, "_norm.");
   if (!matrix) return std::nullopt;
   if (!kernels::is_quantized(recipe.base)) return recipe.base;
-  return fitting(mixed_type(recipe, model, name, columns), columns);
+  return fitting(mixed_type(recipe, model, name, columns), name, columns);
 }
 
 }  // namespace chatflow::engine

@@ -132,8 +132,7 @@ void legacy_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, f
       const float input_scale = x[t].scales[b];
       sums[t] =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(scale * input_scale), sums[t]);
-      if constexpr (D::kMin)
-        mins[t] = std::fma(D::min(block) * input_scale, static_cast<float>(x[t].sums[b]), mins[t]);
+      if constexpr (D::kMin) mins[t] = std::fma(D::min(block), x[t].scaled_sums[b], mins[t]);
     }
   }
   for (int t = 0; t < N; ++t)

@@ -33,7 +33,7 @@ void scalar_quantized_matmul(const QuantizedMatmulArgs& a) {
             for (int i = 0; i < 32; ++i)
               dot += block.q[i] * q[i];
             sums[t] += (block.d * dx) * static_cast<float>(dot);
-            if (block.m != 0) sums[t] += (block.m * dx) * static_cast<float>(x.sums[b]);
+            if (block.m != 0) sums[t] += block.m * x.scaled_sums[b];
             continue;
           }
           int32_t scaled = 0, mins = 0;

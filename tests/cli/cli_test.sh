@@ -86,7 +86,7 @@ check "make-model exits 0" test $rc -eq 0
 check "make-model reports parameters" grep -q "parameters (q8_0)" "$work/out"
 "$chatflow" make-model --dim 48 --type q4_0 -o "$work/bad.gguf" 2>"$work/err"; rc=$?
 check "make-model refuses rows that are not whole blocks" test $rc -eq 1
-check "make-model says why" grep -q "q4_0 needs dim and ffn to be multiples of 32" "$work/err"
+check "make-model says why" grep -q "q4_0 needs rows of whole 32-value blocks, but token_embd.weight has 48 values per row" "$work/err"
 "$chatflow" inspect "$work/model.gguf" >"$work/out"
 check "inspect shows metadata" grep -qE "llama.block_count +uint32 2" "$work/out"
 check "inspect shows tensors" grep -qE "blk.0.attn_q.weight +q8_0 +\[64, 64\]" "$work/out"
@@ -186,6 +186,34 @@ check "eval-retrieval: BM25 puts each query's one relevant document first" sh -c
 check "eval-retrieval prints the four methods" sh -c "grep -q '^dense ' '$work/out' && grep -q '^hybrid ' '$work/out' && grep -q '^hybrid+rerank ' '$work/out'"
 "$chatflow" eval-retrieval --collection "$work/tiny" --metric ndcg@x >"$work/out" 2>&1; rc=$?
 check "a bad metric is named" sh -c "test $rc -eq 1 && grep -q \"'ndcg@x': expected a positive cutoff\" '$work/out'"
+
+# quantize, inspect --against, perplexity: a model written by make-model, quantised, read back.
+"$chatflow" make-model --dim 256 --layers 2 --heads 4 --ffn 512 --type f16 --weight-scale 0.02 -o "$work/m-f16.gguf" >/dev/null 2>&1
+"$chatflow" quantize "$work/m-f16.gguf" "$work/m-q4km.gguf" q4_k_m --threads 2 --verbose >"$work/out" 2>"$work/err"; rc=$?
+check "quantize q4_k_m exits 0" test $rc -eq 0
+check "quantize gives the output matrix q6_k" grep -Eq '\] output.weight +\[256 x [0-9]+\] +f16 -> q6_k +rms error' "$work/out"
+# llama.cpp's q4_k_m gives more bits to the last eighth of the layers' attn_v and ffn_down
+# (with two layers: layer 1 only).
+check "quantize gives attn_v and ffn_down of the last layer q6_k, the rest q4_k" sh -c "grep -q 'blk.1.attn_v.weight .* f16 -> q6_k' '$work/out' && grep -q 'blk.1.ffn_down.weight .* f16 -> q6_k' '$work/out' && grep -q 'blk.0.attn_v.weight .* f16 -> q4_k' '$work/out' && grep -q 'blk.0.ffn_up.weight .* f16 -> q4_k' '$work/out'"
+check "quantize keeps norms as they are" grep -q 'blk.0.attn_norm.weight .* f32 -> f32$' "$work/out"
+check "quantize reports sizes in bits per weight" grep -Eq 'q4_k_m, .* \(16\.[0-9]+ bits per weight\) -> .* \([45]\.[0-9]+ bits per weight\)' "$work/out"
+"$chatflow" inspect "$work/m-q4km.gguf" --against "$work/m-f16.gguf" --all-tensors >"$work/out" 2>&1
+check "inspect --against prints each tensor's difference" sh -c "grep -Eq 'blk.1.ffn_down.weight +q6_k .*rms difference [0-9.e+-]+ \(' '$work/out' && grep -q 'general.file_type *uint32 15' '$work/out'"
+"$chatflow" generate --model "$work/m-q4km.gguf" --prompt "hello" --max-tokens 4 --temperature 0 >"$work/out" 2>&1; rc=$?
+check "the quantised file generates" test $rc -eq 0
+awk 'BEGIN { for (i = 0; i < 400; i++) printf "the cat sat on the mat and looked at the dog %d times\n", i }' >"$work/text.txt"
+"$chatflow" perplexity -m "$work/m-q4km.gguf" -f "$work/text.txt" --ctx 128 --chunks 3 -t 2 --kl-divergence-base "$work/base.lp" >/dev/null 2>&1
+"$chatflow" perplexity -m "$work/m-f16.gguf" -f "$work/text.txt" --ctx 128 --chunks 3 -t 2 >"$work/out" 2>"$work/err"; rc=$?
+check "perplexity ends with 'perplexity: X ± Y'" sh -c "test $rc -eq 0 && grep -Eq '^perplexity: [0-9]+\.[0-9]{4} ± [0-9]+\.[0-9]{4}$' '$work/out' && grep -q '3 windows of 128 tokens, 189 scored' '$work/out'"
+"$chatflow" perplexity -m "$work/m-f16.gguf" -f "$work/text.txt" --ctx 128 --chunks 3 -t 2 --kl-divergence-base "$work/base.lp" --kl-divergence --json >"$work/out" 2>&1; rc=$?
+check "kl-divergence against the quantised run" sh -c "test $rc -eq 0 && grep -Eq '\"kl_divergence\": 0\.[0-9]+' '$work/out' && grep -Eq '\"top_token_agreement\": (0|1)\.[0-9]+' '$work/out'"
+head -n 8 "$work/text.txt" >"$work/short.txt"
+"$chatflow" perplexity -m "$work/m-f16.gguf" -f "$work/short.txt" --ctx 512 -t 2 >"$work/out" 2>&1; rc=$?
+check "a text too short for two windows is refused" sh -c "test $rc -eq 1 && grep -q 'the text has 410 tokens; a context of 512 needs at least 1024' '$work/out'"
+"$chatflow" quantize "$work/m-f16.gguf" "$work/x.gguf" q4_k_x >"$work/out" 2>&1; rc=$?
+check "an unknown quantisation type is a usage error naming the types" sh -c "test $rc -eq 2 && grep -q \"unknown type 'q4_k_x' (expected one of: f32, f16\" '$work/out'"
+"$chatflow" quantize "$work/m-q4km.gguf" "$work/x.gguf" q8_0 >"$work/out" 2>&1; rc=$?
+check "requantising needs --allow-requantize" sh -c "test $rc -eq 1 && grep -q 'is already q4_k' '$work/out'"
 
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/half.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/quantize.h"
 
 namespace chatflow::kernels {
@@ -142,6 +143,19 @@ TEST_P(QuantizedMatmul, EqualsDoublePrecisionProductOfWhatItMultiplies) {
           double input = static_cast<double>(view.values[k]) * view.scales[k / layout.block];
           expected += static_cast<double>(p.dequantized[r * columns + k]) * input;
           magnitude += std::fabs(p.dequantized[r * columns + k] * input);
+        }
+        // q4_1 and q5_1 take a block's minimum times the activations' stored scaled sum (as
+        // llama.cpp's q8_1 does) instead of times the sum of the block's inputs.
+        if (type == TensorType::q4_1 || type == TensorType::q5_1) {
+          const uint8_t* row = p.weights.data() + r * row_bytes(type, columns);
+          for (int64_t b = 0; b < columns / 32; ++b) {
+            UnpackedBlock block;
+            unpack_block(type, row + b * block_bytes(type), block);
+            double sum = 0;
+            for (int i = 0; i < 32; ++i)
+              sum += static_cast<double>(view.values[32 * b + i]) * view.scales[b];
+            expected += block.m * (view.scaled_sums[b] - sum);
+          }
         }
         ASSERT_NEAR(y[t * p.rows + r], expected, 2e-6 * magnitude + 1e-9)
             << table_name(*table) << " " << to_string(type) << " row " << r << " token " << t;

@@ -1,0 +1,103 @@
+// chatflow against llama.cpp (b4748) on the same files: its perplexity on files llama-quantize
+// wrote, llama.cpp's perplexity on files chatflow quantize wrote, and each tensor's
+// quantisation error. Needs LLAMA_CPP_BIN (llama.cpp's bin folder: llama-quantize,
+// llama-perplexity); skips without it. Models are chatflow make-model files with small random
+// weights (--weight-scale 0.02: a calm model whose perplexity moves little with rounding, so a
+// difference means different arithmetic, not chaos), in two shapes: rows that are multiples of
+// 256, and a qwen2 one whose 896- and 2432-value rows force the recipes' fallbacks.
+import { test, describe, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const bin = process.env.LLAMA_CPP_BIN;
+const chatflow = process.env.CHATFLOW_BIN;
+const sourceDir = process.env.CHATFLOW_SOURCE_DIR;
+const skip = !bin ? 'LLAMA_CPP_BIN is not set (llama.cpp b4748 bin folder with llama-quantize and llama-perplexity)' : false;
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'chatflow-parity-'));
+const threads = String(Math.max(1, os.cpus().length));
+
+function run(program, args) {
+  const result = spawnSync(program, args, { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const output = `${result.stdout}\n${result.stderr}`;
+  assert.equal(result.status, 0, `${path.basename(program)} ${args.join(' ')} failed:\n${output.slice(-4000)}`);
+  return output;
+}
+
+function chatflowPerplexity(model, text) {
+  const out = run(chatflow, ['perplexity', '-m', model, '-f', text, '--ctx', '512', '--chunks', '6', '-t', threads, '--json']);
+  return JSON.parse(out.slice(out.indexOf('{'), out.lastIndexOf('}') + 1)).perplexity;
+}
+
+function llamaPerplexity(model, text) {
+  const out = run(path.join(bin, 'llama-perplexity'), ['-m', model, '-f', text, '-c', '512', '--chunks', '6', '-t', threads]);
+  const match = /Final estimate: PPL = ([0-9.]+)/.exec(out);
+  assert.ok(match, `no estimate in llama-perplexity's output:\n${out.slice(-2000)}`);
+  return Number(match[1]);
+}
+
+// name -> [type, rms] from `chatflow quantize -v` or `chatflow inspect --against`.
+function tensorErrors(output, pattern) {
+  const errors = new Map();
+  for (const line of output.split('\n')) {
+    const match = pattern.exec(line);
+    if (match) errors.set(match[1], [match[2], Number(match[3])]);
+  }
+  return errors;
+}
+
+const types = [
+  ['F16', 'f16', 0.001], ['BF16', 'bf16', 0.001], ['Q8_0', 'q8_0', 0.001],
+  ['Q4_0', 'q4_0', 0.005], ['Q4_1', 'q4_1', 0.005], ['Q5_0', 'q5_0', 0.005], ['Q5_1', 'q5_1', 0.005],
+  ['Q2_K', 'q2_k', 0.005], ['Q3_K_S', 'q3_k_s', 0.005], ['Q3_K_M', 'q3_k_m', 0.005],
+  ['Q3_K_L', 'q3_k_l', 0.005], ['Q4_K_S', 'q4_k_s', 0.005], ['Q4_K_M', 'q4_k_m', 0.005],
+  ['Q5_K_S', 'q5_k_s', 0.005], ['Q5_K_M', 'q5_k_m', 0.005], ['Q6_K', 'q6_k', 0.005],
+  ['IQ4_NL', 'iq4_nl', 0.005], ['IQ4_XS', 'iq4_xs', 0.005],
+];
+
+const shapes = [
+  { name: 'llama-512', args: ['--arch', 'llama', '--dim', '512', '--layers', '8', '--heads', '8', '--kv-heads', '2', '--ffn', '1536'] },
+  { name: 'qwen2-896', args: ['--arch', 'qwen2', '--dim', '896', '--layers', '4', '--heads', '14', '--kv-heads', '2', '--ffn', '2432'] },
+];
+
+for (const shape of shapes) {
+  describe(`llama.cpp parity, ${shape.name}`, { skip }, () => {
+    const f16 = path.join(work, `${shape.name}-f16.gguf`);
+    const text = path.join(work, 'text.txt');
+    before(() => {
+      const vocabulary = path.join(sourceDir, '..', 'shared', 'models', 'vocab', 'ggml-vocab-llama-spm.gguf');
+      const vocabArgs = fs.existsSync(vocabulary) ? ['--vocab-from', vocabulary] : [];
+      run(chatflow, ['make-model', ...shape.args, '--context', '1024', '--type', 'f16', '--weight-scale', '0.02', ...vocabArgs, '-o', f16]);
+      fs.writeFileSync(text, fs.readFileSync(path.join(sourceDir, 'README.md'), 'utf8').repeat(2));
+    });
+
+    for (const [llamaName, name, tolerance] of types) {
+      test(`${name}: perplexity and per-tensor error match llama.cpp`, () => {
+        const theirs = path.join(work, `${shape.name}-${name}-llama.gguf`);
+        const ours = path.join(work, `${shape.name}-${name}-chatflow.gguf`);
+        run(path.join(bin, 'llama-quantize'), [f16, theirs, llamaName, threads]);
+        const quantized = run(chatflow, ['quantize', f16, ours, name, '--threads', threads, '--verbose']);
+
+        const onTheirs = chatflowPerplexity(theirs, text);
+        const reference = llamaPerplexity(theirs, text);
+        assert.ok(Math.abs(onTheirs - reference) <= tolerance * reference,
+          `chatflow's perplexity ${onTheirs} on llama-quantize's file vs llama-perplexity's ${reference} (tolerance ${tolerance * 100}%)`);
+
+        const llamaOnOurs = llamaPerplexity(ours, text);
+        assert.ok(Math.abs(llamaOnOurs - reference) <= 0.01 * reference,
+          `llama-perplexity on chatflow's file ${llamaOnOurs} vs on llama-quantize's ${reference} (tolerance 1%)`);
+
+        const ourErrors = tensorErrors(quantized, /\] (\S+)\s+\[.*\]\s+\S+ -> (\S+)\s+rms error (\S+)/);
+        const theirErrors = tensorErrors(run(chatflow, ['inspect', theirs, '--against', f16, '--all-tensors']),
+          /^\s+(\S+)\s+(\S+)\s+\[.*rms difference (\S+)/);
+        for (const [tensor, [type, error]] of ourErrors) {
+          const [theirType, theirError] = theirErrors.get(tensor) ?? [];
+          assert.equal(type, theirType, `${tensor}: chatflow chose ${type}, llama-quantize ${theirType}`);
+          assert.ok(error <= theirError * (1 + 1e-6), `${tensor} (${type}): rms error ${error} > llama-quantize's ${theirError}`);
+        }
+      });
+    }
+  });
+}

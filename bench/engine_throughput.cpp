@@ -3,8 +3,12 @@
 //   tgN: N tokens generated one at a time from an empty cache, tokens/s.
 // Each figure is the median of --repetitions runs. The table adds the memory traffic of
 // generation (weight bytes x tokens/s) against this machine's measured read bandwidth (the best
-// of five 1 GiB sequential reads), and the process's peak resident memory.
+// of five 1 GiB sequential reads), and the process's peak resident memory. With
+// --compare-llama-cpp DIR, DIR/llama-bench measures the same file with the same thread counts
+// and repetitions in the same run, right after chatflow at each thread count, and the table
+// gives each ratio.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <boost/json.hpp>
 
 #include "framework/cli/command.h"
 #include "framework/engine/scheduler.h"
@@ -33,6 +38,7 @@ struct BenchEngineOptions {
   int repetitions = 5;
   bool json = false;
   bool bandwidth = false;
+  std::string llama_cpp_bin;  // a folder holding llama-bench: measured side by side
 };
 
 using Clock = std::chrono::steady_clock;
@@ -104,6 +110,62 @@ struct Figures {
   int threads;
   double pp128, pp512, tg128;
 };
+
+std::string shell_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// llama-bench's figures for the same file: its JSON output, one record per test.
+Figures run_llama_bench(const std::string& bin, const std::string& model, int threads,
+                        int repetitions) {
+  const std::string command = shell_quoted(bin + "/llama-bench") + " -m " + shell_quoted(model) +
+                              " -t " + std::to_string(threads) + " -p 128,512 -n 128 -r " +
+                              std::to_string(repetitions) + " -o json 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + command);
+  std::string output;
+  std::array<char, 4096> buffer{};
+  for (size_t n; (n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0;)
+    output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  if (status != 0)
+    throw std::runtime_error(command + " failed (status " + std::to_string(status) + ")");
+  Figures figures{threads, 0, 0, 0};
+  boost::system::error_code error;
+  auto parsed = boost::json::parse(output, error);
+  if (error || !parsed.is_array())
+    throw std::runtime_error(command + " did not print a JSON array of results");
+  for (const auto& record : parsed.as_array()) {
+    const auto* fields = record.if_object();
+    if (!fields || !fields->contains("n_prompt") || !fields->contains("avg_ts")) continue;
+    const int64_t prompt = fields->at("n_prompt").to_number<int64_t>();
+    const int64_t generated = fields->at("n_gen").to_number<int64_t>();
+    const double rate = fields->at("avg_ts").to_number<double>();
+    if (prompt == 128 && generated == 0) figures.pp128 = rate;
+    if (prompt == 512 && generated == 0) figures.pp512 = rate;
+    if (prompt == 0 && generated == 128) figures.tg128 = rate;
+  }
+  if (figures.pp128 == 0 || figures.pp512 == 0 || figures.tg128 == 0)
+    throw std::runtime_error(command + " did not report pp128, pp512 and tg128");
+  return figures;
+}
+
+void print_comparison(const std::vector<Figures>& ours, const std::vector<Figures>& theirs) {
+  std::printf("\nside by side with llama.cpp (llama-bench, mean of the same number of runs):\n\n");
+  std::printf("| threads | test  |  chatflow t/s | llama.cpp t/s | chatflow / llama.cpp |\n");
+  std::printf("|--------:|:------|--------------:|--------------:|---------------------:|\n");
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const std::pair<const char*, double Figures::*> tests[] = {
+        {"pp128", &Figures::pp128}, {"pp512", &Figures::pp512}, {"tg128", &Figures::tg128}};
+    for (const auto& [name, field] : tests) {
+      std::printf("| %7d | %-5s | %13.1f | %13.1f | %19.2fx |\n", ours[i].threads, name,
+                  ours[i].*field, theirs[i].*field, ours[i].*field / theirs[i].*field);
+    }
+  }
+}
 
 class EngineBench {
  public:
@@ -349,7 +411,7 @@ int bench_engine_command(const BenchEngineOptions& options) {
               << ") is too short for pp512\n";
     return 1;
   }
-  std::vector<Figures> results;
+  std::vector<Figures> results, llama_cpp;
   for (int threads : options.threads) {
     EngineBench bench(model, threads);
     bench.prompt_rate(32);  // warm-up: pages mapped, caches filled
@@ -360,6 +422,10 @@ int bench_engine_command(const BenchEngineOptions& options) {
       tg128.push_back(bench.generation_rate(128));
     }
     results.push_back({threads, median(pp128), median(pp512), median(tg128)});
+    if (!options.llama_cpp_bin.empty()) {
+      llama_cpp.push_back(
+          run_llama_bench(options.llama_cpp_bin, options.model, threads, options.repetitions));
+    }
   }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
@@ -368,9 +434,14 @@ int bench_engine_command(const BenchEngineOptions& options) {
   if (options.json) {
     std::printf("[");
     for (size_t i = 0; i < results.size(); ++i) {
-      std::printf("%s{\"threads\": %d, \"pp128\": %.1f, \"pp512\": %.1f, \"tg128\": %.1f}",
+      std::printf("%s{\"threads\": %d, \"pp128\": %.1f, \"pp512\": %.1f, \"tg128\": %.1f",
                   i ? ", " : "", results[i].threads, results[i].pp128, results[i].pp512,
                   results[i].tg128);
+      if (!llama_cpp.empty()) {
+        std::printf(", \"llama_cpp\": {\"pp128\": %.1f, \"pp512\": %.1f, \"tg128\": %.1f}",
+                    llama_cpp[i].pp128, llama_cpp[i].pp512, llama_cpp[i].tg128);
+      }
+      std::printf("}");
     }
     std::printf("]\n");
     return 0;
@@ -405,6 +476,7 @@ int bench_engine_command(const BenchEngineOptions& options) {
       "\npeak resident memory: %.1f MiB (weights held once, in their file's type: the packed copy "
       "replaces the mapped pages)\n",
       peak_mib);
+  if (!llama_cpp.empty()) print_comparison(results, llama_cpp);
   return 0;
 }
 
@@ -430,6 +502,11 @@ void add_bench_engine_command(CLI::App& app, CommandBody& selected) {
           "sequences decoded together (e.g. 1,8,32): batching throughput and prefix-cache reuse")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  command
+      ->add_option("--compare-llama-cpp", options->llama_cpp_bin,
+                   "a folder with llama.cpp's llama-bench: measure the same file with it in the "
+                   "same run and print the ratios")
+      ->check(CLI::ExistingDirectory);
   command->callback(
       [&selected, options] { selected = [options] { return bench_engine_command(*options); }; });
 }

@@ -256,106 +256,120 @@ void reference_iq4_xs(const float* x, KCodes& c) {
   }
 }
 
-void pack(TensorType type, const KCodes& c, uint8_t* out) {
+void pack_q2_k(const KCodes& c, uint8_t* out) {
   const uint8_t* L = c.levels;
+  for (int g = 0; g < 16; ++g)
+    out[g] = static_cast<uint8_t>(c.scale[g] | (c.min[g] << 4));
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l)
+      out[16 + 32 * h + l] =
+          static_cast<uint8_t>(L[128 * h + l] | (L[128 * h + 32 + l] << 2) |
+                               (L[128 * h + 64 + l] << 4) | (L[128 * h + 96 + l] << 6));
+  store_half(out + 80, c.d);
+  store_half(out + 82, c.dmin);
+}
+
+void pack_q3_k(const KCodes& c, uint8_t* out) {
+  const uint8_t* L = c.levels;
+  uint8_t* high = out;
+  uint8_t* quants = out + 32;
+  uint8_t* scales = out + 96;
+  std::memset(out, 0, 110);
+  for (int i = 0; i < 256; ++i) {
+    if (L[i] > 3) high[i % 32] |= static_cast<uint8_t>(1 << (i / 32));
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l)
+      quants[32 * h + l] =
+          static_cast<uint8_t>((L[128 * h + l] & 3) | ((L[128 * h + 32 + l] & 3) << 2) |
+                               ((L[128 * h + 64 + l] & 3) << 4) | ((L[128 * h + 96 + l] & 3) << 6));
+  for (int j = 0; j < 16; ++j) {
+    int code = c.scale[j] + 32;
+    if (j < 8)
+      scales[j] |= static_cast<uint8_t>(code & 0xF);
+    else
+      scales[j - 8] |= static_cast<uint8_t>((code & 0xF) << 4);
+    scales[8 + j % 4] |= static_cast<uint8_t>((code >> 4) << (2 * (j / 4)));
+  }
+  store_half(out + 108, c.d);
+}
+
+void pack_q4_k_or_q5_k(TensorType type, const KCodes& c, uint8_t* out) {
+  const uint8_t* L = c.levels;
+  store_half(out, c.d);
+  store_half(out + 2, c.dmin);
+  uint8_t* scales = out + 4;
+  std::memset(scales, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    int scale = c.scale[j], min = c.min[j];
+    if (j < 4) {
+      scales[j] |= static_cast<uint8_t>(scale);
+      scales[j + 4] |= static_cast<uint8_t>(min);
+    } else {
+      scales[j + 4] = static_cast<uint8_t>((scale & 0xF) | ((min & 0xF) << 4));
+      scales[j - 4] |= static_cast<uint8_t>((scale >> 4) << 6);
+      scales[j] |= static_cast<uint8_t>((min >> 4) << 6);
+    }
+  }
+  const bool five = type == TensorType::q5_k;
+  uint8_t* high = out + 16;
+  uint8_t* nibbles = out + (five ? 48 : 16);
+  if (five) std::memset(high, 0, 32);
+  for (int p = 0; p < 4; ++p)
+    for (int l = 0; l < 32; ++l) {
+      int a = L[64 * p + l], b = L[64 * p + 32 + l];
+      nibbles[32 * p + l] = static_cast<uint8_t>((a & 0xF) | ((b & 0xF) << 4));
+      if (five) high[l] |= static_cast<uint8_t>(((a >> 4) << (2 * p)) | ((b >> 4) << (2 * p + 1)));
+    }
+}
+
+void pack_q6_k(const KCodes& c, uint8_t* out) {
+  const uint8_t* L = c.levels;
+  uint8_t* low = out;
+  uint8_t* high = out + 128;
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* q = L + 128 * h + l;
+      low[64 * h + l] = static_cast<uint8_t>((q[0] & 0xF) | ((q[64] & 0xF) << 4));
+      low[64 * h + 32 + l] = static_cast<uint8_t>((q[32] & 0xF) | ((q[96] & 0xF) << 4));
+      high[32 * h + l] = static_cast<uint8_t>((q[0] >> 4) | ((q[32] >> 4) << 2) |
+                                              ((q[64] >> 4) << 4) | ((q[96] >> 4) << 6));
+    }
+  for (int g = 0; g < 16; ++g)
+    out[192 + g] = static_cast<uint8_t>(static_cast<int8_t>(c.scale[g]));
+  store_half(out + 208, c.d);
+}
+
+void pack_iq4_xs(const KCodes& c, uint8_t* out) {
+  const uint8_t* L = c.levels;
+  store_half(out, c.d);
+  uint16_t scales_high = 0;
+  uint8_t* scales_low = out + 4;
+  std::memset(scales_low, 0, 4);
+  for (int j = 0; j < 8; ++j) {
+    int code = c.scale[j] + 32;
+    scales_low[j / 2] |= static_cast<uint8_t>((code & 0xF) << (4 * (j % 2)));
+    scales_high |= static_cast<uint16_t>((code >> 4) << (2 * j));
+  }
+  std::memcpy(out + 2, &scales_high, 2);
+  for (int j = 0; j < 8; ++j)
+    for (int l = 0; l < 16; ++l)
+      out[8 + 16 * j + l] = static_cast<uint8_t>(L[32 * j + l] | (L[32 * j + 16 + l] << 4));
+}
+
+void pack(TensorType type, const KCodes& c, uint8_t* out) {
   switch (type) {
     case TensorType::q2_k:
-      for (int g = 0; g < 16; ++g)
-        out[g] = static_cast<uint8_t>(c.scale[g] | (c.min[g] << 4));
-      for (int h = 0; h < 2; ++h)
-        for (int l = 0; l < 32; ++l)
-          out[16 + 32 * h + l] =
-              static_cast<uint8_t>(L[128 * h + l] | (L[128 * h + 32 + l] << 2) |
-                                   (L[128 * h + 64 + l] << 4) | (L[128 * h + 96 + l] << 6));
-      store_half(out + 80, c.d);
-      store_half(out + 82, c.dmin);
-      return;
-    case TensorType::q3_k: {
-      uint8_t* high = out;
-      uint8_t* quants = out + 32;
-      uint8_t* scales = out + 96;
-      std::memset(out, 0, 110);
-      for (int i = 0; i < 256; ++i) {
-        if (L[i] > 3) high[i % 32] |= static_cast<uint8_t>(1 << (i / 32));
-      }
-      for (int h = 0; h < 2; ++h)
-        for (int l = 0; l < 32; ++l)
-          quants[32 * h + l] = static_cast<uint8_t>(
-              (L[128 * h + l] & 3) | ((L[128 * h + 32 + l] & 3) << 2) |
-              ((L[128 * h + 64 + l] & 3) << 4) | ((L[128 * h + 96 + l] & 3) << 6));
-      for (int j = 0; j < 16; ++j) {
-        int code = c.scale[j] + 32;
-        if (j < 8)
-          scales[j] |= static_cast<uint8_t>(code & 0xF);
-        else
-          scales[j - 8] |= static_cast<uint8_t>((code & 0xF) << 4);
-        scales[8 + j % 4] |= static_cast<uint8_t>((code >> 4) << (2 * (j / 4)));
-      }
-      store_half(out + 108, c.d);
-      return;
-    }
+      return pack_q2_k(c, out);
+    case TensorType::q3_k:
+      return pack_q3_k(c, out);
     case TensorType::q4_k:
-    case TensorType::q5_k: {
-      store_half(out, c.d);
-      store_half(out + 2, c.dmin);
-      uint8_t* scales = out + 4;
-      std::memset(scales, 0, 12);
-      for (int j = 0; j < 8; ++j) {
-        int scale = c.scale[j], min = c.min[j];
-        if (j < 4) {
-          scales[j] |= static_cast<uint8_t>(scale);
-          scales[j + 4] |= static_cast<uint8_t>(min);
-        } else {
-          scales[j + 4] = static_cast<uint8_t>((scale & 0xF) | ((min & 0xF) << 4));
-          scales[j - 4] |= static_cast<uint8_t>((scale >> 4) << 6);
-          scales[j] |= static_cast<uint8_t>((min >> 4) << 6);
-        }
-      }
-      const bool five = type == TensorType::q5_k;
-      uint8_t* high = out + 16;
-      uint8_t* nibbles = out + (five ? 48 : 16);
-      if (five) std::memset(high, 0, 32);
-      for (int p = 0; p < 4; ++p)
-        for (int l = 0; l < 32; ++l) {
-          int a = L[64 * p + l], b = L[64 * p + 32 + l];
-          nibbles[32 * p + l] = static_cast<uint8_t>((a & 0xF) | ((b & 0xF) << 4));
-          if (five)
-            high[l] |= static_cast<uint8_t>(((a >> 4) << (2 * p)) | ((b >> 4) << (2 * p + 1)));
-        }
-      return;
-    }
-    case TensorType::q6_k: {
-      uint8_t* low = out;
-      uint8_t* high = out + 128;
-      for (int h = 0; h < 2; ++h)
-        for (int l = 0; l < 32; ++l) {
-          const uint8_t* q = L + 128 * h + l;
-          low[64 * h + l] = static_cast<uint8_t>((q[0] & 0xF) | ((q[64] & 0xF) << 4));
-          low[64 * h + 32 + l] = static_cast<uint8_t>((q[32] & 0xF) | ((q[96] & 0xF) << 4));
-          high[32 * h + l] = static_cast<uint8_t>((q[0] >> 4) | ((q[32] >> 4) << 2) |
-                                                  ((q[64] >> 4) << 4) | ((q[96] >> 4) << 6));
-        }
-      for (int g = 0; g < 16; ++g)
-        out[192 + g] = static_cast<uint8_t>(static_cast<int8_t>(c.scale[g]));
-      store_half(out + 208, c.d);
-      return;
-    }
-    default: {  // iq4_xs
-      store_half(out, c.d);
-      uint16_t scales_high = 0;
-      uint8_t* scales_low = out + 4;
-      std::memset(scales_low, 0, 4);
-      for (int j = 0; j < 8; ++j) {
-        int code = c.scale[j] + 32;
-        scales_low[j / 2] |= static_cast<uint8_t>((code & 0xF) << (4 * (j % 2)));
-        scales_high |= static_cast<uint16_t>((code >> 4) << (2 * j));
-      }
-      std::memcpy(out + 2, &scales_high, 2);
-      for (int j = 0; j < 8; ++j)
-        for (int l = 0; l < 16; ++l)
-          out[8 + 16 * j + l] = static_cast<uint8_t>(L[32 * j + l] | (L[32 * j + 16 + l] << 4));
-      return;
-    }
+    case TensorType::q5_k:
+      return pack_q4_k_or_q5_k(type, c, out);
+    case TensorType::q6_k:
+      return pack_q6_k(c, out);
+    default:
+      return pack_iq4_xs(c, out);
   }
 }
 

@@ -123,6 +123,55 @@ class LogProbFile {
   std::vector<uint16_t> buffer_;
 };
 
+// What the scored positions add up to: the negative log-likelihood of each next token, and,
+// against a saved run, that run's and the divergence between the two.
+class Scores {
+ public:
+  Scores(const PerplexityOptions& options, const LogProbHeader& header,
+         const std::vector<TokenId>& tokens)
+      : saving_(!options.save_log_probs.empty()), comparing_(!options.compare_log_probs.empty()) {
+    if (saving_) saved_.create(options.save_log_probs, header, tokens);
+    if (comparing_) base_.open(options.compare_log_probs, header, tokens);
+  }
+
+  void add(const float* logits, int64_t vocabulary, TokenId next) {
+    log_softmax(logits, vocabulary, log_probs_);
+    nll_.add(-log_probs_[static_cast<size_t>(next)]);
+    if (saving_) saved_.write(log_probs_);
+    if (!comparing_) return;
+    base_.read(base_log_probs_, static_cast<size_t>(vocabulary));
+    base_nll_.add(-base_log_probs_[static_cast<size_t>(next)]);
+    double kl = 0;
+    for (size_t v = 0; v < static_cast<size_t>(vocabulary); ++v)
+      kl += std::exp(base_log_probs_[v]) * (base_log_probs_[v] - log_probs_[v]);
+    divergence_.add(kl);
+    agreements_ += most_likely(base_log_probs_) == most_likely(log_probs_) ? 1 : 0;
+  }
+
+  double perplexity() const { return std::exp(nll_.mean()); }
+
+  void finish(PerplexityResult& result) {
+    saved_.finish();
+    result.scored = nll_.count;
+    result.perplexity = perplexity();
+    result.uncertainty = nll_.standard_error() * result.perplexity;
+    if (!comparing_) return;
+    result.compared = true;
+    result.base_perplexity = std::exp(base_nll_.mean());
+    result.kl_divergence = divergence_.mean();
+    result.kl_uncertainty = divergence_.standard_error();
+    result.top_token_agreement =
+        static_cast<double>(agreements_) / static_cast<double>(std::max<int64_t>(1, nll_.count));
+  }
+
+ private:
+  bool saving_, comparing_;
+  LogProbFile saved_, base_;
+  Moments nll_, base_nll_, divergence_;
+  int64_t agreements_ = 0;
+  std::vector<double> log_probs_, base_log_probs_;
+};
+
 }  // namespace
 
 PerplexityResult measure_perplexity(std::shared_ptr<const Model> model, const std::string& text,
@@ -158,9 +207,7 @@ PerplexityResult measure_perplexity(std::shared_ptr<const Model> model, const st
   header.vocabulary = static_cast<uint32_t>(vocabulary);
   header.chunks = static_cast<uint32_t>(chunks);
   header.scored_per_chunk = static_cast<uint32_t>(scored_per_chunk);
-  LogProbFile saved, base;
-  if (!options.save_log_probs.empty()) saved.create(options.save_log_probs, header, tokens);
-  if (!options.compare_log_probs.empty()) base.open(options.compare_log_probs, header, tokens);
+  Scores scores(options, header, tokens);
 
   Transformer transformer(model);
   ComputeThreads threads(std::max(1, options.threads));
@@ -170,10 +217,7 @@ PerplexityResult measure_perplexity(std::shared_ptr<const Model> model, const st
   const TokenId bos = model->tokenizer().vocabulary().bos;
   const bool add_bos = model->tokenizer().vocabulary().add_bos && bos >= 0;
 
-  Moments nll, base_nll, divergence;
-  int64_t agreements = 0;
   std::vector<float> logits;
-  std::vector<double> log_probs, base_log_probs;
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     std::vector<TokenId> window(tokens.begin() + chunk * context,
                                 tokens.begin() + (chunk + 1) * context);
@@ -191,41 +235,16 @@ PerplexityResult measure_perplexity(std::shared_ptr<const Model> model, const st
           scoring, scoring};
       logits.resize(static_cast<size_t>(scoring ? (end - begin) * vocabulary : 0));
       transformer.forward({&piece, 1}, cache, threads, logits);
-      for (int64_t p = begin; scoring && p < end && p < context - 1; ++p) {
-        log_softmax(logits.data() + (p - begin) * vocabulary, vocabulary, log_probs);
-        const TokenId next = window[static_cast<size_t>(p + 1)];
-        nll.add(-log_probs[static_cast<size_t>(next)]);
-        if (!options.save_log_probs.empty()) saved.write(log_probs);
-        if (!options.compare_log_probs.empty()) {
-          base.read(base_log_probs, static_cast<size_t>(vocabulary));
-          base_nll.add(-base_log_probs[static_cast<size_t>(next)]);
-          double kl = 0;
-          for (int64_t v = 0; v < vocabulary; ++v) {
-            const double base_lp = base_log_probs[static_cast<size_t>(v)];
-            kl += std::exp(base_lp) * (base_lp - log_probs[static_cast<size_t>(v)]);
-          }
-          divergence.add(kl);
-          agreements += most_likely(base_log_probs) == most_likely(log_probs) ? 1 : 0;
-        }
-      }
+      for (int64_t p = begin; scoring && p < end && p < context - 1; ++p)
+        scores.add(logits.data() + (p - begin) * vocabulary, vocabulary,
+                   window[static_cast<size_t>(p + 1)]);
       begin = end;
     }
     for (BlockId block : sequence.blocks)
       cache.release(block);
-    if (progress) progress(chunk + 1, chunks, std::exp(nll.mean()));
+    if (progress) progress(chunk + 1, chunks, scores.perplexity());
   }
-  saved.finish();
-  result.scored = nll.count;
-  result.perplexity = std::exp(nll.mean());
-  result.uncertainty = nll.standard_error() * result.perplexity;
-  if (!options.compare_log_probs.empty()) {
-    result.compared = true;
-    result.base_perplexity = std::exp(base_nll.mean());
-    result.kl_divergence = divergence.mean();
-    result.kl_uncertainty = divergence.standard_error();
-    result.top_token_agreement =
-        static_cast<double>(agreements) / static_cast<double>(std::max<int64_t>(1, nll.count));
-  }
+  scores.finish(result);
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;

@@ -115,6 +115,11 @@ check "a truncated model names the offset" grep -q "invalid GGUF at offset 8: ex
 "$chatflow" bench-engine "$work/model.gguf" --threads 1 --repetitions 1 --json >"$work/engine.json"; rc=$?
 check "bench-engine exits 0" test $rc -eq 0
 check "bench-engine JSON has the four figures" grep -qE '^\[\{"threads": 1, "pp128": [0-9.]+, "pp512": [0-9.]+, "tg128": [0-9.]+\}\]$' "$work/engine.json"
+"$chatflow" bench-engine "$work/model.gguf" --compare-llama-cpp "$work/no-such-dir" >"$work/out" 2>&1; rc=$?
+check "bench-engine --compare-llama-cpp needs an existing folder" sh -c "test $rc -eq 2 && grep -q 'no-such-dir' '$work/out'"
+mkdir -p "$work/empty-bin"
+"$chatflow" bench-engine "$work/model.gguf" --threads 1 --repetitions 1 --compare-llama-cpp "$work/empty-bin" >"$work/out" 2>&1; rc=$?
+check "bench-engine says when llama-bench cannot run" sh -c "test $rc -eq 1 && grep -q 'empty-bin/llama-bench.* failed' '$work/out'"
 if [ -f ../shared/models/stories260K/stories260K.gguf ]; then
   printf 'Once upon a time' >"$work/once.txt"
   ids=$("$chatflow" tokenize --model ../shared/models/stories260K/stories260K.gguf --file "$work/once.txt" --bos)

@@ -74,7 +74,7 @@ for (const shape of shapes) {
     });
 
     for (const [llamaName, name, tolerance] of types) {
-      test(`${name}: perplexity and per-tensor error match llama.cpp`, () => {
+      test(`${name}: perplexity and per-tensor error match llama.cpp`, (t) => {
         const theirs = path.join(work, `${shape.name}-${name}-llama.gguf`);
         const ours = path.join(work, `${shape.name}-${name}-chatflow.gguf`);
         run(path.join(bin, 'llama-quantize'), [f16, theirs, llamaName, threads]);
@@ -92,6 +92,12 @@ for (const shape of shapes) {
         const ourErrors = tensorErrors(quantized, /\] (\S+)\s+\[.*\]\s+\S+ -> (\S+)\s+rms error (\S+)/);
         const theirErrors = tensorErrors(run(chatflow, ['inspect', theirs, '--against', f16, '--all-tensors']),
           /^\s+(\S+)\s+(\S+)\s+\[.*rms difference (\S+)/);
+        const percent = (value) => `${((value / reference - 1) * 100).toFixed(3)}%`;
+        const ratios = [...ourErrors].map(([tensor, [, error]]) => error / (theirErrors.get(tensor)?.[1] ?? error));
+        t.diagnostic(`${shape.name} ${name}: llama-perplexity ${reference.toFixed(4)} on llama-quantize's file, ` +
+          `chatflow ${onTheirs.toFixed(4)} on it (${percent(onTheirs)}), llama-perplexity ${llamaOnOurs.toFixed(4)} on ` +
+          `chatflow's file (${percent(llamaOnOurs)}); rms error chatflow/llama-quantize per tensor ` +
+          `${Math.min(...ratios).toFixed(4)}-${Math.max(...ratios).toFixed(4)}`);
         for (const [tensor, [type, error]] of ourErrors) {
           const [theirType, theirError] = theirErrors.get(tensor) ?? [];
           assert.equal(type, theirType, `${tensor}: chatflow chose ${type}, llama-quantize ${theirType}`);
@@ -101,3 +107,18 @@ for (const shape of shapes) {
     }
   });
 }
+
+describe('bench-engine --compare-llama-cpp', { skip }, () => {
+  test('runs llama-bench on the same file and prints each ratio', () => {
+    const model = path.join(work, 'bench-f16.gguf');
+    run(chatflow, ['make-model', '--dim', '256', '--layers', '2', '--heads', '4', '--ffn', '512', '--context', '1024', '--type', 'f16', '-o', model]);
+    const out = run(chatflow, ['bench-engine', model, '--threads', '1', '--repetitions', '1', '--compare-llama-cpp', bin]);
+    for (const name of ['pp128', 'pp512', 'tg128']) {
+      const row = out.match(new RegExp(`\\|\\s+1 \\| ${name}\\s+\\|\\s+([0-9.]+) \\|\\s+([0-9.]+) \\|\\s+([0-9.]+)x \\|`));
+      assert.ok(row, `no ${name} row in:\n${out}`);
+      const [ours, theirs, ratio] = row.slice(1).map(Number);
+      assert.ok(theirs > 0, `llama-bench's ${name} is ${theirs}`);
+      assert.ok(Math.abs(ratio - ours / theirs) <= 0.01, `${name}: ratio ${ratio} is not ${ours} / ${theirs}`);
+    }
+  });
+});

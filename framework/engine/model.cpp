@@ -138,10 +138,28 @@ void Model::FreeBytes::operator()(uint8_t* bytes) const {
   std::free(bytes);
 }
 
-// The packed copy is what every forward pass reads, so the file's pages of a packed matrix are
-// handed back to the kernel (they are re-read from the file if anything asks for a row again):
-// memory stays at one copy of the weights. The embedding table stays mapped: tokens are looked up
-// in it row by row.
+// The packed (float types) or copied (quantised types) matrices are what every forward pass
+// reads, so the file's pages of each are handed back to the kernel (re-read from the file if
+// anything asks for a row again): memory stays at one copy of the weights. The embedding table
+// stays mapped unless it is also the output matrix: tokens are looked up in it row by row.
+namespace {
+
+// Weights the kernels stream live in anonymous memory, in 2 MiB pages where the kernel gives
+// them (THP in madvise mode): the file's 4 KiB page-cache pages stop the hardware prefetchers
+// at every boundary. Decoding one sequence of a 1.1B Q4_K_M model with 2 threads: 25.9 tokens/s
+// from the mapped file, 31.2 from anonymous 4 KiB pages, 34.9 from 2 MiB pages.
+uint8_t* allocate_weights(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20, kLine = 64;
+  const size_t alignment = bytes >= kHugePage ? kHugePage : kLine;
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  auto* memory = static_cast<uint8_t*>(std::aligned_alloc(alignment, rounded));
+  if (memory == nullptr) throw std::bad_alloc();
+  if (alignment == kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  return memory;
+}
+
+}  // namespace
+
 void Model::pack_weights() {
   std::vector<WeightMatrix*> matrices;
   for (auto& layer : layers_) {
@@ -154,18 +172,24 @@ void Model::pack_weights() {
   matrices.push_back(&output_);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   for (WeightMatrix* matrix : matrices) {
-    if (!kernels::packable(matrix->type)) continue;
-    size_t bytes = kernels::packed_bytes(matrix->type, matrix->rows, matrix->columns);
-    constexpr size_t kAlignment = 64;
-    auto* panels = static_cast<uint8_t*>(
-        std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment));
-    if (panels == nullptr) throw std::bad_alloc();
-    packed_.emplace_back(panels);
-    kernels::pack_matrix(matrix->type, matrix->data, matrix->row_bytes, matrix->rows,
-                         matrix->columns, panels);
-    matrix->panels = panels;
-    if (matrix == &output_ && tied) continue;
-    auto begin = reinterpret_cast<uintptr_t>(matrix->data);
+    const bool packable = kernels::packable(matrix->type);
+    const size_t bytes = packable
+                             ? kernels::packed_bytes(matrix->type, matrix->rows, matrix->columns)
+                             : matrix->row_bytes * static_cast<size_t>(matrix->rows);
+    uint8_t* copy = allocate_weights(bytes);
+    packed_.emplace_back(copy);
+    const uint8_t* mapped = matrix->data;
+    if (packable) {
+      kernels::pack_matrix(matrix->type, mapped, matrix->row_bytes, matrix->rows, matrix->columns,
+                           copy);
+      matrix->panels = copy;
+    } else {
+      std::memcpy(copy, mapped, bytes);
+      matrix->data = copy;
+      if (matrix == &output_ && tied) token_embedding_.data = copy;
+    }
+    if (matrix == &output_ && tied && packable) continue;
+    auto begin = reinterpret_cast<uintptr_t>(mapped);
     uintptr_t end = begin + matrix->row_bytes * static_cast<size_t>(matrix->rows);
     uintptr_t first_page = (begin + page - 1) / page * page;
     uintptr_t last_page = end / page * page;

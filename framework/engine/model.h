@@ -21,7 +21,7 @@ struct WeightMatrix {
   int64_t columns = 0;
   size_t row_bytes = 0;
   // The same weights packed for matrix products (kernels::pack_matrix), owned by the model; null
-  // for quantised types, which the kernels read row by row.
+  // for quantised types, which the kernels read row by row (from the model's own copy).
   const uint8_t* panels = nullptr;
 };
 

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -119,7 +120,18 @@ const KernelTable* cpu_kernels(InstructionSet instruction_set) {
 const KernelTable& cpu_kernels() {
   static const KernelTable* chosen = [] {
     const char* forced = std::getenv("CHATFLOW_ISA");
-    const std::string limit = forced ? forced : "avx512_vnni";
+    std::string limit = forced ? forced : "";
+    const bool known = std::any_of(std::begin(kInstructionSets), std::end(kInstructionSets),
+                                   [&](InstructionSet set) { return to_string(set) == limit; });
+    if (forced && !known) {
+      std::string names;
+      for (InstructionSet set : kInstructionSets)
+        names += std::string(names.empty() ? "" : ", ") + std::string(to_string(set));
+      std::fprintf(stderr,
+                   "chatflow: CHATFLOW_ISA=%s is not one of %s; using the best this processor "
+                   "has\n",
+                   forced, names.c_str());
+    }
     const KernelTable* best = cpu_kernels(InstructionSet::scalar);
     for (InstructionSet candidate : kInstructionSets) {
       if (const KernelTable* table = cpu_kernels(candidate)) best = table;

@@ -25,11 +25,18 @@ struct Simd {
 
 #include "kernels/cpu/quantized_impl.h"
 #include "kernels/cpu/quantized_wide_k.h"
+#include "kernels/cpu/quantized_wide_legacy.h"
 
-// The 256-bit kernels, with the k-quants of the common mixes (q4_k, q5_k, q6_k) on 512 bits.
+// The 256-bit kernels, with the k-quants of the common mixes (q4_k, q5_k, q6_k) and the signed
+// 32-value formats (q4_0, q5_0, q8_0, iq4_nl) on 512 bits.
 constexpr QuantizedKernels make_table() {
   QuantizedKernels table = make_quantized_kernels<Simd>("avx512-vnni");
   using detail_quantized::Tiled;
+  namespace legacy = detail_wide_legacy;
+  table.matmul[0] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Q4_0>>::matmul;
+  table.matmul[2] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Q5_0>>::matmul;
+  table.matmul[4] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Q8_0>>::matmul;
+  table.matmul[5] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Iq4Nl>>::matmul;
   table.matmul[8] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q4K>>::matmul;
   table.matmul[9] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q5K>>::matmul;
   table.matmul[10] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q6K>>::matmul;

@@ -127,6 +127,11 @@ struct Q6K {
 // Per token: sum over super-blocks b of (d_b * scale_b) * (the super-block's scaled integer dot
 // product, 16 int32 lanes), then of (-dmin_b * correction_g) * (the group's scaled sum): two
 // fused multiply-add chains per float lane, reduced in one fixed order at the end.
+// How far ahead the weights are prefetched: enough bytes in flight for one core to stream
+// its rows at the memory's pace (four blocks, ~600 bytes, left a single sequence waiting on
+// loads).
+inline constexpr int kPrefetchBlocks = 32;
+
 template <class D, int N>
 void wide_k_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
   __m512 sums[N];
@@ -145,14 +150,20 @@ void wide_k_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, f
   alignas(32) float products[8];
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * D::kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(block) + 4 * D::kBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(block) + 4 * D::kBytes + 64, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(block) + 4 * D::kBytes + 128, _MM_HINT_T0);
+    const char* ahead = reinterpret_cast<const char*>(block) + kPrefetchBlocks * D::kBytes;
+    _mm_prefetch(ahead, _MM_HINT_T0);
+    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    _mm_prefetch(ahead + 128, _MM_HINT_T0);
     D::header(block, h);
     const __m512 correction_weights = _mm512_mul_ps(
         _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(h.corrections)), _mm512_set1_ps(-h.dmin));
-    _mm256_store_ps(products, _mm256_mul_ps(_mm256_i32gather_ps(x[0].scales + b, token_offsets, 4),
-                                            _mm256_set1_ps(h.d)));
+    if constexpr (N == 1) {
+      products[0] = x[0].scales[b] * h.d;
+    } else {
+      _mm256_store_ps(products,
+                      _mm256_mul_ps(_mm256_i32gather_ps(x[0].scales + b, token_offsets, 4),
+                                    _mm256_set1_ps(h.d)));
+    }
     __m512i dots[N];
     for (int t = 0; t < N; ++t)
       dots[t] = _mm512_setzero_si512();

@@ -1,5 +1,6 @@
 // Loading models: what is wrong with a file is named (architecture, tensor, shape, key), and a
 // prompt that cannot fit is refused before any work.
+#include <cstring>
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -96,9 +97,12 @@ TEST(ModelLoading, QuantisedWeightsStayQuantisedInMemory) {
   shape.type = kernels::TensorType::q4_0;
   auto model = Model::load(testing::temp_model(shape));
   EXPECT_EQ(model->layers()[0].query.type, kernels::TensorType::q4_0);
-  // The matrices point into the mapped file rather than into converted copies.
+  // The matrices are the file's bytes unchanged (not converted), in the model's own memory.
   const GgufTensorInfo* tensor = model->file().find_tensor("blk.0.attn_q.weight");
-  EXPECT_EQ(model->layers()[0].query.data, tensor->data);
+  const WeightMatrix& query = model->layers()[0].query;
+  ASSERT_EQ(query.row_bytes * static_cast<size_t>(query.rows), tensor->bytes);
+  EXPECT_NE(query.data, tensor->data);
+  EXPECT_EQ(std::memcmp(query.data, tensor->data, tensor->bytes), 0);
 }
 
 TEST(Generation, PromptLongerThanTheContextIsRefused) {

@@ -136,12 +136,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_event(std::string_view data, Clock::time_point now);
   void finish(Sample sample);
   void fail(const std::string& what);
+  bool resend_on_fresh_connection();
 
   tcp::socket socket_;
   net::steady_timer timer_;
   Bench& bench_;
   std::chrono::duration<double> backoff_{0};
   bool connected_ = false;
+  bool reused_ = false;  // the connection has carried an answer before this request
+  bool resent_ = false;  // this request was sent again on a fresh connection
   beast::flat_buffer buffer_;
   std::optional<http::response_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
@@ -323,8 +326,25 @@ void Connection::run_next() {
   events_.clear();
   done_event_ = false;
   finish_reason_seen_ = false;
+  resent_ = false;
   if (connected_) return send();
   connect();
+}
+
+// A server may close a kept-alive connection between answers (llama-server does after a few
+// requests); a request that found its reused connection closed before any answer came back is
+// sent once more on a new one, as HTTP clients do, instead of counting as failed.
+bool Connection::resend_on_fresh_connection() {
+  if (!reused_ || resent_) return false;
+  resent_ = true;
+  reused_ = false;
+  beast::error_code ignored;
+  socket_.close(ignored);
+  socket_ = tcp::socket(bench_.io());
+  connected_ = false;
+  buffer_.clear();
+  connect();
+  return true;
 }
 
 void Connection::connect() {
@@ -338,9 +358,10 @@ void Connection::connect() {
 }
 
 void Connection::send() {
-  sent_ = Clock::now();
+  if (!resent_) sent_ = Clock::now();  // a resent request's times count from its first sending
   http::async_write(socket_, request_,
                     [self = shared_from_this()](beast::error_code error, size_t) {
+                      if (error && self->resend_on_fresh_connection()) return;
                       if (error) return self->fail("write: " + error.message());
                       self->parser_.emplace();
                       self->parser_->body_limit(64u << 20);
@@ -351,6 +372,7 @@ void Connection::send() {
 }
 
 void Connection::on_header(beast::error_code error) {
+  if (error && buffer_.size() == 0 && resend_on_fresh_connection()) return;
   if (error) return fail("read: " + error.message());
   unsigned status = parser_->get().result_int();
   if (auto arm = parser_->get().find("x-chatflow-arm"); arm != parser_->get().end())
@@ -400,10 +422,13 @@ void Connection::read_body() {
         } else {
           sample.ok = true;
         }
+        self->reused_ = true;
         if (!self->parser_->get().keep_alive()) {
           beast::error_code ignored;
           self->socket_.close(ignored);
+          self->socket_ = tcp::socket(self->bench_.io());
           self->connected_ = false;
+          self->reused_ = false;
         }
         self->finish(std::move(sample));
       });

@@ -448,10 +448,12 @@ int bench_engine_command(const BenchEngineOptions& options) {
   }
   double weight_gb = static_cast<double>(model->weight_bytes()) / 1e9;
   std::printf(
-      "model: %s (%s, dim %lld, %lld layers, vocabulary %lld, %.1f MB of weights), kernels: %s\n",
+      "model: %s (%s, dim %lld, %lld layers, vocabulary %lld, %.1f MB of weights), kernels: %s "
+      "(quantised: %s)\n",
       options.model.c_str(), config.architecture.c_str(), static_cast<long long>(config.dim),
       static_cast<long long>(config.layers), static_cast<long long>(config.vocabulary),
-      weight_gb * 1e3, std::string(kernels::cpu_kernels().instruction_set).c_str());
+      weight_gb * 1e3, std::string(kernels::cpu_kernels().instruction_set).c_str(),
+      std::string(kernels::cpu_kernels().quantized_instruction_set).c_str());
   std::printf("median of %d runs\n\n", options.repetitions);
   std::printf("| threads |  pp128 t/s |  pp512 t/s |  tg128 t/s | tg weight reads GB/s |\n");
   std::printf("|--------:|-----------:|-----------:|-----------:|---------------------:|\n");

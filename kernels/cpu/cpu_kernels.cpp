@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
+#include <cpuid.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,10 +73,19 @@ std::string_view to_string(InstructionSet instruction_set) {
 
 namespace {
 
+// CPUID bits that not every compiler's __builtin_cpu_supports names (clang 14 knows neither
+// "f16c" nor "avxvnni"); the AVX state the OS saves is checked through "avx2" below.
+bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+  unsigned regs[4] = {};
+  if (!__get_cpuid_count(leaf, subleaf, &regs[0], &regs[1], &regs[2], &regs[3])) return false;
+  return (regs[reg] >> bit) & 1u;
+}
+constexpr int kEax = 0, kEcx = 2;
+
 bool supported(InstructionSet instruction_set) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+                    cpuid_bit(1, 0, kEcx, 29);  // f16c
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512dq");
@@ -85,7 +95,7 @@ bool supported(InstructionSet instruction_set) {
     case InstructionSet::avx2:
       return avx2;
     case InstructionSet::avx_vnni:
-      return avx2 && __builtin_cpu_supports("avxvnni");
+      return avx2 && cpuid_bit(7, 1, kEax, 4);  // avx_vnni
     case InstructionSet::avx512:
       return avx512;
     case InstructionSet::avx512_vnni:

@@ -8,7 +8,7 @@
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
 #   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers, YAML files,
-#                                        HTTP requests), 180 s each
+#                                        HTTP requests, quantised blocks), 180 s each
 #   scripts/quickstart.sh build          install and build only
 set -euo pipefail
 

@@ -32,11 +32,11 @@ struct Simd {
 constexpr QuantizedKernels make_table() {
   QuantizedKernels table = make_quantized_kernels<Simd>("avx512-vnni");
   using detail_quantized::Tiled;
-  namespace legacy = detail_wide_legacy;
-  table.matmul[0] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Q4_0>>::matmul;
-  table.matmul[2] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Q5_0>>::matmul;
-  table.matmul[4] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Q8_0>>::matmul;
-  table.matmul[5] = &Tiled<Simd, legacy::WideLegacyDots<legacy::Iq4Nl>>::matmul;
+  using detail_wide_legacy::WideLegacyDots;
+  table.matmul[0] = &Tiled<Simd, WideLegacyDots<detail_quantized::Q4_0>>::matmul;
+  table.matmul[2] = &Tiled<Simd, WideLegacyDots<detail_quantized::Q5_0>>::matmul;
+  table.matmul[4] = &Tiled<Simd, WideLegacyDots<detail_quantized::Q8_0>>::matmul;
+  table.matmul[5] = &Tiled<Simd, WideLegacyDots<detail_quantized::Iq4Nl>>::matmul;
   table.matmul[8] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q4K>>::matmul;
   table.matmul[9] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q5K>>::matmul;
   table.matmul[10] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q6K>>::matmul;

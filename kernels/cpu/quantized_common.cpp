@@ -62,50 +62,41 @@ int quantized_index(TensorType type) {
   }
 }
 
-// Rows of up to this many 32-value blocks keep their unrounded scales on the stack (the
-// largest models' rows are 53,248 values; longer ones fall back to the rounded scale).
-constexpr int64_t kMaxBlocks32 = 4096;
-
 void quantize_activations(const float* x, const ActivationLayout& layout, uint8_t* out) {
   auto* values = reinterpret_cast<int8_t*>(out);
   auto* scales = reinterpret_cast<float*>(out + layout.scales_offset);
   auto* sums = reinterpret_cast<int16_t*>(out + layout.sums_offset);
   auto* scaled_sums = reinterpret_cast<float*>(out + layout.scaled_sums_offset);
-  float unrounded[kMaxBlocks32];
-  const int64_t blocks = layout.columns / layout.block;
-  for (int64_t b = 0; b < blocks; ++b) {
+  const bool blocks32 = layout.format == ActivationFormat::blocks32;
+  for (int64_t b = 0; b < layout.columns / layout.block; ++b) {
     const float* block = x + b * layout.block;
+    int8_t* block_values = values + b * layout.block;
     float largest = 0;
     for (int64_t i = 0; i < layout.block; ++i)
       largest = std::max(largest, std::fabs(block[i]));
     // The scales llama.cpp's activation blocks carry (an f16 scale for blocks of 32, the
     // reciprocal of the inverse for 256), so the two compute the same products.
     const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
-    if (b < kMaxBlocks32) unrounded[b] = largest / 127.0f;
-    scales[b] = layout.format == ActivationFormat::blocks32
-                    ? f16_to_f32(f32_to_f16(largest / 127.0f))
-                : inverse > 0 ? 1.0f / inverse
-                              : 0.0f;
+    const float unrounded = largest / 127.0f;
+    scales[b] = blocks32 ? f16_to_f32(f32_to_f16(unrounded)) : inverse > 0 ? 1.0f / inverse : 0.0f;
     for (int64_t i = 0; i < layout.block; ++i) {
       // Round half to even without a library call: adding 1.5 * 2^23 leaves the rounded
       // integer in the low mantissa bits (|value| <= 127 here).
       float shifted = block[i] * inverse + 12582912.0f;
       int32_t bits;
       std::memcpy(&bits, &shifted, 4);
-      values[b * layout.block + i] = static_cast<int8_t>((bits & 0x007FFFFF) - 0x00400000);
+      block_values[i] = static_cast<int8_t>((bits & 0x007FFFFF) - 0x00400000);
     }
-  }
-  for (int64_t g = 0; g < layout.columns / layout.group; ++g) {
-    int sum = 0;
-    for (int64_t i = 0; i < layout.group; ++i)
-      sum += values[g * layout.group + i];
-    sums[g] = static_cast<int16_t>(sum);
-    // For blocks of 32, llama.cpp's q8_1 sum: the unrounded scale times the sum, as an f16.
-    const int64_t b = g * layout.group / layout.block;
-    scaled_sums[g] = layout.format == ActivationFormat::blocks32
-                         ? f16_to_f32(f32_to_f16((b < kMaxBlocks32 ? unrounded[b] : scales[b]) *
-                                                 static_cast<float>(sum)))
-                         : scales[b] * static_cast<float>(sum);
+    for (int64_t g = b * layout.block / layout.group; g < (b + 1) * layout.block / layout.group;
+         ++g) {
+      int sum = 0;
+      for (int64_t i = 0; i < layout.group; ++i)
+        sum += values[g * layout.group + i];
+      sums[g] = static_cast<int16_t>(sum);
+      // For blocks of 32, llama.cpp's q8_1 sum: the unrounded scale times the sum, as an f16.
+      scaled_sums[g] = blocks32 ? f16_to_f32(f32_to_f16(unrounded * static_cast<float>(sum)))
+                                : scales[b] * static_cast<float>(sum);
+    }
   }
 }
 

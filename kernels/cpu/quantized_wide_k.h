@@ -60,14 +60,18 @@ inline void k4_scales(const uint8_t* packed, WideHeader& h) {
                                    _mm_unpacklo_epi16(words_mins, words_mins));
 }
 
-struct Q4K {
-  static constexpr int kBytes = 144;
+// q4_k and q5_k: d, dmin, then the packed scales and mins.
+struct K4Header {
   static constexpr bool kMin = true;
   static void header(const uint8_t* b, WideHeader& h) {
     h.d = half(b);
     h.dmin = half(b + 2);
     k4_scales(b + 4, h);
   }
+};
+
+struct Q4K : K4Header {
+  static constexpr int kBytes = 144;
   // Pair P: sub-blocks 2P (low nibbles of bytes 32P..) and 2P + 1 (their high nibbles).
   template <int P>
   static __m512i levels(const uint8_t* b) {
@@ -76,14 +80,8 @@ struct Q4K {
   }
 };
 
-struct Q5K {
+struct Q5K : K4Header {
   static constexpr int kBytes = 176;
-  static constexpr bool kMin = true;
-  static void header(const uint8_t* b, WideHeader& h) {
-    h.d = half(b);
-    h.dmin = half(b + 2);
-    k4_scales(b + 4, h);
-  }
   template <int P>
   static __m512i levels(const uint8_t* b) {
     const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 32 * P));
@@ -132,8 +130,16 @@ struct Q6K {
 // loads).
 inline constexpr int kPrefetchBlocks = 32;
 
-template <class D, int N>
-void wide_k_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
+template <class D>
+struct WideDots {
+  static constexpr int64_t kValues = 256;
+  template <int N>
+  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out);
+};
+
+template <class D>
+template <int N>
+void WideDots<D>::dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
   __m512 sums[N];
   for (int t = 0; t < N; ++t)
     sums[t] = _mm512_setzero_ps();
@@ -188,14 +194,5 @@ void wide_k_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, f
   for (int t = 0; t < N; ++t)
     out[t] = _mm512_reduce_add_ps(sums[t]);
 }
-
-template <class D>
-struct WideDots {
-  static constexpr int64_t kValues = 256;
-  template <int N>
-  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
-    wide_k_dot<D, N>(row, blocks, x, out);
-  }
-};
 
 }  // namespace detail_wide

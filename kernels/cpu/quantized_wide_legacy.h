@@ -9,30 +9,17 @@ namespace detail_wide_legacy {
 
 using detail_quantized::half;
 
-struct Q8_0 {
-  static constexpr int kBytes = 34;
-  static __m256i levels(const uint8_t* b) { return detail_quantized::load256(b + 2); }
-};
-struct Q4_0 {
-  static constexpr int kBytes = 18;
-  static __m256i levels(const uint8_t* b) {
-    return _mm256_sub_epi8(detail_quantized::nibbles(b + 2), _mm256_set1_epi8(8));
+// A block's levels as signed bytes, from the 256-bit kernels' format descriptions (the
+// formats without a minimum: q8_0, q4_0, q5_0, iq4_nl).
+template <class D>
+inline __m256i signed_levels(const uint8_t* b) {
+  static_assert(!D::kMin, "formats with a minimum need the minimum's term");
+  if constexpr (D::kSigned) {
+    return D::levels(b);
+  } else {
+    return _mm256_sub_epi8(D::levels(b), _mm256_set1_epi8(static_cast<char>(D::kOffset)));
   }
-};
-struct Q5_0 {
-  static constexpr int kBytes = 22;
-  static __m256i levels(const uint8_t* b) {
-    const __m256i unsigned_levels =
-        _mm256_or_si256(detail_quantized::nibbles(b + 6), detail_quantized::fifth_bits(b + 2));
-    return _mm256_sub_epi8(unsigned_levels, _mm256_set1_epi8(16));
-  }
-};
-struct Iq4Nl {
-  static constexpr int kBytes = 18;
-  static __m256i levels(const uint8_t* b) {
-    return detail_quantized::iq4_lookup(detail_quantized::nibbles(b + 2));
-  }
-};
+}
 
 // Lanes 0..7 take element 0 of a four-float vector, lanes 8..15 element 1.
 inline __m512 spread_pair(__m128 pair) {
@@ -45,8 +32,8 @@ inline __m512 spread_pair(__m128 pair) {
 template <class D, int N, bool kBoth>
 inline void pair_of_blocks(const uint8_t* row, int64_t b, const TokenActivations* x, __m512* sums) {
   const uint8_t* first = row + b * D::kBytes;
-  const __m256i low = D::levels(first);
-  const __m256i high = kBoth ? D::levels(first + D::kBytes) : _mm256_setzero_si256();
+  const __m256i low = signed_levels<D>(first);
+  const __m256i high = kBoth ? signed_levels<D>(first + D::kBytes) : _mm256_setzero_si256();
   const __m512i levels = _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
   const __m512i magnitudes = _mm512_abs_epi8(levels);
   const __mmask64 negative = _mm512_movepi8_mask(levels);
@@ -71,8 +58,17 @@ inline void pair_of_blocks(const uint8_t* row, int64_t b, const TokenActivations
 // How far ahead the weights are prefetched, in bytes.
 inline constexpr int kPrefetchBytes = 2048;
 
-template <class D, int N>
-void wide_legacy_dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
+template <class D>
+struct WideLegacyDots {
+  static constexpr int64_t kValues = 32;
+  template <int N>
+  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out);
+};
+
+template <class D>
+template <int N>
+void WideLegacyDots<D>::dot(const uint8_t* row, int64_t blocks, const TokenActivations* x,
+                            float* out) {
   __m512 sums[N];
   for (int t = 0; t < N; ++t)
     sums[t] = _mm512_setzero_ps();
@@ -85,14 +81,5 @@ void wide_legacy_dot(const uint8_t* row, int64_t blocks, const TokenActivations*
   for (int t = 0; t < N; ++t)
     out[t] = _mm512_reduce_add_ps(sums[t]);
 }
-
-template <class D>
-struct WideLegacyDots {
-  static constexpr int64_t kValues = 32;
-  template <int N>
-  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out) {
-    wide_legacy_dot<D, N>(row, blocks, x, out);
-  }
-};
 
 }  // namespace detail_wide_legacy

@@ -135,8 +135,8 @@ struct AttentionArgs {
 
 struct KernelTable {
   std::string_view instruction_set;
-  void (*matmul[3])(const MatmulArgs& args);               // f32, f16, bf16 (matmul_index)
-  void (*packed_matmul[3])(const PackedMatmulArgs& args);  // indexed by packed_index(type)
+  void (*matmul[3])(const MatmulArgs& args);               // f32, f16, bf16 (float_type_index)
+  void (*packed_matmul[3])(const PackedMatmulArgs& args);  // f32, f16, bf16 (float_type_index)
   void (*attention[2])(const AttentionArgs& args);         // indexed by KvType
   // out[i] = silu(gate[i]) * up[i]
   void (*silu_multiply)(const float* gate, const float* up, float* out, int64_t count);
@@ -163,7 +163,7 @@ struct KernelTable {
   void (*quantize_activations[2])(const float* x, const ActivationLayout& layout, uint8_t* out);
 };
 
-int matmul_index(TensorType type);  // f32 0, f16 1, bf16 2
-int packed_index(TensorType type);  // f32 0, f16 1, bf16 2
+// The slot of a float type in the matmul and packed_matmul tables: f32 0, f16 1, bf16 2.
+int float_type_index(TensorType type);
 
 }  // namespace chatflow::kernels

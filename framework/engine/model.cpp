@@ -173,15 +173,15 @@ void Model::pack_weights() {
   matrices.push_back(&output_);
   // One arena for all of them: rounding each matrix up to whole 2 MiB pages would cost ~90 MiB
   // on a 1B model.
-  constexpr size_t kLine = 64;
   auto held_bytes = [](const WeightMatrix& matrix) {
     return kernels::packable(matrix.type)
                ? kernels::packed_bytes(matrix.type, matrix.rows, matrix.columns)
                : matrix.row_bytes * static_cast<size_t>(matrix.rows);
   };
+  auto line_rounded = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
   size_t total = 0;
   for (const WeightMatrix* matrix : matrices)
-    total += (held_bytes(*matrix) + kLine - 1) / kLine * kLine;
+    total += line_rounded(held_bytes(*matrix));
   uint8_t* arena = allocate_weights(total);
   packed_.emplace_back(arena);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
@@ -189,7 +189,7 @@ void Model::pack_weights() {
     const bool packable = kernels::packable(matrix->type);
     const size_t bytes = held_bytes(*matrix);
     uint8_t* copy = arena;
-    arena += (bytes + kLine - 1) / kLine * kLine;
+    arena += line_rounded(bytes);
     const uint8_t* mapped = matrix->data;
     if (packable) {
       kernels::pack_matrix(matrix->type, mapped, matrix->row_bytes, matrix->rows, matrix->columns,

@@ -14,6 +14,14 @@ namespace {
 // Below this many multiply-adds a matrix product is not worth splitting across threads.
 constexpr int64_t kParallelWork = 1 << 18;
 
+// Rows per piece of a row-by-row product: all of them when the product is too small to be
+// worth splitting, else about four pieces per thread.
+int64_t row_grain(const WeightMatrix& weights, int64_t count, int threads) {
+  const int64_t rows_work = weights.rows * weights.columns * count;
+  return rows_work < kParallelWork ? weights.rows
+                                   : std::max<int64_t>(16, weights.rows / (threads * 4));
+}
+
 }  // namespace
 
 struct Transformer::Workspace {
@@ -173,7 +181,7 @@ void Transformer::multiply(Step& step, std::initializer_list<Product> products, 
         int64_t low = std::max(begin, first_panel[index]) - first_panel[index];
         int64_t high = std::min(end, first_panel[index + 1]) - first_panel[index];
         if (low < high) {
-          kernels_.packed_matmul[kernels::packed_index(weights.type)](
+          kernels_.packed_matmul[kernels::float_type_index(weights.type)](
               {weights.panels, weights.rows, weights.columns, low, high, x, weights.columns, count,
                product.y, weights.rows});
         }
@@ -189,17 +197,14 @@ void Transformer::multiply(Step& step, std::initializer_list<Product> products, 
       multiply_quantized(step, product, count);
       continue;
     }
-    auto kernel = kernels_.matmul[kernels::matmul_index(weights.type)];
-    int64_t rows_work = weights.rows * weights.columns * count;
-    int64_t grain = rows_work < kParallelWork
-                        ? weights.rows
-                        : std::max<int64_t>(16, weights.rows / (threads.threads() * 4));
-    threads.parallel_for(weights.rows, grain, [&](int64_t begin, int64_t end) {
-      float* scratch =
-          Workspace::sized(workspace_->scratch.local(), kernels::matmul_scratch_floats(count));
-      kernel({weights.data, weights.row_bytes, weights.columns, begin, end, x, weights.columns,
-              count, product.y, weights.rows, scratch});
-    });
+    auto kernel = kernels_.matmul[kernels::float_type_index(weights.type)];
+    threads.parallel_for(weights.rows, row_grain(weights, count, threads.threads()),
+                         [&](int64_t begin, int64_t end) {
+                           float* scratch = Workspace::sized(workspace_->scratch.local(),
+                                                             kernels::matmul_scratch_floats(count));
+                           kernel({weights.data, weights.row_bytes, weights.columns, begin, end, x,
+                                   weights.columns, count, product.y, weights.rows, scratch});
+                         });
   }
 }
 
@@ -235,15 +240,13 @@ void Transformer::multiply_quantized(Step& step, const Product& product, int64_t
   const int format = static_cast<int>(kernels::activation_format(weights.type));
   const Workspace& work = *workspace_;
   auto kernel = kernels_.quantized_matmul[kernels::quantized_index(weights.type)];
-  int64_t rows_work = weights.rows * weights.columns * count;
-  int64_t grain = rows_work < kParallelWork
-                      ? weights.rows
-                      : std::max<int64_t>(16, weights.rows / (step.threads.threads() * 4));
-  step.threads.parallel_for(weights.rows, grain, [&](int64_t begin, int64_t end) {
-    kernel({weights.data, weights.row_bytes, weights.columns, begin, end,
-            work.activations[format].data(), &work.activation_layouts[format], count, product.y,
-            weights.rows});
-  });
+  step.threads.parallel_for(
+      weights.rows, row_grain(weights, count, step.threads.threads()),
+      [&](int64_t begin, int64_t end) {
+        kernel({weights.data, weights.row_bytes, weights.columns, begin, end,
+                work.activations[format].data(), &work.activation_layouts[format], count, product.y,
+                weights.rows});
+      });
 }
 
 // Rotates every new token's queries and keys, and writes its keys and values into the cache

@@ -9,11 +9,7 @@
 
 namespace chatflow::kernels {
 
-int matmul_index(TensorType type) {
-  return packed_index(type);
-}
-
-int packed_index(TensorType type) {
+int float_type_index(TensorType type) {
   switch (type) {
     case TensorType::f16:
       return 1;

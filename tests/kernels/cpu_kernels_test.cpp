@@ -65,7 +65,7 @@ std::vector<float> run_matmul(const KernelTable& table, const TestMatrix& matrix
                               int64_t row_end) {
   std::vector<float> y(static_cast<size_t>(tokens * matrix.view.rows), -1.0f);
   std::vector<float> scratch(static_cast<size_t>(matmul_scratch_floats(tokens)));
-  table.matmul[matmul_index(matrix.view.type)](
+  table.matmul[float_type_index(matrix.view.type)](
       {matrix.view.data, matrix.view.row_bytes, matrix.view.columns, row_begin, row_end, x.data(),
        matrix.view.columns, tokens, y.data(), matrix.view.rows, scratch.data()});
   return y;
@@ -164,7 +164,7 @@ std::vector<float> run_packed_matmul(const KernelTable& table, const TestMatrix&
                                      const std::vector<float>& x, int64_t tokens,
                                      int64_t panel_begin, int64_t panel_end) {
   std::vector<float> y(static_cast<size_t>(tokens * matrix.view.rows), -1.0f);
-  table.packed_matmul[packed_index(matrix.view.type)](
+  table.packed_matmul[float_type_index(matrix.view.type)](
       {panels.data(), matrix.view.rows, matrix.view.columns, panel_begin, panel_end, x.data(),
        matrix.view.columns, tokens, y.data(), matrix.view.rows});
   return y;

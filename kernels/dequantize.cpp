@@ -9,12 +9,6 @@
 namespace chatflow::kernels {
 namespace {
 
-float half_at(const uint8_t* bytes) {
-  uint16_t half;
-  std::memcpy(&half, bytes, 2);
-  return f16_to_f32(half);
-}
-
 // Nibbles of a 32-value block: value i < 16 low nibble of byte i, else high nibble of i - 16.
 void unpack_nibbles(const uint8_t* nibbles, int8_t* out, int offset) {
   for (int i = 0; i < 16; ++i) {
@@ -26,20 +20,20 @@ void unpack_nibbles(const uint8_t* nibbles, int8_t* out, int offset) {
 void unpack_legacy(TensorType type, const uint8_t* block, UnpackedBlock& out) {
   out.count = 32;
   out.grouped = false;
-  out.d = half_at(block);
+  out.d = load_half(block);
   out.m = 0;
   switch (type) {
     case TensorType::q4_0:
       unpack_nibbles(block + 2, out.q, 8);
       break;
     case TensorType::q4_1:
-      out.m = half_at(block + 2);
+      out.m = load_half(block + 2);
       unpack_nibbles(block + 4, out.q, 0);
       break;
     case TensorType::q5_0:
     case TensorType::q5_1: {
       const bool with_min = type == TensorType::q5_1;
-      if (with_min) out.m = half_at(block + 2);
+      if (with_min) out.m = load_half(block + 2);
       const uint8_t* high_bytes = block + (with_min ? 4 : 2);
       uint32_t high;
       std::memcpy(&high, high_bytes, 4);
@@ -66,8 +60,8 @@ void unpack_legacy(TensorType type, const uint8_t* block, UnpackedBlock& out) {
 void unpack_q2_k(const uint8_t* block, UnpackedBlock& out) {
   const uint8_t* scales = block;
   const uint8_t* quants = block + 16;
-  out.d = half_at(block + 80);
-  out.dmin = half_at(block + 82);
+  out.d = load_half(block + 80);
+  out.dmin = load_half(block + 82);
   for (int g = 0; g < 16; ++g) {
     out.scale[g] = scales[g] & 0xF;
     out.min[g] = scales[g] >> 4;
@@ -83,7 +77,7 @@ void unpack_q3_k(const uint8_t* block, UnpackedBlock& out) {
   const uint8_t* high = block;
   const uint8_t* quants = block + 32;
   const uint8_t* scales = block + 96;
-  out.d = half_at(block + 108);
+  out.d = load_half(block + 108);
   out.dmin = 0;
   for (int g = 0; g < 16; ++g) {
     out.scale[g] = static_cast<int16_t>(q3_scale(g, scales));
@@ -99,8 +93,8 @@ void unpack_q3_k(const uint8_t* block, UnpackedBlock& out) {
 }
 
 void unpack_q45_k(const uint8_t* block, UnpackedBlock& out, bool five_bits) {
-  out.d = half_at(block);
-  out.dmin = half_at(block + 2);
+  out.d = load_half(block);
+  out.dmin = load_half(block + 2);
   const uint8_t* scales = block + 4;
   const uint8_t* high = block + 16;
   const uint8_t* nibbles = block + (five_bits ? 48 : 16);
@@ -125,7 +119,7 @@ void unpack_q6_k(const uint8_t* block, UnpackedBlock& out) {
   const uint8_t* low = block;
   const uint8_t* high = block + 128;
   const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
-  out.d = half_at(block + 208);
+  out.d = load_half(block + 208);
   out.dmin = 0;
   for (int g = 0; g < 16; ++g) {
     out.scale[g] = scales[g];
@@ -143,7 +137,7 @@ void unpack_q6_k(const uint8_t* block, UnpackedBlock& out) {
 }
 
 void unpack_iq4_xs(const uint8_t* block, UnpackedBlock& out) {
-  out.d = half_at(block);
+  out.d = load_half(block);
   out.dmin = 0;
   uint16_t scales_high;
   std::memcpy(&scales_high, block + 2, 2);
@@ -200,7 +194,7 @@ void dequantize_row(TensorType type, const uint8_t* data, int64_t columns, float
       return;
     case TensorType::f16:
       for (int64_t i = 0; i < columns; ++i)
-        out[i] = half_at(data + 2 * i);
+        out[i] = load_half(data + 2 * i);
       return;
     case TensorType::bf16:
       for (int64_t i = 0; i < columns; ++i) {

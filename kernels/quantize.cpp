@@ -129,7 +129,7 @@ LegacyCandidate reference_encoding(TensorType type, const float* x) {
       break;
     }
     case TensorType::iq4_nl: {
-      float scale = iq4_levels(32, x, c.levels, 7);
+      float scale = iq4_scale(32, x);
       c.d = as_half(scale);
       float inverse = scale != 0 ? 1 / scale : 0;
       for (int i = 0; i < 32; ++i)

@@ -119,10 +119,8 @@ void search_weights(TensorType type, const KFormat& f, const float* x, float* we
 // Each sub-block's scale and minimum codes moved by one step where that lowers both its plain
 // and its weighted error: the plain error (what the tensor's RMS error counts) never grows, and
 // neither does the error the reference's search judged by (which tracks what the model loses).
-void improve(TensorType type, const KFormat& f, KCodes& c, const float* x) {
+void improve(const KFormat& f, KCodes& c, const float* x, const float* weights) {
   const int subs = 256 / f.sub_size;
-  float weights[256];
-  search_weights(type, f, x, weights);
   uint8_t trial[256];
   for (int j = 0; j < subs; ++j) {
     SubBlockError best = sub_block_error(f, c, j, x, weights);
@@ -162,24 +160,16 @@ void reround(const KFormat& f, KCodes& c, const float* x) {
 }
 
 // q2_k, q4_k, q5_k: affine sub-blocks, scale and minimum codes relative to the largest.
-void reference_affine(TensorType type, const KFormat& f, const float* x, KCodes& c) {
+// `all_weights`: search_weights' importance of each value.
+void reference_affine(TensorType type, const KFormat& f, const float* x, const float* all_weights,
+                      KCodes& c) {
   const int subs = 256 / f.sub_size;
-  const int code_top = type == TensorType::q2_k ? 15 : 63;
-  float scales[16], mins[16], weights[32];
+  const int code_top = f.scale_high;
+  float scales[16], mins[16];
   float max_scale = 0, max_min = 0;
   for (int j = 0; j < subs; ++j) {
     const float* xs = x + j * f.sub_size;
-    if (type == TensorType::q2_k) {
-      for (int l = 0; l < 16; ++l)
-        weights[l] = std::fabs(xs[l]);
-    } else {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l)
-        sum_x2 += xs[l] * xs[l];
-      float average = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l)
-        weights[l] = average + std::fabs(xs[l]);
-    }
+    const float* weights = all_weights + j * f.sub_size;
     if (type == TensorType::q2_k)
       scales[j] =
           affine_levels(16, 3, xs, weights, c.levels + 16 * j, mins[j], -0.5f, 0.1f, 15, true);
@@ -237,7 +227,7 @@ void reference_iq4_xs(const float* x, KCodes& c) {
   float scales[8];
   float max_scale = 0, largest = 0;
   for (int j = 0; j < 8; ++j) {
-    scales[j] = iq4_levels(32, x + 32 * j, c.levels + 32 * j, 7);
+    scales[j] = iq4_scale(32, x + 32 * j);
     if (std::fabs(scales[j]) > largest) {
       largest = std::fabs(scales[j]);
       max_scale = scales[j];
@@ -378,16 +368,18 @@ void pack(TensorType type, const KCodes& c, uint8_t* out) {
 void quantize_k_block(TensorType type, const float* x, uint8_t* out) {
   const KFormat f = format_of(type);
   KCodes c;
+  float weights[256];
+  search_weights(type, f, x, weights);
   if (type == TensorType::q3_k || type == TensorType::q6_k) {
     reference_symmetric(type, x, c);  // levels come back with the offset added
     if (c.d != 0) reround(f, c, x);
   } else if (type == TensorType::iq4_xs) {
     reference_iq4_xs(x, c);
   } else {
-    reference_affine(type, f, x, c);
+    reference_affine(type, f, x, weights, c);
     reround(f, c, x);
   }
-  improve(type, f, c, x);
+  improve(f, c, x, weights);
   pack(type, c, out);
 }
 

@@ -182,32 +182,29 @@ int nearest_iq4(float value) {
              : above;
 }
 
-float iq4_levels(int n, const float* x, uint8_t* L, int tries) {
+float iq4_scale(int n, const float* x) {
+  // The reference's search: its first guess and 2 * 7 + 1 further candidates.
+  constexpr int kTries = 7;
   const float extreme = extreme_value(n, x);
-  if (std::fabs(extreme) < kAllZero) {
-    std::fill(L, L + n, 0);
-    return 0;
-  }
+  if (std::fabs(extreme) < kAllZero) return 0;
   const float first = static_cast<float>(kIq4Values[0]);
-  auto fit = [&](float inverse, float& dot, float& norm, bool keep) {
+  auto fit = [&](float inverse, float& dot, float& norm) {
     dot = norm = 0;
     for (int i = 0; i < n; ++i) {
-      int index = nearest_iq4(inverse * x[i]);
-      if (keep) L[i] = static_cast<uint8_t>(index);
-      float level = static_cast<float>(kIq4Values[index]);
+      float level = static_cast<float>(kIq4Values[nearest_iq4(inverse * x[i])]);
       float weight = x[i] * x[i];
       dot += weight * level * x[i];
       norm += weight * level * level;
     }
   };
-  float scale = tries > 0 ? -extreme / first : extreme / first;
+  float scale = -extreme / first;
   float dot, norm;
-  fit(1 / scale, dot, norm, true);
+  fit(1 / scale, dot, norm);
   scale = dot / norm;
   float best = scale * dot;
-  for (int step = -tries; step <= tries; ++step) {
+  for (int step = -kTries; step <= kTries; ++step) {
     float inverse = (static_cast<float>(step) + first) / extreme;
-    fit(inverse, dot, norm, false);
+    fit(inverse, dot, norm);
     if (norm > 0 && dot * dot > best * norm) {
       scale = dot / norm;
       best = scale * dot;

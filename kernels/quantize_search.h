@@ -19,16 +19,6 @@ inline int clamp(int value, int low, int high) {
   return value < low ? low : value > high ? high : value;
 }
 
-// The value an f16 field will read back as.
-inline float as_half(float value) {
-  return f16_to_f32(f32_to_f16(value));
-}
-
-inline void store_half(uint8_t* out, float value) {
-  uint16_t half = f32_to_f16(value);
-  std::memcpy(out, &half, 2);
-}
-
 // Symmetric levels -nmax..nmax-1 for n values, searched over scales near -nmax / max as
 // llama.cpp's make_qx_quants does (weights x^2, 19 candidate scales); L gets level + nmax.
 // Returns the scale.
@@ -43,9 +33,9 @@ float refined_symmetric_levels(int n, int nmax, const float* x, int8_t* L);
 float affine_levels(int n, int nmax, const float* x, const float* weights, uint8_t* L, float& min,
                     float rmin, float rdelta, int steps, bool absolute_error);
 
-// iq4 levels for n values: the index into kIq4Values nearest to x / scale; returns the scale
-// found by the search over 2 * tries + 1 candidates (weights x^2).
-float iq4_levels(int n, const float* x, uint8_t* L, int tries);
+// The scale of n values in iq4 levels (kIq4Values), as the reference's search finds it
+// (weights x^2); 0 for values that are all (nearly) zero.
+float iq4_scale(int n, const float* x);
 // The nearest iq4 level index to `value` (in units of the scale).
 int nearest_iq4(float value);
 

@@ -35,11 +35,20 @@ constexpr std::array<Layout, 31> kLayouts = {{
     {35, "tq2_0", 256, 66, false},
 }};
 
+// Each id's place in kLayouts (-1: no layout): the per-block questions below sit in kernels'
+// loops, so they index rather than search.
+constexpr uint32_t kIdCount = 36;
+constexpr std::array<int8_t, kIdCount> kLayoutIndex = [] {
+  std::array<int8_t, kIdCount> index{};
+  index.fill(-1);
+  for (size_t i = 0; i < kLayouts.size(); ++i)
+    index[kLayouts[i].id] = static_cast<int8_t>(i);
+  return index;
+}();
+
 const Layout* find_layout(uint32_t id) {
-  for (const Layout& layout : kLayouts) {
-    if (layout.id == id) return &layout;
-  }
-  return nullptr;
+  if (id >= kIdCount || kLayoutIndex[id] < 0) return nullptr;
+  return &kLayouts[static_cast<size_t>(kLayoutIndex[id])];
 }
 
 const Layout& layout_of(TensorType type) {

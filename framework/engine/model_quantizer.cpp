@@ -1,5 +1,6 @@
 #include "framework/engine/model_quantizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -11,18 +12,15 @@
 namespace chatflow::engine {
 namespace {
 
-int64_t metadata_integer(const GgufFile& file, const std::string& key, int64_t fallback) {
-  const GgufValue* value = file.find(key);
-  return value && value->is_integer() ? static_cast<int64_t>(value->unsigned_value) : fallback;
-}
-
 RecipeModel recipe_model(const GgufFile& file) {
   RecipeModel model;
-  const GgufValue* architecture = file.find("general.architecture");
-  const std::string arch = architecture ? architecture->string_value : "llama";
-  model.layers = std::max<int64_t>(1, metadata_integer(file, arch + ".block_count", 1));
-  int64_t heads = metadata_integer(file, arch + ".attention.head_count", 1);
-  int64_t kv_heads = metadata_integer(file, arch + ".attention.head_count_kv", heads);
+  const std::string arch = file.get_string_or("general.architecture").value_or("llama");
+  auto integer = [&](const std::string& key, int64_t fallback) {
+    return static_cast<int64_t>(file.get_unsigned_or(arch + key).value_or(fallback));
+  };
+  model.layers = std::max<int64_t>(1, integer(".block_count", 1));
+  const int64_t heads = integer(".attention.head_count", 1);
+  const int64_t kv_heads = integer(".attention.head_count_kv", heads);
   model.query_groups = kv_heads > 0 ? std::max<int64_t>(1, heads / kv_heads) : 1;
   model.has_output = file.find_tensor("output.weight") != nullptr;
   return model;
@@ -37,7 +35,9 @@ std::vector<uint8_t> convert(const GgufTensorInfo& tensor, kernels::TensorType t
   const size_t out_row = kernels::row_bytes(to, columns);
   std::vector<uint8_t> out(out_row * static_cast<size_t>(rows));
   std::vector<double> error(static_cast<size_t>(rows)), energy(static_cast<size_t>(rows));
-  threads.parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+  // Pieces of several rows: each allocates its two row buffers once.
+  const int64_t grain = std::max<int64_t>(1, rows / (threads.threads() * 4));
+  threads.parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> values(static_cast<size_t>(columns)), back(static_cast<size_t>(columns));
     for (int64_t r = begin; r < end; ++r) {
       kernels::dequantize_row(tensor.type, tensor.data + static_cast<size_t>(r) * in_row, columns,

@@ -49,8 +49,8 @@ TensorType mixed_type(const QuantizationRecipe& recipe, const RecipeModel& model
   const int64_t layers = model.layers;
   const bool iq4 = base == TensorType::iq4_nl || base == TensorType::iq4_xs;
   if (name == "output.weight" || (!model.has_output && name == "token_embd.weight")) {
-    if (columns % kernels::block_values(base) != 0) return TensorType::q8_0;
-    return base == TensorType::q8_0 ? base : TensorType::q6_k;
+    return base == TensorType::q8_0 ? base : TensorType::q6_k;  // fitting() takes q8_0 for
+                                                                // rows not of 256
   }
   if (name == "token_embd.weight") return base;
   if (has(name, "attn_v.weight")) {

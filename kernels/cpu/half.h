@@ -76,4 +76,21 @@ inline uint16_t f32_to_bf16(float value) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// f16 fields of quantised blocks, which sit at any byte offset.
+inline float load_half(const uint8_t* bytes) {
+  uint16_t half;
+  std::memcpy(&half, bytes, 2);
+  return f16_to_f32(half);
+}
+
+inline void store_half(uint8_t* out, float value) {
+  const uint16_t half = f32_to_f16(value);
+  std::memcpy(out, &half, 2);
+}
+
+// The value an f16 field will read back as.
+inline float as_half(float value) {
+  return f16_to_f32(f32_to_f16(value));
+}
+
 }  // namespace chatflow::kernels

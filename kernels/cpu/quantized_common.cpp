@@ -78,7 +78,7 @@ void quantize_activations(const float* x, const ActivationLayout& layout, uint8_
     // reciprocal of the inverse for 256), so the two compute the same products.
     const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
     const float unrounded = largest / 127.0f;
-    scales[b] = blocks32 ? f16_to_f32(f32_to_f16(unrounded)) : inverse > 0 ? 1.0f / inverse : 0.0f;
+    scales[b] = blocks32 ? as_half(unrounded) : inverse > 0 ? 1.0f / inverse : 0.0f;
     for (int64_t i = 0; i < layout.block; ++i) {
       // Round half to even without a library call: adding 1.5 * 2^23 leaves the rounded
       // integer in the low mantissa bits (|value| <= 127 here).
@@ -94,7 +94,7 @@ void quantize_activations(const float* x, const ActivationLayout& layout, uint8_
         sum += values[g * layout.group + i];
       sums[g] = static_cast<int16_t>(sum);
       // For blocks of 32, llama.cpp's q8_1 sum: the unrounded scale times the sum, as an f16.
-      scaled_sums[g] = blocks32 ? f16_to_f32(f32_to_f16(unrounded * static_cast<float>(sum)))
+      scaled_sums[g] = blocks32 ? as_half(unrounded * static_cast<float>(sum))
                                 : scales[b] * static_cast<float>(sum);
     }
   }

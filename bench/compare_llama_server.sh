@@ -39,12 +39,12 @@ for round in $(seq 1 "$rounds"); do
   wait_healthy 18611
   measure 18611 "round $round: chatflow serve"
   kill -INT "$pid"
-  wait "$pid" || true
+  { wait "$pid"; } 2>/dev/null || true
   "$llama_bin/llama-server" -m "$model" -t "$threads" -np 8 -c 8192 --port 18612 \
     >"$work/llama.log" 2>&1 &
   pid=$!
   wait_healthy 18612
   measure 18612 "round $round: llama-server"
   kill -INT "$pid"
-  wait "$pid" || true
+  { wait "$pid"; } 2>/dev/null || true
 done

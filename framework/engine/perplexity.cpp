@@ -16,6 +16,7 @@ namespace chatflow::engine {
 namespace {
 
 constexpr char kMagic[8] = {'c', 'f', 'l', 'o', 'g', 'p', 'r', '1'};
+constexpr char kLlamaMagic[8] = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
 
 // The saved log-probabilities: a header, the window tokens, then per scored position the
 // vocabulary's log-probabilities as f16.
@@ -75,9 +76,25 @@ class LogProbFile {
     in_.open(path, std::ios::binary);
     if (!in_) throw std::runtime_error(path + ": cannot read the saved log-probabilities");
     LogProbHeader header{};
-    in_.read(reinterpret_cast<char*>(&header), sizeof header);
-    if (!in_ || std::memcmp(header.magic, kMagic, 8) != 0)
-      throw std::runtime_error(path + ": not a file of log-probabilities saved by chatflow");
+    in_.read(header.magic, 8);
+    if (in_ && std::memcmp(header.magic, kLlamaMagic, 8) == 0) {
+      // llama-perplexity's --kl-divergence-base file: int32 context, vocabulary and windows,
+      // the tokens, then per scored position two floats (step, minimum) and the vocabulary's
+      // log-probabilities as 16-bit steps above the minimum, padded to an even count.
+      int32_t fields[3] = {};
+      in_.read(reinterpret_cast<char*>(fields), sizeof fields);
+      header.context = static_cast<uint32_t>(fields[0]);
+      header.vocabulary = static_cast<uint32_t>(fields[1]);
+      header.chunks = static_cast<uint32_t>(fields[2]);
+      llama_format_ = true;
+    } else {
+      in_.read(reinterpret_cast<char*>(&header) + 8, sizeof header - 8);
+      if (!in_ || std::memcmp(header.magic, kMagic, 8) != 0) {
+        throw std::runtime_error(path +
+                                 ": not a file of log-probabilities saved by chatflow perplexity "
+                                 "or llama-perplexity --kl-divergence-base");
+      }
+    }
     if (header.context != expected.context || header.vocabulary != expected.vocabulary ||
         header.chunks < expected.chunks) {
       throw std::runtime_error(
@@ -101,7 +118,23 @@ class LogProbFile {
                static_cast<std::streamsize>(buffer_.size() * 2));
     if (!out_) throw std::runtime_error(path_ + ": cannot write the log-probabilities");
   }
+  // llama.cpp stores every log-probability below the largest minus 16 as that floor; its
+  // divergence leaves those out, and so does ours against its files.
+  bool floors_below_minus_16() const { return llama_format_; }
+
   void read(std::vector<double>& log_probs, size_t vocabulary) {
+    if (llama_format_) {
+      const size_t padded = 2 * ((vocabulary + 1) / 2) + 4;
+      buffer_.resize(padded);
+      in_.read(reinterpret_cast<char*>(buffer_.data()), static_cast<std::streamsize>(padded * 2));
+      if (!in_) throw std::runtime_error(path_ + ": ends early (truncated?)");
+      float step_and_minimum[2];
+      std::memcpy(step_and_minimum, buffer_.data(), sizeof step_and_minimum);
+      log_probs.resize(vocabulary);
+      for (size_t v = 0; v < vocabulary; ++v)
+        log_probs[v] = step_and_minimum[0] * buffer_[4 + v] + step_and_minimum[1];
+      return;
+    }
     buffer_.resize(vocabulary);
     in_.read(reinterpret_cast<char*>(buffer_.data()), static_cast<std::streamsize>(vocabulary * 2));
     if (!in_) throw std::runtime_error(path_ + ": ends early (truncated?)");
@@ -121,6 +154,7 @@ class LogProbFile {
   std::ofstream out_;
   std::ifstream in_;
   std::vector<uint16_t> buffer_;
+  bool llama_format_ = false;
 };
 
 // What the scored positions add up to: the negative log-likelihood of each next token, and,
@@ -142,8 +176,11 @@ class Scores {
     base_.read(base_log_probs_, static_cast<size_t>(vocabulary));
     base_nll_.add(-base_log_probs_[static_cast<size_t>(next)]);
     double kl = 0;
-    for (size_t v = 0; v < static_cast<size_t>(vocabulary); ++v)
+    const bool skip_floor = base_.floors_below_minus_16();
+    for (size_t v = 0; v < static_cast<size_t>(vocabulary); ++v) {
+      if (skip_floor && base_log_probs_[v] <= -16) continue;
       kl += std::exp(base_log_probs_[v]) * (base_log_probs_[v] - log_probs_[v]);
+    }
     divergence_.add(kl);
     agreements_ += most_likely(base_log_probs_) == most_likely(log_probs_) ? 1 : 0;
   }

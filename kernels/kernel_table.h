@@ -128,7 +128,11 @@ struct AttentionArgs {
   size_t value_offset;         // ... and values
   int64_t block_tokens;
   int64_t positions;
+  // Positions before this one are outside a sliding window and get no weight (0: none).
+  int64_t first_position;
   float scale;
+  // Scores become softcap * tanh(score / softcap) before the softmax (gemma2); 0: left as is.
+  float softcap;
   float* scores;  // scratch: group_size x (positions rounded up to block_tokens)
   float* out;     // group_size x head_dim
 };
@@ -140,6 +144,8 @@ struct KernelTable {
   void (*attention[2])(const AttentionArgs& args);         // indexed by KvType
   // out[i] = silu(gate[i]) * up[i]
   void (*silu_multiply)(const float* gate, const float* up, float* out, int64_t count);
+  // out[i] = gelu(gate[i]) * up[i], GELU in its tanh form (gemma)
+  void (*gelu_multiply)(const float* gate, const float* up, float* out, int64_t count);
   // out[i] = x[i] / rms(x) * weight[i], rms(x) = sqrt(mean(x[i]^2) + epsilon), the mean summed
   // in double in index order.
   void (*rms_norm)(const float* x, const float* weight, float* out, int64_t count, float epsilon);

@@ -28,6 +28,8 @@ struct MakeModelOptions {
   float weight_scale = 0.08f;
   bool tie_embeddings = false;
   std::string vocabulary_from;
+  std::string rope_scaling = "none";
+  int64_t sliding_window = 0;
   std::string output;
 };
 
@@ -44,6 +46,8 @@ int make_model_command(const MakeModelOptions& options) {
   shape.weight_scale = options.weight_scale;
   shape.tie_embeddings = options.tie_embeddings;
   shape.vocabulary_from = options.vocabulary_from;
+  shape.rope_scaling = options.rope_scaling;
+  shape.sliding_window = options.sliding_window;
   if (!engine::quantization_recipe(options.type)) {
     std::cerr << "chatflow: make-model: unknown type '" << options.type
               << "' (expected one of: " << engine::quantization_recipe_names() << ")\n";
@@ -67,9 +71,20 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   auto options = std::make_shared<MakeModelOptions>();
   auto* command =
       app.add_subcommand("make-model", "Write a random-weight GGUF model of any shape and type");
-  command->add_option("--arch", options->architecture, "llama or qwen2")
-      ->check(CLI::IsMember({"llama", "qwen2"}))
+  command->add_option("--arch", options->architecture, engine::writable_architectures())
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}))
       ->capture_default_str();
+  command
+      ->add_option("--rope-scaling", options->rope_scaling,
+                   "none, linear (factor 2), yarn (factor 4), llama3 (rope_freqs factors, llama) "
+                   "or longrope (phi3)")
+      ->check(CLI::IsMember({"none", "linear", "yarn", "llama3", "longrope"}))
+      ->capture_default_str();
+  command
+      ->add_option("--sliding-window", options->sliding_window,
+                   "sliding-window attention's window (default: a quarter of the context for "
+                   "gemma2, gemma3 and phi3; none for the others)")
+      ->check(CLI::Range(0, 1 << 22));
   command->add_option("--dim", options->dim, "embedding length")
       ->check(CLI::Range(2, 65536))
       ->capture_default_str();

@@ -51,6 +51,14 @@ class WeightLoader {
     return {info.type, info.data, rows, columns, kernels::row_bytes(info.type, columns)};
   }
 
+  // Consecutive rows of `fused` as a matrix of its own (phi3's qkv and gate+up matrices).
+  static WeightMatrix rows_of(const WeightMatrix& fused, int64_t first, int64_t count) {
+    WeightMatrix part = fused;
+    part.data = fused.data + static_cast<size_t>(first) * fused.row_bytes;
+    part.rows = count;
+    return part;
+  }
+
   std::vector<float> vector(const std::string& name, int64_t length, const std::string& why) {
     const GgufTensorInfo& info = tensor(name);
     expect_shape(info, {length}, why);
@@ -112,14 +120,25 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
         std::to_string(config.heads) + " heads of " + std::to_string(config.head_dim);
     std::string kv_heads =
         std::to_string(config.kv_heads) + " key/value heads of " + std::to_string(config.head_dim);
-    weights.query = loader.matrix(prefix + "attn_q.weight", dim, q_dim, dims + ", " + heads);
-    weights.key = loader.matrix(prefix + "attn_k.weight", dim, kv_dim, dims + ", " + kv_heads);
-    weights.value = loader.matrix(prefix + "attn_v.weight", dim, kv_dim, dims + ", " + kv_heads);
+    const std::string ffn = "feed_forward_length " + std::to_string(config.ffn);
+    if (config.fused_projections) {
+      WeightMatrix qkv = loader.matrix(prefix + "attn_qkv.weight", dim, q_dim + 2 * kv_dim,
+                                       dims + ", queries, keys and values of " + heads);
+      weights.query = WeightLoader::rows_of(qkv, 0, q_dim);
+      weights.key = WeightLoader::rows_of(qkv, q_dim, kv_dim);
+      weights.value = WeightLoader::rows_of(qkv, q_dim + kv_dim, kv_dim);
+      WeightMatrix gate_up = loader.matrix(prefix + "ffn_up.weight", dim, 2 * config.ffn,
+                                           dims + ", gate and up of " + ffn);
+      weights.gate = WeightLoader::rows_of(gate_up, 0, config.ffn);
+      weights.up = WeightLoader::rows_of(gate_up, config.ffn, config.ffn);
+    } else {
+      weights.query = loader.matrix(prefix + "attn_q.weight", dim, q_dim, dims + ", " + heads);
+      weights.key = loader.matrix(prefix + "attn_k.weight", dim, kv_dim, dims + ", " + kv_heads);
+      weights.value = loader.matrix(prefix + "attn_v.weight", dim, kv_dim, dims + ", " + kv_heads);
+      weights.gate = loader.matrix(prefix + "ffn_gate.weight", dim, config.ffn, dims + ", " + ffn);
+      weights.up = loader.matrix(prefix + "ffn_up.weight", dim, config.ffn, dims + ", " + ffn);
+    }
     weights.output = loader.matrix(prefix + "attn_output.weight", q_dim, dim, heads + ", " + dims);
-    weights.gate = loader.matrix(prefix + "ffn_gate.weight", dim, config.ffn,
-                                 dims + ", feed_forward_length " + std::to_string(config.ffn));
-    weights.up = loader.matrix(prefix + "ffn_up.weight", dim, config.ffn,
-                               dims + ", feed_forward_length " + std::to_string(config.ffn));
     weights.down =
         loader.matrix(prefix + "ffn_down.weight", config.ffn, dim, "feed_forward_length, " + dims);
     weights.attention_norm = loader.vector(prefix + "attn_norm.weight", dim, dims);
@@ -128,6 +147,15 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
       weights.query_bias = loader.vector(prefix + "attn_q.bias", q_dim, heads);
       weights.key_bias = loader.vector(prefix + "attn_k.bias", kv_dim, kv_heads);
       weights.value_bias = loader.vector(prefix + "attn_v.bias", kv_dim, kv_heads);
+    }
+    const std::string head = "the head size " + std::to_string(config.head_dim);
+    if (config.query_key_norm) {
+      weights.query_norm = loader.vector(prefix + "attn_q_norm.weight", config.head_dim, head);
+      weights.key_norm = loader.vector(prefix + "attn_k_norm.weight", config.head_dim, head);
+    }
+    if (config.post_norms) {
+      weights.attention_post_norm = loader.vector(prefix + "post_attention_norm.weight", dim, dims);
+      weights.ffn_post_norm = loader.vector(prefix + "post_ffw_norm.weight", dim, dims);
     }
     model->layers_.push_back(std::move(weights));
   }

@@ -1,5 +1,6 @@
 #include "framework/engine/model_writer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -68,11 +69,38 @@ std::vector<uint8_t> encode(kernels::TensorType type, const std::vector<float>& 
   return bytes;
 }
 
+bool is_gemma(const ModelShape& shape) {
+  return shape.architecture == "gemma2" || shape.architecture == "gemma3";
+}
+
+int64_t sliding_window(const ModelShape& shape) {
+  if (shape.sliding_window > 0) return shape.sliding_window;
+  if (is_gemma(shape) || shape.architecture == "phi3")
+    return std::max<int64_t>(16, shape.context / 4);
+  return 0;
+}
+
 // Refuses shapes the engine could not load before anything is written.
 void check_shape(const ModelShape& shape) {
-  if (shape.architecture != "llama" && shape.architecture != "qwen2") {
-    throw std::invalid_argument("architecture must be llama or qwen2, got '" + shape.architecture +
-                                "'");
+  bool known = false;
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"})
+    known = known || shape.architecture == arch;
+  if (!known) {
+    throw std::invalid_argument("architecture must be one of " +
+                                std::string(writable_architectures()) + ", got '" +
+                                shape.architecture + "'");
+  }
+  const std::string& scaling = shape.rope_scaling;
+  if (scaling != "none" && scaling != "linear" && scaling != "yarn" && scaling != "llama3" &&
+      scaling != "longrope") {
+    throw std::invalid_argument(
+        "rope scaling must be none, linear, yarn, llama3 or longrope, got '" + scaling + "'");
+  }
+  if ((scaling == "longrope") != (shape.architecture == "phi3" && scaling == "longrope")) {
+    throw std::invalid_argument("longrope is phi3's rope scaling");
+  }
+  if (scaling == "llama3" && shape.architecture != "llama") {
+    throw std::invalid_argument("llama3 rope scaling (rope_freqs) is for the llama architecture");
   }
   if (shape.dim <= 0 || shape.layers <= 0 || shape.heads <= 0 || shape.kv_heads <= 0 ||
       shape.ffn <= 0 || shape.context <= 0) {
@@ -114,6 +142,70 @@ void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
   writer.set_float32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   writer.set_float32(arch + ".rope.freq_base", shape.rope_base);
   writer.set_uint32(arch + ".rope.dimension_count", static_cast<uint32_t>(shape.dim / shape.heads));
+  if (shape.rope_scaling == "linear") {
+    writer.set_string(arch + ".rope.scaling.type", "linear");
+    writer.set_float32(arch + ".rope.scaling.factor", 2.0f);
+  } else if (shape.rope_scaling == "yarn") {
+    writer.set_string(arch + ".rope.scaling.type", "yarn");
+    writer.set_float32(arch + ".rope.scaling.factor", 4.0f);
+    writer.set_uint32(arch + ".rope.scaling.original_context_length",
+                      static_cast<uint32_t>(std::max<int64_t>(1, shape.context / 4)));
+  } else if (shape.rope_scaling == "longrope") {
+    int64_t original = std::max<int64_t>(1, shape.context / 4);
+    writer.set_uint32(arch + ".rope.scaling.original_context_length",
+                      static_cast<uint32_t>(original));
+    // Phi-3's magnitude correction for running beyond the original context.
+    double ratio = static_cast<double>(shape.context) / static_cast<double>(original);
+    writer.set_float32(arch + ".rope.scaling.attn_factor",
+                       static_cast<float>(std::sqrt(
+                           1.0 + std::log(ratio) / std::log(static_cast<double>(original)))));
+  } else if (shape.architecture == "phi3") {
+    writer.set_uint32(arch + ".rope.scaling.original_context_length",
+                      static_cast<uint32_t>(shape.context));
+  }
+  if (int64_t window = sliding_window(shape); window > 0)
+    writer.set_uint32(arch + ".attention.sliding_window", static_cast<uint32_t>(window));
+  if (shape.architecture == "gemma2") {
+    writer.set_float32(arch + ".attn_logit_softcapping", 50.0f);
+    writer.set_float32(arch + ".final_logit_softcapping", 30.0f);
+  }
+}
+
+// Llama 3.1's rope scaling as rope_freqs factors: pairs whose wavelength is short against the
+// original context (8192) keep their frequency, long ones are slowed by the factor (8), and
+// those between blend smoothly (low and high frequency factors 1 and 4).
+std::vector<float> llama3_frequency_factors(const ModelShape& shape) {
+  constexpr double kFactor = 8, kLow = 1, kHigh = 4, kOriginal = 8192, kPi = 3.141592653589793;
+  const int64_t dims = shape.dim / shape.heads;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < dims / 2; ++i) {
+    double frequency = std::pow(static_cast<double>(shape.rope_base),
+                                -2.0 * static_cast<double>(i) / static_cast<double>(dims));
+    double wavelength = 2 * kPi / frequency;
+    double factor;
+    if (wavelength < kOriginal / kHigh) {
+      factor = 1;
+    } else if (wavelength > kOriginal / kLow) {
+      factor = kFactor;
+    } else {
+      double smooth = (kOriginal / wavelength - kLow) / (kHigh - kLow);
+      factor = 1 / ((1 - smooth) / kFactor + smooth);
+    }
+    factors.push_back(static_cast<float>(factor));
+  }
+  return factors;
+}
+
+// Phi-3's LongRoPE factors: rising across the pairs, more for the long ones.
+std::vector<float> longrope_factors(const ModelShape& shape, bool long_factors) {
+  const int64_t pairs = shape.dim / shape.heads / 2;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < pairs; ++i) {
+    double position = static_cast<double>(i) / static_cast<double>(std::max<int64_t>(1, pairs - 1));
+    factors.push_back(
+        static_cast<float>(long_factors ? 1.0 + 7.0 * position : 1.0 + 0.25 * position));
+  }
+  return factors;
 }
 
 // Writes tokenizer.* (generated, or copied from shape.vocabulary_from) and returns the number of
@@ -182,43 +274,75 @@ class RandomTensors {
 
 void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors) {
   const int64_t head_dim = shape.dim / shape.heads;
+  const int64_t q_dim = shape.heads * head_dim, kv_dim = shape.kv_heads * head_dim;
   const float scale = shape.weight_scale;
+  const std::string& arch = shape.architecture;
   std::string prefix = "blk." + std::to_string(layer) + ".";
   tensors.vector(prefix + "attn_norm.weight", shape.dim, 1.0f, 0.1f);
-  tensors.matrix(prefix + "attn_q.weight", shape.dim, shape.heads * head_dim, scale);
-  tensors.matrix(prefix + "attn_k.weight", shape.dim, shape.kv_heads * head_dim, scale);
-  tensors.matrix(prefix + "attn_v.weight", shape.dim, shape.kv_heads * head_dim, scale);
-  tensors.matrix(prefix + "attn_output.weight", shape.heads * head_dim, shape.dim, scale);
-  if (shape.architecture == "qwen2") {
-    tensors.vector(prefix + "attn_q.bias", shape.heads * head_dim, 0.0f, 0.1f);
-    tensors.vector(prefix + "attn_k.bias", shape.kv_heads * head_dim, 0.0f, 0.1f);
-    tensors.vector(prefix + "attn_v.bias", shape.kv_heads * head_dim, 0.0f, 0.1f);
+  if (arch == "phi3") {
+    tensors.matrix(prefix + "attn_qkv.weight", shape.dim, q_dim + 2 * kv_dim, scale);
+  } else {
+    tensors.matrix(prefix + "attn_q.weight", shape.dim, q_dim, scale);
+    tensors.matrix(prefix + "attn_k.weight", shape.dim, kv_dim, scale);
+    tensors.matrix(prefix + "attn_v.weight", shape.dim, kv_dim, scale);
   }
+  tensors.matrix(prefix + "attn_output.weight", q_dim, shape.dim, scale);
+  if (arch == "qwen2") {
+    tensors.vector(prefix + "attn_q.bias", q_dim, 0.0f, 0.1f);
+    tensors.vector(prefix + "attn_k.bias", kv_dim, 0.0f, 0.1f);
+    tensors.vector(prefix + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+  }
+  if (arch == "qwen3" || arch == "gemma3") {
+    tensors.vector(prefix + "attn_q_norm.weight", head_dim, 1.0f, 0.1f);
+    tensors.vector(prefix + "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
+  }
+  if (is_gemma(shape)) tensors.vector(prefix + "post_attention_norm.weight", shape.dim, 1.0f, 0.1f);
   tensors.vector(prefix + "ffn_norm.weight", shape.dim, 1.0f, 0.1f);
-  tensors.matrix(prefix + "ffn_gate.weight", shape.dim, shape.ffn, scale);
-  tensors.matrix(prefix + "ffn_up.weight", shape.dim, shape.ffn, scale);
+  if (arch == "phi3") {
+    tensors.matrix(prefix + "ffn_up.weight", shape.dim, 2 * shape.ffn, scale);
+  } else {
+    tensors.matrix(prefix + "ffn_gate.weight", shape.dim, shape.ffn, scale);
+    tensors.matrix(prefix + "ffn_up.weight", shape.dim, shape.ffn, scale);
+  }
   tensors.matrix(prefix + "ffn_down.weight", shape.ffn, shape.dim, scale);
+  if (is_gemma(shape)) tensors.vector(prefix + "post_ffw_norm.weight", shape.dim, 1.0f, 0.1f);
 }
 
 void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
   RandomTensors tensors(writer, shape);
   tensors.matrix("token_embd.weight", shape.dim, vocabulary, 1.0f);
   tensors.vector("output_norm.weight", shape.dim, 1.0f, 0.1f);
-  if (!shape.tie_embeddings)
+  // Gemma ties its output to the embeddings: its files have no output matrix.
+  if (!shape.tie_embeddings && !is_gemma(shape))
     tensors.matrix("output.weight", shape.dim, vocabulary, shape.weight_scale);
+  auto add_factors = [&](const std::string& name, const std::vector<float>& factors) {
+    writer.add_tensor(
+        name, {static_cast<int64_t>(factors.size())}, kernels::TensorType::f32,
+        encode(kernels::TensorType::f32, factors, static_cast<int64_t>(factors.size())));
+  };
+  if (shape.rope_scaling == "llama3")
+    add_factors("rope_freqs.weight", llama3_frequency_factors(shape));
+  if (shape.architecture == "phi3") {
+    add_factors("rope_factors_long.weight", longrope_factors(shape, true));
+    add_factors("rope_factors_short.weight", longrope_factors(shape, false));
+  }
   for (int64_t layer = 0; layer < shape.layers; ++layer)
     write_layer(shape, layer, tensors);
 }
 
 }  // namespace
 
+const char* writable_architectures() {
+  return "llama, qwen2, qwen3, gemma2, gemma3, phi3";
+}
+
 int64_t parameter_count(const ModelShape& shape, int64_t vocabulary) {
   int64_t head_dim = shape.dim / shape.heads;
   int64_t per_layer = shape.dim * shape.heads * head_dim * 2 +
                       shape.dim * shape.kv_heads * head_dim * 2 + 3 * shape.dim * shape.ffn +
                       2 * shape.dim;
-  return shape.layers * per_layer + vocabulary * shape.dim * (shape.tie_embeddings ? 1 : 2) +
-         shape.dim;
+  const bool tied = shape.tie_embeddings || is_gemma(shape);
+  return shape.layers * per_layer + vocabulary * shape.dim * (tied ? 1 : 2) + shape.dim;
 }
 
 void write_random_model(const ModelShape& shape, const std::string& path) {

@@ -12,7 +12,7 @@
 namespace chatflow::engine {
 
 struct ModelShape {
-  std::string architecture = "llama";  // llama or qwen2
+  std::string architecture = "llama";  // llama, qwen2, qwen3, gemma2, gemma3 or phi3
   int64_t dim = 64;
   int64_t layers = 2;
   int64_t heads = 4;
@@ -28,7 +28,17 @@ struct ModelShape {
   float rope_base = 10000.0f;
   std::string vocabulary_from;  // a GGUF file to copy tokenizer.* from; empty: generate
   float weight_scale = 0.08f;   // standard deviation of the random weights
+  // none, linear (factor 2), yarn (factor 4 over a quarter of the context), llama3 (Llama 3.1's
+  // rope_freqs factors) or, for phi3, longrope (long and short factors, a quarter of the context
+  // as the original).
+  std::string rope_scaling = "none";
+  // Sliding-window attention's window for the families that have one; 0: a quarter of the
+  // context for gemma2, gemma3 and phi3 (so that tests see it act), none for the others.
+  int64_t sliding_window = 0;
 };
+
+// The architectures and rope scalings write_random_model accepts, for messages.
+const char* writable_architectures();
 
 // Throws std::invalid_argument for impossible shapes (e.g. quantised rows not a multiple of 32).
 void write_random_model(const ModelShape& shape, const std::string& path);

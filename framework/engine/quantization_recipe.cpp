@@ -72,6 +72,12 @@ TensorType mixed_type(const QuantizationRecipe& recipe, const RecipeModel& model
     if (r == "q4_k_s" && layer < layers / 8) return TensorType::q5_k;
     return base;
   }
+  if (has(name, "attn_qkv.weight")) {  // phi3's fused projection
+    if (r == "q3_k_m" || r == "q3_k_l") return TensorType::q4_k;
+    if (r == "q4_k_m") return TensorType::q5_k;
+    if (r == "q5_k_m") return TensorType::q6_k;
+    return base;
+  }
   if (has(name, "attn_output.weight")) {
     if (r == "q2_k") return TensorType::q3_k;
     if (r == "q3_k_m") return TensorType::q4_k;

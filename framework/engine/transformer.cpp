@@ -26,7 +26,10 @@ int64_t row_grain(const WeightMatrix& weights, int64_t count, int threads) {
 
 struct Transformer::Workspace {
   std::vector<float> hidden, normed, query, key, value, attention, projected, gate, up, activated;
-  std::vector<float> rope_cos, rope_sin, final_rows;
+  // Rotation tables per token: [0] for full-attention layers, [1] for sliding-window layers
+  // when those rotate differently (gemma3).
+  std::vector<float> rope_cos[2], rope_sin[2];
+  std::vector<float> final_rows;
   std::vector<int64_t> positions;
   std::vector<KvSequence*> owners;
   std::vector<int64_t> logit_tokens;
@@ -119,9 +122,14 @@ int64_t Transformer::layout_batch(std::span<const SequenceChunk> chunks, const K
                                 std::to_string(config.vocabulary));
       }
       int64_t t = static_cast<int64_t>(work.positions.size());
+      float* row = hidden + t * config.dim;
       kernels_.dequantize_row(embedding.type,
                               embedding.data + static_cast<size_t>(id) * embedding.row_bytes,
-                              embedding.columns, hidden + t * config.dim);
+                              embedding.columns, row);
+      if (config.embedding_scale != 1.0f) {
+        for (int64_t i = 0; i < config.dim; ++i)
+          row[i] *= config.embedding_scale;
+      }
       work.positions.push_back(sequence.length + static_cast<int64_t>(i));
       work.owners.push_back(&sequence);
       if (chunk.logits && chunk.every_token) work.logit_tokens.push_back(t);
@@ -132,21 +140,36 @@ int64_t Transformer::layout_batch(std::span<const SequenceChunk> chunks, const K
   return tokens;
 }
 
-// Rotary angles per token, computed as llama.cpp does (repeated multiplication in float).
+// Rotary angles per token, computed as llama.cpp's rope does (repeated multiplication in float,
+// then the frequency factor, the scaling and YaRN's blend per pair), so that files agree with it.
 void Transformer::compute_rope_angles(int64_t tokens) {
   const ModelConfig& config = model_->config();
   Workspace& work = *workspace_;
   const int64_t pairs = config.rope_dimensions / 2;
-  float* cosines = Workspace::sized(work.rope_cos, tokens * pairs);
-  float* sines = Workspace::sized(work.rope_sin, tokens * pairs);
-  const float theta_scale =
-      std::pow(config.rope_base, -2.0f / static_cast<float>(config.rope_dimensions));
-  for (int64_t t = 0; t < tokens; ++t) {
-    float theta = static_cast<float>(work.positions[t]) * config.rope_position_scale;
-    for (int64_t i = 0; i < pairs; ++i) {
-      cosines[t * pairs + i] = std::cos(theta);
-      sines[t * pairs + i] = std::sin(theta);
-      theta *= theta_scale;
+  for (int table = 0; table < (config.sliding_rope_differs ? 2 : 1); ++table) {
+    const RopeParameters& rope = table == 0 ? config.rope : config.sliding_rope;
+    float* cosines = Workspace::sized(work.rope_cos[table], tokens * pairs);
+    float* sines = Workspace::sized(work.rope_sin[table], tokens * pairs);
+    const float theta_scale =
+        std::pow(rope.base, -2.0f / static_cast<float>(config.rope_dimensions));
+    const float* factors = rope.frequency_factors.empty() ? nullptr : rope.frequency_factors.data();
+    float magnitude = rope.magnitude;
+    if (rope.yarn) magnitude *= 1.0f + 0.1f * std::log(1.0f / rope.position_scale);
+    for (int64_t t = 0; t < tokens; ++t) {
+      float theta = static_cast<float>(work.positions[t]);
+      for (int64_t i = 0; i < pairs; ++i) {
+        const float unscaled = factors ? theta / factors[i] : theta;
+        float angle = rope.position_scale * unscaled;
+        if (rope.yarn) {
+          float ramp = (static_cast<float>(i) - rope.yarn_low) /
+                       std::max(0.001f, rope.yarn_high - rope.yarn_low);
+          float mix = 1 - std::min(1.0f, std::max(0.0f, ramp));
+          angle = angle * (1 - mix) + unscaled * mix;
+        }
+        cosines[t * pairs + i] = std::cos(angle) * magnitude;
+        sines[t * pairs + i] = std::sin(angle) * magnitude;
+        theta *= theta_scale;
+      }
     }
   }
 }
@@ -258,12 +281,13 @@ void Transformer::store_keys_and_values(Step& step, int64_t layer) {
   const int64_t head_dim = config.head_dim;
   const int64_t pairs = config.rope_dimensions / 2;
   const bool adjacent = config.rope_style == RopeStyle::adjacent_pairs;
+  const int table = config.sliding_rope_differs && config.sliding_layer(layer) ? 1 : 0;
   auto store = kernels_.store_kv[static_cast<int>(cache.type())];
   char* pool = static_cast<char*>(cache.pool());
   const size_t element = cache.element_bytes();
   step.for_tokens([&](int64_t t) {
-    const float* cosines = work.rope_cos.data() + t * pairs;
-    const float* sines = work.rope_sin.data() + t * pairs;
+    const float* cosines = work.rope_cos[table].data() + t * pairs;
+    const float* sines = work.rope_sin[table].data() + t * pairs;
     for (int64_t h = 0; h < config.heads; ++h)
       kernels_.rope(step.query + t * step.q_dim + h * head_dim, cosines, sines, pairs, adjacent);
     for (int64_t h = 0; h < config.kv_heads; ++h)
@@ -288,9 +312,14 @@ void Transformer::attend(Step& step, int64_t layer) {
   const int64_t head_dim = config.head_dim;
   const int64_t group = config.heads / config.kv_heads;
   const int64_t block_tokens = cache.block_tokens();
+  const bool sliding = config.sliding_layer(layer);
+  // The first position token t attends to: the window's start in a sliding-window layer.
+  auto first_position = [&](int64_t t) {
+    return sliding ? std::max<int64_t>(0, work.positions[t] + 1 - config.sliding_window) : 0;
+  };
   int64_t attention_work = 0;
   for (int64_t t = 0; t < step.tokens; ++t)
-    attention_work += (work.positions[t] + 1) * step.q_dim;
+    attention_work += (work.positions[t] + 1 - first_position(t)) * step.q_dim;
   const int64_t items = step.tokens * config.kv_heads;
   // Enough (token, head) items per task that scheduling stays a small part of the work.
   const int64_t grain = attention_work < kParallelWork
@@ -306,7 +335,7 @@ void Transformer::attend(Step& step, int64_t layer) {
     const KvSequence& sequence = *work.owners[t];
     const size_t bytes = static_cast<size_t>(head_dim * block_tokens) * cache.element_bytes();
     const int64_t blocks = work.positions[t] / block_tokens + 1;
-    for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t b = first_position(t) / block_tokens; b < blocks; ++b) {
       size_t block = cache.block_start(sequence, b * block_tokens);
       const char* keys = pool + (block + cache.key_offset(layer, g)) * cache.element_bytes();
       const char* values = pool + (block + cache.value_offset(layer, g)) * cache.element_bytes();
@@ -316,7 +345,6 @@ void Transformer::attend(Step& step, int64_t layer) {
       }
     }
   };
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const auto kernel = kernels_.attention[static_cast<int>(cache.type())];
   step.threads.parallel_for(items, grain, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
@@ -329,7 +357,8 @@ void Transformer::attend(Step& step, int64_t layer) {
       float* scores = Workspace::sized(work.scratch.local(), group * padded);
       kernel({step.query + t * step.q_dim + g * group * head_dim, group, head_dim, cache.pool(),
               work.owners[t]->blocks.data(), cache.block_stride(), cache.key_offset(layer, g),
-              cache.value_offset(layer, g), block_tokens, positions, scale, scores,
+              cache.value_offset(layer, g), block_tokens, positions, first_position(t),
+              config.attention_scale, config.attention_softcap, scores,
               step.attended + t * step.q_dim + g * group * head_dim});
     }
   });
@@ -351,20 +380,45 @@ void Transformer::run_layer(Step& step, int64_t layer) {
     kernels_.add_bias(step.key, weights.key_bias.data(), step.kv_dim, step.tokens);
     kernels_.add_bias(step.value, weights.value_bias.data(), step.kv_dim, step.tokens);
   }
+  if (config.query_key_norm) {
+    const int64_t head_dim = config.head_dim;
+    step.for_tokens([&](int64_t t) {
+      for (int64_t h = 0; h < config.heads; ++h) {
+        float* head = step.query + t * step.q_dim + h * head_dim;
+        kernels_.rms_norm(head, weights.query_norm.data(), head, head_dim, config.rms_epsilon);
+      }
+      for (int64_t h = 0; h < config.kv_heads; ++h) {
+        float* head = step.key + t * step.kv_dim + h * head_dim;
+        kernels_.rms_norm(head, weights.key_norm.data(), head, head_dim, config.rms_epsilon);
+      }
+    });
+  }
   store_keys_and_values(step, layer);
   attend(step, layer);
   multiply(step, {{weights.output, step.projected}}, step.attended, step.tokens);
   step.for_tokens([&](int64_t t) {
+    if (config.post_norms) {
+      kernels_.rms_norm(step.projected + t * dim, weights.attention_post_norm.data(),
+                        step.projected + t * dim, dim, config.rms_epsilon);
+    }
     kernels_.add(step.hidden + t * dim, step.projected + t * dim, dim);
     kernels_.rms_norm(step.hidden + t * dim, weights.ffn_norm.data(), step.normed + t * dim, dim,
                       config.rms_epsilon);
   });
   multiply(step, {{weights.gate, step.gate}, {weights.up, step.up}}, step.normed, step.tokens);
+  const auto activate =
+      config.activation == Activation::gelu_tanh ? kernels_.gelu_multiply : kernels_.silu_multiply;
   step.for_tokens([&](int64_t t) {
-    kernels_.silu_multiply(step.gate + t * config.ffn, step.up + t * config.ffn,
-                           step.activated + t * config.ffn, config.ffn);
+    activate(step.gate + t * config.ffn, step.up + t * config.ffn, step.activated + t * config.ffn,
+             config.ffn);
   });
   multiply(step, {{weights.down, step.projected}}, step.activated, step.tokens);
+  if (config.post_norms) {
+    step.for_tokens([&](int64_t t) {
+      kernels_.rms_norm(step.projected + t * dim, weights.ffn_post_norm.data(),
+                        step.projected + t * dim, dim, config.rms_epsilon);
+    });
+  }
   kernels_.add(step.hidden, step.projected, step.tokens * dim);
 }
 
@@ -379,6 +433,11 @@ void Transformer::final_logits(Step& step, std::span<float> logits) {
                       final_rows + r * dim, dim, step.config.rms_epsilon);
   }
   multiply(step, {{model_->output(), logits.data()}}, final_rows, rows);
+  if (const float cap = step.config.final_softcap; cap > 0) {
+    const int64_t count = rows * step.config.vocabulary;
+    for (int64_t i = 0; i < count; ++i)
+      logits[static_cast<size_t>(i)] = cap * std::tanh(logits[static_cast<size_t>(i)] / cap);
+  }
 }
 
 void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,

@@ -329,8 +329,8 @@ void packed_matmul(const PackedMatmulArgs& args) {
 // value row, with the output in registers. Two sets of accumulators take alternate positions
 // (independent chains for the FMA units); they are added at the end.
 template <class S, class Kv, int kVectors>
-inline void weighted_sum_of_values(const AttentionArgs& args, const float* weights, int64_t d0,
-                                   int tail, float* out) {
+inline void weighted_sum_of_values(const AttentionArgs& args, const float* weights,
+                                   int64_t first_block, int64_t d0, int tail, float* out) {
   using V = typename S::V;
   const int64_t block_tokens = args.block_tokens;
   const int64_t head_dim = args.head_dim;
@@ -345,7 +345,7 @@ inline void weighted_sum_of_values(const AttentionArgs& args, const float* weigh
                                          : Kv::load(p + v * S::kWidth);
   };
   const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = first_block; b < blocks; ++b) {
     const Element* values = pool + static_cast<size_t>(args.block_table[b]) * args.block_stride +
                             args.value_offset + d0;
     const float* block_weights = weights + b * block_tokens;
@@ -414,12 +414,13 @@ inline void prefetch_block(const Element* next_keys, const Element* values, size
 // The score pass: the scaled query-key dot products of every head in the group at every
 // position, into args.scores (one row of `padded` scores per head).
 template <class S, class Kv>
-inline void attention_scores(const AttentionArgs& args, int64_t blocks, int64_t padded) {
+inline void attention_scores(const AttentionArgs& args, int64_t first_block, int64_t blocks,
+                             int64_t padded) {
   using Element = typename Kv::Element;
   const auto* pool = static_cast<const Element*>(args.pool);
   const int64_t block_tokens = args.block_tokens;
   const int64_t head_dim = args.head_dim;
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = first_block; b < blocks; ++b) {
     const Element* keys =
         pool + static_cast<size_t>(args.block_table[b]) * args.block_stride + args.key_offset;
     int64_t count = std::min(block_tokens, args.positions - b * block_tokens);
@@ -468,7 +469,8 @@ inline float exponentiate_scores(float* scores, int64_t n) {
 // out[0..head_dim) = the values weighted by `weights`, up to four vectors of the head at a time
 // in registers.
 template <class S, class Kv>
-inline void weighted_sum_of_head(const AttentionArgs& args, const float* weights, float* out) {
+inline void weighted_sum_of_head(const AttentionArgs& args, const float* weights,
+                                 int64_t first_block, float* out) {
   const int64_t head_dim = args.head_dim;
   for (int64_t d0 = 0; d0 < head_dim; d0 += 4 * S::kWidth) {
     int64_t width = std::min<int64_t>(4 * S::kWidth, head_dim - d0);
@@ -476,16 +478,16 @@ inline void weighted_sum_of_head(const AttentionArgs& args, const float* weights
     int tail = static_cast<int>(width % S::kWidth);
     switch (vectors) {
       case 1:
-        weighted_sum_of_values<S, Kv, 1>(args, weights, d0, tail, out + d0);
+        weighted_sum_of_values<S, Kv, 1>(args, weights, first_block, d0, tail, out + d0);
         break;
       case 2:
-        weighted_sum_of_values<S, Kv, 2>(args, weights, d0, tail, out + d0);
+        weighted_sum_of_values<S, Kv, 2>(args, weights, first_block, d0, tail, out + d0);
         break;
       case 3:
-        weighted_sum_of_values<S, Kv, 3>(args, weights, d0, tail, out + d0);
+        weighted_sum_of_values<S, Kv, 3>(args, weights, first_block, d0, tail, out + d0);
         break;
       default:
-        weighted_sum_of_values<S, Kv, 4>(args, weights, d0, tail, out + d0);
+        weighted_sum_of_values<S, Kv, 4>(args, weights, first_block, d0, tail, out + d0);
         break;
     }
   }
@@ -497,13 +499,23 @@ void attention(const AttentionArgs& args) {
   const int64_t head_dim = args.head_dim;
   const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
   const int64_t padded = blocks * block_tokens;
-  attention_scores<S, Kv>(args, blocks, padded);
+  // Blocks wholly before a sliding window are never read.
+  const int64_t first = args.first_position;
+  const int64_t first_block = first / block_tokens;
+  attention_scores<S, Kv>(args, first_block, blocks, padded);
   // The softmax and weighted-sum pass, one head at a time.
   for (int64_t h = 0; h < args.group_size; ++h) {
     float* scores = args.scores + h * padded;
-    float normaliser = exponentiate_scores<S>(scores, args.positions);
+    if (args.softcap > 0) {
+      const float cap = args.softcap;
+      for (int64_t j = first; j < args.positions; ++j)
+        scores[j] = cap * std::tanh(scores[j] / cap);
+    }
+    float normaliser = exponentiate_scores<S>(scores + first, args.positions - first);
+    for (int64_t j = first_block * block_tokens; j < first; ++j)
+      scores[j] = 0;
     float* out = args.out + h * head_dim;
-    weighted_sum_of_head<S, Kv>(args, scores, out);
+    weighted_sum_of_head<S, Kv>(args, scores, first_block, out);
     for (int64_t d = 0; d < head_dim; ++d)
       out[d] *= normaliser;
   }
@@ -526,6 +538,30 @@ void silu_multiply(const float* gate, const float* up, float* out, int64_t count
     S::store_partial(out + i,
                      S::div(S::mul(g, S::load_partial(up + i, remaining)), sigmoid_denominator),
                      remaining);
+  }
+}
+
+// GELU's tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with tanh(u) written as
+// 1 - 2 / (exp(2u) + 1), which saturates correctly at both ends.
+template <class S>
+void gelu_multiply(const float* gate, const float* up, float* out, int64_t count) {
+  using V = typename S::V;
+  const V one = S::set1(1.0f), two = S::set1(2.0f), half = S::set1(0.5f);
+  const V root = S::set1(0.7978845608028654f), cubic = S::set1(0.044715f);
+  auto gelu = [&](V x) {
+    V inner = S::mul(root, S::fma(S::mul(cubic, x), S::mul(x, x), x));
+    V tanh = S::sub(one, S::div(two, S::add(S::exp(S::mul(two, inner)), one)));
+    return S::mul(S::mul(half, x), S::add(one, tanh));
+  };
+  int64_t i = 0;
+  for (; i + S::kWidth <= count; i += S::kWidth)
+    S::store(out + i, S::mul(gelu(S::load(gate + i)), S::load(up + i)));
+  if (i < count) {
+    int remaining = static_cast<int>(count - i);
+    S::store_partial(
+        out + i,
+        S::mul(gelu(S::load_partial(gate + i, remaining)), S::load_partial(up + i, remaining)),
+        remaining);
   }
 }
 
@@ -596,6 +632,7 @@ constexpr KernelTable make_table(std::string_view name) {
                       &packed_matmul<S, LoadBf16<S>>},
                      {&attention<S, KvF32<S>>, &attention<S, KvF16<S>>},
                      &silu_multiply<S>,
+                     &gelu_multiply<S>,
                      &rms_norm<S>,
                      &rope<S>,
                      &add<S>,

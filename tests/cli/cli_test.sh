@@ -87,6 +87,17 @@ check "make-model reports parameters" grep -q "parameters (q8_0)" "$work/out"
 "$chatflow" make-model --dim 48 --type q4_0 -o "$work/bad.gguf" 2>"$work/err"; rc=$?
 check "make-model refuses rows that are not whole blocks" test $rc -eq 1
 check "make-model says why" grep -q "q4_0 needs rows of whole 32-value blocks, but token_embd.weight has 48 values per row" "$work/err"
+"$chatflow" make-model --arch gemma2 --dim 64 --layers 2 --heads 4 --ffn 128 -o "$work/gemma2.gguf" >/dev/null; rc=$?
+check "make-model writes gemma2" test $rc -eq 0
+"$chatflow" inspect "$work/gemma2.gguf" >"$work/out"
+check "a gemma2 file has post-norms and soft-capping" sh -c "grep -q 'blk.0.post_ffw_norm.weight' '$work/out' && grep -qE 'gemma2.final_logit_softcapping +float32 30' '$work/out'"
+check "a gemma2 file ties its output to the embeddings" sh -c "! grep -q '^ *output.weight' '$work/out'"
+check "a gemma2 file generates" sh -c "'$chatflow' generate --model '$work/gemma2.gguf' --prompt hello --temperature 0 --max-tokens 4 >/dev/null"
+"$chatflow" make-model --arch phi3 --dim 64 --layers 1 --heads 4 --ffn 128 --rope-scaling longrope -o "$work/phi3.gguf" >/dev/null
+"$chatflow" inspect "$work/phi3.gguf" >"$work/out"
+check "a phi3 file has fused projections and LongRoPE factors" sh -c "grep -qE 'blk.0.attn_qkv.weight +f32 +\[64, 192\]' '$work/out' && grep -q 'rope_factors_long.weight' '$work/out'"
+"$chatflow" make-model --arch llama --rope-scaling longrope -o "$work/bad.gguf" 2>"$work/err"; rc=$?
+check "make-model refuses longrope outside phi3" sh -c "test $rc -eq 1 && grep -q 'longrope is phi3' '$work/err'"
 "$chatflow" inspect "$work/model.gguf" >"$work/out"
 check "inspect shows metadata" grep -qE "llama.block_count +uint32 2" "$work/out"
 check "inspect shows tensors" grep -qE "blk.0.attn_q.weight +q8_0 +\[64, 64\]" "$work/out"

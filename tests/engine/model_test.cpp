@@ -52,7 +52,28 @@ TEST(ModelLoading, UnknownArchitectureIsRefusedByName) {
   std::string path = rewritten("arch", [](GgufWriter& writer, const GgufFile&) {
     writer.set_string("general.architecture", "gptj");
   });
-  EXPECT_NE(load_error(path).find("architecture 'gptj' is not supported (supported: llama, qwen2)"),
+  EXPECT_NE(load_error(path).find("architecture 'gptj' is not supported (supported: llama, qwen2, "
+                                  "qwen3, gemma2, gemma3, phi3)"),
+            std::string::npos)
+      << load_error(path);
+}
+
+TEST(ModelLoading, UnknownRopeScalingIsRefusedByName) {
+  std::string path = rewritten("rope", [](GgufWriter& writer, const GgufFile&) {
+    writer.set_string("llama.rope.scaling.type", "su");
+    writer.set_float32("llama.rope.scaling.factor", 4.0f);
+  });
+  EXPECT_NE(
+      load_error(path).find("rope scaling 'su' is not supported (supported: none, linear, yarn)"),
+      std::string::npos)
+      << load_error(path);
+}
+
+TEST(ModelLoading, RopeFactorsThatAreNotF32PerPairAreRefused) {
+  std::string path = rewritten("rope_freqs", [](GgufWriter& writer, const GgufFile&) {
+    writer.add_tensor("rope_freqs.weight", {3}, kernels::TensorType::f32, std::vector<uint8_t>(12));
+  });
+  EXPECT_NE(load_error(path).find("tensor 'rope_freqs.weight' must be f32 of at least 8 values"),
             std::string::npos)
       << load_error(path);
 }

@@ -89,8 +89,8 @@ std::vector<float> ReferenceTransformer::step(engine::TokenId token) {
     int64_t pairs = c.rope_dimensions / 2;
     for (int64_t i = 0; i < pairs; ++i) {
       double theta =
-          static_cast<double>(position_) * c.rope_position_scale *
-          std::pow(static_cast<double>(c.rope_base),
+          static_cast<double>(position_) * c.rope.position_scale *
+          std::pow(static_cast<double>(c.rope.base),
                    -2.0 * static_cast<double>(i) / static_cast<double>(c.rope_dimensions));
       int64_t a = c.rope_style == engine::RopeStyle::adjacent_pairs ? 2 * i : i;
       int64_t b = c.rope_style == engine::RopeStyle::adjacent_pairs ? 2 * i + 1 : i + pairs;

@@ -277,33 +277,43 @@ TEST_P(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
                                             : static_cast<const void*>(pool_f32.data());
   std::vector<float> queries = random_inputs(group * head_dim, 33);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  for (const KernelTable* kernels : available_tables()) {
-    std::vector<float> scores(static_cast<size_t>(group * 48));
-    std::vector<float> out(static_cast<size_t>(group * head_dim));
-    kernels->attention[static_cast<int>(kv_type)](
-        {queries.data(), group, head_dim, pool, table.data(), block_stride, 0,
-         static_cast<size_t>(head_dim * block_tokens), block_tokens, positions, scale,
-         scores.data(), out.data()});
-    for (int64_t h = 0; h < group; ++h) {
-      std::vector<double> weights(static_cast<size_t>(positions));
-      double largest = -1e300;
-      for (int64_t p = 0; p < positions; ++p) {
-        double dot = 0;
-        for (int64_t d = 0; d < head_dim; ++d)
-          dot += queries[h * head_dim + d] * keys[p * head_dim + d];
-        weights[p] = dot * scale;
-        largest = std::max(largest, weights[p]);
-      }
-      double total = 0;
-      for (double& weight : weights)
-        total += weight = std::exp(weight - largest);
-      for (int64_t d = 0; d < head_dim; ++d) {
-        double expected = 0;
-        for (int64_t p = 0; p < positions; ++p)
-          expected += weights[p] / total * values[p * head_dim + d];
-        EXPECT_NEAR(out[h * head_dim + d], expected, 1e-5)
-            << kernels->instruction_set << " " << to_string(kv_type) << " head " << h << " dim "
-            << d;
+  // Whole attention, a sliding window starting inside the second block, a soft cap, and both.
+  struct Variant {
+    int64_t first_position;
+    float softcap;
+  };
+  for (const Variant variant :
+       {Variant{0, 0.0f}, Variant{21, 0.0f}, Variant{0, 0.5f}, Variant{37, 0.25f}}) {
+    for (const KernelTable* kernels : available_tables()) {
+      std::vector<float> scores(static_cast<size_t>(group * 48));
+      std::vector<float> out(static_cast<size_t>(group * head_dim));
+      kernels->attention[static_cast<int>(kv_type)](
+          {queries.data(), group, head_dim, pool, table.data(), block_stride, 0,
+           static_cast<size_t>(head_dim * block_tokens), block_tokens, positions,
+           variant.first_position, scale, variant.softcap, scores.data(), out.data()});
+      for (int64_t h = 0; h < group; ++h) {
+        std::vector<double> weights(static_cast<size_t>(positions), 0.0);
+        double largest = -1e300;
+        for (int64_t p = variant.first_position; p < positions; ++p) {
+          double dot = 0;
+          for (int64_t d = 0; d < head_dim; ++d)
+            dot += queries[h * head_dim + d] * keys[p * head_dim + d];
+          weights[p] = dot * scale;
+          if (variant.softcap > 0)
+            weights[p] = variant.softcap * std::tanh(weights[p] / variant.softcap);
+          largest = std::max(largest, weights[p]);
+        }
+        double total = 0;
+        for (int64_t p = variant.first_position; p < positions; ++p)
+          total += weights[p] = std::exp(weights[p] - largest);
+        for (int64_t d = 0; d < head_dim; ++d) {
+          double expected = 0;
+          for (int64_t p = variant.first_position; p < positions; ++p)
+            expected += weights[p] / total * values[p * head_dim + d];
+          EXPECT_NEAR(out[h * head_dim + d], expected, 1e-5)
+              << kernels->instruction_set << " " << to_string(kv_type) << " head " << h << " dim "
+              << d << " window from " << variant.first_position << " cap " << variant.softcap;
+        }
       }
     }
   }
@@ -335,6 +345,26 @@ TEST(SiluKernel, MatchesDefinition) {
     for (size_t i = 0; i < out.size(); ++i) {
       double expected = gate[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))) * up[i];
       EXPECT_NEAR(out[i], expected, 1e-5 * (1 + std::fabs(expected))) << kernels->instruction_set;
+    }
+  }
+}
+
+TEST(GeluKernel, MatchesTheTanhFormIncludingSaturation) {
+  std::vector<float> gate = random_inputs(37, 43);
+  for (float& value : gate)
+    value *= 6;  // well into both tails
+  gate[0] = 80.0f;
+  gate[1] = -80.0f;
+  std::vector<float> up = random_inputs(37, 44);
+  for (const KernelTable* kernels : available_tables()) {
+    std::vector<float> out(37);
+    kernels->gelu_multiply(gate.data(), up.data(), out.data(), 37);
+    for (size_t i = 0; i < out.size(); ++i) {
+      double x = gate[i];
+      double expected =
+          0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * up[i];
+      EXPECT_NEAR(out[i], expected, 1e-5 * (1 + std::fabs(expected)))
+          << kernels->instruction_set << " x " << x;
     }
   }
 }

@@ -34,15 +34,17 @@ std::string temp_path(const std::string& name) {
 std::string temp_model(const engine::ModelShape& shape) {
   static std::mutex mutex;
   static std::map<std::string, std::string> written;
-  std::string key = shape.architecture + "-" + std::to_string(shape.dim) + "-" +
-                    std::to_string(shape.layers) + "-" + std::to_string(shape.heads) + "-" +
-                    std::to_string(shape.kv_heads) + "-" + std::to_string(shape.ffn) + "-" +
-                    std::to_string(shape.context) + "-" +
-                    std::string(kernels::to_string(shape.type)) + "-" + std::to_string(shape.seed) +
-                    (shape.tie_embeddings ? "-tied" : "") +
-                    (shape.vocabulary_from.empty()
-                         ? ""
-                         : "-" + std::filesystem::path(shape.vocabulary_from).stem().string());
+  std::string key =
+      shape.architecture + "-" + std::to_string(shape.dim) + "-" + std::to_string(shape.layers) +
+      "-" + std::to_string(shape.heads) + "-" + std::to_string(shape.kv_heads) + "-" +
+      std::to_string(shape.ffn) + "-" + std::to_string(shape.context) + "-" +
+      std::string(kernels::to_string(shape.type)) + "-" + std::to_string(shape.seed) +
+      (shape.tie_embeddings ? "-tied" : "") + "-" + shape.rope_scaling + "-w" +
+      std::to_string(shape.sliding_window) + "-s" + std::to_string(shape.weight_scale) +
+      (shape.recipe.empty() ? "" : "-" + shape.recipe) +
+      (shape.vocabulary_from.empty()
+           ? ""
+           : "-" + std::filesystem::path(shape.vocabulary_from).stem().string());
   std::lock_guard lock(mutex);
   auto found = written.find(key);
   if (found != written.end()) return found->second;

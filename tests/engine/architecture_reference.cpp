@@ -1,0 +1,348 @@
+#include "architecture_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace chatflow::testing {
+namespace {
+
+using Vector = std::vector<double>;
+
+struct Matrix {
+  int64_t rows = 0, columns = 0;
+  std::vector<double> values;  // row-major
+  Vector times(const Vector& x) const {
+    Vector y(static_cast<size_t>(rows), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < columns; ++c)
+        sum += values[static_cast<size_t>(r * columns + c)] * x[static_cast<size_t>(c)];
+      y[static_cast<size_t>(r)] = sum;
+    }
+    return y;
+  }
+  Matrix rows_from(int64_t first, int64_t count) const {
+    Matrix part{count, columns, {}};
+    part.values.assign(values.begin() + first * columns,
+                       values.begin() + (first + count) * columns);
+    return part;
+  }
+};
+
+Vector rms_norm(const Vector& x, const Vector& weight, double epsilon) {
+  double squares = 0;
+  for (double value : x)
+    squares += value * value;
+  double scale = 1.0 / std::sqrt(squares / static_cast<double>(x.size()) + epsilon);
+  Vector out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = x[i] * scale * weight[i];
+  return out;
+}
+
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.141592653589793) * (x + 0.044715 * x * x * x)));
+}
+
+double silu(double x) {
+  return x / (1 + std::exp(-x));
+}
+
+// Inverse frequencies and the cos/sin magnitude of one rope, per pair.
+struct Rope {
+  Vector inverse_frequency;
+  double position_scale = 1;
+  double magnitude = 1;
+};
+
+}  // namespace
+
+struct ArchitectureReference::State {
+  std::shared_ptr<const engine::GgufFile> file;
+  std::string arch;
+  int64_t dim = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, context = 0;
+  int64_t rope_dims = 0, window = 0;
+  double epsilon = 0, attention_cap = 0, final_cap = 0;
+  bool adjacent_pairs = false;
+  Rope global_rope, local_rope;
+  Matrix embedding, output;
+  Vector output_norm;
+  struct Layer {
+    Matrix q, k, v, o, gate, up, down;
+    Vector attention_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm, post_attention,
+        post_ffn;
+    bool sliding = false;
+  };
+  std::vector<Layer> blocks;
+  std::vector<std::vector<Vector>> keys, values;  // [layer][position]
+  int64_t position = 0;
+
+  std::string key(const std::string& name) const { return arch + "." + name; }
+
+  Vector vector(const std::string& name) const {
+    const engine::GgufTensorInfo* tensor = file->find_tensor(name);
+    if (tensor == nullptr) throw std::runtime_error("reference: no tensor " + name);
+    if (tensor->type != kernels::TensorType::f32)
+      throw std::runtime_error("reference: " + name + " is not f32");
+    size_t count = 1;
+    for (int64_t extent : tensor->shape)
+      count *= static_cast<size_t>(extent);
+    std::vector<float> floats(count);
+    std::memcpy(floats.data(), tensor->data, count * sizeof(float));
+    return Vector(floats.begin(), floats.end());
+  }
+  Matrix matrix(const std::string& name) const {
+    const engine::GgufTensorInfo* tensor = file->find_tensor(name);
+    if (tensor == nullptr) throw std::runtime_error("reference: no tensor " + name);
+    return {tensor->shape[1], tensor->shape[0], vector(name)};
+  }
+  bool has(const std::string& name) const { return file->find_tensor(name) != nullptr; }
+
+  Rope make_rope(double base, bool scaled) const {
+    Rope rope;
+    const int64_t pairs = rope_dims / 2;
+    for (int64_t i = 0; i < pairs; ++i)
+      rope.inverse_frequency.push_back(
+          std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims)));
+    if (!scaled) return rope;
+    std::string type = file->get_string_or(key("rope.scaling.type")).value_or("none");
+    double factor = file->get_float_or(key("rope.scaling.factor")).value_or(0.0);
+    double original =
+        static_cast<double>(file->get_unsigned_or(key("rope.scaling.original_context_length"))
+                                .value_or(static_cast<uint64_t>(context)));
+    rope.magnitude = file->get_float_or(key("rope.scaling.attn_factor")).value_or(1.0);
+    if (type == "linear") {
+      rope.position_scale = 1 / factor;
+    } else if (type == "yarn") {
+      // YaRN (transformers' _compute_yarn_parameters): interpolate the low frequencies by the
+      // factor, keep the high ones, ramp between, and scale the magnitude by 0.1 ln(factor) + 1.
+      auto correction = [&](double rotations) {
+        return static_cast<double>(rope_dims) *
+               std::log(original / (rotations * 2 * 3.141592653589793)) / (2 * std::log(base));
+      };
+      double low = std::max(0.0, std::floor(correction(32)));
+      double high = std::min(static_cast<double>(rope_dims - 1), std::ceil(correction(1)));
+      if (low == high) high += 0.001;
+      for (int64_t i = 0; i < pairs; ++i) {
+        double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        double extrapolation = 1 - ramp;
+        double f = rope.inverse_frequency[static_cast<size_t>(i)];
+        rope.inverse_frequency[static_cast<size_t>(i)] =
+            f / factor * (1 - extrapolation) + f * extrapolation;
+      }
+      rope.magnitude *= 0.1 * std::log(factor) + 1;
+    } else if (type != "none") {
+      throw std::runtime_error("reference: rope scaling " + type);
+    }
+    // Llama 3's factors and Phi-3's LongRoPE divide the frequencies pair by pair.
+    std::string factors_name = "rope_freqs.weight";
+    if (arch == "phi3") {
+      factors_name = static_cast<double>(context) > original ? "rope_factors_long.weight"
+                                                             : "rope_factors_short.weight";
+    }
+    if (has(factors_name)) {
+      Vector factors = vector(factors_name);
+      for (int64_t i = 0; i < pairs; ++i)
+        rope.inverse_frequency[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
+    }
+    return rope;
+  }
+
+  void rotate(double* head, const Rope& rope) const {
+    const int64_t pairs = rope_dims / 2;
+    for (int64_t i = 0; i < pairs; ++i) {
+      double angle = static_cast<double>(position) * rope.position_scale *
+                     rope.inverse_frequency[static_cast<size_t>(i)];
+      double c = std::cos(angle) * rope.magnitude, s = std::sin(angle) * rope.magnitude;
+      int64_t a = adjacent_pairs ? 2 * i : i, b = adjacent_pairs ? 2 * i + 1 : i + pairs;
+      double x0 = head[a], x1 = head[b];
+      head[a] = x0 * c - x1 * s;
+      head[b] = x0 * s + x1 * c;
+    }
+  }
+};
+
+ArchitectureReference::ArchitectureReference(const std::string& path)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.file = engine::GgufFile::open(path);
+  const engine::GgufFile& f = *s.file;
+  s.arch = f.get_string("general.architecture");
+  const std::string& arch = s.arch;
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" &&
+      arch != "gemma3" && arch != "phi3") {
+    throw std::runtime_error("reference: architecture " + arch);
+  }
+  s.dim = static_cast<int64_t>(f.get_unsigned(s.key("embedding_length")));
+  s.layers = static_cast<int64_t>(f.get_unsigned(s.key("block_count")));
+  s.heads = static_cast<int64_t>(f.get_unsigned(s.key("attention.head_count")));
+  s.kv_heads = static_cast<int64_t>(f.get_unsigned(s.key("attention.head_count_kv")));
+  s.head_dim = s.dim / s.heads;
+  s.ffn = static_cast<int64_t>(f.get_unsigned(s.key("feed_forward_length")));
+  s.context = static_cast<int64_t>(f.get_unsigned(s.key("context_length")));
+  s.rope_dims = static_cast<int64_t>(
+      f.get_unsigned_or(s.key("rope.dimension_count")).value_or(static_cast<uint64_t>(s.head_dim)));
+  s.epsilon = f.get_float(s.key("attention.layer_norm_rms_epsilon"));
+  s.window = static_cast<int64_t>(f.get_unsigned_or(s.key("attention.sliding_window")).value_or(0));
+  s.adjacent_pairs = arch == "llama";
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
+  if (arch == "gemma2") {
+    s.attention_cap = f.get_float(s.key("attn_logit_softcapping"));
+    s.final_cap = f.get_float(s.key("final_logit_softcapping"));
+  }
+  double base = f.get_float_or(s.key("rope.freq_base")).value_or(10000.0);
+  s.global_rope = s.make_rope(base, true);
+  // Gemma 3's local layers: base 10000, unscaled.
+  s.local_rope = arch == "gemma3" ? s.make_rope(10000.0, false) : s.global_rope;
+
+  s.embedding = s.matrix("token_embd.weight");
+  s.output = s.has("output.weight") ? s.matrix("output.weight") : s.embedding;
+  s.output_norm = s.vector("output_norm.weight");
+  const int64_t q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
+  for (int64_t l = 0; l < s.layers; ++l) {
+    std::string p = "blk." + std::to_string(l) + ".";
+    State::Layer layer;
+    layer.attention_norm = s.vector(p + "attn_norm.weight");
+    layer.ffn_norm = s.vector(p + "ffn_norm.weight");
+    if (arch == "phi3") {
+      Matrix qkv = s.matrix(p + "attn_qkv.weight");
+      layer.q = qkv.rows_from(0, q_dim);
+      layer.k = qkv.rows_from(q_dim, kv_dim);
+      layer.v = qkv.rows_from(q_dim + kv_dim, kv_dim);
+      Matrix gate_up = s.matrix(p + "ffn_up.weight");
+      layer.gate = gate_up.rows_from(0, s.ffn);
+      layer.up = gate_up.rows_from(s.ffn, s.ffn);
+    } else {
+      layer.q = s.matrix(p + "attn_q.weight");
+      layer.k = s.matrix(p + "attn_k.weight");
+      layer.v = s.matrix(p + "attn_v.weight");
+      layer.gate = s.matrix(p + "ffn_gate.weight");
+      layer.up = s.matrix(p + "ffn_up.weight");
+    }
+    layer.o = s.matrix(p + "attn_output.weight");
+    layer.down = s.matrix(p + "ffn_down.weight");
+    if (arch == "qwen2") {
+      layer.q_bias = s.vector(p + "attn_q.bias");
+      layer.k_bias = s.vector(p + "attn_k.bias");
+      layer.v_bias = s.vector(p + "attn_v.bias");
+    }
+    if (arch == "qwen3" || arch == "gemma3") {
+      layer.q_norm = s.vector(p + "attn_q_norm.weight");
+      layer.k_norm = s.vector(p + "attn_k_norm.weight");
+    }
+    if (gemma) {
+      layer.post_attention = s.vector(p + "post_attention_norm.weight");
+      layer.post_ffn = s.vector(p + "post_ffw_norm.weight");
+    }
+    if (s.window > 0) {
+      if (arch == "gemma2") {
+        layer.sliding = l % 2 == 0;
+      } else if (arch == "gemma3") {
+        layer.sliding = (l + 1) % 6 != 0;
+      } else {
+        layer.sliding = true;
+      }
+    }
+    s.blocks.push_back(std::move(layer));
+  }
+  s.keys.resize(static_cast<size_t>(s.layers));
+  s.values.resize(static_cast<size_t>(s.layers));
+}
+
+ArchitectureReference::~ArchitectureReference() = default;
+
+std::vector<double> ArchitectureReference::step(int32_t token) {
+  State& s = *state_;
+  const bool gemma = s.arch == "gemma2" || s.arch == "gemma3";
+  const int64_t hd = s.head_dim;
+  Vector x(s.embedding.values.begin() + token * s.dim,
+           s.embedding.values.begin() + (token + 1) * s.dim);
+  if (gemma) {
+    for (double& value : x)
+      value *= std::sqrt(static_cast<double>(s.dim));
+  }
+  auto add = [](Vector& y, const Vector& b) {
+    for (size_t i = 0; i < y.size(); ++i)
+      y[i] += b[i];
+  };
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const State::Layer& layer = s.blocks[static_cast<size_t>(l)];
+    Vector h = rms_norm(x, layer.attention_norm, s.epsilon);
+    Vector q = layer.q.times(h), k = layer.k.times(h), v = layer.v.times(h);
+    if (!layer.q_bias.empty()) {
+      add(q, layer.q_bias);
+      add(k, layer.k_bias);
+      add(v, layer.v_bias);
+    }
+    auto norm_heads = [&](Vector& rows, const Vector& weight) {
+      for (size_t head = 0; head * hd < rows.size(); ++head) {
+        Vector one(rows.begin() + static_cast<int64_t>(head) * hd,
+                   rows.begin() + static_cast<int64_t>(head + 1) * hd);
+        one = rms_norm(one, weight, s.epsilon);
+        std::copy(one.begin(), one.end(), rows.begin() + static_cast<int64_t>(head) * hd);
+      }
+    };
+    if (!layer.q_norm.empty()) {
+      norm_heads(q, layer.q_norm);
+      norm_heads(k, layer.k_norm);
+    }
+    const Rope& rope = layer.sliding ? s.local_rope : s.global_rope;
+    for (int64_t head = 0; head < s.heads; ++head)
+      s.rotate(q.data() + head * hd, rope);
+    for (int64_t head = 0; head < s.kv_heads; ++head)
+      s.rotate(k.data() + head * hd, rope);
+    s.keys[static_cast<size_t>(l)].push_back(k);
+    s.values[static_cast<size_t>(l)].push_back(v);
+
+    const auto& keys = s.keys[static_cast<size_t>(l)];
+    const auto& values = s.values[static_cast<size_t>(l)];
+    const int64_t first = layer.sliding ? std::max<int64_t>(0, s.position + 1 - s.window) : 0;
+    const int64_t group = s.heads / s.kv_heads;
+    Vector attended(static_cast<size_t>(s.heads * hd), 0.0);
+    for (int64_t head = 0; head < s.heads; ++head) {
+      const int64_t kv = head / group;
+      std::vector<double> scores;
+      for (int64_t p = first; p <= s.position; ++p) {
+        double dot = 0;
+        for (int64_t d = 0; d < hd; ++d)
+          dot += q[static_cast<size_t>(head * hd + d)] *
+                 keys[static_cast<size_t>(p)][static_cast<size_t>(kv * hd + d)];
+        dot /= std::sqrt(static_cast<double>(hd));
+        if (s.attention_cap > 0) dot = s.attention_cap * std::tanh(dot / s.attention_cap);
+        scores.push_back(dot);
+      }
+      double largest = *std::max_element(scores.begin(), scores.end());
+      double total = 0;
+      for (double& score : scores)
+        total += (score = std::exp(score - largest));
+      for (int64_t p = first; p <= s.position; ++p) {
+        double weight = scores[static_cast<size_t>(p - first)] / total;
+        for (int64_t d = 0; d < hd; ++d)
+          attended[static_cast<size_t>(head * hd + d)] +=
+              weight * values[static_cast<size_t>(p)][static_cast<size_t>(kv * hd + d)];
+      }
+    }
+    Vector projected = layer.o.times(attended);
+    if (gemma) projected = rms_norm(projected, layer.post_attention, s.epsilon);
+    add(x, projected);
+
+    h = rms_norm(x, layer.ffn_norm, s.epsilon);
+    Vector gate = layer.gate.times(h), up = layer.up.times(h);
+    for (size_t i = 0; i < gate.size(); ++i)
+      gate[i] = (gemma ? gelu_tanh(gate[i]) : silu(gate[i])) * up[i];
+    Vector down = layer.down.times(gate);
+    if (gemma) down = rms_norm(down, layer.post_ffn, s.epsilon);
+    add(x, down);
+  }
+  ++s.position;
+  Vector logits = s.output.times(rms_norm(x, s.output_norm, s.epsilon));
+  if (s.final_cap > 0) {
+    for (double& logit : logits)
+      logit = s.final_cap * std::tanh(logit / s.final_cap);
+  }
+  return logits;
+}
+
+}  // namespace chatflow::testing

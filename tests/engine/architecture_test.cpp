@@ -1,0 +1,128 @@
+// Every model family against the double-precision reference written from its published
+// definition: make-model files (f32 weights, f32 KV cache) for each architecture and rope form,
+// prompts long enough that sliding windows slide, logits compared after a prefill and after
+// each decoded token.
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "architecture_reference.h"
+#include "framework/engine/compute_threads.h"
+#include "framework/engine/kv_cache.h"
+#include "framework/engine/transformer.h"
+#include "support/temp_model.h"
+
+namespace chatflow::engine {
+namespace {
+
+struct Family {
+  const char* name;
+  const char* architecture;
+  const char* rope_scaling;
+  int64_t layers;
+  int64_t sliding_window;
+  float weight_scale;
+};
+
+std::ostream& operator<<(std::ostream& out, const Family& family) {
+  return out << family.name;
+}
+
+ModelShape shape_of(const Family& family) {
+  ModelShape shape;
+  shape.architecture = family.architecture;
+  shape.rope_scaling = family.rope_scaling;
+  shape.sliding_window = family.sliding_window;
+  shape.weight_scale = family.weight_scale;
+  shape.dim = 64;
+  shape.layers = family.layers;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.ffn = 96;
+  shape.context = 256;
+  shape.type = kernels::TensorType::f32;
+  shape.rope_base = 10000.0f;
+  return shape;
+}
+
+class Architectures : public ::testing::TestWithParam<Family> {};
+
+TEST_P(Architectures, LogitsMatchTheReferenceWithin1e4) {
+  const Family& family = GetParam();
+  const std::string path = testing::temp_model(shape_of(family));
+  auto model = Model::load(path);
+  Transformer transformer(model);
+  ComputeThreads threads(2);
+  KvCache cache(model->config(), 16, 16, kernels::KvType::f32);
+  testing::ArchitectureReference reference(path);
+
+  const int64_t vocabulary = model->config().vocabulary;
+  std::vector<TokenId> prompt;
+  for (int i = 0; i < 30; ++i)
+    prompt.push_back(static_cast<TokenId>((i * 37 + 5) % vocabulary));
+  std::vector<double> expected;
+  for (TokenId token : prompt)
+    expected = reference.step(token);
+
+  KvSequence sequence;
+  auto run = [&](std::span<const TokenId> tokens) {
+    reserve(cache, sequence, sequence.length + static_cast<int64_t>(tokens.size()));
+    std::vector<float> logits(static_cast<size_t>(vocabulary));
+    SequenceChunk chunk{&sequence, tokens, true};
+    transformer.forward({&chunk, 1}, cache, threads, logits);
+    return logits;
+  };
+  auto compare = [&](const std::vector<float>& actual, const std::string& when) {
+    double largest = 1;
+    for (double value : expected)
+      largest = std::max(largest, std::fabs(value));
+    double worst = 0;
+    for (size_t i = 0; i < actual.size(); ++i)
+      worst = std::max(worst, std::fabs(actual[i] - expected[i]));
+    EXPECT_LE(worst / largest, 1e-4) << family.name << " " << when << ": largest difference "
+                                     << worst << " against logits up to " << largest;
+  };
+  compare(run(prompt), "after the prompt");
+  TokenId next = 11;
+  for (int i = 0; i < 12; ++i) {
+    expected = reference.step(next);
+    compare(run({&next, 1}), "at decode step " + std::to_string(i));
+    next = static_cast<TokenId>((next * 7 + 3) % vocabulary);
+  }
+}
+
+// Windows of 12 positions against prompts of 30 and more: the window moves in every test.
+INSTANTIATE_TEST_SUITE_P(
+    Families, Architectures,
+    ::testing::Values(Family{"llama", "llama", "none", 2, 0, 0.08f},
+                      Family{"llama_llama3_rope", "llama", "llama3", 2, 0, 0.08f},
+                      Family{"llama_linear_rope", "llama", "linear", 2, 0, 0.08f},
+                      Family{"llama_yarn", "llama", "yarn", 2, 0, 0.08f},
+                      Family{"mistral_sliding_window", "llama", "none", 2, 12, 0.08f},
+                      Family{"qwen2", "qwen2", "none", 2, 0, 0.08f},
+                      Family{"qwen2_yarn", "qwen2", "yarn", 2, 0, 0.08f},
+                      Family{"qwen3", "qwen3", "none", 2, 0, 0.08f},
+                      Family{"gemma2", "gemma2", "none", 3, 12, 0.04f},
+                      Family{"gemma3", "gemma3", "linear", 7, 12, 0.04f},
+                      Family{"phi3", "phi3", "none", 2, 12, 0.08f},
+                      Family{"phi3_longrope", "phi3", "longrope", 2, 12, 0.08f}),
+    [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
+
+TEST(Architectures, UnknownArchitectureIsRefusedByName) {
+  ModelShape shape = shape_of(Family{"x", "llama", "none", 1, 0, 0.08f});
+  shape.architecture = "mamba";
+  EXPECT_THROW(
+      {
+        try {
+          write_random_model(shape, testing::temp_path("mamba.gguf"));
+        } catch (const std::invalid_argument& error) {
+          EXPECT_NE(std::string(error.what()).find("'mamba'"), std::string::npos) << error.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace chatflow::engine

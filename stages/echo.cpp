@@ -10,6 +10,7 @@ namespace {
 struct EchoConfig {
   std::string prefix;
   int words_per_chunk = 1;
+  std::string reasoning_format = "none";
 };
 
 class EchoStage final : public RequestStage {
@@ -23,6 +24,8 @@ class EchoStage final : public RequestStage {
     if (!has_user_message) {
       throw RequestFailure(400, "invalid_request_error", "echo needs a user message to repeat");
     }
+    // Standing in for a reasoning model: <think>...</think> in the echoed text is its reasoning.
+    request.reasoning = {config_.reasoning_format == "deepseek", false};
     ChunkWriter writer = io.open_stream(kOut);
     std::string text =
         config_.prefix +
@@ -60,6 +63,11 @@ StageTypeInfo echo_stage_type() {
   type.config()
       .key("words_per_chunk", &EchoConfig::words_per_chunk, "words in each streamed chunk")
       .range(1, 1'000'000);
+  type.config()
+      .key("reasoning_format", &EchoConfig::reasoning_format,
+           "deepseek: <think>...</think> in the echoed text is reasoning, as a reasoning "
+           "model's would be (for testing what follows a model)")
+      .choices({"none", "deepseek"});
   type.create(
       [](const EchoConfig& config, StageContext&) { return std::make_unique<EchoStage>(config); });
   return type.build();

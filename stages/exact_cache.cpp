@@ -59,6 +59,7 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
       request.annotate("cache", "exact");
       request.usage = answer->usage;
       request.citations = answer->citations;
+      request.reasoning = answer->reasoning;
       ChunkWriter writer = io.open_stream(kHit);
       for (const auto& text : answer->chunks)
         writer.write(Chunk::delta(text));

@@ -39,17 +39,33 @@ engine::ChatTemplate chat_template_named(const std::string& name, const engine::
   throw ConfigError("unknown chat template '" + name + "'");
 }
 
+bool splits_reasoning(const std::string& format, const engine::Model& model) {
+  if (format == "deepseek") return true;
+  if (format == "none") return false;
+  return model.config().chat_template.find("<think>") != std::string::npos;
+}
+
+// A prompt that ends inside "<think>" (then whitespace at most): the answer starts reasoning.
+bool opens_reasoning(std::string_view prompt) {
+  while (!prompt.empty() &&
+         (prompt.back() == '\n' || prompt.back() == ' ' || prompt.back() == '\r'))
+    prompt.remove_suffix(1);
+  constexpr std::string_view kOpen = "<think>";
+  return prompt.size() >= kOpen.size() && prompt.substr(prompt.size() - kOpen.size()) == kOpen;
+}
+
 }  // namespace
 
 GgufModel::GgufModel(const GgufModelConfig& config)
     : model_(engine::Model::load(config.path)),
       scheduler_(std::make_unique<engine::Scheduler>(model_, scheduler_config(config, *model_))),
       chat_template_(chat_template_named(config.chat_template, *model_)),
+      splits_reasoning_(splits_reasoning(config.reasoning_format, *model_)),
       name_(config.name.empty() ? std::filesystem::path(config.path).stem().string() : config.name),
       block_tokens_(config.kv_cache.block_tokens) {}
 
-std::vector<int32_t> GgufModel::encode_prompt(const Request& request,
-                                              bool add_generation_prompt) const {
+std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_generation_prompt,
+                                              Request::ReasoningSplit* reasoning) const {
   const engine::Tokenizer& tokenizer = this->tokenizer();
   std::vector<engine::TokenId> ids;
   if (request.kind == RequestKind::completion) {
@@ -78,6 +94,8 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request,
         chat_template_, messages, tokenizer.vocabulary(), add_generation_prompt);
     ids = tokenizer.encode_trusted(prompt.text, /*add_special=*/!prompt.includes_bos,
                                    prompt.template_ranges);
+    if (reasoning)
+      *reasoning = {splits_reasoning_, splits_reasoning_ && opens_reasoning(prompt.text)};
   }
   if (ids.empty()) {
     throw RequestFailure(
@@ -170,6 +188,11 @@ ResourceTypeInfo gguf_model_resource_type() {
       .key("chat_template", &GgufModelConfig::chat_template,
            "auto (from the GGUF) or a named format")
       .choices({"auto", "chatml", "llama-2", "llama-3", "mistral", "zephyr", "phi-3", "plain"});
+  type.config()
+      .key("reasoning_format", &GgufModelConfig::reasoning_format,
+           "auto: <think>...</think> becomes reasoning_content when the chat template uses the "
+           "markers; deepseek: always; none: never")
+      .choices({"auto", "none", "deepseek"});
   type.config().key("name", &GgufModelConfig::name,
                     "the model id the API reports; default: the file name");
   type.config().object("kv_cache", &GgufModelConfig::kv_cache, kv_cache, "the paged KV cache");

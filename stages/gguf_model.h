@@ -37,6 +37,9 @@ struct GgufModelConfig {
   std::string backend = "auto";
   int threads = 0;
   std::string chat_template = "auto";
+  // auto: split <think>...</think> into reasoning_content when the chat template knows the
+  // markers; deepseek: always; none: leave the text as the model wrote it.
+  std::string reasoning_format = "auto";
   std::string name;
   KvCacheConfig kv_cache;
   SchedulerSettings scheduler;
@@ -71,7 +74,10 @@ class GgufModel final : public Resource, public ServedModel {
   // The request's prompt as token ids: chat messages through the chat template (control tokens
   // only where the template wrote them), a completion prompt as it is. Throws RequestFailure
   // (400) for no messages, an unknown role or an empty prompt.
-  std::vector<int32_t> encode_prompt(const Request& request, bool add_generation_prompt) const;
+  // `reasoning`, when given, receives how the answer to this prompt splits (reasoning_format,
+  // and whether the rendered prompt ends inside an opened thinking block).
+  std::vector<int32_t> encode_prompt(const Request& request, bool add_generation_prompt,
+                                     Request::ReasoningSplit* reasoning = nullptr) const;
 
   // Starts generating `request.prompt_tokens` and defers the request: it continues through
   // `resume_port` of the deferring stage when the first token exists. A request that can never
@@ -100,6 +106,7 @@ class GgufModel final : public Resource, public ServedModel {
   std::shared_ptr<const engine::Model> model_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   engine::ChatTemplate chat_template_;
+  bool splits_reasoning_ = false;
   std::string name_;
   int64_t block_tokens_;
 };

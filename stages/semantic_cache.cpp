@@ -172,6 +172,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     request.annotate("cache", "semantic");
     request.usage = cached.usage;
     request.citations = cached.citations;
+    request.reasoning = cached.reasoning;
     ChunkWriter writer = io.open_stream(kHit);
     for (const auto& chunk : cached.chunks)
       writer.write(Chunk::delta(chunk));

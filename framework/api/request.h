@@ -158,6 +158,15 @@ class Request : public std::enable_shared_from_this<Request> {
   // --- What stages found out. ---
   Usage usage;
   std::vector<int32_t> prompt_tokens;  // set by the tokenize stage
+  // Whether the answer's text splits into reasoning (inside <think>...</think>) and content for
+  // the client, and whether the prompt itself opened the thinking block (DeepSeek-R1's template
+  // ends with "<think>\n"): set where the prompt is rendered, or by a cache from the answer it
+  // replays. The text itself keeps the markers, so moderation screens the reasoning too and
+  // history hands it back to the template, which keeps or drops it.
+  struct ReasoningSplit {
+    bool enabled = false;
+    bool open_at_start = false;
+  } reasoning;
   GenerationTimes generation_times;
 
   // Typed objects one stage leaves for a later one (e.g. prefill's generation handle for decode).

@@ -29,6 +29,7 @@ std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const Record
   cached->finish = *answer.finish;
   cached->usage = answer.usage;
   cached->citations = done.citations;
+  cached->reasoning = done.reasoning;
   cached->tenant = done.identity.tenant;
   cached->model = done.model;
   cached->expires = std::chrono::steady_clock::now() + ttl;

@@ -25,6 +25,7 @@ struct CachedAnswer {
   std::string model;
   std::string conversation;  // the conversation's digest without parameters, for corrections
   std::vector<ContextPassage> citations;  // what the answer cited, returned with it on a hit
+  Request::ReasoningSplit reasoning;      // how its text splits for the client
   std::chrono::steady_clock::time_point expires;
 
   size_t bytes() const;

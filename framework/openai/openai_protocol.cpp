@@ -485,7 +485,8 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
     return object;
   };
   auto choice = [&](const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                    bool with_role, std::optional<FinishReason> finish) {
+                    bool with_role, std::optional<FinishReason> finish,
+                    const std::string& reasoning = {}) {
     json::value finish_value =
         finish ? json::value(std::string(to_string(*finish))) : json::value(nullptr);
     if (!chat) {
@@ -496,6 +497,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
     }
     json::object delta;
     if (with_role) delta["role"] = "assistant";
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     if (with_role || !text.empty()) delta["content"] = text;
     return json::object{{"index", 0},
                         {"delta", delta},
@@ -503,13 +505,25 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                         {"finish_reason", finish_value}};
   };
   std::string text = text::repair(chunk.text);
+  std::string reasoning;
+  if (chat && request.reasoning.enabled) {
+    if (!reasoning_) reasoning_.emplace(request.reasoning.open_at_start);
+    ReasoningSplitter::Pieces pieces = reasoning_->push(text);
+    if (chunk.is_final()) {
+      ReasoningSplitter::Pieces rest = reasoning_->finish();
+      pieces.reasoning += rest.reasoning;
+      pieces.content += rest.content;
+    }
+    text = std::move(pieces.content);
+    reasoning = std::move(pieces.reasoning);
+  }
   std::string encoded;
   if (chat && !role_sent_) {
     encoded += event(envelope({choice("", {}, true, std::nullopt)}));
     role_sent_ = true;
   }
-  if (!text.empty() || !chunk.logprobs.empty()) {
-    encoded += event(envelope({choice(text, chunk.logprobs, false, std::nullopt)}));
+  if (!text.empty() || !reasoning.empty() || !chunk.logprobs.empty()) {
+    encoded += event(envelope({choice(text, chunk.logprobs, false, std::nullopt, reasoning)}));
   }
   if (chunk.is_final()) {
     encoded += event(envelope({choice("", {}, false, chunk.finish)}));
@@ -531,8 +545,16 @@ std::string completion_json(const Request& request, const std::string& text,
   json::value logprobs_value = chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs);
   json::object choice;
   if (chat) {
+    json::object message{{"role", "assistant"}, {"content", text::repair(text)}};
+    if (request.reasoning.enabled) {
+      ReasoningSplitter::Pieces pieces =
+          ReasoningSplitter::split(text::repair(text), request.reasoning.open_at_start);
+      message["content"] = pieces.content;
+      message["reasoning_content"] =
+          pieces.reasoning.empty() ? json::value(nullptr) : json::value(pieces.reasoning);
+    }
     choice = {{"index", 0},
-              {"message", {{"role", "assistant"}, {"content", text::repair(text)}}},
+              {"message", std::move(message)},
               {"logprobs", logprobs_value},
               {"finish_reason", finish}};
   } else {

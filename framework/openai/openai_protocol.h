@@ -3,12 +3,14 @@
 // "fixed": a wrong type or out-of-range value is a 400 naming the parameter.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "framework/api/capabilities.h"
 #include "framework/api/request.h"
+#include "framework/openai/reasoning_split.h"
 
 namespace chatflow::openai {
 
@@ -57,6 +59,7 @@ class SseEncoder {
  private:
   bool role_sent_ = false;
   bool citations_sent_ = false;
+  std::optional<ReasoningSplitter> reasoning_;  // for requests whose answer splits
 };
 
 }  // namespace chatflow::openai

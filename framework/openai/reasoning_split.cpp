@@ -1,0 +1,91 @@
+#include "framework/openai/reasoning_split.h"
+
+namespace chatflow::openai {
+namespace {
+
+constexpr std::string_view kOpen = "<think>";
+constexpr std::string_view kClose = "</think>";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+// The length of the longest suffix of `text` that is a proper prefix of `marker`: text that
+// may turn out to be the marker once more arrives.
+size_t partial_marker(std::string_view text, std::string_view marker) {
+  for (size_t length = std::min(text.size(), marker.size() - 1); length > 0; --length) {
+    if (text.substr(text.size() - length) == marker.substr(0, length)) return length;
+  }
+  return 0;
+}
+
+}  // namespace
+
+ReasoningSplitter::ReasoningSplitter(bool open_at_start)
+    : part_(open_at_start ? Part::reasoning : Part::undecided) {}
+
+void ReasoningSplitter::emit(std::string_view text, Pieces& pieces) {
+  if (at_part_start_) {
+    size_t first = 0;
+    while (first < text.size() && is_space(text[first]))
+      ++first;
+    text.remove_prefix(first);
+    if (text.empty()) return;
+    at_part_start_ = false;
+  }
+  (part_ == Part::reasoning ? pieces.reasoning : pieces.content).append(text);
+}
+
+ReasoningSplitter::Pieces ReasoningSplitter::push(std::string_view text) {
+  Pieces pieces;
+  held_.append(text);
+  if (part_ == Part::undecided) {
+    // Only an answer that opens with the marker (after whitespace) reasons.
+    size_t first = 0;
+    while (first < held_.size() && is_space(held_[first]))
+      ++first;
+    std::string_view rest = std::string_view(held_).substr(first);
+    if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) return pieces;
+    if (rest.substr(0, kOpen.size()) == kOpen) {
+      part_ = Part::reasoning;
+      held_.erase(0, first + kOpen.size());
+    } else {
+      part_ = Part::content;
+    }
+  }
+  if (part_ == Part::reasoning) {
+    size_t close = held_.find(kClose);
+    if (close == std::string::npos) {
+      size_t keep = partial_marker(held_, kClose);
+      emit(std::string_view(held_).substr(0, held_.size() - keep), pieces);
+      held_.erase(0, held_.size() - keep);
+      return pieces;
+    }
+    emit(std::string_view(held_).substr(0, close), pieces);
+    held_.erase(0, close + kClose.size());
+    part_ = Part::content;
+    at_part_start_ = true;
+  }
+  emit(held_, pieces);
+  held_.clear();
+  return pieces;
+}
+
+ReasoningSplitter::Pieces ReasoningSplitter::finish() {
+  Pieces pieces;
+  if (part_ == Part::undecided) part_ = Part::content;
+  emit(held_, pieces);
+  held_.clear();
+  return pieces;
+}
+
+ReasoningSplitter::Pieces ReasoningSplitter::split(std::string_view text, bool open_at_start) {
+  ReasoningSplitter splitter(open_at_start);
+  Pieces pieces = splitter.push(text);
+  Pieces rest = splitter.finish();
+  pieces.reasoning += rest.reasoning;
+  pieces.content += rest.content;
+  return pieces;
+}
+
+}  // namespace chatflow::openai

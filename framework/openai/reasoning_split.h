@@ -1,0 +1,38 @@
+// Splits a model's answer into reasoning and content as reasoning models write it:
+// "<think>reasoning</think>content" (QwQ, Qwen3), or "reasoning</think>content" when the prompt
+// opened the block (DeepSeek-R1). Streaming: text arrives in arbitrary pieces, so a piece that
+// could be the start of a marker is held back until the next one decides; whitespace at the
+// start of either part is dropped, as vLLM and llama.cpp's server present it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace chatflow::openai {
+
+class ReasoningSplitter {
+ public:
+  explicit ReasoningSplitter(bool open_at_start);
+
+  struct Pieces {
+    std::string reasoning;
+    std::string content;
+  };
+  // The parts of `text` that can be told apart now.
+  Pieces push(std::string_view text);
+  // Whatever was held back, once the answer has ended.
+  Pieces finish();
+
+  // The whole of an answer at once.
+  static Pieces split(std::string_view text, bool open_at_start);
+
+ private:
+  enum class Part { undecided, reasoning, content };
+  Part part_;
+  bool at_part_start_ = true;  // no text of the current part emitted yet
+  std::string held_;
+
+  void emit(std::string_view text, Pieces& pieces);
+};
+
+}  // namespace chatflow::openai

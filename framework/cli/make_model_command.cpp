@@ -30,6 +30,8 @@ struct MakeModelOptions {
   std::string vocabulary_from;
   std::string rope_scaling = "none";
   int64_t sliding_window = 0;
+  int64_t experts = 0;
+  int64_t experts_used = 2;
   std::string output;
 };
 
@@ -48,6 +50,8 @@ int make_model_command(const MakeModelOptions& options) {
   shape.vocabulary_from = options.vocabulary_from;
   shape.rope_scaling = options.rope_scaling;
   shape.sliding_window = options.sliding_window;
+  shape.experts = options.experts;
+  shape.experts_used = options.experts > 0 ? options.experts_used : 0;
   if (!engine::quantization_recipe(options.type)) {
     std::cerr << "chatflow: make-model: unknown type '" << options.type
               << "' (expected one of: " << engine::quantization_recipe_names() << ")\n";
@@ -72,7 +76,7 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   auto* command =
       app.add_subcommand("make-model", "Write a random-weight GGUF model of any shape and type");
   command->add_option("--arch", options->architecture, engine::writable_architectures())
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}))
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen2moe", "qwen3", "gemma2", "gemma3", "phi3"}))
       ->capture_default_str();
   command
       ->add_option("--rope-scaling", options->rope_scaling,
@@ -85,6 +89,13 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
                    "sliding-window attention's window (default: a quarter of the context for "
                    "gemma2, gemma3 and phi3; none for the others)")
       ->check(CLI::Range(0, 1 << 22));
+  command
+      ->add_option("--experts", options->experts,
+                   "a mixture of experts: llama (Mixtral's layout) or qwen2moe (which needs it)")
+      ->check(CLI::Range(0, 256));
+  command->add_option("--experts-used", options->experts_used, "experts per token")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   command->add_option("--dim", options->dim, "embedding length")
       ->check(CLI::Range(2, 65536))
       ->capture_default_str();

@@ -51,6 +51,20 @@ class WeightLoader {
     return {info.type, info.data, rows, columns, kernels::row_bytes(info.type, columns)};
   }
 
+  // A [columns, rows, experts] tensor as one matrix per expert.
+  std::vector<WeightMatrix> experts(const std::string& name, int64_t columns, int64_t rows,
+                                    int64_t count, const std::string& why) {
+    const GgufTensorInfo& info = tensor(name);
+    expect_shape(info, {columns, rows, count}, why + ", per expert");
+    bytes_ += info.bytes;
+    WeightMatrix all{info.type, info.data, rows * count, columns,
+                     kernels::row_bytes(info.type, columns)};
+    std::vector<WeightMatrix> each;
+    for (int64_t e = 0; e < count; ++e)
+      each.push_back(rows_of(all, e * rows, rows));
+    return each;
+  }
+
   // Consecutive rows of `fused` as a matrix of its own (phi3's qkv and gate+up matrices).
   static WeightMatrix rows_of(const WeightMatrix& fused, int64_t first, int64_t count) {
     WeightMatrix part = fused;
@@ -127,20 +141,48 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
       weights.query = WeightLoader::rows_of(qkv, 0, q_dim);
       weights.key = WeightLoader::rows_of(qkv, q_dim, kv_dim);
       weights.value = WeightLoader::rows_of(qkv, q_dim + kv_dim, kv_dim);
-      WeightMatrix gate_up = loader.matrix(prefix + "ffn_up.weight", dim, 2 * config.ffn,
-                                           dims + ", gate and up of " + ffn);
-      weights.gate = WeightLoader::rows_of(gate_up, 0, config.ffn);
-      weights.up = WeightLoader::rows_of(gate_up, config.ffn, config.ffn);
     } else {
       weights.query = loader.matrix(prefix + "attn_q.weight", dim, q_dim, dims + ", " + heads);
       weights.key = loader.matrix(prefix + "attn_k.weight", dim, kv_dim, dims + ", " + kv_heads);
       weights.value = loader.matrix(prefix + "attn_v.weight", dim, kv_dim, dims + ", " + kv_heads);
-      weights.gate = loader.matrix(prefix + "ffn_gate.weight", dim, config.ffn, dims + ", " + ffn);
-      weights.up = loader.matrix(prefix + "ffn_up.weight", dim, config.ffn, dims + ", " + ffn);
     }
     weights.output = loader.matrix(prefix + "attn_output.weight", q_dim, dim, heads + ", " + dims);
-    weights.down =
-        loader.matrix(prefix + "ffn_down.weight", config.ffn, dim, "feed_forward_length, " + dims);
+    if (config.experts > 0) {
+      const std::string experts = std::to_string(config.experts) + " experts";
+      const std::string expert_ffn =
+          "expert feed_forward_length " + std::to_string(config.expert_ffn);
+      weights.router =
+          loader.matrix(prefix + "ffn_gate_inp.weight", dim, config.experts, dims + ", " + experts);
+      weights.expert_gate = loader.experts(prefix + "ffn_gate_exps.weight", dim, config.expert_ffn,
+                                           config.experts, dims + ", " + expert_ffn);
+      weights.expert_up = loader.experts(prefix + "ffn_up_exps.weight", dim, config.expert_ffn,
+                                         config.experts, dims + ", " + expert_ffn);
+      weights.expert_down = loader.experts(prefix + "ffn_down_exps.weight", config.expert_ffn, dim,
+                                           config.experts, expert_ffn + ", " + dims);
+      if (config.shared_expert_ffn > 0) {
+        const std::string shared =
+            "shared expert feed_forward_length " + std::to_string(config.shared_expert_ffn);
+        weights.gate = loader.matrix(prefix + "ffn_gate_shexp.weight", dim,
+                                     config.shared_expert_ffn, dims + ", " + shared);
+        weights.up = loader.matrix(prefix + "ffn_up_shexp.weight", dim, config.shared_expert_ffn,
+                                   dims + ", " + shared);
+        weights.down = loader.matrix(prefix + "ffn_down_shexp.weight", config.shared_expert_ffn,
+                                     dim, shared + ", " + dims);
+        weights.shared_expert_gate = loader.vector(prefix + "ffn_gate_inp_shexp.weight", dim, dims);
+      }
+    } else if (config.fused_projections) {
+      WeightMatrix gate_up = loader.matrix(prefix + "ffn_up.weight", dim, 2 * config.ffn,
+                                           dims + ", gate and up of " + ffn);
+      weights.gate = WeightLoader::rows_of(gate_up, 0, config.ffn);
+      weights.up = WeightLoader::rows_of(gate_up, config.ffn, config.ffn);
+      weights.down = loader.matrix(prefix + "ffn_down.weight", config.ffn, dim,
+                                   "feed_forward_length, " + dims);
+    } else {
+      weights.gate = loader.matrix(prefix + "ffn_gate.weight", dim, config.ffn, dims + ", " + ffn);
+      weights.up = loader.matrix(prefix + "ffn_up.weight", dim, config.ffn, dims + ", " + ffn);
+      weights.down = loader.matrix(prefix + "ffn_down.weight", config.ffn, dim,
+                                   "feed_forward_length, " + dims);
+    }
     weights.attention_norm = loader.vector(prefix + "attn_norm.weight", dim, dims);
     weights.ffn_norm = loader.vector(prefix + "ffn_norm.weight", dim, dims);
     if (config.attention_bias) {
@@ -193,8 +235,12 @@ void Model::pack_weights() {
   std::vector<WeightMatrix*> matrices;
   for (auto& layer : layers_) {
     for (WeightMatrix* matrix : {&layer.query, &layer.key, &layer.value, &layer.output, &layer.gate,
-                                 &layer.up, &layer.down}) {
-      matrices.push_back(matrix);
+                                 &layer.up, &layer.down, &layer.router}) {
+      if (matrix->data != nullptr) matrices.push_back(matrix);  // a mixtral layer has no dense FFN
+    }
+    for (auto* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down}) {
+      for (WeightMatrix& matrix : *experts)
+        matrices.push_back(&matrix);
     }
   }
   const bool tied = output_.data == token_embedding_.data;

@@ -33,6 +33,11 @@ struct LayerWeights {
   std::vector<float> query_bias, key_bias, value_bias;    // qwen2 only
   std::vector<float> query_norm, key_norm;                // per head: qwen3, gemma3
   std::vector<float> attention_post_norm, ffn_post_norm;  // gemma2, gemma3
+  // Mixture of experts: the router (one row per expert), each expert's matrices, and qwen2moe's
+  // shared expert (gate, up, down above) with the row of its sigmoid gate.
+  WeightMatrix router;
+  std::vector<WeightMatrix> expert_gate, expert_up, expert_down;
+  std::vector<float> shared_expert_gate;
 };
 
 class Model {

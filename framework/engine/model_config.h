@@ -54,10 +54,18 @@ struct ModelConfig {
   bool query_key_norm = false;     // qwen3, gemma3: per-head RMSNorm of queries and keys
   bool post_norms = false;         // gemma2/3: RMSNorm of the attention and FFN outputs
   bool fused_projections = false;  // phi3: one qkv matrix, one gate+up matrix
-  float embedding_scale = 1.0f;    // gemma: sqrt(dim)
-  float attention_scale = 0;       // multiplies q.k; 1/sqrt(head_dim) unless the family differs
-  float attention_softcap = 0;     // gemma2: scores become cap * tanh(score / cap); 0: none
-  float final_softcap = 0;         // gemma2: the same on the logits
+  // Mixture of experts (mixtral: llama with experts; qwen2moe): a router picks experts_used of
+  // `experts` feed-forward networks per token, weighted by its softmax (renormalised over the
+  // chosen ones for mixtral); qwen2moe adds a shared expert behind a sigmoid gate.
+  int64_t experts = 0;
+  int64_t experts_used = 0;
+  int64_t expert_ffn = 0;         // each expert's feed-forward length
+  int64_t shared_expert_ffn = 0;  // 0: no shared expert
+  bool renormalise_expert_weights = false;
+  float embedding_scale = 1.0f;  // gemma: sqrt(dim)
+  float attention_scale = 0;     // multiplies q.k; 1/sqrt(head_dim) unless the family differs
+  float attention_softcap = 0;   // gemma2: scores become cap * tanh(score / cap); 0: none
+  float final_softcap = 0;       // gemma2: the same on the logits
   // Sliding-window attention: a token sees the last `sliding_window` positions (itself
   // included) in the layers where sliding_layer(layer) holds. 0: every layer sees everything.
   int64_t sliding_window = 0;

@@ -83,7 +83,7 @@ int64_t sliding_window(const ModelShape& shape) {
 // Refuses shapes the engine could not load before anything is written.
 void check_shape(const ModelShape& shape) {
   bool known = false;
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"})
+  for (const char* arch : {"llama", "qwen2", "qwen2moe", "qwen3", "gemma2", "gemma3", "phi3"})
     known = known || shape.architecture == arch;
   if (!known) {
     throw std::invalid_argument("architecture must be one of " +
@@ -98,6 +98,14 @@ void check_shape(const ModelShape& shape) {
   }
   if ((scaling == "longrope") != (shape.architecture == "phi3" && scaling == "longrope")) {
     throw std::invalid_argument("longrope is phi3's rope scaling");
+  }
+  if (shape.architecture == "qwen2moe" && shape.experts == 0)
+    throw std::invalid_argument("qwen2moe needs --experts");
+  if (shape.experts > 0) {
+    if (shape.architecture != "llama" && shape.architecture != "qwen2moe")
+      throw std::invalid_argument("experts are for llama (Mixtral's layout) and qwen2moe");
+    if (shape.experts_used < 1 || shape.experts_used > shape.experts)
+      throw std::invalid_argument("experts-used must be between 1 and the number of experts");
   }
   if (scaling == "llama3" && shape.architecture != "llama") {
     throw std::invalid_argument("llama3 rope scaling (rope_freqs) is for the llama architecture");
@@ -162,6 +170,15 @@ void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
   } else if (shape.architecture == "phi3") {
     writer.set_uint32(arch + ".rope.scaling.original_context_length",
                       static_cast<uint32_t>(shape.context));
+  }
+  if (shape.experts > 0) {
+    writer.set_uint32(arch + ".expert_count", static_cast<uint32_t>(shape.experts));
+    writer.set_uint32(arch + ".expert_used_count", static_cast<uint32_t>(shape.experts_used));
+  }
+  if (arch == "qwen2moe") {
+    writer.set_uint32(arch + ".expert_feed_forward_length", static_cast<uint32_t>(shape.ffn));
+    writer.set_uint32(arch + ".expert_shared_feed_forward_length",
+                      static_cast<uint32_t>(shape.ffn));
   }
   if (int64_t window = sliding_window(shape); window > 0)
     writer.set_uint32(arch + ".attention.sliding_window", static_cast<uint32_t>(window));
@@ -256,6 +273,19 @@ class RandomTensors {
     writer_.add_tensor(name, {columns, rows}, type, encode(type, values, columns));
   }
 
+  // One [columns, rows] matrix per expert, stored as one [columns, rows, experts] tensor.
+  void experts(const std::string& name, int64_t columns, int64_t rows, int64_t count, float sigma) {
+    std::vector<float> values(static_cast<size_t>(columns * rows * count));
+    for (float& value : values)
+      value = normal_.next(sigma);
+    kernels::TensorType type = shape_.type;
+    if (recipe_) {
+      RecipeModel model{shape_.layers, shape_.heads / shape_.kv_heads, !shape_.tie_embeddings};
+      type = recipe_tensor_type(*recipe_, model, name, columns, 3).value_or(type);
+    }
+    writer_.add_tensor(name, {columns, rows, count}, type, encode(type, values, columns));
+  }
+
   // A norm weight or bias, center + Normal(0, sigma), always f32.
   void vector(const std::string& name, int64_t length, float center, float sigma) {
     std::vector<float> values(static_cast<size_t>(length));
@@ -287,7 +317,7 @@ void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors)
     tensors.matrix(prefix + "attn_v.weight", shape.dim, kv_dim, scale);
   }
   tensors.matrix(prefix + "attn_output.weight", q_dim, shape.dim, scale);
-  if (arch == "qwen2") {
+  if (arch == "qwen2" || arch == "qwen2moe") {
     tensors.vector(prefix + "attn_q.bias", q_dim, 0.0f, 0.1f);
     tensors.vector(prefix + "attn_k.bias", kv_dim, 0.0f, 0.1f);
     tensors.vector(prefix + "attn_v.bias", kv_dim, 0.0f, 0.1f);
@@ -298,6 +328,20 @@ void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors)
   }
   if (is_gemma(shape)) tensors.vector(prefix + "post_attention_norm.weight", shape.dim, 1.0f, 0.1f);
   tensors.vector(prefix + "ffn_norm.weight", shape.dim, 1.0f, 0.1f);
+  if (shape.experts > 0) {
+    tensors.matrix(prefix + "ffn_gate_inp.weight", shape.dim, shape.experts, scale);
+    tensors.experts(prefix + "ffn_gate_exps.weight", shape.dim, shape.ffn, shape.experts, scale);
+    tensors.experts(prefix + "ffn_up_exps.weight", shape.dim, shape.ffn, shape.experts, scale);
+    tensors.experts(prefix + "ffn_down_exps.weight", shape.ffn, shape.dim, shape.experts, scale);
+    if (arch == "qwen2moe") {
+      tensors.vector(prefix + "ffn_gate_inp_shexp.weight", shape.dim, 0.0f, scale);
+      tensors.matrix(prefix + "ffn_gate_shexp.weight", shape.dim, shape.ffn, scale);
+      tensors.matrix(prefix + "ffn_up_shexp.weight", shape.dim, shape.ffn, scale);
+      tensors.matrix(prefix + "ffn_down_shexp.weight", shape.ffn, shape.dim, scale);
+    }
+    if (is_gemma(shape)) tensors.vector(prefix + "post_ffw_norm.weight", shape.dim, 1.0f, 0.1f);
+    return;
+  }
   if (arch == "phi3") {
     tensors.matrix(prefix + "ffn_up.weight", shape.dim, 2 * shape.ffn, scale);
   } else {
@@ -333,14 +377,16 @@ void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writ
 }  // namespace
 
 const char* writable_architectures() {
-  return "llama, qwen2, qwen3, gemma2, gemma3, phi3";
+  return "llama, qwen2, qwen2moe, qwen3, gemma2, gemma3, phi3";
 }
 
 int64_t parameter_count(const ModelShape& shape, int64_t vocabulary) {
   int64_t head_dim = shape.dim / shape.heads;
-  int64_t per_layer = shape.dim * shape.heads * head_dim * 2 +
-                      shape.dim * shape.kv_heads * head_dim * 2 + 3 * shape.dim * shape.ffn +
-                      2 * shape.dim;
+  const int64_t ffn_networks =
+      shape.experts == 0 ? 1 : shape.experts + (shape.architecture == "qwen2moe" ? 1 : 0);
+  int64_t per_layer =
+      shape.dim * shape.heads * head_dim * 2 + shape.dim * shape.kv_heads * head_dim * 2 +
+      3 * shape.dim * shape.ffn * ffn_networks + shape.dim * shape.experts + 2 * shape.dim;
   const bool tied = shape.tie_embeddings || is_gemma(shape);
   return shape.layers * per_layer + vocabulary * shape.dim * (tied ? 1 : 2) + shape.dim;
 }

@@ -12,7 +12,7 @@
 namespace chatflow::engine {
 
 struct ModelShape {
-  std::string architecture = "llama";  // llama, qwen2, qwen3, gemma2, gemma3 or phi3
+  std::string architecture = "llama";  // llama, qwen2, qwen2moe, qwen3, gemma2, gemma3 or phi3
   int64_t dim = 64;
   int64_t layers = 2;
   int64_t heads = 4;
@@ -35,6 +35,10 @@ struct ModelShape {
   // Sliding-window attention's window for the families that have one; 0: a quarter of the
   // context for gemma2, gemma3 and phi3 (so that tests see it act), none for the others.
   int64_t sliding_window = 0;
+  // Mixture of experts: llama with experts is Mixtral's layout; qwen2moe needs them and adds a
+  // shared expert. Every expert (and the shared one) has `ffn` as its feed-forward length.
+  int64_t experts = 0;
+  int64_t experts_used = 0;
 };
 
 // The architectures and rope scalings write_random_model accepts, for messages.

@@ -141,8 +141,10 @@ std::optional<kernels::TensorType> recipe_tensor_type(const QuantizationRecipe& 
                                                       const RecipeModel& model,
                                                       const std::string& name, int64_t columns,
                                                       int64_t dimensions) {
+  // As llama-quantize: norms, and a mixture of experts' router, keep their type.
   const bool matrix = dimensions >= 2 && name.size() > 6 &&
-                      name.compare(name.size() - 6, 6, "weight") == 0 && !has(name, "_norm.");
+                      name.compare(name.size() - 6, 6, "weight") == 0 && !has(name, "_norm.") &&
+                      !has(name, "ffn_gate_inp.weight");
   if (!matrix) return std::nullopt;
   if (!kernels::is_quantized(recipe.base)) return recipe.base;
   return fitting(mixed_type(recipe, model, name, columns), name, columns);

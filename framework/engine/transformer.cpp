@@ -30,6 +30,11 @@ struct Transformer::Workspace {
   // when those rotate differently (gemma3).
   std::vector<float> rope_cos[2], rope_sin[2];
   std::vector<float> final_rows;
+  // Mixture of experts: router outputs, each token's chosen experts and their weights, and the
+  // rows one expert works on.
+  std::vector<float> router, chosen_weights, expert_outputs, expert_inputs, expert_results,
+      shared_expert;
+  std::vector<int64_t> chosen, expert_slots;
   std::vector<int64_t> positions;
   std::vector<KvSequence*> owners;
   std::vector<int64_t> logit_tokens;
@@ -60,9 +65,6 @@ struct Transformer::Step {
   float* value;
   float* attended;
   float* projected;
-  float* gate;
-  float* up;
-  float* activated;
 
   // Per-token work (norms, rotations, KV stores) in one piece per thread, when there is enough
   // of it to be worth a hand-off.
@@ -405,14 +407,12 @@ void Transformer::run_layer(Step& step, int64_t layer) {
     kernels_.rms_norm(step.hidden + t * dim, weights.ffn_norm.data(), step.normed + t * dim, dim,
                       config.rms_epsilon);
   });
-  multiply(step, {{weights.gate, step.gate}, {weights.up, step.up}}, step.normed, step.tokens);
-  const auto activate =
-      config.activation == Activation::gelu_tanh ? kernels_.gelu_multiply : kernels_.silu_multiply;
-  step.for_tokens([&](int64_t t) {
-    activate(step.gate + t * config.ffn, step.up + t * config.ffn, step.activated + t * config.ffn,
-             config.ffn);
-  });
-  multiply(step, {{weights.down, step.projected}}, step.activated, step.tokens);
+  if (config.experts > 0) {
+    mixture_of_experts(step, weights);
+  } else {
+    feed_forward(step, weights.gate, weights.up, weights.down, step.normed, step.tokens,
+                 step.projected);
+  }
   if (config.post_norms) {
     step.for_tokens([&](int64_t t) {
       kernels_.rms_norm(step.projected + t * dim, weights.ffn_post_norm.data(),
@@ -420,6 +420,108 @@ void Transformer::run_layer(Step& step, int64_t layer) {
     });
   }
   kernels_.add(step.hidden, step.projected, step.tokens * dim);
+}
+
+// gate, up and down of one feed-forward network over `count` rows of `x`, into `out`.
+void Transformer::feed_forward(Step& step, const WeightMatrix& gate, const WeightMatrix& up,
+                               const WeightMatrix& down, const float* x, int64_t count,
+                               float* out) {
+  Workspace& work = *workspace_;
+  const int64_t width = gate.rows;
+  float* gated = Workspace::sized(work.gate, count * width);
+  float* upped = Workspace::sized(work.up, count * width);
+  float* activated = Workspace::sized(work.activated, count * width);
+  multiply(step, {{gate, gated}, {up, upped}}, x, count);
+  const auto activate = step.config.activation == Activation::gelu_tanh ? kernels_.gelu_multiply
+                                                                        : kernels_.silu_multiply;
+  const int64_t grain = count * width < (1 << 14) ? count : std::max<int64_t>(1, count / 8);
+  step.threads.parallel_for(count, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      activate(gated + t * width, upped + t * width, activated + t * width, width);
+  });
+  multiply(step, {{down, out}}, activated, count);
+}
+
+// The router's softmax picks each token's experts; each expert runs once over all the tokens
+// that chose it (its weights read once per step); each token sums its experts' outputs in the
+// order it ranked them (as llama.cpp does), so its result does not depend on the batch.
+void Transformer::mixture_of_experts(Step& step, const LayerWeights& weights) {
+  const ModelConfig& config = step.config;
+  Workspace& work = *workspace_;
+  const int64_t tokens = step.tokens, experts = config.experts, used = config.experts_used;
+  const int64_t dim = config.dim;
+  float* router = Workspace::sized(work.router, tokens * experts);
+  multiply(step, {{weights.router, router}}, step.normed, tokens);
+  work.chosen.resize(static_cast<size_t>(tokens * used));
+  std::vector<float>& chosen_weights = work.chosen_weights;
+  chosen_weights.resize(static_cast<size_t>(tokens * used));
+  std::vector<int64_t> order(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* probabilities = router + t * experts;
+    float largest = *std::max_element(probabilities, probabilities + experts);
+    double sum = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      sum += probabilities[e] = std::exp(probabilities[e] - largest);
+    for (int64_t e = 0; e < experts; ++e)
+      probabilities[e] = static_cast<float>(probabilities[e] / sum);
+    for (int64_t e = 0; e < experts; ++e)
+      order[static_cast<size_t>(e)] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return probabilities[a] > probabilities[b]; });
+    float total = 0;
+    for (int64_t k = 0; k < used; ++k) {
+      work.chosen[static_cast<size_t>(t * used + k)] = order[static_cast<size_t>(k)];
+      total += chosen_weights[static_cast<size_t>(t * used + k)] =
+          probabilities[order[static_cast<size_t>(k)]];
+    }
+    if (config.renormalise_expert_weights) {
+      for (int64_t k = 0; k < used; ++k)
+        chosen_weights[static_cast<size_t>(t * used + k)] /= total;
+    }
+  }
+  float* outputs = Workspace::sized(work.expert_outputs, tokens * used * dim);
+  std::vector<int64_t>& slots = work.expert_slots;
+  for (int64_t e = 0; e < experts; ++e) {
+    slots.clear();
+    for (int64_t slot = 0; slot < tokens * used; ++slot) {
+      if (work.chosen[static_cast<size_t>(slot)] == e) slots.push_back(slot);
+    }
+    if (slots.empty()) continue;
+    const auto count = static_cast<int64_t>(slots.size());
+    float* inputs = Workspace::sized(work.expert_inputs, count * dim);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t t = slots[static_cast<size_t>(i)] / used;
+      std::copy_n(step.normed + t * dim, dim, inputs + i * dim);
+    }
+    float* results = Workspace::sized(work.expert_results, count * dim);
+    feed_forward(step, weights.expert_gate[static_cast<size_t>(e)],
+                 weights.expert_up[static_cast<size_t>(e)],
+                 weights.expert_down[static_cast<size_t>(e)], inputs, count, results);
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(results + i * dim, dim, outputs + slots[static_cast<size_t>(i)] * dim);
+  }
+  float* shared = nullptr;
+  if (config.shared_expert_ffn > 0) {
+    shared = Workspace::sized(work.shared_expert, tokens * dim);
+    feed_forward(step, weights.gate, weights.up, weights.down, step.normed, tokens, shared);
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* out = step.projected + t * dim;
+    for (int64_t k = 0; k < used; ++k) {
+      const float weight = chosen_weights[static_cast<size_t>(t * used + k)];
+      const float* expert = outputs + (t * used + k) * dim;
+      for (int64_t i = 0; i < dim; ++i)
+        out[i] = k == 0 ? expert[i] * weight : out[i] + expert[i] * weight;
+    }
+    if (shared != nullptr) {
+      float gate = 0;
+      for (int64_t i = 0; i < dim; ++i)
+        gate += weights.shared_expert_gate[static_cast<size_t>(i)] * step.normed[t * dim + i];
+      gate = 1.0f / (1.0f + std::exp(-gate));
+      for (int64_t i = 0; i < dim; ++i)
+        out[i] += shared[t * dim + i] * gate;
+    }
+  }
 }
 
 void Transformer::final_logits(Step& step, std::span<float> logits) {
@@ -465,10 +567,7 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
             Workspace::sized(work.key, tokens * kv_dim),
             Workspace::sized(work.value, tokens * kv_dim),
             Workspace::sized(work.attention, tokens * q_dim),
-            Workspace::sized(work.projected, tokens * config.dim),
-            Workspace::sized(work.gate, tokens * config.ffn),
-            Workspace::sized(work.up, tokens * config.ffn),
-            Workspace::sized(work.activated, tokens * config.ffn)};
+            Workspace::sized(work.projected, tokens * config.dim)};
   threads.run([&] {
     for (int64_t layer = 0; layer < config.layers; ++layer)
       run_layer(step, layer);

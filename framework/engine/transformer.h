@@ -58,6 +58,9 @@ class Transformer {
   void multiply_quantized(Step& step, const Product& product, int64_t count);
   void store_keys_and_values(Step& step, int64_t layer);
   void attend(Step& step, int64_t layer);
+  void feed_forward(Step& step, const WeightMatrix& gate, const WeightMatrix& up,
+                    const WeightMatrix& down, const float* x, int64_t count, float* out);
+  void mixture_of_experts(Step& step, const LayerWeights& weights);
   void run_layer(Step& step, int64_t layer);
   void final_logits(Step& step, std::span<float> logits);
 

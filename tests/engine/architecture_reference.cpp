@@ -74,7 +74,12 @@ struct ArchitectureReference::State {
     Vector attention_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm, post_attention,
         post_ffn;
     bool sliding = false;
+    // Mixture of experts (Mixtral, Qwen2-MoE): the router, the experts, the shared expert.
+    Matrix router;
+    std::vector<Matrix> expert_gate, expert_up, expert_down;
+    Vector shared_gate;
   };
+  int64_t experts = 0, experts_used = 0;
   std::vector<Layer> blocks;
   std::vector<std::vector<Vector>> keys, values;  // [layer][position]
   int64_t position = 0;
@@ -171,8 +176,8 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
   const engine::GgufFile& f = *s.file;
   s.arch = f.get_string("general.architecture");
   const std::string& arch = s.arch;
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" &&
-      arch != "gemma3" && arch != "phi3") {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe" && arch != "qwen3" &&
+      arch != "gemma2" && arch != "gemma3" && arch != "phi3") {
     throw std::runtime_error("reference: architecture " + arch);
   }
   s.dim = static_cast<int64_t>(f.get_unsigned(s.key("embedding_length")));
@@ -187,6 +192,8 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
   s.epsilon = f.get_float(s.key("attention.layer_norm_rms_epsilon"));
   s.window = static_cast<int64_t>(f.get_unsigned_or(s.key("attention.sliding_window")).value_or(0));
   s.adjacent_pairs = arch == "llama";
+  s.experts = static_cast<int64_t>(f.get_unsigned_or(s.key("expert_count")).value_or(0));
+  s.experts_used = static_cast<int64_t>(f.get_unsigned_or(s.key("expert_used_count")).value_or(0));
   const bool gemma = arch == "gemma2" || arch == "gemma3";
   if (arch == "gemma2") {
     s.attention_cap = f.get_float(s.key("attn_logit_softcapping"));
@@ -206,7 +213,29 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
     State::Layer layer;
     layer.attention_norm = s.vector(p + "attn_norm.weight");
     layer.ffn_norm = s.vector(p + "ffn_norm.weight");
-    if (arch == "phi3") {
+    if (s.experts > 0) {
+      layer.q = s.matrix(p + "attn_q.weight");
+      layer.k = s.matrix(p + "attn_k.weight");
+      layer.v = s.matrix(p + "attn_v.weight");
+      layer.router = s.matrix(p + "ffn_gate_inp.weight");
+      auto split = [&](const std::string& name) {
+        const engine::GgufTensorInfo* tensor = s.file->find_tensor(name);
+        Matrix all{tensor->shape[1] * tensor->shape[2], tensor->shape[0], s.vector(name)};
+        std::vector<Matrix> each;
+        for (int64_t e = 0; e < tensor->shape[2]; ++e)
+          each.push_back(all.rows_from(e * tensor->shape[1], tensor->shape[1]));
+        return each;
+      };
+      layer.expert_gate = split(p + "ffn_gate_exps.weight");
+      layer.expert_up = split(p + "ffn_up_exps.weight");
+      layer.expert_down = split(p + "ffn_down_exps.weight");
+      if (arch == "qwen2moe") {
+        layer.gate = s.matrix(p + "ffn_gate_shexp.weight");
+        layer.up = s.matrix(p + "ffn_up_shexp.weight");
+        layer.down = s.matrix(p + "ffn_down_shexp.weight");
+        layer.shared_gate = s.vector(p + "ffn_gate_inp_shexp.weight");
+      }
+    } else if (arch == "phi3") {
       Matrix qkv = s.matrix(p + "attn_qkv.weight");
       layer.q = qkv.rows_from(0, q_dim);
       layer.k = qkv.rows_from(q_dim, kv_dim);
@@ -222,8 +251,8 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
       layer.up = s.matrix(p + "ffn_up.weight");
     }
     layer.o = s.matrix(p + "attn_output.weight");
-    layer.down = s.matrix(p + "ffn_down.weight");
-    if (arch == "qwen2") {
+    if (s.experts == 0) layer.down = s.matrix(p + "ffn_down.weight");
+    if (arch == "qwen2" || arch == "qwen2moe") {
       layer.q_bias = s.vector(p + "attn_q.bias");
       layer.k_bias = s.vector(p + "attn_k.bias");
       layer.v_bias = s.vector(p + "attn_v.bias");
@@ -329,10 +358,51 @@ std::vector<double> ArchitectureReference::step(int32_t token) {
     add(x, projected);
 
     h = rms_norm(x, layer.ffn_norm, s.epsilon);
-    Vector gate = layer.gate.times(h), up = layer.up.times(h);
-    for (size_t i = 0; i < gate.size(); ++i)
-      gate[i] = (gemma ? gelu_tanh(gate[i]) : silu(gate[i])) * up[i];
-    Vector down = layer.down.times(gate);
+    auto network = [&](const Matrix& gate_matrix, const Matrix& up_matrix,
+                       const Matrix& down_matrix) {
+      Vector gate = gate_matrix.times(h), up = up_matrix.times(h);
+      for (size_t i = 0; i < gate.size(); ++i)
+        gate[i] = (gemma ? gelu_tanh(gate[i]) : silu(gate[i])) * up[i];
+      return down_matrix.times(gate);
+    };
+    Vector down;
+    if (s.experts > 0) {
+      // Softmax over the router's logits, the top experts_used, their probabilities as weights
+      // (Mixtral renormalises them to sum to one; Qwen2-MoE does not).
+      Vector probabilities = layer.router.times(h);
+      double largest = *std::max_element(probabilities.begin(), probabilities.end()), total = 0;
+      for (double& p : probabilities)
+        total += (p = std::exp(p - largest));
+      for (double& p : probabilities)
+        p /= total;
+      std::vector<size_t> order(probabilities.size());
+      for (size_t e = 0; e < order.size(); ++e)
+        order[e] = e;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return probabilities[a] > probabilities[b]; });
+      double chosen = 0;
+      for (int64_t k = 0; k < s.experts_used; ++k)
+        chosen += probabilities[order[static_cast<size_t>(k)]];
+      down.assign(static_cast<size_t>(s.dim), 0.0);
+      for (int64_t k = 0; k < s.experts_used; ++k) {
+        size_t e = order[static_cast<size_t>(k)];
+        double weight = probabilities[e] / (s.arch == "llama" ? chosen : 1.0);
+        Vector out = network(layer.expert_gate[e], layer.expert_up[e], layer.expert_down[e]);
+        for (size_t i = 0; i < out.size(); ++i)
+          down[i] += weight * out[i];
+      }
+      if (!layer.shared_gate.empty()) {
+        double gate = 0;
+        for (size_t i = 0; i < h.size(); ++i)
+          gate += layer.shared_gate[i] * h[i];
+        gate = 1 / (1 + std::exp(-gate));
+        Vector out = network(layer.gate, layer.up, layer.down);
+        for (size_t i = 0; i < out.size(); ++i)
+          down[i] += gate * out[i];
+      }
+    } else {
+      down = network(layer.gate, layer.up, layer.down);
+    }
     if (gemma) down = rms_norm(down, layer.post_ffn, s.epsilon);
     add(x, down);
   }

@@ -23,6 +23,8 @@ struct Family {
   int64_t layers;
   int64_t sliding_window;
   float weight_scale;
+  int64_t experts = 0;
+  int64_t experts_used = 0;
 };
 
 std::ostream& operator<<(std::ostream& out, const Family& family) {
@@ -35,6 +37,8 @@ ModelShape shape_of(const Family& family) {
   shape.rope_scaling = family.rope_scaling;
   shape.sliding_window = family.sliding_window;
   shape.weight_scale = family.weight_scale;
+  shape.experts = family.experts;
+  shape.experts_used = family.experts_used;
   shape.dim = 64;
   shape.layers = family.layers;
   shape.heads = 4;
@@ -106,8 +110,42 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"gemma2", "gemma2", "none", 3, 12, 0.04f},
                       Family{"gemma3", "gemma3", "linear", 7, 12, 0.04f},
                       Family{"phi3", "phi3", "none", 2, 12, 0.08f},
-                      Family{"phi3_longrope", "phi3", "longrope", 2, 12, 0.08f}),
+                      Family{"phi3_longrope", "phi3", "longrope", 2, 12, 0.08f},
+                      Family{"mixtral", "llama", "none", 2, 0, 0.08f, 4, 2},
+                      Family{"qwen2moe", "qwen2moe", "none", 2, 0, 0.08f, 4, 2}),
     [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
+
+// A token's experts and their sum do not depend on which other tokens share the step: three
+// sequences decoded together give each exactly the logits it gets alone.
+TEST(Architectures, MixtureOfExpertsIsIndependentOfTheBatch) {
+  const std::string path =
+      testing::temp_model(shape_of(Family{"mixtral", "llama", "none", 2, 0, 0.08f, 4, 2}));
+  auto model = Model::load(path);
+  const int64_t vocabulary = model->config().vocabulary;
+  auto run = [&](const std::vector<std::vector<TokenId>>& prompts) {
+    Transformer transformer(model);
+    ComputeThreads threads(2);
+    KvCache cache(model->config(), 16, 32, kernels::KvType::f32);
+    std::vector<KvSequence> sequences(prompts.size());
+    std::vector<SequenceChunk> chunks;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      reserve(cache, sequences[i], static_cast<int64_t>(prompts[i].size()));
+      chunks.push_back({&sequences[i], prompts[i], true});
+    }
+    std::vector<float> logits(prompts.size() * static_cast<size_t>(vocabulary));
+    transformer.forward(chunks, cache, threads, logits);
+    return logits;
+  };
+  const std::vector<std::vector<TokenId>> prompts = {{5, 9, 77, 3}, {100, 2}, {42, 43, 44, 45, 46}};
+  std::vector<float> together = run(prompts);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<float> alone = run({prompts[i]});
+    for (int64_t v = 0; v < vocabulary; ++v)
+      ASSERT_EQ(alone[static_cast<size_t>(v)],
+                together[i * static_cast<size_t>(vocabulary) + static_cast<size_t>(v)])
+          << "sequence " << i << " logit " << v;
+  }
+}
 
 TEST(Architectures, UnknownArchitectureIsRefusedByName) {
   ModelShape shape = shape_of(Family{"x", "llama", "none", 1, 0, 0.08f});

@@ -1,10 +1,12 @@
 // The model families against llama.cpp (b4748) on the same make-model files: llama with Llama 3's
-// rope_freqs and with YaRN, qwen2 with and without YaRN, gemma2 (26 layers: b4748 only loads
+// rope_freqs and with YaRN, qwen2 with and without YaRN, the mixtures of experts (llama with
+// experts as Mixtral has them, qwen2moe with its shared expert), gemma2 (26 layers: b4748 only loads
 // Gemma 2's published depths), phi3 with short and with long (LongRoPE) factors. For each, in
 // f32, f16 and (llama-quantize) q4_k_m: chatflow's perplexity within 0.5% of llama-perplexity's,
 // and, stricter, the KL divergence of chatflow's next-token distributions from the ones
 // llama-perplexity saved (--kl-divergence-base) with the top token the same at every scored
-// position. Needs LLAMA_CPP_BIN (a build without AMX, see llama_cpp_parity.test.mjs); skips
+// position; and chatflow quantize's q4_k_m mix gives every tensor llama-quantize's type, with
+// llama-perplexity on it within 1% of on llama-quantize's file. Needs LLAMA_CPP_BIN (a build without AMX, see llama_cpp_parity.test.mjs); skips
 // without it. phi3 needs ../shared's Phi-3 vocabulary (b4748 looks up Phi-3's special tokens).
 import { test, describe, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -52,6 +54,8 @@ const families = [
   { name: 'llama-yarn', args: ['--arch', 'llama', '--layers', '2', '--weight-scale', '0.05', '--rope-scaling', 'yarn'], vocab: spm },
   { name: 'qwen2', args: ['--arch', 'qwen2', '--layers', '2', '--weight-scale', '0.05'], vocab: spm },
   { name: 'qwen2-yarn', args: ['--arch', 'qwen2', '--layers', '2', '--weight-scale', '0.05', '--rope-scaling', 'yarn'], vocab: spm },
+  { name: 'mixtral', args: ['--arch', 'llama', '--layers', '2', '--weight-scale', '0.05', '--experts', '4', '--experts-used', '2'], vocab: spm },
+  { name: 'qwen2moe', args: ['--arch', 'qwen2moe', '--layers', '2', '--weight-scale', '0.05', '--experts', '4', '--experts-used', '2'], vocab: spm },
   { name: 'gemma2', args: ['--arch', 'gemma2', '--layers', '26', '--sliding-window', '48', '--weight-scale', '0.02'], vocab: spm },
   { name: 'phi3', args: ['--arch', 'phi3', '--layers', '2', '--weight-scale', '0.05', '--sliding-window', '48'], vocab: phi3Vocab },
   { name: 'phi3-longrope', args: ['--arch', 'phi3', '--layers', '2', '--weight-scale', '0.05', '--sliding-window', '48', '--rope-scaling', 'longrope'], vocab: phi3Vocab },
@@ -89,5 +93,20 @@ for (const family of families) {
           `the most likely token differs from llama.cpp's at ${((1 - ours.top_token_agreement) * 100).toFixed(2)}% of positions`);
       });
     }
+    test('chatflow quantize q4_k_m chooses llama-quantize\'s type for every tensor', () => {
+      const theirs = path.join(work, `${family.name}-q4_k_m.gguf`);
+      if (!fs.existsSync(theirs)) run(path.join(bin, 'llama-quantize'), [f32, theirs, 'Q4_K_M', threads]);
+      const ours = path.join(work, `${family.name}-q4_k_m-chatflow.gguf`);
+      run(chatflow, ['quantize', f32, ours, 'q4_k_m', '--threads', threads]);
+      const types = (file) => new Map(run(chatflow, ['inspect', file, '--all-tensors']).split('\n')
+        .map((line) => /^\s+(\S+\.weight)\s+(\S+)\s+\[/.exec(line)).filter(Boolean).map((m) => [m[1], m[2]]));
+      const expected = types(theirs);
+      assert.ok(expected.size > 0);
+      assert.deepEqual(types(ours), expected);
+      const reference = llamaPerplexity(theirs, text, path.join(work, `${family.name}-theirs.kld`));
+      const onOurs = llamaPerplexity(ours, text, path.join(work, `${family.name}-ours.kld`));
+      assert.ok(Math.abs(onOurs - reference) <= 0.01 * reference,
+        `llama-perplexity on chatflow's file ${onOurs} vs on llama-quantize's ${reference}`);
+    });
   });
 }

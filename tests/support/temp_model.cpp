@@ -40,7 +40,8 @@ std::string temp_model(const engine::ModelShape& shape) {
       std::to_string(shape.ffn) + "-" + std::to_string(shape.context) + "-" +
       std::string(kernels::to_string(shape.type)) + "-" + std::to_string(shape.seed) +
       (shape.tie_embeddings ? "-tied" : "") + "-" + shape.rope_scaling + "-w" +
-      std::to_string(shape.sliding_window) + "-s" + std::to_string(shape.weight_scale) +
+      std::to_string(shape.sliding_window) + "-e" + std::to_string(shape.experts) + "x" +
+      std::to_string(shape.experts_used) + "-s" + std::to_string(shape.weight_scale) +
       (shape.recipe.empty() ? "" : "-" + shape.recipe) +
       (shape.vocabulary_from.empty()
            ? ""

@@ -76,7 +76,8 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   auto* command =
       app.add_subcommand("make-model", "Write a random-weight GGUF model of any shape and type");
   command->add_option("--arch", options->architecture, engine::writable_architectures())
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen2moe", "qwen3", "gemma2", "gemma3", "phi3"}))
+      ->check(CLI::IsMember(
+          {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"}))
       ->capture_default_str();
   command
       ->add_option("--rope-scaling", options->rope_scaling,

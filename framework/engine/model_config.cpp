@@ -8,10 +8,12 @@
 namespace chatflow::engine {
 namespace {
 
-constexpr const char* kArchitectures = "llama, qwen2, qwen2moe, qwen3, gemma2, gemma3, phi3";
+constexpr const char* kArchitectures =
+    "llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3";
 
 bool known_architecture(const std::string& arch) {
-  for (const char* name : {"llama", "qwen2", "qwen2moe", "qwen3", "gemma2", "gemma3", "phi3"}) {
+  for (const char* name :
+       {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"}) {
     if (arch == name) return true;
   }
   return false;
@@ -141,19 +143,26 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
   config.experts = static_cast<int64_t>(file.get_unsigned_or(key("expert_count")).value_or(0));
   config.experts_used =
       static_cast<int64_t>(file.get_unsigned_or(key("expert_used_count")).value_or(0));
-  if (arch == "qwen2moe" && config.experts == 0)
-    throw GgufError(file.path() + ": qwen2moe needs " + key("expert_count"));
+  const bool moe_family = arch == "qwen2moe" || arch == "qwen3moe";
+  if (moe_family && config.experts == 0)
+    throw GgufError(file.path() + ": " + arch + " needs " + key("expert_count"));
   if (config.experts > 0) {
-    if (arch != "llama" && arch != "qwen2moe") {
+    if (arch != "llama" && !moe_family) {
       throw GgufError(file.path() + ": experts in a " + arch +
-                      " model are not supported (mixture of experts: llama, qwen2moe)");
+                      " model are not supported (mixture of experts: llama, qwen2moe, qwen3moe)");
     }
     if (config.experts_used <= 0 || config.experts_used > config.experts) {
       throw GgufError(file.path() + ": expert_used_count " + std::to_string(config.experts_used) +
                       " must be between 1 and expert_count " + std::to_string(config.experts));
     }
     config.expert_ffn = config.ffn;
-    config.renormalise_expert_weights = arch == "llama";
+    // Qwen3-MoE renormalises like Mixtral (its norm_topk_prob); Qwen2-MoE does not.
+    config.renormalise_expert_weights = arch == "llama" || arch == "qwen3moe";
+    if (arch == "qwen3moe") {
+      config.expert_ffn =
+          static_cast<int64_t>(file.get_unsigned_or(key("expert_feed_forward_length"))
+                                   .value_or(static_cast<uint64_t>(config.ffn)));
+    }
     if (arch == "qwen2moe") {
       config.expert_ffn = static_cast<int64_t>(
           file.get_unsigned_or(key("expert_feed_forward_length"))
@@ -163,7 +172,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
                                    .value_or(static_cast<uint64_t>(config.ffn)));
     }
   }
-  config.query_key_norm = arch == "qwen3" || arch == "gemma3";
+  config.query_key_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
   config.post_norms = gemma;
   config.fused_projections = arch == "phi3";
   config.activation = gemma ? Activation::gelu_tanh : Activation::silu;

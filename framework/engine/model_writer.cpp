@@ -83,7 +83,8 @@ int64_t sliding_window(const ModelShape& shape) {
 // Refuses shapes the engine could not load before anything is written.
 void check_shape(const ModelShape& shape) {
   bool known = false;
-  for (const char* arch : {"llama", "qwen2", "qwen2moe", "qwen3", "gemma2", "gemma3", "phi3"})
+  for (const char* arch :
+       {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"})
     known = known || shape.architecture == arch;
   if (!known) {
     throw std::invalid_argument("architecture must be one of " +
@@ -99,11 +100,13 @@ void check_shape(const ModelShape& shape) {
   if ((scaling == "longrope") != (shape.architecture == "phi3" && scaling == "longrope")) {
     throw std::invalid_argument("longrope is phi3's rope scaling");
   }
-  if (shape.architecture == "qwen2moe" && shape.experts == 0)
-    throw std::invalid_argument("qwen2moe needs --experts");
+  const bool moe_family = shape.architecture == "qwen2moe" || shape.architecture == "qwen3moe";
+  if (moe_family && shape.experts == 0)
+    throw std::invalid_argument(shape.architecture + " needs --experts");
   if (shape.experts > 0) {
-    if (shape.architecture != "llama" && shape.architecture != "qwen2moe")
-      throw std::invalid_argument("experts are for llama (Mixtral's layout) and qwen2moe");
+    if (shape.architecture != "llama" && !moe_family)
+      throw std::invalid_argument(
+          "experts are for llama (Mixtral's layout), qwen2moe and qwen3moe");
     if (shape.experts_used < 1 || shape.experts_used > shape.experts)
       throw std::invalid_argument("experts-used must be between 1 and the number of experts");
   }
@@ -175,8 +178,9 @@ void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
     writer.set_uint32(arch + ".expert_count", static_cast<uint32_t>(shape.experts));
     writer.set_uint32(arch + ".expert_used_count", static_cast<uint32_t>(shape.experts_used));
   }
-  if (arch == "qwen2moe") {
+  if (arch == "qwen2moe" || arch == "qwen3moe")
     writer.set_uint32(arch + ".expert_feed_forward_length", static_cast<uint32_t>(shape.ffn));
+  if (arch == "qwen2moe") {
     writer.set_uint32(arch + ".expert_shared_feed_forward_length",
                       static_cast<uint32_t>(shape.ffn));
   }
@@ -322,7 +326,7 @@ void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors)
     tensors.vector(prefix + "attn_k.bias", kv_dim, 0.0f, 0.1f);
     tensors.vector(prefix + "attn_v.bias", kv_dim, 0.0f, 0.1f);
   }
-  if (arch == "qwen3" || arch == "gemma3") {
+  if (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3") {
     tensors.vector(prefix + "attn_q_norm.weight", head_dim, 1.0f, 0.1f);
     tensors.vector(prefix + "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
   }
@@ -377,7 +381,7 @@ void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writ
 }  // namespace
 
 const char* writable_architectures() {
-  return "llama, qwen2, qwen2moe, qwen3, gemma2, gemma3, phi3";
+  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3";
 }
 
 int64_t parameter_count(const ModelShape& shape, int64_t vocabulary) {

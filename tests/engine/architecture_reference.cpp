@@ -177,7 +177,7 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
   s.arch = f.get_string("general.architecture");
   const std::string& arch = s.arch;
   if (arch != "llama" && arch != "qwen2" && arch != "qwen2moe" && arch != "qwen3" &&
-      arch != "gemma2" && arch != "gemma3" && arch != "phi3") {
+      arch != "qwen3moe" && arch != "gemma2" && arch != "gemma3" && arch != "phi3") {
     throw std::runtime_error("reference: architecture " + arch);
   }
   s.dim = static_cast<int64_t>(f.get_unsigned(s.key("embedding_length")));
@@ -257,7 +257,7 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
       layer.k_bias = s.vector(p + "attn_k.bias");
       layer.v_bias = s.vector(p + "attn_v.bias");
     }
-    if (arch == "qwen3" || arch == "gemma3") {
+    if (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3") {
       layer.q_norm = s.vector(p + "attn_q_norm.weight");
       layer.k_norm = s.vector(p + "attn_k_norm.weight");
     }
@@ -386,7 +386,7 @@ std::vector<double> ArchitectureReference::step(int32_t token) {
       down.assign(static_cast<size_t>(s.dim), 0.0);
       for (int64_t k = 0; k < s.experts_used; ++k) {
         size_t e = order[static_cast<size_t>(k)];
-        double weight = probabilities[e] / (s.arch == "llama" ? chosen : 1.0);
+        double weight = probabilities[e] / (s.arch == "qwen2moe" ? 1.0 : chosen);
         Vector out = network(layer.expert_gate[e], layer.expert_up[e], layer.expert_down[e]);
         for (size_t i = 0; i < out.size(); ++i)
           down[i] += weight * out[i];

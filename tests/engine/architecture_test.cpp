@@ -112,7 +112,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Family{"phi3", "phi3", "none", 2, 12, 0.08f},
                       Family{"phi3_longrope", "phi3", "longrope", 2, 12, 0.08f},
                       Family{"mixtral", "llama", "none", 2, 0, 0.08f, 4, 2},
-                      Family{"qwen2moe", "qwen2moe", "none", 2, 0, 0.08f, 4, 2}),
+                      Family{"qwen2moe", "qwen2moe", "none", 2, 0, 0.08f, 4, 2},
+                      Family{"qwen3moe", "qwen3moe", "none", 2, 0, 0.08f, 8, 3}),
     [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
 
 // A token's experts and their sum do not depend on which other tokens share the step: three

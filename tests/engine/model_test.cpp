@@ -52,8 +52,9 @@ TEST(ModelLoading, UnknownArchitectureIsRefusedByName) {
   std::string path = rewritten("arch", [](GgufWriter& writer, const GgufFile&) {
     writer.set_string("general.architecture", "gptj");
   });
-  EXPECT_NE(load_error(path).find("architecture 'gptj' is not supported (supported: llama, qwen2, qwen2moe, "
-                                  "qwen3, gemma2, gemma3, phi3)"),
+  EXPECT_NE(load_error(path).find(
+                "architecture 'gptj' is not supported (supported: llama, qwen2, qwen2moe, "
+                "qwen3, qwen3moe, gemma2, gemma3, phi3)"),
             std::string::npos)
       << load_error(path);
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <set>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@ class WeightLoader {
   const GgufTensorInfo& tensor(const std::string& name) {
     const GgufTensorInfo* tensor = file_.find_tensor(name);
     if (tensor == nullptr) throw GgufError(file_.path() + ": tensor '" + name + "' is missing");
+    used_.insert(name);
     if (!kernels::computable(tensor->type)) {
       throw GgufError(file_.path() + ": tensor '" + name + "' has type " +
                       std::string(kernels::to_string(tensor->type)) + " (" +
@@ -73,6 +75,22 @@ class WeightLoader {
     return part;
   }
 
+  // Tensors read elsewhere (the rope factors, by ModelConfig).
+  void mark_used(const std::string& name) { used_.insert(name); }
+
+  // A tensor the architecture does not read would be ignored: the file is something this
+  // build does not compute correctly, so it is refused by name instead.
+  void refuse_unused(const std::string& architecture) const {
+    for (const auto& tensor : file_.tensors()) {
+      if (used_.count(tensor.name) == 0) {
+        throw GgufError(file_.path() + ": tensor '" + tensor.name + "' is not part of the " +
+                        architecture +
+                        " architecture as chatflow computes it; refusing the file rather than "
+                        "ignoring the tensor");
+      }
+    }
+  }
+
   std::vector<float> vector(const std::string& name, int64_t length, const std::string& why) {
     const GgufTensorInfo& info = tensor(name);
     expect_shape(info, {length}, why);
@@ -86,6 +104,7 @@ class WeightLoader {
  private:
   const GgufFile& file_;
   uint64_t& bytes_;
+  std::set<std::string> used_;
 };
 
 }  // namespace
@@ -147,6 +166,8 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
       weights.value = loader.matrix(prefix + "attn_v.weight", dim, kv_dim, dims + ", " + kv_heads);
     }
     weights.output = loader.matrix(prefix + "attn_output.weight", q_dim, dim, heads + ", " + dims);
+    if (gguf.find_tensor(prefix + "attn_output.bias"))
+      weights.output_bias = loader.vector(prefix + "attn_output.bias", dim, dims);
     if (config.experts > 0) {
       const std::string experts = std::to_string(config.experts) + " experts";
       const std::string expert_ffn =
@@ -185,7 +206,8 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
     }
     weights.attention_norm = loader.vector(prefix + "attn_norm.weight", dim, dims);
     weights.ffn_norm = loader.vector(prefix + "ffn_norm.weight", dim, dims);
-    if (config.attention_bias) {
+    if (config.attention_bias || gguf.find_tensor(prefix + "attn_q.bias")) {
+      config.attention_bias = true;  // llama files may carry them too
       weights.query_bias = loader.vector(prefix + "attn_q.bias", q_dim, heads);
       weights.key_bias = loader.vector(prefix + "attn_k.bias", kv_dim, kv_heads);
       weights.value_bias = loader.vector(prefix + "attn_v.bias", kv_dim, kv_heads);
@@ -201,6 +223,11 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
     }
     model->layers_.push_back(std::move(weights));
   }
+  for (const char* name :
+       {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
+    loader.mark_used(name);
+  }
+  loader.refuse_unused(config.architecture);
   model->pack_weights();
   return model;
 }

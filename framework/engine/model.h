@@ -30,7 +30,8 @@ struct LayerWeights {
   WeightMatrix gate, up, down;
   std::vector<float> attention_norm;
   std::vector<float> ffn_norm;
-  std::vector<float> query_bias, key_bias, value_bias;    // qwen2 only
+  std::vector<float> query_bias, key_bias, value_bias;    // qwen2, and llama files with them
+  std::vector<float> output_bias;                         // llama files that have it
   std::vector<float> query_norm, key_norm;                // per head: qwen3, gemma3
   std::vector<float> attention_post_norm, ffn_post_norm;  // gemma2, gemma3
   // Mixture of experts: the router (one row per expert), each expert's matrices, and qwen2moe's

@@ -398,6 +398,8 @@ void Transformer::run_layer(Step& step, int64_t layer) {
   store_keys_and_values(step, layer);
   attend(step, layer);
   multiply(step, {{weights.output, step.projected}}, step.attended, step.tokens);
+  if (!weights.output_bias.empty())
+    kernels_.add_bias(step.projected, weights.output_bias.data(), dim, step.tokens);
   step.for_tokens([&](int64_t t) {
     if (config.post_norms) {
       kernels_.rms_norm(step.projected + t * dim, weights.attention_post_norm.data(),

@@ -71,6 +71,7 @@ struct ArchitectureReference::State {
   Vector output_norm;
   struct Layer {
     Matrix q, k, v, o, gate, up, down;
+    Vector o_bias;
     Vector attention_norm, ffn_norm, q_bias, k_bias, v_bias, q_norm, k_norm, post_attention,
         post_ffn;
     bool sliding = false;
@@ -252,7 +253,8 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
     }
     layer.o = s.matrix(p + "attn_output.weight");
     if (s.experts == 0) layer.down = s.matrix(p + "ffn_down.weight");
-    if (arch == "qwen2" || arch == "qwen2moe") {
+    if (s.has(p + "attn_output.bias")) layer.o_bias = s.vector(p + "attn_output.bias");
+    if (arch == "qwen2" || arch == "qwen2moe" || s.has(p + "attn_q.bias")) {
       layer.q_bias = s.vector(p + "attn_q.bias");
       layer.k_bias = s.vector(p + "attn_k.bias");
       layer.v_bias = s.vector(p + "attn_v.bias");
@@ -354,6 +356,7 @@ std::vector<double> ArchitectureReference::step(int32_t token) {
       }
     }
     Vector projected = layer.o.times(attended);
+    if (!layer.o_bias.empty()) add(projected, layer.o_bias);
     if (gemma) projected = rms_norm(projected, layer.post_attention, s.epsilon);
     add(x, projected);
 

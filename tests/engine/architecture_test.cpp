@@ -4,11 +4,13 @@
 // each decoded token.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
 #include "architecture_reference.h"
 #include "framework/engine/compute_threads.h"
+#include "framework/engine/gguf_writer.h"
 #include "framework/engine/kv_cache.h"
 #include "framework/engine/transformer.h"
 #include "support/temp_model.h"
@@ -146,6 +148,67 @@ TEST(Architectures, MixtureOfExpertsIsIndependentOfTheBatch) {
                 together[i * static_cast<size_t>(vocabulary) + static_cast<size_t>(v)])
           << "sequence " << i << " logit " << v;
   }
+}
+
+// Some llama files carry q, k, v and output biases (llama.cpp applies them when present).
+TEST(Architectures, LlamaBiasesArePartOfTheForwardPass) {
+  const std::string plain =
+      testing::temp_model(shape_of(Family{"llama", "llama", "none", 2, 0, 0.08f}));
+  auto source = GgufFile::open(plain);
+  GgufWriter writer;
+  for (const auto& [key, value] : source->metadata())
+    writer.copy(*source, key);
+  for (const auto& tensor : source->tensors()) {
+    writer.add_tensor(tensor.name, tensor.shape, tensor.type,
+                      std::vector<uint8_t>(tensor.data, tensor.data + tensor.bytes));
+  }
+  auto bias = [&](const std::string& name, int64_t length, float scale) {
+    std::vector<float> values(static_cast<size_t>(length));
+    for (int64_t i = 0; i < length; ++i)
+      values[static_cast<size_t>(i)] = scale * std::sin(0.7f * static_cast<float>(i) + 1);
+    std::vector<uint8_t> bytes(values.size() * sizeof(float));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    writer.add_tensor(name, {length}, kernels::TensorType::f32, std::move(bytes));
+  };
+  for (int layer = 0; layer < 2; ++layer) {
+    std::string prefix = "blk." + std::to_string(layer) + ".";
+    bias(prefix + "attn_q.bias", 64, 0.3f);
+    bias(prefix + "attn_k.bias", 32, 0.3f);
+    bias(prefix + "attn_v.bias", 32, 0.3f);
+    bias(prefix + "attn_output.bias", 64, 0.3f);
+  }
+  const std::string path = testing::temp_path("llama-biases.gguf");
+  writer.write(path);
+
+  auto model = Model::load(path);
+  Transformer transformer(model);
+  ComputeThreads threads(1);
+  KvCache cache(model->config(), 16, 4, kernels::KvType::f32);
+  testing::ArchitectureReference reference(path);
+  const std::vector<TokenId> prompt = {3, 17, 29, 41};
+  std::vector<double> expected;
+  for (TokenId token : prompt)
+    expected = reference.step(token);
+  KvSequence sequence;
+  reserve(cache, sequence, 4);
+  std::vector<float> logits(static_cast<size_t>(model->config().vocabulary));
+  SequenceChunk chunk{&sequence, prompt, true};
+  transformer.forward({&chunk, 1}, cache, threads, logits);
+  double worst = 0, largest = 1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    worst = std::max(worst, std::fabs(logits[i] - expected[i]));
+    largest = std::max(largest, std::fabs(expected[i]));
+  }
+  EXPECT_LE(worst / largest, 1e-4);
+  // And the biases matter: without them the logits differ.
+  testing::ArchitectureReference unbiased(plain);
+  std::vector<double> without;
+  for (TokenId token : prompt)
+    without = unbiased.step(token);
+  double moved = 0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    moved = std::max(moved, std::fabs(without[i] - expected[i]));
+  EXPECT_GT(moved / largest, 1e-2);
 }
 
 TEST(Architectures, UnknownArchitectureIsRefusedByName) {

@@ -79,6 +79,17 @@ TEST(ModelLoading, RopeFactorsThatAreNotF32PerPairAreRefused) {
       << load_error(path);
 }
 
+TEST(ModelLoading, ATensorTheArchitectureDoesNotReadIsRefusedNotIgnored) {
+  std::string path = rewritten("extra", [](GgufWriter& writer, const GgufFile&) {
+    writer.add_tensor("blk.0.ffn_gate_inp.weight", {64, 4}, kernels::TensorType::f32,
+                      std::vector<uint8_t>(64 * 4 * 4));
+  });
+  EXPECT_NE(load_error(path).find("tensor 'blk.0.ffn_gate_inp.weight' is not part of the llama "
+                                  "architecture as chatflow computes it"),
+            std::string::npos)
+      << load_error(path);
+}
+
 TEST(ModelLoading, MissingTensorIsNamed) {
   std::string path = rewritten(
       "missing", [](GgufWriter&, const GgufFile&) {}, "blk.0.ffn_up.weight");

@@ -4,6 +4,7 @@
 
 #include "framework/engine/pre_tokenizer.h"
 #include "framework/engine/unicode.h"
+#include "framework/engine/unigram_encoder.h"
 
 namespace chatflow::engine {
 
@@ -16,6 +17,8 @@ Tokenizer::Tokenizer(std::shared_ptr<const Vocabulary> vocabulary)
       throw GgufError(error.what());
     }
   }
+  if (vocabulary_->model == TokenizerModel::unigram)
+    unigram_ = std::make_unique<UnigramEncoder>(*vocabulary_);
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -135,6 +138,9 @@ void Tokenizer::encode_fragment(std::string_view text, bool after_special,
       break;
     case TokenizerModel::wordpiece:
       encode_wordpiece(text, out);
+      break;
+    case TokenizerModel::unigram:
+      unigram_->encode(text, out);
       break;
   }
 }

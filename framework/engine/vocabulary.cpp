@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "framework/engine/pre_tokenizer_table.h"
 #include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
@@ -37,25 +38,46 @@ void apply_model_defaults(const GgufFile& file, Vocabulary& v) {
     v.padding = 0;
     v.add_bos = true;
     v.clean_spaces = true;
+  } else if (v.model_name == "t5") {
+    v.model = TokenizerModel::unigram;
+    v.eos = 1;
+    v.unknown = 2;
+    v.padding = 0;
+    v.add_eos = true;
   } else {
     throw GgufError(file.path() + ": tokenizer '" + v.model_name +
                     "' is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE), "
-                    "bert (WordPiece))");
+                    "bert (WordPiece), t5 (Unigram))");
   }
 }
 
-// The BPE flags that llama.cpp derives from the pre-tokenizer's name.
-void apply_pre_tokenizer_flags(Vocabulary& v) {
-  const std::string& pre = v.pre_tokenizer;
-  if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
-    v.ignore_merges = true;
-    v.add_bos = true;
+// The BPE flags that llama.cpp derives from the pre-tokenizer's name; an unknown name is refused
+// rather than split some other way.
+void apply_pre_tokenizer_flags(const GgufFile& file, Vocabulary& v) {
+  const PreTokenizerFamily* family = find_pre_tokenizer(v.pre_tokenizer);
+  if (family == nullptr) {
+    throw GgufError(file.path() + ": pre-tokenizer '" + v.pre_tokenizer +
+                    "' is not supported (supported: " + supported_pre_tokenizers() + ")");
   }
-  if (pre == "deepseek-llm" || pre == "deepseek-coder" || pre == "deepseek-v3" ||
-      pre == "command-r" || pre == "qwen2" || pre == "poro-chat" || pre == "viking" ||
-      pre == "smollm") {
-    v.clean_spaces = false;
+  v.ignore_merges = family->ignore_merges;
+  if (family->add_bos) v.add_bos = true;
+  v.clean_spaces = family->clean_spaces;
+  if (family->without_bos) v.bos = kNoToken;
+}
+
+// Unigram's normaliser: the precompiled character map, kept as its bytes.
+void read_unigram_settings(const GgufFile& file, Vocabulary& v) {
+  if (const GgufValue* map = file.find("tokenizer.ggml.precompiled_charsmap")) {
+    if (!map->is_array_of(GgufValueType::uint8) && !map->is_array_of(GgufValueType::int8)) {
+      throw GgufError(file.path() +
+                      ": tokenizer.ggml.precompiled_charsmap must be an array of bytes, got " +
+                      map->describe());
+    }
+    v.precompiled_charsmap.assign(reinterpret_cast<const char*>(map->array_data),
+                                  static_cast<size_t>(map->array_count));
   }
+  if (auto remove = file.get_bool_or("tokenizer.ggml.remove_extra_whitespaces"))
+    v.remove_extra_whitespaces = *remove;
 }
 
 // Explicit special-token ids and flags in the metadata override the model's defaults.
@@ -162,12 +184,14 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
   auto vocabulary = std::make_shared<Vocabulary>();
   Vocabulary& v = *vocabulary;
   apply_model_defaults(file, v);
-  v.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre").value_or("default");
+  v.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre").value_or("");
+  if (v.pre_tokenizer.empty()) v.pre_tokenizer = "default";
   v.read_tokens(file);
   if (v.model == TokenizerModel::byte_pair) {
     v.read_merges(file);
-    apply_pre_tokenizer_flags(v);
+    apply_pre_tokenizer_flags(file, v);
   }
+  if (v.model == TokenizerModel::unigram) read_unigram_settings(file, v);
   apply_metadata_overrides(file, v);
   collect_end_of_generation(v);
   collect_special_tokens(v);

@@ -35,7 +35,7 @@ struct TokenInfo {
   TokenKind kind = TokenKind::normal;
 };
 
-enum class TokenizerModel { sentencepiece, byte_pair, wordpiece };
+enum class TokenizerModel { sentencepiece, byte_pair, wordpiece, unigram };
 
 class Vocabulary {
  public:
@@ -58,6 +58,10 @@ class Vocabulary {
   bool add_space_prefix = false;  // SentencePiece: a space before the first word
   bool clean_spaces = false;      // BPE/WordPiece detokenization: " ," -> ","
   bool ignore_merges = false;     // BPE: a word that is a whole token is not merged further
+  // Unigram (T5): tokenizer.ggml.precompiled_charsmap's bytes (a trie of replacements), and
+  // whether runs of spaces collapse to one.
+  std::string precompiled_charsmap;
+  bool remove_extra_whitespaces = false;
   std::set<TokenId> end_of_generation;
   // Control, user-defined and unknown tokens, longest text first: matched before tokenizing.
   std::vector<TokenId> special_tokens;

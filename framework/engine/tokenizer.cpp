@@ -31,6 +31,11 @@ struct Fragment {
   TokenId token = kNoToken;
 };
 
+// C's isspace in the "C" locale, which llama.cpp strips around special tokens with.
+bool is_ascii_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 // Splits raw fragments around occurrences of special tokens, longest tokens first. User-defined
 // tokens always match; control and unknown tokens only where `control_allowed` says so.
 template <class ControlAllowed>
@@ -56,9 +61,18 @@ std::vector<Fragment> partition_special(std::string_view text, const Vocabulary&
           searched = found + 1;
           continue;
         }
-        if (found > 0) next.push_back({rest.substr(0, found), kNoToken});
+        std::string_view before = rest.substr(0, found);
+        if (token.strips_space_before) {
+          while (!before.empty() && is_ascii_space(before.back()))
+            before.remove_suffix(1);
+        }
+        if (!before.empty()) next.push_back({before, kNoToken});
         next.push_back({{}, id});
         rest.remove_prefix(found + token.text.size());
+        if (token.strips_space_after) {
+          while (!rest.empty() && is_ascii_space(rest.front()))
+            rest.remove_prefix(1);
+        }
         searched = 0;
       }
       if (!rest.empty()) next.push_back({rest, kNoToken});

@@ -1,6 +1,7 @@
 #include "framework/engine/vocabulary.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "framework/engine/pre_tokenizer_table.h"
@@ -115,6 +116,71 @@ void collect_end_of_generation(Vocabulary& v) {
   if (v.end_of_turn != kNoToken) v.end_of_generation.insert(v.end_of_turn);
 }
 
+// Fill-in-the-middle tokens that llama.cpp recognises by their text (where the metadata names
+// none) become control tokens; the padding, repository and file-separator ones also end
+// generation.
+void mark_fill_in_middle_tokens(const GgufFile& file, Vocabulary& v) {
+  struct Role {
+    std::vector<const char*> keys;
+    std::vector<const char*> texts;
+    bool ends_generation;
+  };
+  const Role roles[] = {
+      {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+       {"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"},
+       false},
+      {{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+       {"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"},
+       false},
+      {{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+       {"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"},
+       false},
+      {{"tokenizer.ggml.fim_pad_token_id"}, {"<|fim_pad|>", "<fim-pad>", "<PAD>"}, true},
+      {{"tokenizer.ggml.fim_rep_token_id"},
+       {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"},
+       true},
+      {{"tokenizer.ggml.fim_sep_token_id"}, {"<|file_sep|>"}, true},
+  };
+  for (const Role& role : roles) {
+    std::optional<TokenId> id;
+    for (const char* key : role.keys) {
+      if (!id) id = optional_id(file, key, v.tokens.size());
+    }
+    if (!id) {
+      for (const char* text : role.texts) {
+        if ((id = v.find(text))) {
+          v.tokens[*id].kind = TokenKind::control;
+          break;
+        }
+      }
+    }
+    if (id && role.ends_generation) v.end_of_generation.insert(*id);
+  }
+}
+
+// llama.cpp's per-model whitespace stripping around special tokens, which GGUF does not store.
+void apply_strip_attributes(const GgufFile& file, Vocabulary& v) {
+  auto contains_any = [](const std::string& text, std::initializer_list<const char*> parts) {
+    for (const char* part : parts) {
+      if (text.find(part) != std::string::npos) return true;
+    }
+    return false;
+  };
+  std::string model_name = file.get_string_or("general.name").value_or("");
+  for (char& c : model_name)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (contains_any(v.pre_tokenizer, {"jina-v2-de", "jina-v2-es", "jina-v2-code"})) {
+    if (auto mask = v.find("<mask>")) v.tokens[*mask].strips_space_before = true;
+  } else if (contains_any(model_name, {"phi-3", "phi3"})) {
+    for (TokenId id : v.special_tokens)
+      v.tokens[id].strips_space_after = true;
+    if (auto id = v.find("</s>")) v.tokens[*id].strips_space_after = true;
+    for (const char* text : {"<unk>", "<s>", "<|endoftext|>"}) {
+      if (auto id = v.find(text)) v.tokens[*id].strips_space_after = false;
+    }
+  }
+}
+
 // Longest first, so that a special token is matched before any shorter one it starts with.
 void collect_special_tokens(Vocabulary& v) {
   for (size_t i = 0; i < v.tokens.size(); ++i) {
@@ -193,8 +259,10 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
   }
   if (v.model == TokenizerModel::unigram) read_unigram_settings(file, v);
   apply_metadata_overrides(file, v);
+  mark_fill_in_middle_tokens(file, v);
   collect_end_of_generation(v);
   collect_special_tokens(v);
+  apply_strip_attributes(file, v);
   return vocabulary;
 }
 

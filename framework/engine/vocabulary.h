@@ -33,6 +33,10 @@ struct TokenInfo {
   std::string text;
   float score = 0;
   TokenKind kind = TokenKind::normal;
+  // Where the text matches this special token, ASCII whitespace before (after) it is dropped:
+  // llama.cpp's LSTRIP (RSTRIP) attributes, which it sets by model name (see vocabulary.cpp).
+  bool strips_space_before = false;
+  bool strips_space_after = false;
 };
 
 enum class TokenizerModel { sentencepiece, byte_pair, wordpiece, unigram };

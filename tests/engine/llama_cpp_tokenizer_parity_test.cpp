@@ -258,9 +258,11 @@ TEST(LlamaCppTokenizeParity, EveryVocabularyFileOverTestStringsAndMixedText) {
 TEST(LlamaCppTokenizeParity, EveryPreTokenizerNameOnBytePairVocabularies) {
   REQUIRE_LLAMA_CPP(llama_tokenize);
   CHATFLOW_REQUIRE_SHARED(directory, "models/vocab");
-  std::vector<std::string> inputs = {joined(llama_cpp_test_strings(directory)),
-                                     testing::mixed_script_text(kMixedTextBytes, 2),
-                                     "a  <mask> b\n\t<mask><mask>  c <|endoftext|>  d"};
+  std::vector<std::string> inputs = {
+      joined(llama_cpp_test_strings(directory)), testing::mixed_script_text(kMixedTextBytes, 2),
+      "a  <mask> b\n\t<mask><mask>  c <|endoftext|>  d ~~b HE'LL 12345\n\n  x "
+      "a\u3000\u3000b one, two。three ab日本12 a\xFF"
+      "b"};
   for (const char* base : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf"}) {
     std::string base_path = (fs::path(directory) / base).string();
     if (!fs::exists(base_path)) {

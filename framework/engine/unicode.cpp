@@ -1,15 +1,32 @@
 #include "framework/engine/unicode.h"
 
 #include <array>
+#include <optional>
 #include <unordered_map>
 
 #include <utf8proc.h>
 
 namespace chatflow::engine::unicode {
 
+namespace {
+
+// Unicode 15.1's additions, which utf8proc 2.8 (Unicode 15.0) does not know and llama.cpp's
+// tables do: CJK Unified Ideographs Extension I, and the new ideographic description characters.
+std::optional<Category> unicode_15_1_category(uint32_t codepoint) {
+  if (codepoint >= 0x2EBF0 && codepoint <= 0x2EE5D) return Category::letter;
+  if ((codepoint >= 0x2FFC && codepoint <= 0x2FFF) || codepoint == 0x31EF) return Category::symbol;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Category category(uint32_t codepoint) {
   if (codepoint == kInvalid || codepoint > 0x10FFFF) return Category::other;
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(codepoint))) {
+  auto general = utf8proc_category(static_cast<utf8proc_int32_t>(codepoint));
+  if (general == UTF8PROC_CATEGORY_CN) {
+    if (auto added = unicode_15_1_category(codepoint)) return *added;
+  }
+  switch (general) {
     case UTF8PROC_CATEGORY_LU:
     case UTF8PROC_CATEGORY_LL:
     case UTF8PROC_CATEGORY_LT:

@@ -262,7 +262,7 @@ TEST(LlamaCppTokenizeParity, EveryPreTokenizerNameOnBytePairVocabularies) {
       joined(llama_cpp_test_strings(directory)), testing::mixed_script_text(kMixedTextBytes, 2),
       "a  <mask> b\n\t<mask><mask>  c <|endoftext|>  d ~~b HE'LL 12345\n\n  x "
       "a\u3000\u3000b one, two。three ab日本12 a\xFF"
-      "b"};
+      "b <sentinel:12>IMGIMGABCZ    x"};
   for (const char* base : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf"}) {
     std::string base_path = (fs::path(directory) / base).string();
     if (!fs::exists(base_path)) {

@@ -4,7 +4,7 @@
 // 100 KB mixed-script text; every pre-tokenizer name llama.cpp knows, on copies of byte-level BPE
 // vocabularies with tokenizer.ggml.pre rewritten; and Unigram (t5) vocabularies built here.
 // Needs LLAMA_CPP_BIN (llama.cpp's bin folder); skips without it. Copies go to a temporary
-// directory.
+// directory (those that differ stay there).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -179,6 +179,15 @@ void expect_identical(const Comparison& comparison, const std::string& label,
                                                << " of " << comparison.inputs << " inputs differ";
 }
 
+// CHATFLOW_PARITY_EXTRA_TEXTS=N adds N short mixed texts (other seeds) to every comparison, for
+// a deeper search than the default run affords.
+void add_extra_texts(std::vector<std::string>& inputs, uint64_t first_seed) {
+  const char* count = std::getenv("CHATFLOW_PARITY_EXTRA_TEXTS");
+  uint64_t extra = count ? std::strtoull(count, nullptr, 10) : 0;
+  for (uint64_t seed = first_seed; seed < first_seed + extra; ++seed)
+    inputs.push_back(testing::mixed_script_text(1500, seed));
+}
+
 // llama.cpp's test strings: every .inp beside the vocabularies, each string once.
 std::vector<std::string> llama_cpp_test_strings(const fs::path& directory) {
   std::vector<std::string> strings;
@@ -245,6 +254,7 @@ TEST(LlamaCppTokenizeParity, EveryVocabularyFileOverTestStringsAndMixedText) {
   auto inputs = llama_cpp_test_strings(directory);
   ASSERT_FALSE(inputs.empty()) << "no .inp test strings in " << directory;
   inputs.push_back(testing::mixed_script_text(kMixedTextBytes));
+  add_extra_texts(inputs, 1000);
   size_t files = 0;
   for (const std::string& model : vocabulary_files(directory)) {
     std::string name = fs::path(model).stem().string();
@@ -263,6 +273,7 @@ TEST(LlamaCppTokenizeParity, EveryPreTokenizerNameOnBytePairVocabularies) {
       "a  <mask> b\n\t<mask><mask>  c <|endoftext|>  d ~~b HE'LL 12345\n\n  x "
       "a\u3000\u3000b one, two。three ab日本12 a\xFF"
       "b <sentinel:12>IMGIMGABCZ    x"};
+  add_extra_texts(inputs, 2000);
   for (const char* base : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf"}) {
     std::string base_path = (fs::path(directory) / base).string();
     if (!fs::exists(base_path)) {
@@ -356,6 +367,7 @@ TEST(LlamaCppTokenizeParity, UnigramVocabulariesBuiltHere) {
   CHATFLOW_REQUIRE_SHARED(metadata_from, "models/vocab/ggml-vocab-llama-spm.gguf");
   CHATFLOW_REQUIRE_SHARED(directory, "models/vocab");
   auto strings = llama_cpp_test_strings(directory);
+  add_extra_texts(strings, 3000);
   struct Variant {
     const char* name;
     bool add_space_prefix;

@@ -45,13 +45,22 @@ std::optional<std::string> llama_tokenize_binary() {
                     "llama-tokenize); skipped";                                     \
   const std::string variable = *variable##_found
 
+// A fresh temporary directory, removed at exit when nothing was kept in it.
 fs::path work_directory() {
-  static const fs::path directory = [] {
-    std::string pattern = (fs::temp_directory_path() / "chatflow-tokenize-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    return fs::path(pattern);
-  }();
-  return directory;
+  struct Directory {
+    fs::path path;
+    Directory() {
+      std::string pattern = (fs::temp_directory_path() / "chatflow-tokenize-XXXXXX").string();
+      if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+      path = pattern;
+    }
+    ~Directory() {
+      std::error_code ignored;  // a directory holding kept files stays
+      fs::remove(path, ignored);
+    }
+  };
+  static const Directory directory;
+  return directory.path;
 }
 
 std::string read_file(const std::string& path) {

@@ -67,8 +67,10 @@ PrecompiledCharsmap::Match UnigramEncoder::normalize_prefix(std::string_view tex
 }
 
 std::string UnigramEncoder::normalize(std::string_view text) const {
-  // llama.cpp b4748 always escapes spaces and never treats them as a suffix.
-  const bool prepend_space = vocabulary_.add_space_prefix;
+  const std::string space = vocabulary_.escape_whitespaces ? kEscapedSpace : " ";
+  const bool suffix = vocabulary_.treat_whitespace_as_suffix;
+  const bool prepend_space = vocabulary_.add_space_prefix && !suffix;
+  const bool append_space = vocabulary_.add_space_prefix && suffix;
   const bool merge_spaces = vocabulary_.remove_extra_whitespaces;
   std::string normalized;
   normalized.reserve(text.size() * 3);
@@ -79,13 +81,13 @@ std::string UnigramEncoder::normalize(std::string_view text) const {
     for (char c : match.replacement) {
       if (c == ' ') {
         inside_word = false;
-        if (!merge_spaces) normalized += kEscapedSpace;
+        if (!merge_spaces) normalized += space;
         continue;
       }
       if (!inside_word) {
         inside_word = true;
         if ((prepend_space && !space_prepended) || merge_spaces) {
-          normalized += kEscapedSpace;
+          normalized += space;
           space_prepended = true;
         }
       }
@@ -93,6 +95,7 @@ std::string UnigramEncoder::normalize(std::string_view text) const {
     }
     offset += match.consumed;
   }
+  if (append_space) normalized += space;
   return normalized;
 }
 

@@ -66,6 +66,10 @@ class Vocabulary {
   // whether runs of spaces collapse to one.
   std::string precompiled_charsmap;
   bool remove_extra_whitespaces = false;
+  // SentencePiece's other two normaliser switches. llama.cpp b4748 reads neither from GGUF and
+  // always escapes spaces as U+2581 with the space prefix in front, so neither is read here.
+  bool escape_whitespaces = true;
+  bool treat_whitespace_as_suffix = false;
   std::set<TokenId> end_of_generation;
   // Control, user-defined and unknown tokens, longest text first: matched before tokenizing.
   std::vector<TokenId> special_tokens;

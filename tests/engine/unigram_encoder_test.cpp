@@ -112,6 +112,14 @@ TEST(UnigramEncoder, WithoutSpacePrefixOnlyWrittenSpacesAppear) {
             "b");
 }
 
+TEST(UnigramEncoder, SpacesAsASuffixGoAfterTheText) {
+  Vocabulary vocabulary = *unigram_vocabulary("unigram-suffix.gguf", kPieces);
+  vocabulary.treat_whitespace_as_suffix = true;
+  vocabulary.escape_whitespaces = false;
+  UnigramEncoder encoder(vocabulary);
+  EXPECT_EQ(encoder.normalize("a b"), "a b ");
+}
+
 TEST(UnigramEncoder, InvalidBytesBecomeReplacementCharacters) {
   auto vocabulary = unigram_vocabulary("unigram-invalid.gguf", kPieces, false, false);
   UnigramEncoder encoder(*vocabulary);

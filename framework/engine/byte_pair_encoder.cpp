@@ -34,7 +34,7 @@ struct LowerPriority {
 
 void Tokenizer::encode_byte_pair(std::string_view text, std::vector<TokenId>& out) const {
   const Vocabulary& vocabulary = *vocabulary_;
-  for (std::string_view raw_word : pre_tokenizer_->split(text)) {
+  for (const std::string& raw_word : pre_tokenizer_->split(text)) {
     std::string word;
     word.reserve(raw_word.size() * 2);
     for (char byte : raw_word)
@@ -87,15 +87,10 @@ void Tokenizer::encode_byte_pair(std::string_view text, std::vector<TokenId>& ou
         out.push_back(*id);
         continue;
       }
-      // Not in the vocabulary: spell it with one token per original byte.
-      for (const auto& character : unicode::decode(piece)) {
-        int byte = unicode::text_to_byte(piece.substr(character.offset, character.length));
-        auto id = byte >= 0 ? vocabulary.byte_token(static_cast<uint8_t>(byte)) : std::nullopt;
-        if (id) {
-          out.push_back(*id);
-        } else if (vocabulary.unknown != kNoToken) {
-          out.push_back(vocabulary.unknown);
-        }
+      // Not in the vocabulary: llama.cpp looks up each byte of the byte-level text on its own
+      // and drops those that are no token.
+      for (char byte : piece) {
+        if (auto id = vocabulary.find(std::string_view(&byte, 1))) out.push_back(*id);
       }
     }
   }

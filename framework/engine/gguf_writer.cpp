@@ -140,6 +140,14 @@ void GgufWriter::set_int32s(const std::string& key, const std::vector<int32_t>& 
   put(key, GgufValueType::array, std::move(payload));
 }
 
+void GgufWriter::set_bytes(const std::string& key, const std::string& bytes) {
+  std::string payload;
+  append(payload, static_cast<uint32_t>(GgufValueType::uint8));
+  append<uint64_t>(payload, bytes.size());
+  payload += bytes;
+  put(key, GgufValueType::array, std::move(payload));
+}
+
 void GgufWriter::copy(const GgufFile& file, const std::string& key) {
   const GgufValue* value = file.find(key);
   if (value == nullptr) return;

@@ -19,6 +19,8 @@ class GgufWriter {
   void set_strings(const std::string& key, const std::vector<std::string>& values);
   void set_float32s(const std::string& key, const std::vector<float>& values);
   void set_int32s(const std::string& key, const std::vector<int32_t>& values);
+  // An array of uint8: raw bytes such as tokenizer.ggml.precompiled_charsmap.
+  void set_bytes(const std::string& key, const std::string& bytes);
   // Copies one metadata entry of another file as it is.
   void copy(const GgufFile& file, const std::string& key);
 

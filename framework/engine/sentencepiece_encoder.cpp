@@ -36,7 +36,7 @@ void Tokenizer::encode_sentencepiece(std::string_view text, std::vector<TokenId>
   const Vocabulary& vocabulary = *vocabulary_;
   std::vector<Symbol> symbols;
   for (size_t offset = 0; offset < text.size();) {
-    size_t length = std::min(unicode::sequence_length(static_cast<unsigned char>(text[offset])),
+    size_t length = std::min(unicode::lead_byte_length(static_cast<unsigned char>(text[offset])),
                              text.size() - offset);
     int index = static_cast<int>(symbols.size());
     symbols.push_back({offset, length, index - 1, offset + length == text.size() ? -1 : index + 1});

@@ -4,6 +4,7 @@
 
 #include "framework/engine/pre_tokenizer.h"
 #include "framework/engine/unicode.h"
+#include "framework/engine/unigram_encoder.h"
 
 namespace chatflow::engine {
 
@@ -16,6 +17,8 @@ Tokenizer::Tokenizer(std::shared_ptr<const Vocabulary> vocabulary)
       throw GgufError(error.what());
     }
   }
+  if (vocabulary_->model == TokenizerModel::unigram)
+    unigram_ = std::make_unique<UnigramEncoder>(*vocabulary_);
 }
 
 Tokenizer::~Tokenizer() = default;
@@ -27,6 +30,11 @@ struct Fragment {
   std::string_view text;
   TokenId token = kNoToken;
 };
+
+// C's isspace in the "C" locale, which llama.cpp strips around special tokens with.
+bool is_ascii_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
 
 // Splits raw fragments around occurrences of special tokens, longest tokens first. User-defined
 // tokens always match; control and unknown tokens only where `control_allowed` says so.
@@ -53,9 +61,18 @@ std::vector<Fragment> partition_special(std::string_view text, const Vocabulary&
           searched = found + 1;
           continue;
         }
-        if (found > 0) next.push_back({rest.substr(0, found), kNoToken});
+        std::string_view before = rest.substr(0, found);
+        if (token.strips_space_before) {
+          while (!before.empty() && is_ascii_space(before.back()))
+            before.remove_suffix(1);
+        }
+        if (!before.empty()) next.push_back({before, kNoToken});
         next.push_back({{}, id});
         rest.remove_prefix(found + token.text.size());
+        if (token.strips_space_after) {
+          while (!rest.empty() && is_ascii_space(rest.front()))
+            rest.remove_prefix(1);
+        }
         searched = 0;
       }
       if (!rest.empty()) next.push_back({rest, kNoToken});
@@ -135,6 +152,9 @@ void Tokenizer::encode_fragment(std::string_view text, bool after_special,
       break;
     case TokenizerModel::wordpiece:
       encode_wordpiece(text, out);
+      break;
+    case TokenizerModel::unigram:
+      unigram_->encode(text, out);
       break;
   }
 }

@@ -1,7 +1,7 @@
-// Text to token ids and back, for the three tokenizer families GGUF models use: SentencePiece
+// Text to token ids and back, for the four tokenizer families GGUF models use: SentencePiece
 // (llama: scored merges with byte fallback), byte-level BPE (gpt2 family, with the
-// pre-tokenizer named by tokenizer.ggml.pre), and WordPiece (bert). Results match llama.cpp's
-// tokenizer test vectors. Encoding is thread-safe.
+// pre-tokenizer named by tokenizer.ggml.pre), WordPiece (bert) and Unigram (t5). Results match
+// llama.cpp b4748's llama-tokenize. Encoding is thread-safe.
 #pragma once
 
 #include <memory>
@@ -16,6 +16,7 @@
 namespace chatflow::engine {
 
 class PreTokenizer;
+class UnigramEncoder;
 
 class Tokenizer {
  public:
@@ -55,6 +56,7 @@ class Tokenizer {
 
   std::shared_ptr<const Vocabulary> vocabulary_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
+  std::unique_ptr<UnigramEncoder> unigram_;
 };
 
 }  // namespace chatflow::engine

@@ -1,15 +1,32 @@
 #include "framework/engine/unicode.h"
 
 #include <array>
+#include <optional>
 #include <unordered_map>
 
 #include <utf8proc.h>
 
 namespace chatflow::engine::unicode {
 
+namespace {
+
+// Unicode 15.1's additions, which utf8proc 2.8 (Unicode 15.0) does not know and llama.cpp's
+// tables do: CJK Unified Ideographs Extension I, and the new ideographic description characters.
+std::optional<Category> unicode_15_1_category(uint32_t codepoint) {
+  if (codepoint >= 0x2EBF0 && codepoint <= 0x2EE5D) return Category::letter;
+  if ((codepoint >= 0x2FFC && codepoint <= 0x2FFF) || codepoint == 0x31EF) return Category::symbol;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Category category(uint32_t codepoint) {
   if (codepoint == kInvalid || codepoint > 0x10FFFF) return Category::other;
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(codepoint))) {
+  auto general = utf8proc_category(static_cast<utf8proc_int32_t>(codepoint));
+  if (general == UTF8PROC_CATEGORY_CN) {
+    if (auto added = unicode_15_1_category(codepoint)) return *added;
+  }
+  switch (general) {
     case UTF8PROC_CATEGORY_LU:
     case UTF8PROC_CATEGORY_LL:
     case UTF8PROC_CATEGORY_LT:
@@ -71,6 +88,45 @@ uint32_t nfd_first(uint32_t codepoint) {
       utf8proc_decompose_char(static_cast<utf8proc_int32_t>(codepoint), decomposed, 8,
                               UTF8PROC_DECOMPOSE, &last_boundclass);
   return count >= 1 ? static_cast<uint32_t>(decomposed[0]) : codepoint;
+}
+
+size_t lead_byte_length(unsigned char lead) {
+  static constexpr size_t kLengths[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  return kLengths[lead >> 4];
+}
+
+size_t accepted_sequence_length(std::string_view text, size_t offset) {
+  auto lead = static_cast<unsigned char>(text[offset]);
+  size_t length = lead < 0x80             ? 1
+                  : (lead & 0xE0) == 0xC0 ? 2
+                  : (lead & 0xF0) == 0xE0 ? 3
+                  : (lead & 0xF8) == 0xF0 ? 4
+                                          : 0;
+  if (offset + length > text.size()) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((static_cast<unsigned char>(text[offset + i]) & 0xC0) != 0x80) return 0;
+  }
+  return length;
+}
+
+std::vector<uint32_t> decode_as_llama(std::string_view text) {
+  static constexpr unsigned char kLeadMasks[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+  std::vector<uint32_t> codepoints;
+  codepoints.reserve(text.size());
+  for (size_t offset = 0; offset < text.size();) {
+    size_t length = accepted_sequence_length(text, offset);
+    if (length == 0) {
+      codepoints.push_back(0xFFFD);
+      offset += 1;
+      continue;
+    }
+    uint32_t value = static_cast<unsigned char>(text[offset]) & kLeadMasks[length];
+    for (size_t i = 1; i < length; ++i)
+      value = (value << 6) | (static_cast<unsigned char>(text[offset + i]) & 0x3F);
+    codepoints.push_back(value > 0x10FFFF ? 0xFFFD : value);
+    offset += length;
+  }
+  return codepoints;
 }
 
 namespace {

@@ -40,6 +40,18 @@ uint32_t to_lower(uint32_t codepoint);
 // normaliser and llama.cpp's WordPiece pre-processing use it.
 uint32_t nfd_first(uint32_t codepoint);
 
+// The character length llama.cpp reads from a lead byte: by its high four bits alone, so a
+// continuation byte counts as one and 0xF8..0xFF as four.
+size_t lead_byte_length(unsigned char lead);
+// The length of the character at `offset` as llama.cpp's decoder accepts it (lead byte and
+// continuation bytes only; overlong forms and surrogates pass), or 0 when it rejects the byte.
+size_t accepted_sequence_length(std::string_view text, size_t offset);
+// Code points as llama.cpp decodes text for its tokenizers: a byte that starts no complete
+// sequence becomes U+FFFD on its own; overlong forms are kept as their values (re-encoding
+// them gives the shortest form). Values above U+10FFFF, which llama.cpp cannot encode again,
+// become U+FFFD too.
+std::vector<uint32_t> decode_as_llama(std::string_view text);
+
 // GPT-2's byte-level encoding: every byte maps to one printable character.
 const std::string& byte_to_text(uint8_t byte);
 // The byte a byte-level character stands for, or -1 when `character` is not one.

@@ -1,8 +1,10 @@
 #include "framework/engine/vocabulary.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
+#include "framework/engine/pre_tokenizer_table.h"
 #include "framework/engine/unicode.h"
 
 namespace chatflow::engine {
@@ -37,25 +39,46 @@ void apply_model_defaults(const GgufFile& file, Vocabulary& v) {
     v.padding = 0;
     v.add_bos = true;
     v.clean_spaces = true;
+  } else if (v.model_name == "t5") {
+    v.model = TokenizerModel::unigram;
+    v.eos = 1;
+    v.unknown = 2;
+    v.padding = 0;
+    v.add_eos = true;
   } else {
     throw GgufError(file.path() + ": tokenizer '" + v.model_name +
                     "' is not supported (supported: llama (SentencePiece), gpt2 (byte-level BPE), "
-                    "bert (WordPiece))");
+                    "bert (WordPiece), t5 (Unigram))");
   }
 }
 
-// The BPE flags that llama.cpp derives from the pre-tokenizer's name.
-void apply_pre_tokenizer_flags(Vocabulary& v) {
-  const std::string& pre = v.pre_tokenizer;
-  if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
-    v.ignore_merges = true;
-    v.add_bos = true;
+// The BPE flags that llama.cpp derives from the pre-tokenizer's name; an unknown name is refused
+// rather than split some other way.
+void apply_pre_tokenizer_flags(const GgufFile& file, Vocabulary& v) {
+  const PreTokenizerFamily* family = find_pre_tokenizer(v.pre_tokenizer);
+  if (family == nullptr) {
+    throw GgufError(file.path() + ": pre-tokenizer '" + v.pre_tokenizer +
+                    "' is not supported (supported: " + supported_pre_tokenizers() + ")");
   }
-  if (pre == "deepseek-llm" || pre == "deepseek-coder" || pre == "deepseek-v3" ||
-      pre == "command-r" || pre == "qwen2" || pre == "poro-chat" || pre == "viking" ||
-      pre == "smollm") {
-    v.clean_spaces = false;
+  v.ignore_merges = family->ignore_merges;
+  if (family->add_bos) v.add_bos = true;
+  v.clean_spaces = family->clean_spaces;
+  if (family->without_bos) v.bos = kNoToken;
+}
+
+// Unigram's normaliser: the precompiled character map, kept as its bytes.
+void read_unigram_settings(const GgufFile& file, Vocabulary& v) {
+  if (const GgufValue* map = file.find("tokenizer.ggml.precompiled_charsmap")) {
+    if (!map->is_array_of(GgufValueType::uint8) && !map->is_array_of(GgufValueType::int8)) {
+      throw GgufError(file.path() +
+                      ": tokenizer.ggml.precompiled_charsmap must be an array of bytes, got " +
+                      map->describe());
+    }
+    v.precompiled_charsmap.assign(reinterpret_cast<const char*>(map->array_data),
+                                  static_cast<size_t>(map->array_count));
   }
+  if (auto remove = file.get_bool_or("tokenizer.ggml.remove_extra_whitespaces"))
+    v.remove_extra_whitespaces = *remove;
 }
 
 // Explicit special-token ids and flags in the metadata override the model's defaults.
@@ -91,6 +114,71 @@ void collect_end_of_generation(Vocabulary& v) {
   }
   if (v.eos != kNoToken) v.end_of_generation.insert(v.eos);
   if (v.end_of_turn != kNoToken) v.end_of_generation.insert(v.end_of_turn);
+}
+
+// Fill-in-the-middle tokens that llama.cpp recognises by their text (where the metadata names
+// none) become control tokens; the padding, repository and file-separator ones also end
+// generation.
+void mark_fill_in_middle_tokens(const GgufFile& file, Vocabulary& v) {
+  struct Role {
+    std::vector<const char*> keys;
+    std::vector<const char*> texts;
+    bool ends_generation;
+  };
+  const Role roles[] = {
+      {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+       {"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"},
+       false},
+      {{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+       {"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"},
+       false},
+      {{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+       {"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"},
+       false},
+      {{"tokenizer.ggml.fim_pad_token_id"}, {"<|fim_pad|>", "<fim-pad>", "<PAD>"}, true},
+      {{"tokenizer.ggml.fim_rep_token_id"},
+       {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"},
+       true},
+      {{"tokenizer.ggml.fim_sep_token_id"}, {"<|file_sep|>"}, true},
+  };
+  for (const Role& role : roles) {
+    std::optional<TokenId> id;
+    for (const char* key : role.keys) {
+      if (!id) id = optional_id(file, key, v.tokens.size());
+    }
+    if (!id) {
+      for (const char* text : role.texts) {
+        if ((id = v.find(text))) {
+          v.tokens[*id].kind = TokenKind::control;
+          break;
+        }
+      }
+    }
+    if (id && role.ends_generation) v.end_of_generation.insert(*id);
+  }
+}
+
+// llama.cpp's per-model whitespace stripping around special tokens, which GGUF does not store.
+void apply_strip_attributes(const GgufFile& file, Vocabulary& v) {
+  auto contains_any = [](const std::string& text, std::initializer_list<const char*> parts) {
+    for (const char* part : parts) {
+      if (text.find(part) != std::string::npos) return true;
+    }
+    return false;
+  };
+  std::string model_name = file.get_string_or("general.name").value_or("");
+  for (char& c : model_name)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (contains_any(v.pre_tokenizer, {"jina-v2-de", "jina-v2-es", "jina-v2-code"})) {
+    if (auto mask = v.find("<mask>")) v.tokens[*mask].strips_space_before = true;
+  } else if (contains_any(model_name, {"phi-3", "phi3"})) {
+    for (TokenId id : v.special_tokens)
+      v.tokens[id].strips_space_after = true;
+    if (auto id = v.find("</s>")) v.tokens[*id].strips_space_after = true;
+    for (const char* text : {"<unk>", "<s>", "<|endoftext|>"}) {
+      if (auto id = v.find(text)) v.tokens[*id].strips_space_after = false;
+    }
+  }
 }
 
 // Longest first, so that a special token is matched before any shorter one it starts with.
@@ -162,15 +250,19 @@ std::shared_ptr<const Vocabulary> Vocabulary::from_gguf(const GgufFile& file) {
   auto vocabulary = std::make_shared<Vocabulary>();
   Vocabulary& v = *vocabulary;
   apply_model_defaults(file, v);
-  v.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre").value_or("default");
+  v.pre_tokenizer = file.get_string_or("tokenizer.ggml.pre").value_or("");
+  if (v.pre_tokenizer.empty()) v.pre_tokenizer = "default";
   v.read_tokens(file);
   if (v.model == TokenizerModel::byte_pair) {
     v.read_merges(file);
-    apply_pre_tokenizer_flags(v);
+    apply_pre_tokenizer_flags(file, v);
   }
+  if (v.model == TokenizerModel::unigram) read_unigram_settings(file, v);
   apply_metadata_overrides(file, v);
+  mark_fill_in_middle_tokens(file, v);
   collect_end_of_generation(v);
   collect_special_tokens(v);
+  apply_strip_attributes(file, v);
   return vocabulary;
 }
 

@@ -33,9 +33,13 @@ struct TokenInfo {
   std::string text;
   float score = 0;
   TokenKind kind = TokenKind::normal;
+  // Where the text matches this special token, ASCII whitespace before (after) it is dropped:
+  // llama.cpp's LSTRIP (RSTRIP) attributes, which it sets by model name (see vocabulary.cpp).
+  bool strips_space_before = false;
+  bool strips_space_after = false;
 };
 
-enum class TokenizerModel { sentencepiece, byte_pair, wordpiece };
+enum class TokenizerModel { sentencepiece, byte_pair, wordpiece, unigram };
 
 class Vocabulary {
  public:
@@ -58,6 +62,14 @@ class Vocabulary {
   bool add_space_prefix = false;  // SentencePiece: a space before the first word
   bool clean_spaces = false;      // BPE/WordPiece detokenization: " ," -> ","
   bool ignore_merges = false;     // BPE: a word that is a whole token is not merged further
+  // Unigram (T5): tokenizer.ggml.precompiled_charsmap's bytes (a trie of replacements), and
+  // whether runs of spaces collapse to one.
+  std::string precompiled_charsmap;
+  bool remove_extra_whitespaces = false;
+  // SentencePiece's other two normaliser switches. llama.cpp b4748 reads neither from GGUF and
+  // always escapes spaces as U+2581 with the space prefix in front, so neither is read here.
+  bool escape_whitespaces = true;
+  bool treat_whitespace_as_suffix = false;
   std::set<TokenId> end_of_generation;
   // Control, user-defined and unknown tokens, longest text first: matched before tokenizing.
   std::vector<TokenId> special_tokens;

@@ -14,8 +14,8 @@ namespace {
 // dropped), then its word split.
 std::vector<std::string> split_words(std::string_view text) {
   std::u32string normalized;
-  for (const auto& character : unicode::decode(text)) {
-    uint32_t c = unicode::nfd_first(character.value);
+  for (uint32_t codepoint : unicode::decode_as_llama(text)) {
+    uint32_t c = unicode::nfd_first(codepoint);
     if (unicode::is_whitespace(c)) {
       normalized += U' ';
       continue;

@@ -107,6 +107,8 @@ check "tokenize exits 0" test $rc -eq 0
 "$chatflow" detokenize --model "$work/model.gguf" --file "$work/ids" >"$work/back"; rc=$?
 check "detokenize exits 0" test $rc -eq 0
 check "detokenize reverses tokenize" cmp -s "$work/text.txt" "$work/back"
+listed=$("$chatflow" tokenize -m "$work/model.gguf" -p 'Hello, wide world! 你好' --ids --no-bos)
+check "tokenize takes llama-tokenize's flags and prints its list" test "$listed" = "[$(tr ' ' '\n' <"$work/ids" | paste -sd, - | sed 's/,/, /g')]"
 echo "7 99999" | "$chatflow" detokenize --model "$work/model.gguf" >/dev/null 2>"$work/err"; rc=$?
 check "detokenize refuses unknown ids" test $rc -eq 1
 check "detokenize names the bad id" grep -q "'99999' is not a token id" "$work/err"

@@ -81,7 +81,8 @@ TEST_P(TokenizerParity, MatchesLlamaCppTestVectors) {
 
 INSTANTIATE_TEST_SUITE_P(AllVocabularies, TokenizerParity,
                          ::testing::Values("llama-spm", "phi-3", "bert-bge", "gpt-2", "mpt",
-                                           "deepseek-coder"));
+                                           "deepseek-coder", "deepseek-llm", "falcon", "refact",
+                                           "starcoder"));
 
 }  // namespace
 }  // namespace chatflow::engine

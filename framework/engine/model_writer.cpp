@@ -266,28 +266,12 @@ class RandomTensors {
 
   // A weight matrix of `rows` rows of `columns` values, Normal(0, sigma), in the shape's type.
   void matrix(const std::string& name, int64_t columns, int64_t rows, float sigma) {
-    std::vector<float> values(static_cast<size_t>(columns * rows));
-    for (float& value : values)
-      value = normal_.next(sigma);
-    kernels::TensorType type = shape_.type;
-    if (recipe_) {
-      RecipeModel model{shape_.layers, shape_.heads / shape_.kv_heads, !shape_.tie_embeddings};
-      type = recipe_tensor_type(*recipe_, model, name, columns, 2).value_or(type);
-    }
-    writer_.add_tensor(name, {columns, rows}, type, encode(type, values, columns));
+    weights(name, {columns, rows}, sigma);
   }
 
   // One [columns, rows] matrix per expert, stored as one [columns, rows, experts] tensor.
   void experts(const std::string& name, int64_t columns, int64_t rows, int64_t count, float sigma) {
-    std::vector<float> values(static_cast<size_t>(columns * rows * count));
-    for (float& value : values)
-      value = normal_.next(sigma);
-    kernels::TensorType type = shape_.type;
-    if (recipe_) {
-      RecipeModel model{shape_.layers, shape_.heads / shape_.kv_heads, !shape_.tie_embeddings};
-      type = recipe_tensor_type(*recipe_, model, name, columns, 3).value_or(type);
-    }
-    writer_.add_tensor(name, {columns, rows, count}, type, encode(type, values, columns));
+    weights(name, {columns, rows, count}, sigma);
   }
 
   // A norm weight or bias, center + Normal(0, sigma), always f32.
@@ -300,6 +284,23 @@ class RandomTensors {
   }
 
  private:
+  // Weights of any shape (rows of shape[0] values), quantised as the recipe says.
+  void weights(const std::string& name, const std::vector<int64_t>& shape, float sigma) {
+    size_t count = 1;
+    for (int64_t extent : shape)
+      count *= static_cast<size_t>(extent);
+    std::vector<float> values(count);
+    for (float& value : values)
+      value = normal_.next(sigma);
+    kernels::TensorType type = shape_.type;
+    if (recipe_) {
+      RecipeModel model{shape_.layers, shape_.heads / shape_.kv_heads, !shape_.tie_embeddings};
+      type = recipe_tensor_type(*recipe_, model, name, shape[0], static_cast<int64_t>(shape.size()))
+                 .value_or(type);
+    }
+    writer_.add_tensor(name, shape, type, encode(type, values, shape[0]));
+  }
+
   GgufWriter& writer_;
   const ModelShape& shape_;
   std::optional<QuantizationRecipe> recipe_;

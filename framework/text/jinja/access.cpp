@@ -64,7 +64,7 @@ Value get_item(const Value& object, const Value& key) {
     }
     return missing_attribute(object, key.as_string());
   }
-  return Value::undefined("'" + type_description(object) + "' has no element " + repr(key));
+  return Value::undefined(type_description(object) + " has no element " + repr(key));
 }
 
 Value slice_value(const Value& object, const Value& start_value, const Value& stop_value,

@@ -1,5 +1,6 @@
 // The filters of `value|name(...)`: jinja2's built-ins, with transformers' tojson.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string_view>
 #include <utility>
@@ -160,6 +161,12 @@ Value filter_int(const Value& v, const Arguments& a) {
   if (v.is_float()) return Value(static_cast<int64_t>(std::trunc(v.as_float())));
   if (v.is_string()) {
     std::string text = strip(v.as_tracked(), nullptr, StripSide::both).text();
+    // Python's int() takes single underscores between digits.
+    for (size_t i = 1; i + 1 < text.size(); ++i) {
+      if (text[i] == '_' && std::isalnum(static_cast<unsigned char>(text[i - 1])) &&
+          std::isalnum(static_cast<unsigned char>(text[i + 1])))
+        text.erase(i, 1);
+    }
     try {
       size_t used = 0;
       int64_t parsed = std::stoll(text, &used, static_cast<int>(base));
@@ -490,6 +497,16 @@ Value filter_truncate(const Value& v, const Arguments& a) {
   bool killwords = truthy(argument(a, 1, "killwords", Value(false)));
   TrackedString end = to_tracked(argument(a, 2, "end", Value::template_string("...")));
   int64_t leeway = integer_argument(a, 3, "leeway", 5);
+  auto end_length = static_cast<int64_t>(code_point_count(end.text()));
+  if (limit < end_length) {
+    throw RenderError(
+        RenderError::Kind::template_error,
+        "expected length >= " + std::to_string(end_length) + ", got " + std::to_string(limit));
+  }
+  if (leeway < 0) {
+    throw RenderError(RenderError::Kind::template_error,
+                      "expected leeway >= 0, got " + std::to_string(leeway));
+  }
   auto offsets = code_point_offsets(text.text());
   auto size = static_cast<int64_t>(offsets.size() - 1);
   if (size <= limit + leeway) return Value(text);
@@ -539,6 +556,33 @@ Value filter_batch(const Value& v, const Arguments& a) {
     batches.items.emplace_back(std::move(current));
   }
   return make_iterator(std::move(batches.items), "generator");
+}
+
+// Items grouped by an attribute, the groups sorted by it: (grouper, items) pairs.
+Value filter_groupby(const Value& v, const Arguments& a) {
+  std::string attribute = string_argument(a, 0, "attribute", "");
+  const Value* fallback = a.find(1, "default");
+  bool case_sensitive = truthy(argument(a, 2, "case_sensitive", Value(false)));
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const Value& item : iterate(v)) {
+    Value key = attribute_path(item, attribute);
+    if (key.is_undefined() && fallback) key = *fallback;
+    keyed.emplace_back(key, item);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+    return compare(sort_key(x.first, case_sensitive), sort_key(y.first, case_sensitive)) < 0;
+  });
+  List groups;
+  for (size_t i = 0; i < keyed.size();) {
+    List members;
+    size_t j = i;
+    while (j < keyed.size() && equal(sort_key(keyed[j].first, case_sensitive),
+                                     sort_key(keyed[i].first, case_sensitive)))
+      members.items.push_back(keyed[j++].second);
+    groups.items.emplace_back(List{{keyed[i].first, Value(std::move(members))}, true, {}});
+    i = j;
+  }
+  return Value(std::move(groups));
 }
 
 Value filter_attr(const Value& v, const Arguments& a) {
@@ -603,6 +647,7 @@ FilterFunction find_filter(std::string_view name) {
       {"wordcount", filter_wordcount},
       {"batch", filter_batch},
       {"attr", filter_attr},
+      {"groupby", filter_groupby},
   };
   for (const auto& [filter_name, function] : filters) {
     if (filter_name == name) return function;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "framework/text/jinja/globals.h"
 
@@ -31,6 +32,15 @@ class LoopObject final : public Object {
       return index > 0 ? items_[index_ - 1] : Value::undefined("there is no previous item");
     if (name == "nextitem")
       return index + 1 < length ? items_[index_ + 1] : Value::undefined("there is no next item");
+    if (name == "changed") {
+      auto last = last_changed_;
+      return Value(Callable{"changed", [last](Arguments& arguments) -> Value {
+                              Value current(List{arguments.positional, true, {}});
+                              if (*last && equal(**last, current)) return Value(false);
+                              *last = current;
+                              return Value(true);
+                            }});
+    }
     if (name == "cycle") {
       size_t position = index_;
       return Value(Callable{"cycle", [position](Arguments& arguments) -> Value {
@@ -46,6 +56,8 @@ class LoopObject final : public Object {
  private:
   const std::vector<Value>& items_;
   size_t index_ = 0;
+  // loop.changed(...)'s memory of the previous call's arguments.
+  std::shared_ptr<std::optional<Value>> last_changed_ = std::make_shared<std::optional<Value>>();
 };
 
 }  // namespace
@@ -306,7 +318,7 @@ Value Interpreter::call_macro(const std::vector<MacroParameter>& parameters, con
                  ? evaluate(*parameters[i].default_value)
                  : Value::undefined("parameter '" + parameters[i].name + "' was not provided"));
     }
-    assign("varargs", Value(List{std::move(extra_positional), false, {}}));
+    assign("varargs", Value(List{std::move(extra_positional), true, {}}));
     assign("kwargs", Value(std::move(extra_keyword)));
     TrackedString text = capture(body);
     frames_.resize(base_frames);

@@ -108,6 +108,72 @@ std::optional<Value> string_method(const Value& self, std::string_view name) {
           self.as_string(), required(arguments, 0, prefix ? "startswith" : "endswith"), prefix));
     });
   }
+  if (name == "casefold")
+    return bind(name, [self](Arguments&) { return Value(lower(self.as_tracked())); });
+  if (name == "swapcase") {
+    return bind(name, [self](Arguments&) {
+      TrackedString out;
+      for (const Value& character : iterate(self)) {
+        const TrackedString& c = character.as_tracked();
+        out.append(is_upper(c.text()) ? lower(c) : upper(c));
+      }
+      return Value(std::move(out));
+    });
+  }
+  if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
+    std::string which(name);
+    return bind(name, [self, which](Arguments& arguments) {
+      int64_t width = optional_integer(arguments, 0, "width", 0);
+      std::string fill = which == "zfill" ? "0" : " ";
+      if (const std::string* given = optional_string(arguments, 1, "fillchar")) fill = *given;
+      auto size = static_cast<int64_t>(code_point_count(self.as_string()));
+      if (size >= width) return self;
+      auto missing = static_cast<size_t>(width - size);
+      auto repeat = [&](size_t n) {
+        std::string out;
+        for (size_t i = 0; i < n; ++i)
+          out += fill;
+        return out;
+      };
+      const std::string& text = self.as_string();
+      TrackedString out;
+      if (which == "zfill" && !text.empty() && (text[0] == '-' || text[0] == '+')) {
+        out.append_slice(self.as_tracked(), 0, 1);
+        out.append(repeat(missing), false);
+        out.append_slice(self.as_tracked(), 1, text.size());
+        return Value(std::move(out));
+      }
+      // Python's center puts the odd fill character on the left when the width is odd.
+      size_t left = which == "ljust"    ? 0
+                    : which == "center" ? missing / 2 + (missing & static_cast<size_t>(width) & 1)
+                                        : missing;
+      out.append(repeat(left), false);
+      out.append(self.as_tracked());
+      out.append(repeat(missing - left), false);
+      return Value(std::move(out));
+    });
+  }
+  if (name == "partition" || name == "rpartition") {
+    bool from_right = name == "rpartition";
+    return bind(name, [self, from_right](Arguments& arguments) {
+      const Value& separator = required(arguments, 0, "partition");
+      if (!separator.is_string() || separator.as_string().empty())
+        throw RenderError(RenderError::Kind::value, "empty separator");
+      const std::string& s = self.as_string();
+      size_t at = from_right ? s.rfind(separator.as_string()) : s.find(separator.as_string());
+      const TrackedString& text = self.as_tracked();
+      Value empty = Value::data_string("");
+      if (at == std::string::npos) {
+        return Value(from_right ? List{{empty, empty, self}, true, {}}
+                                : List{{self, empty, empty}, true, {}});
+      }
+      size_t after = at + separator.as_string().size();
+      return Value(List{{Value(text.slice(0, at)), Value(text.slice(at, after)),
+                         Value(text.slice(after, s.size()))},
+                        true,
+                        {}});
+    });
+  }
   if (name == "upper")
     return bind(name, [self](Arguments&) { return Value(upper(self.as_tracked())); });
   if (name == "lower")

@@ -252,6 +252,12 @@ TrackedString replace(const TrackedString& text, const std::string& old_text,
 }
 
 TrackedString upper(const TrackedString& text) {
+  // Python's full case mapping turns the one common expanding letter, ß, into "SS".
+  if (text.text().find("\xC3\x9F") != std::string::npos) {
+    TrackedString expanded = replace(text, "\xC3\x9F", TrackedString::from_data("SS"), -1);
+    if (text.all_from_template()) expanded = TrackedString::from_template(expanded.text());
+    return map_code_points(expanded, [](uint32_t c, size_t) { return to_upper(c); });
+  }
   return map_code_points(text, [](uint32_t c, size_t) { return to_upper(c); });
 }
 

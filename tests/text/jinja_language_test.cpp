@@ -133,6 +133,15 @@ TEST(JinjaLanguage, MacrosWithDefaultsAndCaller) {
             "[1][2]");
 }
 
+TEST(JinjaLanguage, WithOpensAScope) {
+  EXPECT_EQ(render("{% set a = 1 %}{% with a = a + 1, b = 'x' %}{{ a }}{{ b }}{% endwith %}{{ a }}[{{ b }}]"),
+            "2x1[]");
+}
+
+TEST(JinjaLanguage, StringLiteralsUsePythonEscapes) {
+  EXPECT_EQ(render("{{ 'a\\\nb' }}|{{ \"tab\\there\" }}|{{ '\\u00e9\\x41' }}"), "ab|tab\there|\u00e9A");
+}
+
 TEST(JinjaLanguage, StringFilters) {
   EXPECT_EQ(render("{{ '  a b  ' | trim }}|{{ 'xxaxx' | trim('x') }}"), "a b|a");
   EXPECT_EQ(render("{{ 'hello world' | title }} {{ 'hELLO' | capitalize }} {{ 'ab' | upper }}"),

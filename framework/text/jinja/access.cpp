@@ -246,10 +246,13 @@ Value binary_operation(BinaryOperator op, const Value& left, const Value& right)
       }
     case BinaryOperator::power:
       if (integers && integer_of(right) >= 0) {
-        int64_t result = 1, base = integer_of(left);
-        for (int64_t i = 0; i < integer_of(right); ++i)
-          result *= base;
-        return Value(result);
+        // Squaring keeps huge exponents cheap; beyond 64 bits Python's big ints are not modelled.
+        uint64_t result = 1, base = static_cast<uint64_t>(integer_of(left));
+        for (int64_t exponent = integer_of(right); exponent > 0; exponent >>= 1) {
+          if (exponent & 1) result *= base;
+          base *= base;
+        }
+        return Value(static_cast<int64_t>(result));
       }
       if (numbers) return Value(std::pow(left.as_number(), right.as_number()));
       unsupported("** or pow()", left, right);

@@ -275,9 +275,11 @@ struct ControlStatement : Statement {
   ControlStatement(StatementKind k, SourcePosition p) : Statement(k, p) {}
 };
 
-// A block that only renders its body ({% generation %}, transformers' assistant-mask marker).
+// A block with a scope of its own: {% with a = 1 %} (its assignments evaluated outside it), and
+// {% generation %} (transformers' assistant-mask marker, which only renders its body).
 struct ScopeStatement : Statement {
   explicit ScopeStatement(SourcePosition p) : Statement(StatementKind::scope, p) {}
+  std::vector<std::pair<std::string, ExpressionPtr>> assignments;
   Body body;
 };
 

@@ -266,8 +266,19 @@ Interpreter::Flow Interpreter::execute(const Statement& statement) {
       return Flow::break_loop;
     case StatementKind::continue_:
       return Flow::continue_loop;
-    case StatementKind::scope:
-      return execute(static_cast<const ScopeStatement&>(statement).body);
+    case StatementKind::scope: {
+      const auto& scope = static_cast<const ScopeStatement&>(statement);
+      std::vector<std::pair<std::string, Value>> values;
+      for (const auto& [name, expression] : scope.assignments)
+        values.emplace_back(name, evaluate(*expression));
+      size_t outer = push_frame(current_);
+      for (auto& [name, value] : values)
+        assign(name, std::move(value));
+      Flow flow = execute(scope.body);
+      pop_frame();
+      current_ = outer;
+      return flow;
+    }
   }
   return Flow::normal;
 }

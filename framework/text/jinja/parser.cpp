@@ -155,6 +155,21 @@ class Parser {
       expect_block_end();
       return scope;
     }
+    if (name == "with") {
+      next();
+      auto scope = std::make_unique<ScopeStatement>(position);
+      while (current().type != TokenType::block_end) {
+        if (!scope->assignments.empty()) expect_operator(",");
+        std::string variable = expect_identifier();
+        expect_operator("=");
+        scope->assignments.emplace_back(std::move(variable), parse_expression());
+      }
+      expect_block_end();
+      scope->body = parse_body({"endwith"}, "with");
+      next();
+      expect_block_end();
+      return scope;
+    }
     if (name == "break" || name == "continue") {
       if (loop_depth_ == 0) fail("'" + name + "' outside of a for loop");
       next();

@@ -88,6 +88,8 @@ Value slice_value(const Value& object, const Value& start_value, const Value& st
     offsets = code_point_offsets(object.as_string());
     size = static_cast<int64_t>(offsets.size() - 1);
   } else {
+    // jinja2 compiles a slice to Python's own subscript, so a failed one raises.
+    if (object.is_dict()) raise_type_error("unhashable type: 'slice'");
     raise_type_error("'" + type_name(object) + "' object is not subscriptable");
   }
   auto clamp = [&](std::optional<int64_t> index, int64_t fallback) {
@@ -118,7 +120,7 @@ Value slice_value(const Value& object, const Value& start_value, const Value& st
 }
 
 bool contains(const Value& container, const Value& item) {
-  if (container.is_undefined()) raise_undefined(container);
+  if (container.is_undefined()) return false;  // Undefined iterates as empty
   if (container.is_string()) {
     if (item.is_undefined()) raise_undefined(item);
     if (!item.is_string())
@@ -126,6 +128,7 @@ bool contains(const Value& container, const Value& item) {
     return container.as_string().find(item.as_string()) != std::string::npos;
   }
   if (container.is_list()) {
+    if (container.as_list().deferred_error) throw *container.as_list().deferred_error;
     for (const Value& element : container.as_list().items) {
       if (equal(element, item)) return true;
     }

@@ -132,7 +132,6 @@ Value filter_first(const Value& v, const Arguments&) {
 }
 
 Value filter_last(const Value& v, const Arguments&) {
-  if (v.is_dict()) raise_type_error("'dict' object is not reversible");
   std::vector<Value> items = iterate(v);
   if (items.empty()) return Value::undefined("No last item, sequence was empty.");
   return items.back();
@@ -144,16 +143,17 @@ Value filter_list(const Value& v, const Arguments&) {
   return Value(std::move(list));
 }
 
-Value filter_items(const Value& v, const Arguments&) {
+Value filter_items_eagerly(const Value& v, const Arguments&) {
   if (v.is_undefined()) return make_iterator({}, "generator");
   if (!v.is_dict()) raise_type_error("Can only get item pairs from a mapping.");
   List list;
   for (const auto& [key, value] : v.as_dict().entries)
-    list.items.emplace_back(List{{key, value}, true, {}});
+    list.items.emplace_back(List{{key, value}, true, {}, {}});
   return make_iterator(std::move(list.items), "generator");
 }
 
 Value filter_int(const Value& v, const Arguments& a) {
+  if (v.is_undefined()) raise_undefined(v);  // int(Undefined) raises
   Value fallback = argument(a, 0, "default", Value(int64_t{0}));
   int64_t base = integer_argument(a, 1, "base", 10);
   if (v.is_int()) return v;
@@ -185,6 +185,7 @@ Value filter_int(const Value& v, const Arguments& a) {
 }
 
 Value filter_float(const Value& v, const Arguments& a) {
+  if (v.is_undefined()) raise_undefined(v);
   Value fallback = argument(a, 0, "default", Value(0.0));
   if (v.is_number()) return Value(v.as_number());
   if (v.is_string()) {
@@ -259,7 +260,10 @@ Value filter_indent(const Value& v, const Arguments& a) {
           : TrackedString::from_template(std::string(
                 static_cast<size_t>(std::max<int64_t>(integer_argument(a, 0, "width", 4), 0)),
                 ' '));
-  TrackedString text = to_tracked(v);
+  if (v.is_undefined()) raise_undefined(v);
+  if (!v.is_string())
+    raise_type_error("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
+  TrackedString text = v.as_tracked();
   text.append("\n", true);  // as jinja2 does, so that splitlines sees a final line
   std::vector<TrackedString> lines = split_lines(text, false);
   TrackedString out;
@@ -283,7 +287,7 @@ Value apply_filter_by_name(const std::string& name, const Value& item, const Arg
   return function(item, arguments);
 }
 
-Value filter_map(const Value& v, const Arguments& a) {
+Value filter_map_eagerly(const Value& v, const Arguments& a) {
   List list;
   if (!truthy(v)) return make_iterator({}, "generator");  // jinja2 maps nothing over a false value
   const Value* attribute = nullptr;
@@ -324,7 +328,7 @@ bool run_test(const Arguments& a, size_t test_index, const Value& item) {
   return function(item, rest);
 }
 
-Value select_items(const Value& v, const Arguments& a, bool by_attribute, bool keep) {
+Value select_items_eagerly(const Value& v, const Arguments& a, bool by_attribute, bool keep) {
   List list;
   if (!truthy(v))
     return make_iterator({}, "generator");  // jinja2 selects nothing from a false value
@@ -334,6 +338,34 @@ Value select_items(const Value& v, const Arguments& a, bool by_attribute, bool k
     if (run_test(a, by_attribute ? 1 : 0, subject) == keep) list.items.push_back(item);
   }
   return make_iterator(std::move(list.items), "generator");
+}
+
+Value filter_unique_eagerly(const Value& v, const Arguments& a);
+Value filter_batch_eagerly(const Value& v, const Arguments& a);
+
+// Filters jinja2 writes as generators: their errors wait until something consumes them.
+template <typename Body>
+Value lazily(Body body) {
+  try {
+    return body();
+  } catch (const RenderError& error) {
+    return make_failing_generator(error);
+  }
+}
+Value filter_map(const Value& v, const Arguments& a) {
+  return lazily([&] { return filter_map_eagerly(v, a); });
+}
+Value filter_unique(const Value& v, const Arguments& a) {
+  return lazily([&] { return filter_unique_eagerly(v, a); });
+}
+Value filter_batch(const Value& v, const Arguments& a) {
+  return lazily([&] { return filter_batch_eagerly(v, a); });
+}
+Value filter_items(const Value& v, const Arguments& a) {
+  return lazily([&] { return filter_items_eagerly(v, a); });
+}
+Value select_items(const Value& v, const Arguments& a, bool by_attribute, bool keep) {
+  return lazily([&] { return select_items_eagerly(v, a, by_attribute, keep); });
 }
 
 Value filter_select(const Value& v, const Arguments& a) {
@@ -349,7 +381,7 @@ Value filter_rejectattr(const Value& v, const Arguments& a) {
   return select_items(v, a, true, false);
 }
 
-Value filter_unique(const Value& v, const Arguments& a) {
+Value filter_unique_eagerly(const Value& v, const Arguments& a) {
   bool case_sensitive = truthy(argument(a, 0, "case_sensitive", Value(false)));
   const Value* attribute = a.find(1, "attribute");
   List list;
@@ -380,7 +412,7 @@ Value filter_reverse(const Value& v, const Arguments&) {
   std::reverse(items.begin(), items.end());
   if (v.is_list() && v.as_list().iterator_type.empty())
     return make_iterator(std::move(items), v.as_list().tuple ? "reversed" : "list_reverseiterator");
-  return Value(List{std::move(items), false, {}});
+  return Value(List{std::move(items), false, {}, {}});
 }
 
 Value filter_sort(const Value& v, const Arguments& a) {
@@ -417,7 +449,7 @@ Value filter_dictsort(const Value& v, const Arguments& a) {
   });
   List list;
   for (auto& [key, value] : entries)
-    list.items.emplace_back(List{{key, value}, true, {}});
+    list.items.emplace_back(List{{key, value}, true, {}, {}});
   return Value(std::move(list));
 }
 
@@ -474,7 +506,7 @@ Value filter_format(const Value& v, const Arguments& a) {
       mapping.set(Value::data_string(key), value);
     return Value(percent_format(to_tracked(v), Value(std::move(mapping))));
   }
-  return Value(percent_format(to_tracked(v), Value(List{a.positional, true, {}})));
+  return Value(percent_format(to_tracked(v), Value(List{a.positional, true, {}, {}})));
 }
 
 Value filter_center(const Value& v, const Arguments& a) {
@@ -492,6 +524,14 @@ Value filter_center(const Value& v, const Arguments& a) {
 }
 
 Value filter_truncate(const Value& v, const Arguments& a) {
+  if (!v.is_string()) {
+    // jinja2 takes len() of whatever it is given.
+    auto size = length(v);
+    if (!size) raise_type_error("object of type '" + type_name(v) + "' has no len()");
+    if (static_cast<int64_t>(*size) <=
+        integer_argument(a, 0, "length", 255) + integer_argument(a, 3, "leeway", 5))
+      return v;
+  }
   TrackedString text = to_tracked(v);
   int64_t limit = integer_argument(a, 0, "length", 255);
   bool killwords = truthy(argument(a, 1, "killwords", Value(false)));
@@ -535,7 +575,7 @@ Value filter_wordcount(const Value& v, const Arguments&) {
   return Value(words);
 }
 
-Value filter_batch(const Value& v, const Arguments& a) {
+Value filter_batch_eagerly(const Value& v, const Arguments& a) {
   int64_t size = integer_argument(a, 0, "linecount", 1);
   if (size <= 0) throw RenderError(RenderError::Kind::value, "batch size must be positive");
   const Value* fill = a.find(1, "fill_with");
@@ -579,7 +619,7 @@ Value filter_groupby(const Value& v, const Arguments& a) {
     while (j < keyed.size() && equal(sort_key(keyed[j].first, case_sensitive),
                                      sort_key(keyed[i].first, case_sensitive)))
       members.items.push_back(keyed[j++].second);
-    groups.items.emplace_back(List{{keyed[i].first, Value(std::move(members))}, true, {}});
+    groups.items.emplace_back(List{{keyed[i].first, Value(std::move(members))}, true, {}, {}});
     i = j;
   }
   return Value(std::move(groups));

@@ -35,7 +35,7 @@ class LoopObject final : public Object {
     if (name == "changed") {
       auto last = last_changed_;
       return Value(Callable{"changed", [last](Arguments& arguments) -> Value {
-                              Value current(List{arguments.positional, true, {}});
+                              Value current(List{arguments.positional, true, {}, {}});
                               if (*last && equal(**last, current)) return Value(false);
                               *last = current;
                               return Value(true);
@@ -329,7 +329,7 @@ Value Interpreter::call_macro(const std::vector<MacroParameter>& parameters, con
                  ? evaluate(*parameters[i].default_value)
                  : Value::undefined("parameter '" + parameters[i].name + "' was not provided"));
     }
-    assign("varargs", Value(List{std::move(extra_positional), true, {}}));
+    assign("varargs", Value(List{std::move(extra_positional), true, {}, {}}));
     assign("kwargs", Value(std::move(extra_keyword)));
     TrackedString text = capture(body);
     frames_.resize(base_frames);

@@ -164,13 +164,14 @@ std::optional<Value> string_method(const Value& self, std::string_view name) {
       const TrackedString& text = self.as_tracked();
       Value empty = Value::data_string("");
       if (at == std::string::npos) {
-        return Value(from_right ? List{{empty, empty, self}, true, {}}
-                                : List{{self, empty, empty}, true, {}});
+        return Value(from_right ? List{{empty, empty, self}, true, {}, {}}
+                                : List{{self, empty, empty}, true, {}, {}});
       }
       size_t after = at + separator.as_string().size();
       return Value(List{{Value(text.slice(0, at)), Value(text.slice(at, after)),
                          Value(text.slice(after, s.size()))},
                         true,
+                        {},
                         {}});
     });
   }
@@ -278,7 +279,7 @@ Value items_of(const Dict& dict) {
   List list;
   list.items.reserve(dict.entries.size());
   for (const auto& [key, value] : dict.entries)
-    list.items.emplace_back(List{{key, value}, true, {}});
+    list.items.emplace_back(List{{key, value}, true, {}, {}});
   return make_iterator(std::move(list.items), "dict_items");
 }
 
@@ -310,6 +311,7 @@ std::optional<Value> dict_method(const Value& self, std::string_view name) {
 }
 
 std::optional<Value> list_method(const Value& self, std::string_view name) {
+  if (!self.as_list().iterator_type.empty()) return std::nullopt;  // generators, dict views
   if (name == "count") {
     return bind(name, [self](Arguments& arguments) {
       const Value& needle = required(arguments, 0, "count");

@@ -50,6 +50,13 @@ Value make_iterator(std::vector<Value> items, std::string iterator_type) {
   return Value(std::move(list));
 }
 
+Value make_failing_generator(const RenderError& error) {
+  List list;
+  list.iterator_type = "generator";
+  list.deferred_error = std::make_shared<const RenderError>(error);
+  return Value(std::move(list));
+}
+
 Value Value::undefined(std::string message) {
   return Value(Undefined{std::make_shared<const std::string>(std::move(message))});
 }
@@ -145,7 +152,8 @@ int compare(const Value& left, const Value& right) {
     int result = left.as_string().compare(right.as_string());
     return result < 0 ? -1 : (result > 0 ? 1 : 0);
   }
-  if (left.is_list() && right.is_list() && left.as_list().tuple == right.as_list().tuple) {
+  if (left.is_list() && right.is_list() && left.as_list().tuple == right.as_list().tuple &&
+      left.as_list().iterator_type.empty() && right.as_list().iterator_type.empty()) {
     const auto& a = left.as_list().items;
     const auto& b = right.as_list().items;
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -338,7 +346,10 @@ std::vector<size_t> code_point_offsets(std::string_view text) {
 }
 
 std::vector<Value> iterate(const Value& value) {
-  if (value.is_list()) return value.as_list().items;
+  if (value.is_list()) {
+    if (value.as_list().deferred_error) throw *value.as_list().deferred_error;
+    return value.as_list().items;
+  }
   if (value.is_dict()) {
     std::vector<Value> keys;
     keys.reserve(value.as_dict().entries.size());

@@ -19,6 +19,7 @@
 namespace chatflow::jinja {
 
 class Value;
+class RenderError;
 
 // jinja2's Undefined: prints as '', iterates as empty, is false; anything more raises `message`.
 struct Undefined {
@@ -33,10 +34,13 @@ struct List {
   // Python's lazy iterables (what map, select, items() return): "generator", "dict_items", ...
   // They iterate like lists but cannot be indexed or dumped as JSON.
   std::string iterator_type;
+  // A generator whose body failed: the error surfaces when it is consumed, as in Python.
+  std::shared_ptr<const RenderError> deferred_error;
 };
 
 // A lazy iterable over `items`, as Python's `iterator_type` would be.
 Value make_iterator(std::vector<Value> items, std::string iterator_type);
+Value make_failing_generator(const RenderError& error);
 
 struct Dict {
   std::vector<std::pair<Value, Value>> entries;

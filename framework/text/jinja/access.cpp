@@ -257,7 +257,14 @@ Value binary_operation(BinaryOperator op, const Value& left, const Value& right)
         }
         return Value(static_cast<int64_t>(result));
       }
-      if (numbers) return Value(std::pow(left.as_number(), right.as_number()));
+      if (numbers) {
+        double base = left.as_number(), exponent = right.as_number();
+        if (base == 0 && exponent < 0) division_by_zero("0.0 cannot be raised to a negative power");
+        if (base < 0 && exponent != std::floor(exponent))
+          raise_type_error(
+              "a negative number to a fractional power is complex, which templates lack");
+        return Value(std::pow(base, exponent));
+      }
       unsupported("** or pow()", left, right);
     case BinaryOperator::logical_and:
     case BinaryOperator::logical_or:

@@ -81,6 +81,13 @@ TEST(JinjaLanguage, TrimBlocksAndLstripBlocksAsTransformersSetsThem) {
   EXPECT_EQ(render("a {{ 'b' }}\n  c"), "a b\n  c");
 }
 
+TEST(JinjaLanguage, LineBreaksAreNormalisedAndTheLastOneDropped) {
+  EXPECT_EQ(render("hello\n"), "hello");
+  EXPECT_EQ(render("hello\n\n"), "hello\n");
+  EXPECT_EQ(render("a\r\nb\rc"), "a\nb\nc");
+  EXPECT_EQ(render("{% if true %}\r\nx\r\n{% endif %}\r\nend\r\n"), "x\nend");
+}
+
 TEST(JinjaLanguage, IfElifElse) {
   const char* source = "{% if n > 2 %}big{% elif n == 2 %}two{% else %}small{% endif %}";
   EXPECT_EQ(render(source, with("n", Value(3))), "big");
@@ -134,12 +141,14 @@ TEST(JinjaLanguage, MacrosWithDefaultsAndCaller) {
 }
 
 TEST(JinjaLanguage, WithOpensAScope) {
-  EXPECT_EQ(render("{% set a = 1 %}{% with a = a + 1, b = 'x' %}{{ a }}{{ b }}{% endwith %}{{ a }}[{{ b }}]"),
+  EXPECT_EQ(render("{% set a = 1 %}{% with a = a + 1, b = 'x' %}{{ a }}{{ b }}{% endwith %}{{ a "
+                   "}}[{{ b }}]"),
             "2x1[]");
 }
 
 TEST(JinjaLanguage, StringLiteralsUsePythonEscapes) {
-  EXPECT_EQ(render("{{ 'a\\\nb' }}|{{ \"tab\\there\" }}|{{ '\\u00e9\\x41' }}"), "ab|tab\there|\u00e9A");
+  EXPECT_EQ(render("{{ 'a\\\nb' }}|{{ \"tab\\there\" }}|{{ '\\u00e9\\x41' }}"),
+            "ab|tab\there|\u00e9A");
 }
 
 TEST(JinjaLanguage, StringFilters) {

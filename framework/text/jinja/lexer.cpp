@@ -371,10 +371,40 @@ class Lexer {
   size_t line_start_ = 0;
 };
 
+// jinja2 reads a template as Python's source.splitlines() joined by "\n": every line break
+// (\r\n, \r, \v, \f, \x1c-\x1e, U+0085, U+2028, U+2029) becomes "\n", and one final line break
+// is dropped (keep_trailing_newline is off).
+std::string normalize_newlines(std::string_view source) {
+  std::string out;
+  out.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    char c = source[i];
+    size_t width = 0;
+    if (c == '\r' && i + 1 < source.size() && source[i + 1] == '\n') {
+      width = 2;
+    } else if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '\x1c' || c == '\x1d' ||
+               c == '\x1e') {
+      width = 1;
+    } else if (source.substr(i, 2) == "\xC2\x85") {
+      width = 2;
+    } else if (source.substr(i, 3) == "\xE2\x80\xA8" || source.substr(i, 3) == "\xE2\x80\xA9") {
+      width = 3;
+    }
+    if (width == 0) {
+      out += c;
+      continue;
+    }
+    i += width - 1;
+    if (i + 1 < source.size()) out += '\n';  // the last line break ends the last line: dropped
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Token> tokenize(std::string_view source, const LexerOptions& options) {
-  return Lexer(source, options).run();
+  std::string normalized = normalize_newlines(source);
+  return Lexer(normalized, options).run();
 }
 
 }  // namespace chatflow::jinja

@@ -146,6 +146,18 @@ TEST(JinjaLanguage, WithOpensAScope) {
             "2x1[]");
 }
 
+TEST(JinjaLanguage, JoinerCyclerAndBlocks) {
+  EXPECT_EQ(
+      render(
+          "{% set comma = joiner(', ') %}{% for x in [1, 2, 3] %}{{ comma() }}{{ x }}{% endfor %}"),
+      "1, 2, 3");
+  EXPECT_EQ(render("{% set row = cycler('odd', 'even') %}{% for x in [1, 2, 3] %}{{ row.next() }} "
+                   "{% endfor %}{{ row.current }}"),
+            "odd even odd even");
+  EXPECT_EQ(render("a{% block body %}b{% endblock %}c{% block tail scoped %}d{% endblock tail %}"),
+            "abcd");
+}
+
 TEST(JinjaLanguage, StringLiteralsUsePythonEscapes) {
   EXPECT_EQ(render("{{ 'a\\\nb' }}|{{ \"tab\\there\" }}|{{ '\\u00e9\\x41' }}"),
             "ab|tab\there|\u00e9A");

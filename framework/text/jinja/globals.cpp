@@ -80,6 +80,55 @@ Value make_dict(Arguments& arguments) {
   return Value(std::move(dict));
 }
 
+// joiner(sep): '' on its first call, the separator on every later one.
+Value make_joiner(Arguments& arguments) {
+  Value separator = arguments.get(0, "sep", Value::template_string(", "));
+  auto used = std::make_shared<bool>(false);
+  return Value(Callable{"joiner", [separator, used](Arguments&) -> Value {
+                          if (!*used) {
+                            *used = true;
+                            return Value::template_string("");
+                          }
+                          return separator;
+                        }});
+}
+
+// cycler(a, b, ...): .next() returns the items in turn, .current the coming one, .reset().
+class CyclerObject final : public Object {
+ public:
+  explicit CyclerObject(std::vector<Value> items) : items_(std::move(items)) {}
+  std::string_view type_name() const override { return "Cycler"; }
+  std::optional<Value> attribute(std::string_view name) const override {
+    if (name == "current") return items_.empty() ? Value(None{}) : items_[*position_];
+    auto position = position_;
+    auto items = items_;
+    if (name == "next") {
+      return Value(Callable{"next", [position, items](Arguments&) -> Value {
+                              if (items.empty()) raise_type_error("cycler has no items");
+                              Value item = items[*position];
+                              *position = (*position + 1) % items.size();
+                              return item;
+                            }});
+    }
+    if (name == "reset") {
+      return Value(Callable{"reset", [position](Arguments&) -> Value {
+                              *position = 0;
+                              return Value(None{});
+                            }});
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<Value> items_;
+  std::shared_ptr<size_t> position_ = std::make_shared<size_t>(0);
+};
+
+Value make_cycler(Arguments& arguments) {
+  return Value(
+      std::static_pointer_cast<Object>(std::make_shared<CyclerObject>(arguments.positional)));
+}
+
 Value raise_exception(Arguments& arguments) {
   std::string message = arguments.positional.empty() ? "" : to_text(arguments.positional[0]);
   throw RenderError(RenderError::Kind::template_error, message);
@@ -98,6 +147,8 @@ std::optional<Value> find_global(std::string_view name, const Environment& envir
   if (name == "range") return Value(Callable{"range", range});
   if (name == "namespace") return Value(Callable{"namespace", make_namespace});
   if (name == "dict") return Value(Callable{"dict", make_dict});
+  if (name == "joiner") return Value(Callable{"joiner", make_joiner});
+  if (name == "cycler") return Value(Callable{"cycler", make_cycler});
   if (name == "raise_exception") return Value(Callable{"raise_exception", raise_exception});
   if (name == "strftime_now") {
     return Value(

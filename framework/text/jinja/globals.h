@@ -1,5 +1,5 @@
-// The names every template sees besides its variables: jinja2's range, namespace and dict, and
-// transformers' raise_exception and strftime_now.
+// The names every template sees besides its variables: jinja2's range, namespace, dict, joiner
+// and cycler, and transformers' raise_exception and strftime_now.
 #pragma once
 
 #include <optional>

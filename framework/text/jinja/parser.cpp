@@ -155,6 +155,20 @@ class Parser {
       expect_block_end();
       return scope;
     }
+    if (name == "block") {
+      // Without inheritance a block renders where it stands.
+      next();
+      std::string block_name = expect_identifier();
+      skip_name("scoped");
+      skip_name("required");
+      expect_block_end();
+      auto scope = std::make_unique<ScopeStatement>(position);
+      scope->body = parse_body({"endblock"}, "block");
+      next();
+      if (current().type == TokenType::name && current().value == block_name) next();
+      expect_block_end();
+      return scope;
+    }
     if (name == "with") {
       next();
       auto scope = std::make_unique<ScopeStatement>(position);
@@ -491,6 +505,7 @@ class Parser {
           return std::make_unique<LiteralExpression>(position, Value(false));
         if (name == "none" || name == "None")
           return std::make_unique<LiteralExpression>(position, Value(None{}));
+        if (name == "lipsum") throw SyntaxError(position, "lipsum() is not supported");
         return std::make_unique<NameExpression>(position, name);
       }
       case TokenType::string: {

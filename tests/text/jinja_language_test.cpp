@@ -163,6 +163,14 @@ TEST(JinjaLanguage, StringLiteralsUsePythonEscapes) {
             "ab|tab\there|\u00e9A");
 }
 
+TEST(JinjaLanguage, MacrosRefuseArgumentsTheyCannotTake) {
+  EXPECT_EQ(render_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}"),
+            "macro 'm' takes not more than 1 argument(s)");
+  EXPECT_EQ(render_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, b=2) }}"),
+            "macro 'm' takes no keyword argument 'b'");
+  EXPECT_EQ(render("{% macro m(a) %}{{ a }}{{ varargs }}{% endmacro %}{{ m(1, 2) }}"), "1(2,)");
+}
+
 TEST(JinjaLanguage, StringFilters) {
   EXPECT_EQ(render("{{ '  a b  ' | trim }}|{{ 'xxaxx' | trim('x') }}"), "a b|a");
   EXPECT_EQ(render("{{ 'hello world' | title }} {{ 'hELLO' | capitalize }} {{ 'ab' | upper }}"),

@@ -256,6 +256,9 @@ struct MacroStatement : Statement {
   std::vector<MacroParameter> parameters;
   Body body;
   bool uses_caller = false;
+  // A macro whose body never names varargs (kwargs) refuses extra positional (keyword) arguments.
+  bool uses_varargs = false;
+  bool uses_kwargs = false;
 };
 
 struct CallBlockStatement : Statement {

@@ -244,12 +244,12 @@ Interpreter::Flow Interpreter::execute(const Statement& statement) {
     }
     case StatementKind::macro: {
       const auto& macro = static_cast<const MacroStatement&>(statement);
-      assign(macro.name, make_macro(macro.name, macro.parameters, macro.body, current_));
+      assign(macro.name, make_macro(macro.name, macro.parameters, macro.body, current_, &macro));
       return Flow::normal;
     }
     case StatementKind::call_block: {
       const auto& block = static_cast<const CallBlockStatement&>(statement);
-      Value caller = make_macro("caller", block.caller_parameters, block.body, current_);
+      Value caller = make_macro("caller", block.caller_parameters, block.body, current_, nullptr);
       Value callee = evaluate(*block.call->callee);
       Arguments arguments = evaluate_arguments(block.call->arguments);
       arguments.keyword.emplace_back("caller", caller);
@@ -285,14 +285,29 @@ Interpreter::Flow Interpreter::execute(const Statement& statement) {
 
 Value Interpreter::make_macro(const std::string& name,
                               const std::vector<MacroParameter>& parameters, const Body& body,
-                              size_t defining_frame) {
-  return Value(Callable{name, [this, &parameters, &body, defining_frame](Arguments& arguments) {
-                          return call_macro(parameters, body, defining_frame, arguments);
-                        }});
+                              size_t defining_frame, const MacroStatement* macro) {
+  return Value(
+      Callable{name, [this, &parameters, &body, defining_frame, macro](Arguments& arguments) {
+                 return call_macro(parameters, body, defining_frame, macro, arguments);
+               }});
 }
 
 Value Interpreter::call_macro(const std::vector<MacroParameter>& parameters, const Body& body,
-                              size_t defining_frame, Arguments& arguments) {
+                              size_t defining_frame, const MacroStatement* macro,
+                              Arguments& arguments) {
+  if (macro && !macro->uses_varargs && arguments.positional.size() > parameters.size()) {
+    raise_type_error("macro '" + macro->name + "' takes not more than " +
+                     std::to_string(parameters.size()) + " argument(s)");
+  }
+  if (macro && !macro->uses_kwargs) {
+    for (const auto& [key, value] : arguments.keyword) {
+      bool known = key == "caller" && macro->uses_caller;
+      for (const auto& parameter : parameters)
+        known = known || parameter.name == key;
+      if (!known)
+        raise_type_error("macro '" + macro->name + "' takes no keyword argument '" + key + "'");
+    }
+  }
   if (++depth_ > kMaxMacroDepth) {
     --depth_;
     throw RenderError(RenderError::Kind::template_error, "maximum macro recursion depth exceeded");

@@ -43,10 +43,11 @@ class Interpreter {
   void execute_if(const IfStatement& statement, Flow& flow);
   TrackedString capture(const Body& body);
   Value apply_filters(const std::vector<std::unique_ptr<FilterExpression>>& filters, Value value);
+  // `macro` null: a call block's caller, which takes any arguments.
   Value make_macro(const std::string& name, const std::vector<MacroParameter>& parameters,
-                   const Body& body, size_t defining_frame);
+                   const Body& body, size_t defining_frame, const MacroStatement* macro);
   Value call_macro(const std::vector<MacroParameter>& parameters, const Body& body,
-                   size_t defining_frame, Arguments& arguments);
+                   size_t defining_frame, const MacroStatement* macro, Arguments& arguments);
 
   Value evaluate(const Expression& expression);
   Arguments evaluate_arguments(const CallArguments& arguments);

@@ -298,11 +298,15 @@ class Parser {
     expect_block_end();
     int outer_loop_depth = loop_depth_;
     loop_depth_ = 0;
-    bool outer_caller = uses_caller_;
-    uses_caller_ = false;
+    bool outer_caller = uses_caller_, outer_varargs = uses_varargs_, outer_kwargs = uses_kwargs_;
+    uses_caller_ = uses_varargs_ = uses_kwargs_ = false;
     statement->body = parse_body({"endmacro"}, "macro");
     statement->uses_caller = uses_caller_;
+    statement->uses_varargs = uses_varargs_;
+    statement->uses_kwargs = uses_kwargs_;
     uses_caller_ = outer_caller;
+    uses_varargs_ = outer_varargs || uses_varargs_;
+    uses_kwargs_ = outer_kwargs || uses_kwargs_;
     loop_depth_ = outer_loop_depth;
     next();
     expect_block_end();
@@ -506,6 +510,8 @@ class Parser {
         if (name == "none" || name == "None")
           return std::make_unique<LiteralExpression>(position, Value(None{}));
         if (name == "lipsum") throw SyntaxError(position, "lipsum() is not supported");
+        uses_varargs_ = uses_varargs_ || name == "varargs";
+        uses_kwargs_ = uses_kwargs_ || name == "kwargs";
         return std::make_unique<NameExpression>(position, name);
       }
       case TokenType::string: {
@@ -687,6 +693,8 @@ class Parser {
   size_t index_ = 0;
   int loop_depth_ = 0;
   bool uses_caller_ = false;
+  bool uses_varargs_ = false;
+  bool uses_kwargs_ = false;
 };
 
 }  // namespace

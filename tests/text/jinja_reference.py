@@ -4,7 +4,8 @@ does, with Python's jinja2, as the reference the C++ interpreter is compared aga
 
 Usage: jinja_reference.py TEMPLATE.jinja... -- CONVERSATION.json...
 Prints one JSON object per line for every template x conversation x add_generation_prompt:
-{"template", "conversation", "add_generation_prompt", "ok", "text" | "error"}.
+{"template", "conversation", "add_generation_prompt", "ok", "text" | "error" and "error_type"}
+(error_type "TemplateError" is the template's own raise_exception).
 
 A conversation file holds {"messages": [...], "tools": [...]?, "documents": [...]?,
 "variables": {...}?}. Tool-call arguments arrive as JSON strings (OpenAI's wire form); they are
@@ -73,10 +74,11 @@ def render(template, conversation, add_generation_prompt):
         try:
             return True, template.render(messages=messages, tools=conversation.get("tools"),
                                          documents=conversation.get("documents"),
-                                         add_generation_prompt=add_generation_prompt, **variables)
+                                         add_generation_prompt=add_generation_prompt,
+                                         **variables), None
         except Exception as exception:  # every failure is reported, as chatflow reports it
             error = exception
-    return False, str(error)
+    return False, str(error), type(error).__name__
 
 
 def main(arguments):
@@ -93,16 +95,19 @@ def main(arguments):
                 for add in (False, True):
                     print(json.dumps({"template": template_path, "conversation": conversation_path,
                                       "add_generation_prompt": add, "ok": False,
-                                      "error": "syntax: " + str(error)}))
+                                      "error": "syntax: " + str(error),
+                                      "error_type": "TemplateSyntaxError"}))
             continue
         for conversation_path in conversations:
             with open(conversation_path, encoding="utf-8") as file:
                 conversation = json.load(file)
             for add in (False, True):
-                ok, text = render(template, conversation, add)
-                print(json.dumps({"template": template_path, "conversation": conversation_path,
-                                  "add_generation_prompt": add, "ok": ok,
-                                  "text" if ok else "error": text}))
+                ok, text, error_type = render(template, conversation, add)
+                result = {"template": template_path, "conversation": conversation_path,
+                          "add_generation_prompt": add, "ok": ok, "text" if ok else "error": text}
+                if not ok:
+                    result["error_type"] = error_type
+                print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -70,7 +70,16 @@ Interpreter::Interpreter(const Dict& variables, const Environment& environment)
 TrackedString Interpreter::render(const Body& body) {
   TrackedString output;
   output_ = &output;
-  execute(body);
+  try {
+    execute(body);
+  } catch (const RenderError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& error) {
+    // A library call that refused a value (a number out of range, say) is Python's ValueError.
+    throw RenderError(RenderError::Kind::value, error.what());
+  }
   output_ = nullptr;
   return output;
 }

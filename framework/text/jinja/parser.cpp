@@ -135,7 +135,26 @@ class Parser {
     }
   }
 
+  // Nesting deep enough to exhaust the stack is refused (templates nest a few levels).
+  class NestingGuard {
+   public:
+    explicit NestingGuard(Parser& parser) : parser_(parser) {
+      if (++parser_.nesting_ > kMaxNesting) {
+        --parser_.nesting_;
+        parser_.fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
+      }
+    }
+    ~NestingGuard() { --parser_.nesting_; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+
+   private:
+    Parser& parser_;
+  };
+  static constexpr int kMaxNesting = 200;
+
   StatementPtr parse_statement() {
+    NestingGuard guard(*this);
     if (current().type != TokenType::name) fail_expected("a tag name");
     const Token& tag = current();
     SourcePosition position = tag.position;
@@ -394,6 +413,7 @@ class Parser {
   }
 
   ExpressionPtr parse_not() {
+    NestingGuard guard(*this);
     if (at_name("not")) {
       SourcePosition position = next().position;
       return std::make_unique<UnaryExpression>(position, UnaryOperator::logical_not, parse_not());
@@ -483,6 +503,7 @@ class Parser {
   }
 
   ExpressionPtr parse_unary(bool with_filter) {
+    NestingGuard guard(*this);
     ExpressionPtr node;
     if (at_operator("-") || at_operator("+")) {
       const Token& token = next();
@@ -498,6 +519,7 @@ class Parser {
   }
 
   ExpressionPtr parse_primary() {
+    NestingGuard guard(*this);
     const Token& token = current();
     SourcePosition position = token.position;
     switch (token.type) {
@@ -692,6 +714,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t index_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
   bool uses_caller_ = false;
   bool uses_varargs_ = false;
   bool uses_kwargs_ = false;

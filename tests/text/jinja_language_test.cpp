@@ -118,6 +118,15 @@ TEST(JinjaLanguage, ForLoopElseFilterBreakAndContinue) {
   EXPECT_EQ(render("{% for k in {'z': 1, 'a': 2} %}{{ k }}{% endfor %}"), "za");
 }
 
+TEST(JinjaLanguage, RecursiveLoops) {
+  auto tree = with_json("tree", R"([{"name": "a", "children": [{"name": "b", "children": []},
+      {"name": "c", "children": [{"name": "d"}]}]}, {"name": "e"}])");
+  EXPECT_EQ(render("{% for item in tree recursive %}[{{ item.name }}{{ loop.depth }}"
+                   "{% if item.children %}{{ loop(item.children) }}{% endif %}]{% endfor %}",
+                   tree),
+            "[a1[b2][c2[d3]]][e1]");
+}
+
 TEST(JinjaLanguage, SetInsideALoopDoesNotLeakButNamespaceDoes) {
   EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
   EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i %}"

@@ -14,7 +14,13 @@ constexpr int kMaxMacroDepth = 200;
 // The `loop` variable of a for block.
 class LoopObject final : public Object {
  public:
-  explicit LoopObject(const std::vector<Value>& items) : items_(items) {}
+  LoopObject(const std::vector<Value>& items, int depth, std::function<Value(Arguments&)> recurse)
+      : items_(items), depth_(depth), recurse_(std::move(recurse)) {}
+  // loop(children) in a recursive for: the body again over `children`, one level deeper.
+  std::optional<Value> call(Arguments& arguments) override {
+    if (!recurse_) return std::nullopt;
+    return recurse_(arguments);
+  }
   std::string_view type_name() const override { return "LoopContext"; }
   std::optional<Value> attribute(std::string_view name) const override {
     auto length = static_cast<int64_t>(items_.size());
@@ -26,8 +32,8 @@ class LoopObject final : public Object {
     if (name == "first") return Value(index == 0);
     if (name == "last") return Value(index == length - 1);
     if (name == "length") return Value(length);
-    if (name == "depth") return Value(1);
-    if (name == "depth0") return Value(0);
+    if (name == "depth") return Value(depth_);
+    if (name == "depth0") return Value(depth_ - 1);
     if (name == "previtem")
       return index > 0 ? items_[index_ - 1] : Value::undefined("there is no previous item");
     if (name == "nextitem")
@@ -55,6 +61,8 @@ class LoopObject final : public Object {
 
  private:
   const std::vector<Value>& items_;
+  int depth_;
+  std::function<Value(Arguments&)> recurse_;  // empty unless the loop is recursive
   size_t index_ = 0;
   // loop.changed(...)'s memory of the previous call's arguments.
   std::shared_ptr<std::optional<Value>> last_changed_ = std::make_shared<std::optional<Value>>();
@@ -189,7 +197,11 @@ void Interpreter::execute_if(const IfStatement& statement, Flow& flow) {
 }
 
 Interpreter::Flow Interpreter::execute_for(const ForStatement& statement) {
-  Value iterable = evaluate(*statement.iterable);
+  return run_loop(statement, evaluate(*statement.iterable), 1);
+}
+
+Interpreter::Flow Interpreter::run_loop(const ForStatement& statement, const Value& iterable,
+                                        int depth) {
   std::vector<Value> items = iterate(iterable);
   size_t outer = push_frame(current_);
   if (statement.condition) {
@@ -206,7 +218,22 @@ Interpreter::Flow Interpreter::execute_for(const ForStatement& statement) {
     current_ = outer;
     return execute(statement.otherwise);
   }
-  auto loop = std::make_shared<LoopObject>(items);
+  std::function<Value(Arguments&)> recurse;
+  if (statement.recursive) {
+    recurse = [this, &statement, depth](Arguments& arguments) -> Value {
+      if (arguments.positional.size() != 1) raise_type_error("loop() takes exactly one argument");
+      if (depth >= kMaxMacroDepth)
+        throw RenderError(RenderError::Kind::template_error,
+                          "maximum loop recursion depth exceeded");
+      TrackedString buffer;
+      TrackedString* outer_output = output_;
+      output_ = &buffer;
+      run_loop(statement, arguments.positional[0], depth + 1);
+      output_ = outer_output;
+      return Value(std::move(buffer));
+    };
+  }
+  auto loop = std::make_shared<LoopObject>(items, depth, std::move(recurse));
   Value loop_value(std::static_pointer_cast<Object>(loop));
   // An exception ends the whole render, so frames need no unwinding on the way out.
   for (size_t i = 0; i < items.size(); ++i) {
@@ -382,6 +409,9 @@ Arguments Interpreter::evaluate_arguments(const CallArguments& arguments) {
 
 Value Interpreter::call(const Value& callee, Arguments& arguments) {
   if (callee.is_callable()) return callee.as_callable().function(arguments);
+  if (callee.is_object()) {
+    if (auto result = callee.as_object().call(arguments)) return *result;
+  }
   if (callee.is_undefined()) raise_undefined(callee);
   raise_type_error("'" + type_name(callee) + "' object is not callable");
 }

@@ -40,6 +40,7 @@ class Interpreter {
   Flow execute(const Body& body);
   Flow execute(const Statement& statement);
   Flow execute_for(const ForStatement& statement);
+  Flow run_loop(const ForStatement& statement, const Value& iterable, int depth);
   void execute_if(const IfStatement& statement, Flow& flow);
   TrackedString capture(const Body& body);
   Value apply_filters(const std::vector<std::unique_ptr<FilterExpression>>& filters, Value value);

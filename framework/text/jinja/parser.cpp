@@ -260,7 +260,7 @@ class Parser {
     expect_name("in");
     statement->iterable = parse_tuple(/*with_conditional=*/false);
     if (skip_name("if")) statement->condition = parse_expression();
-    if (skip_name("recursive")) fail("recursive for loops are not supported");
+    statement->recursive = skip_name("recursive");
     expect_block_end();
     ++loop_depth_;
     statement->body = parse_body({"endfor", "else"}, "for");

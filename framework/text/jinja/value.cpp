@@ -389,4 +389,8 @@ bool Object::set_attribute(std::string_view /*name*/, const Value& /*value*/) {
   return false;
 }
 
+std::optional<Value> Object::call(Arguments& /*arguments*/) {
+  return std::nullopt;
+}
+
 }  // namespace chatflow::jinja

@@ -72,6 +72,8 @@ class Object {
   virtual std::optional<Value> attribute(std::string_view name) const = 0;
   // Only a namespace accepts attribute assignment.
   virtual bool set_attribute(std::string_view name, const Value& value);
+  // Only a recursive loop's `loop` can be called; nullopt: not callable.
+  virtual std::optional<Value> call(Arguments& arguments);
 };
 
 class Value {

@@ -8,7 +8,7 @@
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
 #   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers, YAML files,
-#                                        HTTP requests, quantised blocks), 180 s each
+#                                        HTTP requests, quantised blocks, Jinja templates), 180 s each
 #   scripts/quickstart.sh build          install and build only
 set -euo pipefail
 
@@ -20,7 +20,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
   libcli11-dev libgtest-dev libutf8proc-dev libspdlog-dev libssl-dev libsqlite3-dev graphviz
-  libxapian-dev
+  libxapian-dev python3-jinja2
 )
 # The server tests drive it with Node.js and the official openai npm client. A node from
 # elsewhere (nodesource, nvm) is used as it is: Debian's npm package would conflict with it.
@@ -143,7 +143,7 @@ case "$command" in
       -DCHATFLOW_BUILD_TESTS=OFF -DCHATFLOW_CUDA=OFF
     build build -DCMAKE_BUILD_TYPE=Release
     corpus=build-fuzz/corpus
-    mkdir -p "$corpus/gguf" "$corpus/tokenizer" "$corpus/yaml" "$corpus/http" "$corpus/blocks"
+    mkdir -p "$corpus/gguf" "$corpus/tokenizer" "$corpus/yaml" "$corpus/http" "$corpus/blocks" "$corpus/jinja"
     ./build/chatflow make-model --dim 32 --layers 1 --heads 2 --ffn 64 -o "$corpus/gguf/llama-f32.gguf" >/dev/null
     ./build/chatflow make-model --arch qwen2 --dim 32 --layers 1 --heads 2 --ffn 64 --type q4_0 \
       -o "$corpus/gguf/qwen2-q4_0.gguf" >/dev/null
@@ -166,6 +166,10 @@ case "$command" in
     ./build-fuzz/tests/fuzz/fuzz_yaml -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/yaml"
     ./build-fuzz/tests/fuzz/fuzz_http_request -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/http"
     ./build-fuzz/tests/fuzz/fuzz_quant_blocks -max_total_time="$seconds" -max_len=14000 -rss_limit_mb=4096 "$corpus/blocks"
+    # Seeded with the real chat templates beside the checkout, when present.
+    if ls ../shared/models/templates/*.jinja >/dev/null 2>&1; then cp ../shared/models/templates/*.jinja "$corpus/jinja/"; fi
+    printf '{%% for m in messages %%}{{ m.role | upper }}: {{ m.content | trim }}{%% endfor %%}' > "$corpus/jinja/seed.jinja"
+    ./build-fuzz/tests/fuzz/fuzz_jinja -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/jinja"
     ;;
   *)
     echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2

@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
+
+#include <boost/json.hpp>
 
 #include "framework/bridge/engine_bridge.h"
 #include "framework/engine/default_model.h"
@@ -33,10 +37,30 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
   return scheduler;
 }
 
-engine::ChatTemplate chat_template_named(const std::string& name, const engine::Model& model) {
-  if (name == "auto") return engine::detect_chat_template(model.config().chat_template);
-  if (auto kind = engine::chat_template_from_name(name)) return *kind;
-  throw ConfigError("unknown chat template '" + name + "'");
+std::string read_template_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    throw ConfigError("chat_template '" + path +
+                      "' is neither auto, a built-in format nor a readable .jinja file");
+  }
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// auto: the GGUF's own template (plain when it has none); a built-in name; or a Jinja file. A
+// template the interpreter cannot run is a configuration error with its line and column.
+engine::ChatFormat chat_format_named(const std::string& name, const engine::Model& model) {
+  if (auto kind = engine::chat_template_from_name(name)) return engine::ChatFormat::built_in(*kind);
+  bool from_model = name == "auto";
+  std::string source = from_model ? model.config().chat_template : read_template_file(name);
+  if (from_model && source.empty())
+    return engine::ChatFormat::built_in(engine::ChatTemplate::plain);
+  try {
+    return engine::ChatFormat::jinja(source);
+  } catch (const jinja::SyntaxError& error) {
+    std::string where = from_model ? "tokenizer.chat_template" : name;
+    throw ConfigError(where + ":" + std::to_string(error.position().line) + ":" +
+                      std::to_string(error.position().column) + ": " + error.message());
+  }
 }
 
 bool splits_reasoning(const std::string& format, const engine::Model& model) {
@@ -59,7 +83,7 @@ bool opens_reasoning(std::string_view prompt) {
 GgufModel::GgufModel(const GgufModelConfig& config)
     : model_(engine::Model::load(config.path)),
       scheduler_(std::make_unique<engine::Scheduler>(model_, scheduler_config(config, *model_))),
-      chat_template_(chat_template_named(config.chat_template, *model_)),
+      chat_format_(chat_format_named(config.chat_template, *model_)),
       splits_reasoning_(splits_reasoning(config.reasoning_format, *model_)),
       name_(config.name.empty() ? std::filesystem::path(config.path).stem().string() : config.name),
       block_tokens_(config.kv_cache.block_tokens) {}
@@ -90,8 +114,17 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
       }
       messages.push_back({message.role, message.content});
     }
-    engine::RenderedPrompt prompt = engine::render_chat(
-        chat_template_, messages, tokenizer.vocabulary(), add_generation_prompt);
+    boost::json::object template_kwargs;
+    if (!request.chat_template_kwargs.empty())
+      template_kwargs = boost::json::parse(request.chat_template_kwargs).as_object();
+    engine::RenderedPrompt prompt;
+    try {
+      prompt = chat_format_.render(messages, tokenizer.vocabulary(), add_generation_prompt,
+                                   template_kwargs);
+    } catch (const jinja::RenderError& error) {
+      throw RequestFailure(
+          RequestError{400, "invalid_request_error", error.what(), {}, "messages"});
+    }
     ids = tokenizer.encode_trusted(prompt.text, /*add_special=*/!prompt.includes_bos,
                                    prompt.template_ranges);
     if (reasoning)
@@ -184,10 +217,10 @@ ResourceTypeInfo gguf_model_resource_type() {
       .key("threads", &GgufModelConfig::threads,
            "compute threads; 0: one for tiny models, else all cores")
       .range(0, 1024);
-  type.config()
-      .key("chat_template", &GgufModelConfig::chat_template,
-           "auto (from the GGUF) or a named format")
-      .choices({"auto", "chatml", "llama-2", "llama-3", "mistral", "zephyr", "phi-3", "plain"});
+  type.config().key(
+      "chat_template", &GgufModelConfig::chat_template,
+      "auto (the GGUF's Jinja template), a built-in format (chatml, llama-2, llama-3, "
+      "mistral, zephyr, phi-3, plain) or a .jinja file");
   type.config()
       .key("reasoning_format", &GgufModelConfig::reasoning_format,
            "auto: <think>...</think> becomes reasoning_content when the chat template uses the "

@@ -60,7 +60,7 @@ class GgufModel final : public Resource, public ServedModel {
 
   const engine::Model& model() const { return *model_; }
   const engine::Tokenizer& tokenizer() const { return model_->tokenizer(); }
-  engine::ChatTemplate chat_template() const { return chat_template_; }
+  const engine::ChatFormat& chat_format() const { return chat_format_; }
   const std::string& name() const { return name_; }
   engine::SchedulerStats stats() const { return scheduler_->stats(); }
 
@@ -73,9 +73,9 @@ class GgufModel final : public Resource, public ServedModel {
 
   // The request's prompt as token ids: chat messages through the chat template (control tokens
   // only where the template wrote them), a completion prompt as it is. Throws RequestFailure
-  // (400) for no messages, an unknown role or an empty prompt.
-  // `reasoning`, when given, receives how the answer to this prompt splits (reasoning_format,
-  // and whether the rendered prompt ends inside an opened thinking block).
+  // (400) for no messages, an unknown role, a template that raises (its message) or an empty
+  // prompt. `reasoning`, when given, receives how the answer to this prompt splits
+  // (reasoning_format, and whether the rendered prompt ends inside an opened thinking block).
   std::vector<int32_t> encode_prompt(const Request& request, bool add_generation_prompt,
                                      Request::ReasoningSplit* reasoning = nullptr) const;
 
@@ -105,7 +105,7 @@ class GgufModel final : public Resource, public ServedModel {
 
   std::shared_ptr<const engine::Model> model_;
   std::unique_ptr<engine::Scheduler> scheduler_;
-  engine::ChatTemplate chat_template_;
+  engine::ChatFormat chat_format_;
   bool splits_reasoning_ = false;
   std::string name_;
   int64_t block_tokens_;

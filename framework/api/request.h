@@ -135,8 +135,11 @@ class Request : public std::enable_shared_from_this<Request> {
   std::string model;
   RequestKind kind = RequestKind::chat;
   std::vector<Message> messages;  // chat requests
-  std::string prompt;             // completion requests: the raw prompt text
-  std::string session_id;         // a server-side conversation (history stages), or empty
+  // vLLM's chat_template_kwargs: extra variables for the chat template (e.g. enable_thinking),
+  // as a JSON object's text; empty when absent. Request data: never template text.
+  std::string chat_template_kwargs;
+  std::string prompt;      // completion requests: the raw prompt text
+  std::string session_id;  // a server-side conversation (history stages), or empty
   // OpenAI's "user": the client's own label for its end user, for logs; never an identity.
   std::string end_user;
   GenerationParams generation;

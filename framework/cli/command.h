@@ -38,11 +38,14 @@ void add_bench_graph_command(CLI::App& app, CommandBody& selected);      // benc
 void add_inspect_command(CLI::App& app, CommandBody& selected);
 void add_tokenize_command(CLI::App& app, CommandBody& selected);    // tokenize_command.cpp
 void add_detokenize_command(CLI::App& app, CommandBody& selected);  // tokenize_command.cpp
+void add_chat_template_command(CLI::App& app, CommandBody& selected);
 void add_generate_command(CLI::App& app, CommandBody& selected);
 void add_make_model_command(CLI::App& app, CommandBody& selected);
 void add_quantize_command(CLI::App& app, CommandBody& selected);
 void add_perplexity_command(CLI::App& app, CommandBody& selected);
 void add_bench_engine_command(CLI::App& app, CommandBody& selected);  // bench/engine_throughput.cpp
+void add_bench_chat_template_command(CLI::App& app,
+                                     CommandBody& selected);  // bench/chat_template_render.cpp
 
 // The generation controls `run` and `generate` share (--max-tokens ... --stop), bound straight
 // into `generation` after setting the command line's own defaults on it (128 tokens, temperature

@@ -45,11 +45,13 @@ int main(int argc, char** argv) {
   add_inspect_command(app, selected);
   add_tokenize_command(app, selected);
   add_detokenize_command(app, selected);
+  add_chat_template_command(app, selected);
   add_generate_command(app, selected);
   add_make_model_command(app, selected);
   add_quantize_command(app, selected);
   add_perplexity_command(app, selected);
   add_bench_engine_command(app, selected);
+  add_bench_chat_template_command(app, selected);
 
   try {
     app.parse(argc, argv);

@@ -1,5 +1,7 @@
 #include "framework/engine/chat_template.h"
 
+#include <boost/json.hpp>
+
 namespace chatflow::engine {
 
 std::string_view to_string(ChatTemplate kind) {
@@ -31,17 +33,6 @@ std::optional<ChatTemplate> chat_template_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-ChatTemplate detect_chat_template(std::string_view jinja) {
-  auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
-  if (has("<|im_start|>")) return ChatTemplate::chatml;
-  if (has("<|start_header_id|>")) return ChatTemplate::llama3;
-  if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate::phi3;
-  if (has("<|assistant|>")) return ChatTemplate::zephyr;
-  if (has("[INST]") && has("<<SYS>>")) return ChatTemplate::llama2;
-  if (has("[INST]")) return ChatTemplate::mistral;
-  return ChatTemplate::plain;
-}
-
 namespace {
 
 // Appends text, remembering whether the template or a message wrote it.
@@ -66,7 +57,9 @@ class PromptBuilder {
 };
 
 std::string token_text(const Vocabulary& vocabulary, TokenId id, std::string_view fallback) {
-  return id != kNoToken ? vocabulary.tokens[static_cast<size_t>(id)].text : std::string(fallback);
+  return id != kNoToken && static_cast<size_t>(id) < vocabulary.tokens.size()
+             ? vocabulary.tokens[static_cast<size_t>(id)].text
+             : std::string(fallback);
 }
 
 // The system message, if the conversation starts with one.
@@ -156,6 +149,57 @@ RenderedPrompt render_chat(ChatTemplate kind, const std::vector<ChatMessage>& me
       break;
   }
   return out.take();
+}
+
+std::string bos_text(const Vocabulary& vocabulary) {
+  return token_text(vocabulary, vocabulary.bos, "");
+}
+
+std::string eos_text(const Vocabulary& vocabulary) {
+  return token_text(vocabulary, vocabulary.eos, "");
+}
+
+RenderedPrompt to_rendered_prompt(jinja::TrackedString text, std::string_view bos) {
+  RenderedPrompt prompt;
+  prompt.template_ranges = text.template_ranges();
+  prompt.includes_bos = !bos.empty() && !prompt.template_ranges.empty() &&
+                        prompt.template_ranges.front().first == 0 &&
+                        prompt.template_ranges.front().second >= bos.size() &&
+                        std::string_view(text.text()).substr(0, bos.size()) == bos;
+  prompt.text = text.take_text();
+  return prompt;
+}
+
+ChatFormat ChatFormat::built_in(ChatTemplate kind) {
+  ChatFormat format;
+  format.kind_ = kind;
+  return format;
+}
+
+ChatFormat ChatFormat::jinja(std::string_view source) {
+  ChatFormat format;
+  format.jinja_ = std::make_shared<const jinja::Template>(jinja::Template::parse(source));
+  return format;
+}
+
+std::string_view ChatFormat::name() const {
+  return jinja_ ? "jinja" : to_string(kind_);
+}
+
+RenderedPrompt ChatFormat::render(const std::vector<ChatMessage>& messages,
+                                  const Vocabulary& vocabulary, bool add_generation_prompt,
+                                  const boost::json::object& template_kwargs) const {
+  if (!jinja_) return render_chat(kind_, messages, vocabulary, add_generation_prompt);
+  jinja::ChatTemplateInputs inputs;
+  inputs.messages.reserve(messages.size());
+  for (const auto& message : messages)
+    inputs.messages.push_back(
+        boost::json::object{{"role", message.role}, {"content", message.content}});
+  inputs.add_generation_prompt = add_generation_prompt;
+  inputs.bos_token = bos_text(vocabulary);
+  inputs.eos_token = eos_text(vocabulary);
+  inputs.extra_variables = template_kwargs;
+  return to_rendered_prompt(jinja::render_chat_template(*jinja_, inputs), inputs.bos_token);
 }
 
 }  // namespace chatflow::engine

@@ -1,19 +1,23 @@
-// Chat templates: messages to the prompt text a chat model was trained on. The common named
-// formats are built in; a model's tokenizer.chat_template (Jinja) is matched to one of them by its
-// markers, since running arbitrary Jinja is neither needed nor safe. Models without a template
-// get the plain format: the contents alone, one after another.
+// Chat templates: messages to the prompt text a chat model was trained on. A model's
+// tokenizer.chat_template (Jinja) runs in chatflow's Jinja interpreter (framework/text/jinja/)
+// with transformers' semantics; the common named formats are also built in, selectable by name.
+// Models without a template get the plain format: the contents alone, one after another.
 //
 // The rendered prompt records which bytes came from the template: only there may text like
 // "<|im_start|>" become a control token, so a user cannot forge turns by typing them.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 #include "framework/engine/vocabulary.h"
+#include "framework/text/jinja/chat_inputs.h"
 
 namespace chatflow::engine {
 
@@ -21,8 +25,6 @@ enum class ChatTemplate { chatml, llama2, llama3, mistral, zephyr, phi3, plain }
 
 std::string_view to_string(ChatTemplate kind);
 std::optional<ChatTemplate> chat_template_from_name(std::string_view name);
-// The built-in format a Jinja template corresponds to (plain when none matches or it is empty).
-ChatTemplate detect_chat_template(std::string_view jinja);
 
 struct ChatMessage {
   std::string role;  // system, user, assistant
@@ -38,5 +40,37 @@ struct RenderedPrompt {
 
 RenderedPrompt render_chat(ChatTemplate kind, const std::vector<ChatMessage>& messages,
                            const Vocabulary& vocabulary, bool add_generation_prompt = true);
+
+// The text of the vocabulary's BOS and EOS tokens ("" when it has none): what a template sees
+// as bos_token and eos_token.
+std::string bos_text(const Vocabulary& vocabulary);
+std::string eos_text(const Vocabulary& vocabulary);
+
+// The rendered text as a prompt: includes_bos when it starts with the BOS token's text the
+// template wrote.
+RenderedPrompt to_rendered_prompt(jinja::TrackedString text, std::string_view bos);
+
+// A chat format: a built-in named one, or a Jinja template compiled once and rendered per request.
+class ChatFormat {
+ public:
+  static ChatFormat built_in(ChatTemplate kind);
+  // Throws jinja::SyntaxError (line and column in `source`) for a template using what the
+  // interpreter does not support.
+  static ChatFormat jinja(std::string_view source);
+
+  // "jinja" or the built-in's name.
+  std::string_view name() const;
+  bool is_jinja() const { return jinja_ != nullptr; }
+
+  // Throws jinja::RenderError when the template raises (raise_exception's message, or the error
+  // jinja2 would give); `template_kwargs` are the request's extra template variables.
+  RenderedPrompt render(const std::vector<ChatMessage>& messages, const Vocabulary& vocabulary,
+                        bool add_generation_prompt,
+                        const boost::json::object& template_kwargs = {}) const;
+
+ private:
+  ChatTemplate kind_ = ChatTemplate::plain;
+  std::shared_ptr<const jinja::Template> jinja_;
+};
 
 }  // namespace chatflow::engine

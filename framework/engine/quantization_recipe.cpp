@@ -42,7 +42,7 @@ bool more_bits(int64_t layer, int64_t layers) {
 }
 
 TensorType mixed_type(const QuantizationRecipe& recipe, const RecipeModel& model,
-                      const std::string& name, int64_t columns) {
+                      const std::string& name) {
   const std::string& r = recipe.name;
   const TensorType base = recipe.base;
   const int64_t layer = layer_of(name);
@@ -147,7 +147,7 @@ std::optional<kernels::TensorType> recipe_tensor_type(const QuantizationRecipe& 
                       !has(name, "ffn_gate_inp.weight");
   if (!matrix) return std::nullopt;
   if (!kernels::is_quantized(recipe.base)) return recipe.base;
-  return fitting(mixed_type(recipe, model, name, columns), name, columns);
+  return fitting(mixed_type(recipe, model, name), name, columns);
 }
 
 }  // namespace chatflow::engine

@@ -368,6 +368,13 @@ void parse_completion_request(std::string_view body, RequestKind kind, Request& 
   request.model = parse_model(fields, served_models);
   if (kind == RequestKind::chat) {
     request.messages = parse_messages(fields);
+    if (const json::value* kwargs = fields.get("chat_template_kwargs")) {
+      if (!kwargs->is_object()) {
+        invalid(std::string("'chat_template_kwargs' must be an object, got ") + kind_of(*kwargs),
+                "chat_template_kwargs");
+      }
+      request.chat_template_kwargs = json::serialize(*kwargs);
+    }
   } else {
     request.prompt = parse_prompt(fields);
   }

@@ -112,6 +112,28 @@ check "tokenize takes llama-tokenize's flags and prints its list" test "$listed"
 echo "7 99999" | "$chatflow" detokenize --model "$work/model.gguf" >/dev/null 2>"$work/err"; rc=$?
 check "detokenize refuses unknown ids" test $rc -eq 1
 check "detokenize names the bad id" grep -q "'99999' is not a token id" "$work/err"
+
+# chat-template: a template file over a conversation, as transformers renders it.
+cat >"$work/chat.jinja" <<'JINJA'
+{%- for m in messages %}
+  {{- bos_token if loop.first }}<|{{ m.role }}|>{{ m.content | trim }}
+{% endfor %}
+{%- if add_generation_prompt %}<|assistant|>{% endif %}
+{{- ' ' ~ strftime_now('%Y-%m-%d') if show_date is defined and show_date }}
+JINJA
+printf '[{"role": "user", "content": " hi {{ 7*7 }} "}, {"role": "assistant", "content": "ok"}]' >"$work/messages.json"
+out=$("$chatflow" chat-template --template-file "$work/chat.jinja" --messages "$work/messages.json" \
+  --add-generation-prompt --var bos_token='<s>' --var show_date=true --now 2024-07-26T10:00:00); rc=$?
+check "chat-template exits 0" test $rc -eq 0
+check "chat-template prints the rendering" test "$out" = "$(printf '<s><|user|>hi {{ 7*7 }}\n<|assistant|>ok\n<|assistant|> 2024-07-26')"
+printf '{{ raise_exception("no " ~ messages[0].role) }}' >"$work/raises.jinja"
+"$chatflow" chat-template --template-file "$work/raises.jinja" --messages "$work/messages.json" 2>"$work/err"; rc=$?
+check "a template that raises exits 1" test $rc -eq 1
+check "with the template's message" grep -q "no user" "$work/err"
+printf 'ok\n  {%% frobnicate %%}' >"$work/unsupported.jinja"
+"$chatflow" chat-template --template-file "$work/unsupported.jinja" --messages "$work/messages.json" 2>"$work/err"; rc=$?
+check "an unsupported template exits 1" test $rc -eq 1
+check "located by line and column" grep -q "unsupported.jinja:2:6: unknown tag 'frobnicate'" "$work/err"
 first=$("$chatflow" generate --model "$work/model.gguf" --prompt "hello" --temperature 0 --max-tokens 8)
 second=$("$chatflow" generate --model "$work/model.gguf" --prompt "hello" --temperature 0 --max-tokens 8)
 check "greedy generation is deterministic" test "$first" = "$second"

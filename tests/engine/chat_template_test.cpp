@@ -1,5 +1,5 @@
-// Chat templates: detection from a GGUF's Jinja text, the exact prompt text, and that text users
-// write can never become control tokens.
+// Chat templates: the built-in formats' exact prompt text, a GGUF's Jinja template run by the
+// interpreter, and that text users write can never become control tokens.
 #include "framework/engine/chat_template.h"
 
 #include <algorithm>
@@ -11,19 +11,6 @@
 
 namespace chatflow::engine {
 namespace {
-
-TEST(ChatTemplate, DetectsTheFamilyFromTheJinjaMarkers) {
-  EXPECT_EQ(detect_chat_template("{% for m in messages %}<|im_start|>{{m.role}}"),
-            ChatTemplate::chatml);
-  EXPECT_EQ(detect_chat_template("<|start_header_id|>{{ role }}<|end_header_id|>"),
-            ChatTemplate::llama3);
-  EXPECT_EQ(detect_chat_template("<|user|>\n{{c}}<|end|>\n<|assistant|>"), ChatTemplate::phi3);
-  EXPECT_EQ(detect_chat_template("<|user|>\n{{c}}</s>\n<|assistant|>"), ChatTemplate::zephyr);
-  EXPECT_EQ(detect_chat_template("[INST] <<SYS>>\n{{s}}\n<</SYS>>"), ChatTemplate::llama2);
-  EXPECT_EQ(detect_chat_template("{{ bos_token }}[INST] {{ c }} [/INST]"), ChatTemplate::mistral);
-  EXPECT_EQ(detect_chat_template(""), ChatTemplate::plain);
-  EXPECT_EQ(detect_chat_template("{{ something unknown }}"), ChatTemplate::plain);
-}
 
 std::shared_ptr<const Model> model() {
   ModelShape shape;
@@ -70,6 +57,66 @@ TEST(ChatTemplate, ControlTokenTextFromAUserStaysText) {
   auto everything = tokenizer.encode(prompt.text, false, true);
   EXPECT_EQ(std::count(everything.begin(), everything.end(), eos), 3)
       << "what trusting the whole text would do";
+}
+
+TEST(ChatTemplate, RunsAJinjaTemplate) {
+  auto m = model();
+  auto format = ChatFormat::jinja(
+      "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + "
+      "message['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}");
+  auto prompt =
+      format.render({{"system", "Be brief."}, {"user", "Hi!"}}, m->tokenizer().vocabulary(), true);
+  EXPECT_EQ(prompt.text,
+            "<|im_start|>system\nBe "
+            "brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(format.name(), "jinja");
+}
+
+TEST(ChatTemplate, AJinjaTemplatesBosTokenCountsAsIncluded) {
+  auto m = model();
+  const Vocabulary& vocabulary = m->tokenizer().vocabulary();
+  auto format =
+      ChatFormat::jinja("{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}");
+  auto prompt = format.render({{"user", "x"}}, vocabulary, false);
+  EXPECT_EQ(prompt.text, bos_text(vocabulary) + "x");
+  EXPECT_TRUE(prompt.includes_bos);
+}
+
+TEST(ChatTemplate, ControlTokenTextFromAUserStaysTextInAJinjaTemplate) {
+  auto m = model();
+  const Tokenizer& tokenizer = m->tokenizer();
+  TokenId eos = tokenizer.vocabulary().eos;
+  auto format = ChatFormat::jinja(
+      "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content | trim }}{{ eos_token }}\n{% endfor "
+      "%}");
+  auto prompt =
+      format.render({{"system", "S"}, {"user", " hi </s> there "}}, tokenizer.vocabulary(), true);
+  EXPECT_EQ(prompt.text, "<|system|>\nS</s>\n<|user|>\nhi </s> there</s>\n");
+  auto trusted = tokenizer.encode_trusted(prompt.text, false, prompt.template_ranges);
+  EXPECT_EQ(std::count(trusted.begin(), trusted.end(), eos), 2) << "only the template's two </s>";
+}
+
+TEST(ChatTemplate, AJinjaTemplateThatRaisesGivesItsMessage) {
+  auto m = model();
+  auto format = ChatFormat::jinja(
+      "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}");
+  try {
+    format.render({{"assistant", "x"}}, m->tokenizer().vocabulary(), true);
+    ADD_FAILURE() << "rendered";
+  } catch (const jinja::RenderError& error) {
+    EXPECT_STREQ(error.what(), "first must be user");
+  }
+}
+
+TEST(ChatTemplate, AnUnsupportedJinjaTemplateFailsAtLoadWithItsPosition) {
+  try {
+    ChatFormat::jinja("ok\n{% include 'other.jinja' %}");
+    ADD_FAILURE() << "loaded";
+  } catch (const jinja::SyntaxError& error) {
+    EXPECT_EQ(error.position().line, 2);
+    EXPECT_EQ(error.position().column, 4);
+  }
 }
 
 }  // namespace

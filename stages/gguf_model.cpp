@@ -63,10 +63,15 @@ engine::ChatFormat chat_format_named(const std::string& name, const engine::Mode
   }
 }
 
-bool splits_reasoning(const std::string& format, const engine::Model& model) {
-  if (format == "deepseek") return true;
-  if (format == "none") return false;
-  return model.config().chat_template.find("<think>") != std::string::npos;
+// auto: when the template in use (the GGUF's, or the file's) writes the thinking markers.
+bool splits_reasoning(const GgufModelConfig& config, const engine::Model& model) {
+  if (config.reasoning_format == "deepseek") return true;
+  if (config.reasoning_format == "none") return false;
+  if (engine::chat_template_from_name(config.chat_template)) return false;
+  const std::string source = config.chat_template == "auto"
+                                 ? model.config().chat_template
+                                 : read_template_file(config.chat_template);
+  return source.find("<think>") != std::string::npos;
 }
 
 // A prompt that ends inside "<think>" (then whitespace at most): the answer starts reasoning.
@@ -84,7 +89,7 @@ GgufModel::GgufModel(const GgufModelConfig& config)
     : model_(engine::Model::load(config.path)),
       scheduler_(std::make_unique<engine::Scheduler>(model_, scheduler_config(config, *model_))),
       chat_format_(chat_format_named(config.chat_template, *model_)),
-      splits_reasoning_(splits_reasoning(config.reasoning_format, *model_)),
+      splits_reasoning_(splits_reasoning(config, *model_)),
       name_(config.name.empty() ? std::filesystem::path(config.path).stem().string() : config.name),
       block_tokens_(config.kv_cache.block_tokens) {}
 

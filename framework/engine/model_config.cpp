@@ -203,9 +203,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
   } else if (window) {
     config.sliding_window = static_cast<int64_t>(*window);
   }
-  if (arch == "phi3" && config.sliding_window == 0) {
+  // As llama.cpp reads phi3: the key must be there; 0 (Phi-4) means no window.
+  if (arch == "phi3" && !window) {
     throw GgufError(file.path() + ": phi3 needs " + key("attention.sliding_window") +
-                    " (a positive window)");
+                    " (0 for none)");
   }
   config.chat_template = file.get_string_or("tokenizer.chat_template").value_or("");
   return config;

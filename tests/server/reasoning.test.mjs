@@ -3,10 +3,12 @@
 // output moderation masks personal data in the reasoning too, and an exact-cache hit splits the
 // same way. The echo stage stands in for a reasoning model (reasoning_format: deepseek).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { startServer, writeTemp } from './harness.mjs';
+import { modelStages, startServer, testModel, writeTemp } from './harness.mjs';
 
 const OpenAI = createRequire(`${process.env.CHATFLOW_NODE_MODULES}/`)('openai');
 
@@ -85,5 +87,42 @@ edges:
       assert.equal(data.choices[0].message.content, 'cached answer');
       assert.equal(data.choices[0].message.reasoning_content, 'cached thought');
     }
+  });
+});
+
+// The real engine behind DeepSeek-R1's published template: its generation prompt opens
+// <think>, so with reasoning_format auto everything the model writes before a </think> is
+// reasoning. (The random test model never writes </think>: all of its answer is reasoning.)
+const r1Template = path.join(process.env.CHATFLOW_SOURCE_DIR, '..', 'shared', 'models', 'templates',
+  'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja');
+describe('a model behind a template that opens <think>', {
+  skip: fs.existsSync(r1Template) ? false : `${r1Template} is absent (../shared not beside the checkout)`,
+}, () => {
+  let server;
+  let client;
+  before(async () => {
+    const file = writeTemp('reasoning-r1.yaml', `version: 1
+name: r1
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model, chat_template: "${r1Template}"}
+stages:
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+    server = await startServer(['--pipeline', file]);
+    client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('the answer before any </think> is reasoning_content, and usage counts it once', async () => {
+    const answer = await client.chat.completions.create({
+      model: 'test-model', temperature: 0, max_tokens: 12, messages: [{ role: 'user', content: 'Hi' }],
+    });
+    const message = answer.choices[0].message;
+    assert.ok(message.reasoning_content.length > 0, JSON.stringify(message));
+    assert.equal(message.content, '');
+    assert.equal(answer.usage.completion_tokens, 12);
   });
 });

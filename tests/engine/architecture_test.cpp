@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -209,6 +210,37 @@ TEST(Architectures, LlamaBiasesArePartOfTheForwardPass) {
   for (size_t i = 0; i < logits.size(); ++i)
     moved = std::max(moved, std::fabs(without[i] - expected[i]));
   EXPECT_GT(moved / largest, 1e-2);
+}
+
+// As llama.cpp reads phi3 files: the window key must be there, and 0 (Phi-4's files) means none.
+TEST(Architectures, Phi3NeedsItsWindowKeyAndZeroMeansNoWindow) {
+  const std::string source_path =
+      testing::temp_model(shape_of(Family{"phi3", "phi3", "none", 2, 12, 0.08f}));
+  auto source = GgufFile::open(source_path);
+  auto rewrite = [&](const std::string& name, std::optional<uint32_t> window) {
+    GgufWriter writer;
+    for (const auto& [key, value] : source->metadata()) {
+      if (key != "phi3.attention.sliding_window") writer.copy(*source, key);
+    }
+    if (window) writer.set_uint32("phi3.attention.sliding_window", *window);
+    for (const auto& tensor : source->tensors()) {
+      writer.add_tensor(tensor.name, tensor.shape, tensor.type,
+                        std::vector<uint8_t>(tensor.data, tensor.data + tensor.bytes));
+    }
+    std::string path = testing::temp_path(name);
+    writer.write(path);
+    return path;
+  };
+  EXPECT_EQ(Model::load(rewrite("phi3-window0.gguf", 0u))->config().sliding_window, 0);
+  EXPECT_FALSE(Model::load(rewrite("phi3-window0.gguf", 0u))->config().sliding_layer(0));
+  try {
+    Model::load(rewrite("phi3-nowindow.gguf", std::nullopt));
+    ADD_FAILURE() << "a phi3 file without its window key loaded";
+  } catch (const GgufError& error) {
+    EXPECT_NE(std::string(error.what()).find("phi3 needs phi3.attention.sliding_window"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(Architectures, UnknownArchitectureIsRefusedByName) {

@@ -11,6 +11,7 @@
 
 #include "framework/bridge/engine_bridge.h"
 #include "framework/engine/default_model.h"
+#include "framework/openai/reasoning_split.h"
 
 namespace chatflow {
 namespace {
@@ -64,23 +65,10 @@ engine::ChatFormat chat_format_named(const std::string& name, const engine::Mode
 }
 
 // auto: when the template in use (the GGUF's, or the file's) writes the thinking markers.
-bool splits_reasoning(const GgufModelConfig& config, const engine::Model& model) {
-  if (config.reasoning_format == "deepseek") return true;
-  if (config.reasoning_format == "none") return false;
-  if (engine::chat_template_from_name(config.chat_template)) return false;
-  const std::string source = config.chat_template == "auto"
-                                 ? model.config().chat_template
-                                 : read_template_file(config.chat_template);
-  return source.find("<think>") != std::string::npos;
-}
-
-// A prompt that ends inside "<think>" (then whitespace at most): the answer starts reasoning.
-bool opens_reasoning(std::string_view prompt) {
-  while (!prompt.empty() &&
-         (prompt.back() == '\n' || prompt.back() == ' ' || prompt.back() == '\r'))
-    prompt.remove_suffix(1);
-  constexpr std::string_view kOpen = "<think>";
-  return prompt.size() >= kOpen.size() && prompt.substr(prompt.size() - kOpen.size()) == kOpen;
+bool splits_reasoning(const std::string& reasoning_format, const engine::ChatFormat& format) {
+  if (reasoning_format == "deepseek") return true;
+  if (reasoning_format == "none") return false;
+  return format.source().find(openai::kThinkingOpens) != std::string::npos;
 }
 
 }  // namespace
@@ -89,7 +77,7 @@ GgufModel::GgufModel(const GgufModelConfig& config)
     : model_(engine::Model::load(config.path)),
       scheduler_(std::make_unique<engine::Scheduler>(model_, scheduler_config(config, *model_))),
       chat_format_(chat_format_named(config.chat_template, *model_)),
-      splits_reasoning_(splits_reasoning(config, *model_)),
+      splits_reasoning_(splits_reasoning(config.reasoning_format, chat_format_)),
       name_(config.name.empty() ? std::filesystem::path(config.path).stem().string() : config.name),
       block_tokens_(config.kv_cache.block_tokens) {}
 
@@ -133,7 +121,8 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
     ids = tokenizer.encode_trusted(prompt.text, /*add_special=*/!prompt.includes_bos,
                                    prompt.template_ranges);
     if (reasoning)
-      *reasoning = {splits_reasoning_, splits_reasoning_ && opens_reasoning(prompt.text)};
+      *reasoning = {splits_reasoning_,
+                    splits_reasoning_ && openai::ends_inside_thinking(prompt.text)};
   }
   if (ids.empty()) {
     throw RequestFailure(

@@ -153,10 +153,9 @@ void add_chat_template_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--var", options->variables,
                       "KEY=VALUE template variable (JSON or text); bos_token and eos_token too");
   command->add_option("--now", options->now, "ISO-8601 time strftime_now reports");
-  command->callback([&selected, options, command] {
+  command->callback([&selected, options] {
     if (options->model.empty() && options->template_file.empty())
       throw CLI::RequiredError("--model or --template-file");
-    (void)command;
     selected = [options] { return chat_template_command(*options); };
   });
 }

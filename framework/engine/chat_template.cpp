@@ -179,6 +179,7 @@ ChatFormat ChatFormat::built_in(ChatTemplate kind) {
 ChatFormat ChatFormat::jinja(std::string_view source) {
   ChatFormat format;
   format.jinja_ = std::make_shared<const jinja::Template>(jinja::Template::parse(source));
+  format.source_ = std::string(source);
   return format;
 }
 

@@ -61,6 +61,8 @@ class ChatFormat {
   // "jinja" or the built-in's name.
   std::string_view name() const;
   bool is_jinja() const { return jinja_ != nullptr; }
+  // The Jinja template's text (empty for a built-in format).
+  const std::string& source() const { return source_; }
 
   // Throws jinja::RenderError when the template raises (raise_exception's message, or the error
   // jinja2 would give); `template_kwargs` are the request's extra template variables.
@@ -71,6 +73,7 @@ class ChatFormat {
  private:
   ChatTemplate kind_ = ChatTemplate::plain;
   std::shared_ptr<const jinja::Template> jinja_;
+  std::string source_;
 };
 
 }  // namespace chatflow::engine

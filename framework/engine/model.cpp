@@ -206,8 +206,7 @@ std::shared_ptr<const Model> Model::from_file(std::shared_ptr<const GgufFile> fi
     }
     weights.attention_norm = loader.vector(prefix + "attn_norm.weight", dim, dims);
     weights.ffn_norm = loader.vector(prefix + "ffn_norm.weight", dim, dims);
-    if (config.attention_bias || gguf.find_tensor(prefix + "attn_q.bias")) {
-      config.attention_bias = true;  // llama files may carry them too
+    if (config.attention_bias) {
       weights.query_bias = loader.vector(prefix + "attn_q.bias", q_dim, heads);
       weights.key_bias = loader.vector(prefix + "attn_k.bias", kv_dim, kv_heads);
       weights.value_bias = loader.vector(prefix + "attn_v.bias", kv_dim, kv_heads);

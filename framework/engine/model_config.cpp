@@ -138,7 +138,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
   config.sliding_rope = rope;
 
   config.rope_style = arch == "llama" ? RopeStyle::adjacent_pairs : RopeStyle::halves;
-  config.attention_bias = arch == "qwen2" || arch == "qwen2moe";
+  // qwen2's projections always have biases; some llama files carry them too.
+  config.attention_bias =
+      arch == "qwen2" || arch == "qwen2moe" || file.find_tensor("blk.0.attn_q.bias") != nullptr;
 
   config.experts = static_cast<int64_t>(file.get_unsigned_or(key("expert_count")).value_or(0));
   config.experts_used =

@@ -50,7 +50,7 @@ struct ModelConfig {
   RopeParameters rope, sliding_rope;
   bool sliding_rope_differs = false;
   Activation activation = Activation::silu;
-  bool attention_bias = false;     // qwen2: q, k and v projections have biases
+  bool attention_bias = false;     // q, k and v projections have biases (qwen2, some llama files)
   bool query_key_norm = false;     // qwen3, gemma3: per-head RMSNorm of queries and keys
   bool post_norms = false;         // gemma2/3: RMSNorm of the attention and FFN outputs
   bool fused_projections = false;  // phi3: one qkv matrix, one gate+up matrix

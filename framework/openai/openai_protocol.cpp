@@ -515,12 +515,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
   std::string reasoning;
   if (chat && request.reasoning.enabled) {
     if (!reasoning_) reasoning_.emplace(request.reasoning.open_at_start);
-    ReasoningSplitter::Pieces pieces = reasoning_->push(text);
-    if (chunk.is_final()) {
-      ReasoningSplitter::Pieces rest = reasoning_->finish();
-      pieces.reasoning += rest.reasoning;
-      pieces.content += rest.content;
-    }
+    ReasoningSplitter::Pieces pieces = reasoning_->push(text, chunk.is_final());
     text = std::move(pieces.content);
     reasoning = std::move(pieces.reasoning);
   }

@@ -3,8 +3,8 @@
 namespace chatflow::openai {
 namespace {
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kOpen = kThinkingOpens;
+constexpr std::string_view kClose = kThinkingCloses;
 
 bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -21,6 +21,12 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
 
 }  // namespace
 
+bool ends_inside_thinking(std::string_view prompt) {
+  while (!prompt.empty() && is_space(prompt.back()))
+    prompt.remove_suffix(1);
+  return prompt.size() >= kOpen.size() && prompt.substr(prompt.size() - kOpen.size()) == kOpen;
+}
+
 ReasoningSplitter::ReasoningSplitter(bool open_at_start)
     : part_(open_at_start ? Part::reasoning : Part::undecided) {}
 
@@ -36,16 +42,27 @@ void ReasoningSplitter::emit(std::string_view text, Pieces& pieces) {
   (part_ == Part::reasoning ? pieces.reasoning : pieces.content).append(text);
 }
 
-ReasoningSplitter::Pieces ReasoningSplitter::push(std::string_view text) {
+ReasoningSplitter::Pieces ReasoningSplitter::push(std::string_view text, bool last) {
   Pieces pieces;
   held_.append(text);
+  release(pieces);
+  if (last) {
+    if (part_ == Part::undecided) part_ = Part::content;
+    emit(held_, pieces);
+    held_.clear();
+  }
+  return pieces;
+}
+
+// Emits what the held text decides, keeping back only what could still be a marker.
+void ReasoningSplitter::release(Pieces& pieces) {
   if (part_ == Part::undecided) {
     // Only an answer that opens with the marker (after whitespace) reasons.
     size_t first = 0;
     while (first < held_.size() && is_space(held_[first]))
       ++first;
     std::string_view rest = std::string_view(held_).substr(first);
-    if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) return pieces;
+    if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) return;
     if (rest.substr(0, kOpen.size()) == kOpen) {
       part_ = Part::reasoning;
       held_.erase(0, first + kOpen.size());
@@ -59,7 +76,7 @@ ReasoningSplitter::Pieces ReasoningSplitter::push(std::string_view text) {
       size_t keep = partial_marker(held_, kClose);
       emit(std::string_view(held_).substr(0, held_.size() - keep), pieces);
       held_.erase(0, held_.size() - keep);
-      return pieces;
+      return;
     }
     emit(std::string_view(held_).substr(0, close), pieces);
     held_.erase(0, close + kClose.size());
@@ -68,24 +85,10 @@ ReasoningSplitter::Pieces ReasoningSplitter::push(std::string_view text) {
   }
   emit(held_, pieces);
   held_.clear();
-  return pieces;
-}
-
-ReasoningSplitter::Pieces ReasoningSplitter::finish() {
-  Pieces pieces;
-  if (part_ == Part::undecided) part_ = Part::content;
-  emit(held_, pieces);
-  held_.clear();
-  return pieces;
 }
 
 ReasoningSplitter::Pieces ReasoningSplitter::split(std::string_view text, bool open_at_start) {
-  ReasoningSplitter splitter(open_at_start);
-  Pieces pieces = splitter.push(text);
-  Pieces rest = splitter.finish();
-  pieces.reasoning += rest.reasoning;
-  pieces.content += rest.content;
-  return pieces;
+  return ReasoningSplitter(open_at_start).push(text, true);
 }
 
 }  // namespace chatflow::openai

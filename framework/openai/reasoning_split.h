@@ -10,6 +10,13 @@
 
 namespace chatflow::openai {
 
+inline constexpr std::string_view kThinkingOpens = "<think>";
+inline constexpr std::string_view kThinkingCloses = "</think>";
+
+// A rendered prompt that ends inside an opened thinking block (then whitespace at most): the
+// answer to it starts reasoning.
+bool ends_inside_thinking(std::string_view prompt);
+
 class ReasoningSplitter {
  public:
   explicit ReasoningSplitter(bool open_at_start);
@@ -18,10 +25,8 @@ class ReasoningSplitter {
     std::string reasoning;
     std::string content;
   };
-  // The parts of `text` that can be told apart now.
-  Pieces push(std::string_view text);
-  // Whatever was held back, once the answer has ended.
-  Pieces finish();
+  // The parts of `text` that can be told apart now; with `last`, everything held back too.
+  Pieces push(std::string_view text, bool last = false);
 
   // The whole of an answer at once.
   static Pieces split(std::string_view text, bool open_at_start);
@@ -32,6 +37,7 @@ class ReasoningSplitter {
   bool at_part_start_ = true;  // no text of the current part emitted yet
   std::string held_;
 
+  void release(Pieces& pieces);
   void emit(std::string_view text, Pieces& pieces);
 };
 

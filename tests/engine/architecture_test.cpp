@@ -155,15 +155,7 @@ TEST(Architectures, MixtureOfExpertsIsIndependentOfTheBatch) {
 TEST(Architectures, LlamaBiasesArePartOfTheForwardPass) {
   const std::string plain =
       testing::temp_model(shape_of(Family{"llama", "llama", "none", 2, 0, 0.08f}));
-  auto source = GgufFile::open(plain);
-  GgufWriter writer;
-  for (const auto& [key, value] : source->metadata())
-    writer.copy(*source, key);
-  for (const auto& tensor : source->tensors()) {
-    writer.add_tensor(tensor.name, tensor.shape, tensor.type,
-                      std::vector<uint8_t>(tensor.data, tensor.data + tensor.bytes));
-  }
-  auto bias = [&](const std::string& name, int64_t length, float scale) {
+  auto bias = [](GgufWriter& writer, const std::string& name, int64_t length, float scale) {
     std::vector<float> values(static_cast<size_t>(length));
     for (int64_t i = 0; i < length; ++i)
       values[static_cast<size_t>(i)] = scale * std::sin(0.7f * static_cast<float>(i) + 1);
@@ -171,15 +163,16 @@ TEST(Architectures, LlamaBiasesArePartOfTheForwardPass) {
     std::memcpy(bytes.data(), values.data(), bytes.size());
     writer.add_tensor(name, {length}, kernels::TensorType::f32, std::move(bytes));
   };
-  for (int layer = 0; layer < 2; ++layer) {
-    std::string prefix = "blk." + std::to_string(layer) + ".";
-    bias(prefix + "attn_q.bias", 64, 0.3f);
-    bias(prefix + "attn_k.bias", 32, 0.3f);
-    bias(prefix + "attn_v.bias", 32, 0.3f);
-    bias(prefix + "attn_output.bias", 64, 0.3f);
-  }
-  const std::string path = testing::temp_path("llama-biases.gguf");
-  writer.write(path);
+  const std::string path = testing::rewritten_model(
+      plain, "llama-biases.gguf", [&](GgufWriter& writer, const GgufFile&) {
+        for (int layer = 0; layer < 2; ++layer) {
+          std::string prefix = "blk." + std::to_string(layer) + ".";
+          bias(writer, prefix + "attn_q.bias", 64, 0.3f);
+          bias(writer, prefix + "attn_k.bias", 32, 0.3f);
+          bias(writer, prefix + "attn_v.bias", 32, 0.3f);
+          bias(writer, prefix + "attn_output.bias", 64, 0.3f);
+        }
+      });
 
   auto model = Model::load(path);
   Transformer transformer(model);
@@ -216,20 +209,13 @@ TEST(Architectures, LlamaBiasesArePartOfTheForwardPass) {
 TEST(Architectures, Phi3NeedsItsWindowKeyAndZeroMeansNoWindow) {
   const std::string source_path =
       testing::temp_model(shape_of(Family{"phi3", "phi3", "none", 2, 12, 0.08f}));
-  auto source = GgufFile::open(source_path);
   auto rewrite = [&](const std::string& name, std::optional<uint32_t> window) {
-    GgufWriter writer;
-    for (const auto& [key, value] : source->metadata()) {
-      if (key != "phi3.attention.sliding_window") writer.copy(*source, key);
-    }
-    if (window) writer.set_uint32("phi3.attention.sliding_window", *window);
-    for (const auto& tensor : source->tensors()) {
-      writer.add_tensor(tensor.name, tensor.shape, tensor.type,
-                        std::vector<uint8_t>(tensor.data, tensor.data + tensor.bytes));
-    }
-    std::string path = testing::temp_path(name);
-    writer.write(path);
-    return path;
+    return testing::rewritten_model(
+        source_path, name,
+        [&](GgufWriter& writer, const GgufFile&) {
+          if (window) writer.set_uint32("phi3.attention.sliding_window", *window);
+        },
+        "", "phi3.attention.sliding_window");
   };
   EXPECT_EQ(Model::load(rewrite("phi3-window0.gguf", 0u))->config().sliding_window, 0);
   EXPECT_FALSE(Model::load(rewrite("phi3-window0.gguf", 0u))->config().sliding_layer(0));

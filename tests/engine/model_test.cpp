@@ -23,20 +23,8 @@ ModelShape small_shape() {
 std::string rewritten(const std::string& name,
                       const std::function<void(GgufWriter&, const GgufFile&)>& edit,
                       const std::string& drop_tensor = "", const std::string& drop_key = "") {
-  auto source = GgufFile::open(testing::temp_model(small_shape()));
-  GgufWriter writer;
-  for (const auto& [key, value] : source->metadata()) {
-    if (key != drop_key) writer.copy(*source, key);
-  }
-  for (const auto& tensor : source->tensors()) {
-    if (tensor.name == drop_tensor) continue;
-    writer.add_tensor(tensor.name, tensor.shape, tensor.type,
-                      std::vector<uint8_t>(tensor.data, tensor.data + tensor.bytes));
-  }
-  edit(writer, *source);
-  std::string path = testing::temp_path(name + ".gguf");
-  writer.write(path);
-  return path;
+  return testing::rewritten_model(testing::temp_model(small_shape()), name + ".gguf", edit,
+                                  drop_tensor, drop_key);
 }
 
 std::string load_error(const std::string& path) {

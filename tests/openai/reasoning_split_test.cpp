@@ -45,8 +45,8 @@ TEST(ReasoningSplit, EveryCutIntoTwoPiecesGivesTheSameParts) {
     for (size_t cut = 0; cut <= text.size(); ++cut) {
       ReasoningSplitter splitter(c.open_at_start);
       ReasoningSplitter::Pieces all;
-      for (auto pieces : {splitter.push(text.substr(0, cut)), splitter.push(text.substr(cut)),
-                          splitter.finish()}) {
+      for (auto pieces :
+           {splitter.push(text.substr(0, cut)), splitter.push(text.substr(cut), true)}) {
         all.reasoning += pieces.reasoning;
         all.content += pieces.content;
       }
@@ -66,7 +66,7 @@ TEST(ReasoningSplit, ByteByByteReasoningIsReleasedBeforeTheEnd) {
     reasoning += pieces.reasoning;
     content += pieces.content;
   }
-  auto rest = splitter.finish();
+  auto rest = splitter.push("", true);
   EXPECT_EQ(reasoning + rest.reasoning, "step one, step two");
   EXPECT_EQ(content + rest.content, "done");
   // Streamed, not held until the marker: the first reasoning byte leaves as soon as it cannot be

@@ -68,4 +68,24 @@ std::string write_temp_file(const std::string& name, const std::string& text) {
   return path;
 }
 
+std::string rewritten_model(
+    const std::string& source_path, const std::string& name,
+    const std::function<void(engine::GgufWriter&, const engine::GgufFile&)>& edit,
+    const std::string& drop_tensor, const std::string& drop_key) {
+  auto source = engine::GgufFile::open(source_path);
+  engine::GgufWriter writer;
+  for (const auto& [key, value] : source->metadata()) {
+    if (key != drop_key) writer.copy(*source, key);
+  }
+  for (const auto& tensor : source->tensors()) {
+    if (tensor.name == drop_tensor) continue;
+    writer.add_tensor(tensor.name, tensor.shape, tensor.type,
+                      std::vector<uint8_t>(tensor.data, tensor.data + tensor.bytes));
+  }
+  edit(writer, *source);
+  std::string path = temp_path(name);
+  writer.write(path);
+  return path;
+}
+
 }  // namespace chatflow::testing

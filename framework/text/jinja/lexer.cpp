@@ -3,6 +3,8 @@
 #include <array>
 #include <cctype>
 
+#include "framework/text/utf8.h"
+
 namespace chatflow::jinja {
 namespace {
 
@@ -21,24 +23,6 @@ std::string_view rstrip(std::string_view text) {
   while (!text.empty() && is_space(text.back()))
     text.remove_suffix(1);
   return text;
-}
-
-void append_utf8(std::string& out, uint32_t code_point) {
-  if (code_point < 0x80) {
-    out += static_cast<char>(code_point);
-  } else if (code_point < 0x800) {
-    out += static_cast<char>(0xC0 | (code_point >> 6));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else if (code_point < 0x10000) {
-    out += static_cast<char>(0xE0 | (code_point >> 12));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code_point >> 18));
-    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  }
 }
 
 class Lexer {
@@ -350,7 +334,10 @@ class Lexer {
               hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
             throw SyntaxError(start,
                               "truncated \\" + std::string(1, escaped) + " escape in string");
-          append_utf8(value, static_cast<uint32_t>(std::stoul(hex, nullptr, 16)));
+          const auto code_point = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+          if (code_point > 0x10FFFF)  // as Python: "illegal Unicode character"
+            throw SyntaxError(start, "illegal Unicode character in string");
+          text::append(value, code_point);
           i += width;
           break;
         }

@@ -4,6 +4,8 @@
 
 #include <utf8proc.h>
 
+#include "framework/text/utf8.h"
+
 namespace chatflow::jinja {
 
 uint32_t next_code_point(std::string_view text, size_t& offset) {
@@ -29,24 +31,6 @@ uint32_t next_code_point(std::string_view text, size_t& offset) {
   }
   offset += length;
   return code_point;
-}
-
-void append_code_point(std::string& out, uint32_t code_point) {
-  if (code_point < 0x80) {
-    out += static_cast<char>(code_point);
-  } else if (code_point < 0x800) {
-    out += static_cast<char>(0xC0 | (code_point >> 6));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else if (code_point < 0x10000) {
-    out += static_cast<char>(0xE0 | (code_point >> 12));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code_point >> 18));
-    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  }
 }
 
 bool is_python_space(uint32_t c) {
@@ -75,7 +59,7 @@ TrackedString map_code_points(const TrackedString& text, Map map) {
   size_t offset = 0;
   size_t index = 0;
   while (offset < bytes.size()) {
-    append_code_point(out, map(next_code_point(bytes, offset), index++));
+    text::append(out, map(next_code_point(bytes, offset), index++));
   }
   return text.all_from_template() ? TrackedString::from_template(std::move(out))
                                   : TrackedString::from_data(std::move(out));

@@ -15,7 +15,6 @@ namespace chatflow::jinja {
 
 // Decodes one code point at `offset` (invalid bytes decode as themselves) and advances it.
 uint32_t next_code_point(std::string_view text, size_t& offset);
-void append_code_point(std::string& out, uint32_t code_point);
 bool is_python_space(uint32_t code_point);
 
 enum class StripSide { both, left, right };

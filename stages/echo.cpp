@@ -11,6 +11,7 @@ struct EchoConfig {
   std::string prefix;
   int words_per_chunk = 1;
   std::string reasoning_format = "none";
+  std::string tool_format = "none";
 };
 
 class EchoStage final : public RequestStage {
@@ -26,6 +27,25 @@ class EchoStage final : public RequestStage {
     }
     // Standing in for a reasoning model: <think>...</think> in the echoed text is its reasoning.
     request.reasoning = {config_.reasoning_format == "deepseek", false};
+    // Echoed text cannot follow a schema: refused rather than answered unconstrained.
+    if (request.generation.response_format.kind != ResponseFormat::Kind::text) {
+      throw RequestFailure(RequestError{400, "invalid_request_error",
+                                        "this pipeline's echo stage cannot follow response_format",
+                                        "unsupported_parameter", "response_format"});
+    }
+    // Standing in for a model that calls tools: calls in the echoed text are its calls.
+    if (!request.generation.tools.empty() && request.generation.tool_choice != ToolChoice::none) {
+      if (config_.tool_format == "none" ||
+          request.generation.tool_choice != ToolChoice::automatic) {
+        throw RequestFailure(RequestError{400, "invalid_request_error",
+                                          "this pipeline's echo stage cannot call tools",
+                                          "unsupported_parameter", "tools"});
+      }
+      request.tool_format = config_.tool_format == "hermes"    ? ToolCallFormat::hermes
+                            : config_.tool_format == "llama3"  ? ToolCallFormat::llama3
+                            : config_.tool_format == "mistral" ? ToolCallFormat::mistral
+                                                               : ToolCallFormat::generic;
+    }
     ChunkWriter writer = io.open_stream(kOut);
     std::string text =
         config_.prefix +
@@ -68,6 +88,11 @@ StageTypeInfo echo_stage_type() {
            "deepseek: <think>...</think> in the echoed text is reasoning, as a reasoning "
            "model's would be (for testing what follows a model)")
       .choices({"none", "deepseek"});
+  type.config()
+      .key("tool_format", &EchoConfig::tool_format,
+           "hermes, llama3, mistral or generic: tool calls in the echoed text, written so, are "
+           "the answer's tool calls (tool_choice auto only; for testing what follows a model)")
+      .choices({"none", "hermes", "llama3", "mistral", "generic"});
   type.create(
       [](const EchoConfig& config, StageContext&) { return std::make_unique<EchoStage>(config); });
   return type.build();

@@ -60,6 +60,7 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
       request.usage = answer->usage;
       request.citations = answer->citations;
       request.reasoning = answer->reasoning;
+      request.tool_format = answer->tool_format;
       ChunkWriter writer = io.open_stream(kHit);
       for (const auto& text : answer->chunks)
         writer.write(Chunk::delta(text));

@@ -11,7 +11,10 @@
 
 #include "framework/bridge/engine_bridge.h"
 #include "framework/engine/default_model.h"
+#include "framework/engine/grammar_constraint.h"
+#include "framework/openai/output_constraint.h"
 #include "framework/openai/reasoning_split.h"
+#include "framework/openai/tool_calls.h"
 
 namespace chatflow {
 namespace {
@@ -82,7 +85,7 @@ GgufModel::GgufModel(const GgufModelConfig& config)
       block_tokens_(config.kv_cache.block_tokens) {}
 
 std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_generation_prompt,
-                                              Request::ReasoningSplit* reasoning) const {
+                                              PromptFacts* facts) const {
   const engine::Tokenizer& tokenizer = this->tokenizer();
   std::vector<engine::TokenId> ids;
   if (request.kind == RequestKind::completion) {
@@ -95,17 +98,54 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
                                         {},
                                         "messages"});
     }
+    const GenerationParams& generation = request.generation;
+    bool offers_tools = !generation.tools.empty() && generation.tool_choice != ToolChoice::none;
+    bool template_shows_tools = chat_format_.renders_tools();
     std::vector<engine::ChatMessage> messages;
     for (const auto& message : request.messages) {
-      if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-        throw RequestFailure(
-            RequestError{400,
-                         "invalid_request_error",
-                         "unknown message role '" + message.role + "' (system, user or assistant)",
-                         {},
-                         "messages"});
+      if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
+          message.role != "tool") {
+        throw RequestFailure(RequestError{
+            400,
+            "invalid_request_error",
+            "unknown message role '" + message.role + "' (system, user, assistant or tool)",
+            {},
+            "messages"});
       }
-      messages.push_back({message.role, message.content});
+      engine::ChatMessage entry{message.role, message.content, {}, message.tool_call_id};
+      for (const auto& call : message.tool_calls)
+        entry.tool_calls.push_back({call.id, call.name, call.arguments});
+      if (!template_shows_tools) {
+        // Calls and results as text the template can show, in the generic format it was told.
+        if (!message.tool_calls.empty()) {
+          entry.content += (entry.content.empty() ? "" : "\n") +
+                           openai::generic_tool_call_text(message.tool_calls);
+          entry.tool_calls.clear();
+        }
+        if (message.role == "tool") {
+          entry = {"user", "Result of call " + message.tool_call_id + ":\n" + message.content};
+        }
+      }
+      messages.push_back(std::move(entry));
+    }
+    boost::json::value tools = nullptr;
+    if (offers_tools && template_shows_tools) {
+      boost::json::array list;
+      for (const auto& tool : generation.tools) {
+        boost::json::object function{{"name", tool.name}, {"description", tool.description}};
+        function["parameters"] = tool.parameters.empty()
+                                     ? boost::json::value(boost::json::object{{"type", "object"}})
+                                     : boost::json::parse(tool.parameters);
+        list.push_back(boost::json::object{{"type", "function"}, {"function", function}});
+      }
+      tools = std::move(list);
+    } else if (offers_tools) {
+      std::string instructions = openai::generic_tool_instructions(generation.tools);
+      if (!messages.empty() && messages.front().role == "system") {
+        messages.front().content += "\n\n" + instructions;
+      } else {
+        messages.insert(messages.begin(), engine::ChatMessage{"system", instructions});
+      }
     }
     boost::json::object template_kwargs;
     if (!request.chat_template_kwargs.empty())
@@ -113,16 +153,21 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
     engine::RenderedPrompt prompt;
     try {
       prompt = chat_format_.render(messages, tokenizer.vocabulary(), add_generation_prompt,
-                                   template_kwargs);
+                                   template_kwargs, tools);
     } catch (const jinja::RenderError& error) {
       throw RequestFailure(
           RequestError{400, "invalid_request_error", error.what(), {}, "messages"});
     }
     ids = tokenizer.encode_trusted(prompt.text, /*add_special=*/!prompt.includes_bos,
                                    prompt.template_ranges);
-    if (reasoning)
-      *reasoning = {splits_reasoning_,
-                    splits_reasoning_ && openai::ends_inside_thinking(prompt.text)};
+    if (facts) {
+      facts->reasoning = {splits_reasoning_,
+                          splits_reasoning_ && openai::ends_inside_thinking(prompt.text)};
+      facts->tool_format = !offers_tools ? ToolCallFormat::none
+                           : template_shows_tools
+                               ? openai::tool_call_format_for(chat_format_.source())
+                               : ToolCallFormat::generic;
+    }
   }
   if (ids.empty()) {
     throw RequestFailure(
@@ -159,6 +204,7 @@ EngineStats GgufModel::engine_stats() const {
 std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io,
                                                    PortId resume_port) {
   engine::SequenceSpec spec = to_sequence_spec(request);
+  spec.constraint = constraint_for(request.generation, request.tool_format);
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});
@@ -169,6 +215,30 @@ std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io
   if (auto error = scheduler_->submit(std::move(spec), stream))
     stream->on_error(*error);  // shutting down
   return stream;
+}
+
+std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
+    const GenerationParams& generation, ToolCallFormat tool_format) const {
+  openai::OutputConstraint output = openai::output_constraint(generation, tool_format);
+  if (!output.grammar) return nullptr;
+  std::shared_ptr<const engine::GrammarMasks> masks;
+  {
+    std::lock_guard lock(grammar_mutex_);
+    if (!token_table_) token_table_ = engine::token_table_of(tokenizer());
+    auto found = std::find_if(grammars_.begin(), grammars_.end(),
+                              [&](const auto& entry) { return entry.first == output.key; });
+    if (found != grammars_.end()) {
+      masks = found->second;
+      std::rotate(grammars_.begin(), found, found + 1);  // most recently used first
+    } else {
+      const auto& ends = tokenizer().vocabulary().end_of_generation;
+      masks = std::make_shared<engine::GrammarMasks>(
+          output.grammar, token_table_, std::vector<engine::TokenId>(ends.begin(), ends.end()));
+      grammars_.insert(grammars_.begin(), {output.key, masks});
+      if (grammars_.size() > kCachedGrammars) grammars_.pop_back();
+    }
+  }
+  return masks->start({output.triggers, output.triggers_at_start});
 }
 
 namespace {

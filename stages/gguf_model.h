@@ -7,12 +7,14 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "framework/api/registry.h"
 #include "framework/api/served_model.h"
 #include "framework/engine/chat_template.h"
+#include "framework/engine/grammar_constraint.h"
 #include "framework/engine/scheduler.h"
 #include "stages/generation_stream.h"
 
@@ -50,6 +52,14 @@ struct GgufModelConfig {
 struct SideAnswer {
   std::vector<int32_t> tokens;
   std::vector<engine::TokenLogprob> first_alternatives;
+  engine::SequenceUsage usage;
+  engine::FinishCause finish = engine::FinishCause::end_of_generation;
+};
+
+// What rendering a request's prompt decided about reading its answer.
+struct PromptFacts {
+  Request::ReasoningSplit reasoning;
+  ToolCallFormat tool_format = ToolCallFormat::none;
 };
 
 class GgufModel final : public Resource, public ServedModel {
@@ -74,10 +84,13 @@ class GgufModel final : public Resource, public ServedModel {
   // The request's prompt as token ids: chat messages through the chat template (control tokens
   // only where the template wrote them), a completion prompt as it is. Throws RequestFailure
   // (400) for no messages, an unknown role, a template that raises (its message) or an empty
-  // prompt. `reasoning`, when given, receives how the answer to this prompt splits
-  // (reasoning_format, and whether the rendered prompt ends inside an opened thinking block).
+  // prompt. The offered tools reach a template that shows tools; for one that does not, the
+  // system prompt describes them and asks for chatflow's generic call format, and tool calls and
+  // results become text. `facts`, when given, receives how the answer to this prompt splits
+  // (reasoning_format, and whether the rendered prompt ends inside an opened thinking block) and
+  // how its tool calls are written.
   std::vector<int32_t> encode_prompt(const Request& request, bool add_generation_prompt,
-                                     Request::ReasoningSplit* reasoning = nullptr) const;
+                                     PromptFacts* facts = nullptr) const;
 
   // Starts generating `request.prompt_tokens` and defers the request: it continues through
   // `resume_port` of the deferring stage when the first token exists. A request that can never
@@ -91,6 +104,18 @@ class GgufModel final : public Resource, public ServedModel {
   std::string generate_text(std::vector<int32_t> prompt, int64_t max_tokens,
                             const std::string& cache_salt, const std::function<bool()>& cancelled);
 
+  // A whole answer to `request` generated aside (an agent's step): its messages through the
+  // chat template with the tools it offers, sampled with its parameters under its output
+  // constraint (a call that opens follows the tool's schema). Blocks; throws like generate_text,
+  // and RequestFailure (400) for a prompt that cannot fit or a schema that cannot be enforced.
+  struct AsideAnswer {
+    std::string text;
+    ToolCallFormat tool_format = ToolCallFormat::none;  // how its calls are written
+    Usage usage;
+    bool cut_at_length = false;  // max_tokens (or the context) ended it
+  };
+  AsideAnswer answer_aside(const Request& request, const std::function<bool()>& cancelled);
+
   // For each prompt, the `top` most likely next tokens with their log-probabilities; the
   // prompts share the engine's batches (scoring stages such as an LLM reranker). Blocks and
   // throws like generate_text.
@@ -103,8 +128,20 @@ class GgufModel final : public Resource, public ServedModel {
   std::future<SideAnswer> ask_aside(engine::SequenceSpec spec,
                                     const std::function<bool()>& cancelled);
 
+  // What the request's answer must follow (response_format, tool_choice), or null. Throws
+  // RequestFailure (400) for a schema that cannot be enforced.
+  std::shared_ptr<engine::TokenConstraint> constraint_for(const GenerationParams& generation,
+                                                          ToolCallFormat tool_format) const;
+
   std::shared_ptr<const engine::Model> model_;
   std::unique_ptr<engine::Scheduler> scheduler_;
+  // Compiled grammars with their token masks, most recently used first: a schema many requests
+  // share keeps its masks warm.
+  static constexpr size_t kCachedGrammars = 64;
+  mutable std::mutex grammar_mutex_;
+  mutable std::shared_ptr<const grammar::TokenTable> token_table_;
+  mutable std::vector<std::pair<std::string, std::shared_ptr<const engine::GrammarMasks>>>
+      grammars_;
   engine::ChatFormat chat_format_;
   bool splits_reasoning_ = false;
   std::string name_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <future>
 
+#include "framework/bridge/engine_bridge.h"
 #include "framework/text/utf8.h"
 #include "stages/gguf_model.h"
 
@@ -22,7 +23,9 @@ class SideSequence final : public engine::SequenceObserver {
     if (first) answer_.first_alternatives = token.top;
     answer_.tokens.push_back(token.token);
   }
-  void on_finish(engine::FinishCause, const engine::SequenceUsage&) override {
+  void on_finish(engine::FinishCause cause, const engine::SequenceUsage& usage) override {
+    answer_.finish = cause;
+    answer_.usage = usage;
     settle([&] { result_.set_value(std::move(answer_)); });
   }
   void on_error(const std::string& message) override {
@@ -67,6 +70,31 @@ std::string GgufModel::generate_text(std::vector<int32_t> prompt, int64_t max_to
   if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
     tokens.pop_back();
   return text::repair(detokenize(tokens));
+}
+
+GgufModel::AsideAnswer GgufModel::answer_aside(const Request& request,
+                                               const std::function<bool()>& cancelled) {
+  PromptFacts facts;
+  engine::SequenceSpec spec;
+  spec.prompt = encode_prompt(request, /*add_generation_prompt=*/true, &facts);
+  spec.sampling = to_sampling_params(request.generation);
+  spec.max_tokens = request.generation.max_tokens;
+  spec.cache_salt = request.identity.tenant;
+  spec.constraint = constraint_for(request.generation, facts.tool_format);
+  if (auto error = scheduler_->validate(spec)) {
+    throw RequestFailure(
+        RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});
+  }
+  SideAnswer side = ask_aside(std::move(spec), cancelled).get();
+  std::vector<int32_t> tokens = side.tokens;
+  if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
+    tokens.pop_back();
+  AsideAnswer answer;
+  answer.text = text::repair(detokenize(tokens));
+  answer.tool_format = facts.tool_format;
+  answer.usage = to_usage(side.usage);
+  answer.cut_at_length = side.finish == engine::FinishCause::length;
+  return answer;
 }
 
 std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(

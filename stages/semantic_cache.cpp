@@ -5,6 +5,7 @@
 // so "is it safe" never gets the answer to "is it not safe". Questions about the present or the
 // caller (today, weather, my balance...) bypass the cache. A hit streams through port `hit` with
 // `x-chatflow-cache: semantic` and `x-chatflow-cache-similarity`.
+#include <algorithm>
 #include <cstdio>
 
 #include "framework/api/capabilities.h"
@@ -95,6 +96,9 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
       reason = "logprobs";
     } else if (config_.deterministic_only && g.temperature != 0.0f && !g.seed) {
       reason = "not deterministic";
+    } else if (!g.tools.empty() || has_tool_turns(request)) {
+      // A similar question may want the same function with other arguments.
+      reason = "tools";
     } else if (bypassed(request)) {
       reason = "time or identity dependent";
     }
@@ -156,6 +160,11 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     return request.kind == RequestKind::completion ? request.prompt : request.last_user_message();
   }
 
+  static bool has_tool_turns(const Request& request) {
+    return std::any_of(request.messages.begin(), request.messages.end(),
+                       [](const Message& m) { return m.role == "tool" || !m.tool_calls.empty(); });
+  }
+
   bool bypassed(const Request& request) const {
     std::string normalized = text::normalize(newest_question(request)).text;
     for (const auto& list : bypass_) {
@@ -173,6 +182,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     request.usage = cached.usage;
     request.citations = cached.citations;
     request.reasoning = cached.reasoning;
+    request.tool_format = cached.tool_format;
     ChunkWriter writer = io.open_stream(kHit);
     for (const auto& chunk : cached.chunks)
       writer.write(Chunk::delta(chunk));

@@ -17,8 +17,10 @@ class TokenizeStage final : public RequestStage {
       : model_(std::move(model)), add_generation_prompt_(add_generation_prompt) {}
 
   Route process(Request& request, StageIo&) override {
-    std::vector<int32_t> ids =
-        model_->encode_prompt(request, add_generation_prompt_, &request.reasoning);
+    PromptFacts facts;
+    std::vector<int32_t> ids = model_->encode_prompt(request, add_generation_prompt_, &facts);
+    request.reasoning = facts.reasoning;
+    request.tool_format = facts.tool_format;
     request.prompt_tokens.assign(ids.begin(), ids.end());
     request.usage.prompt_tokens = static_cast<int64_t>(ids.size());
     return Route::to(0);

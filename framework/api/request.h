@@ -27,10 +27,40 @@ class PipelineCore;
 struct StageIoAccess;
 }  // namespace detail
 
-struct Message {
-  std::string role;  // system, user, assistant
-  std::string content;
+// A function call an assistant message makes (OpenAI's tool_calls[i]).
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // a JSON object's text, as the model wrote it
 };
+
+struct Message {
+  std::string role;  // system, user, assistant, tool
+  std::string content;
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made
+  std::string tool_call_id;          // tool: the call this message answers
+};
+
+// A function the caller offers the model (OpenAI's tools[i] of type "function").
+struct ToolDefinition {
+  std::string name;
+  std::string description;
+  std::string parameters;  // a JSON Schema's text; "" when the function takes none
+  bool strict = false;
+};
+
+enum class ToolChoice { none, automatic, required, function };
+
+// OpenAI's response_format: free text, any JSON object, or a value of a JSON Schema.
+struct ResponseFormat {
+  enum class Kind { text, json_object, json_schema } kind = Kind::text;
+  std::string name;
+  std::string schema;  // the JSON Schema's text (json_schema)
+  bool strict = false;
+};
+
+// How the model writes a tool call, decided from its chat template (framework/openai/tool_calls.h).
+enum class ToolCallFormat : uint8_t { none, hermes, llama3, mistral, generic };
 
 // Who is calling, as established by authentication; the tenant salts shared caches.
 // Who is asking, as the credential says (never the request body).
@@ -66,6 +96,11 @@ struct GenerationParams {
   bool logprobs = false;
   int top_logprobs = 0;
   bool ignore_eos = false;
+  std::vector<ToolDefinition> tools;
+  ToolChoice tool_choice = ToolChoice::automatic;  // none when there are no tools
+  std::string tool_choice_function;                // ToolChoice::function: its name
+  bool parallel_tool_calls = true;
+  ResponseFormat response_format;
 };
 
 enum class RequestKind { chat, completion };
@@ -170,6 +205,9 @@ class Request : public std::enable_shared_from_this<Request> {
     bool enabled = false;
     bool open_at_start = false;
   } reasoning;
+  // How the answer's tool calls are written, when the request offered tools the model may call
+  // (none otherwise): set where the prompt is rendered, or by a cache from the answer it replays.
+  ToolCallFormat tool_format = ToolCallFormat::none;
   GenerationTimes generation_times;
 
   // Typed objects one stage leaves for a later one (e.g. prefill's generation handle for decode).

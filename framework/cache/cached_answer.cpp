@@ -30,6 +30,7 @@ std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const Record
   cached->usage = answer.usage;
   cached->citations = done.citations;
   cached->reasoning = done.reasoning;
+  cached->tool_format = done.tool_format;
   cached->tenant = done.identity.tenant;
   cached->model = done.model;
   cached->expires = std::chrono::steady_clock::now() + ttl;

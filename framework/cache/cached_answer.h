@@ -26,6 +26,7 @@ struct CachedAnswer {
   std::string conversation;  // the conversation's digest without parameters, for corrections
   std::vector<ContextPassage> citations;  // what the answer cited, returned with it on a hit
   Request::ReasoningSplit reasoning;      // how its text splits for the client
+  ToolCallFormat tool_format = ToolCallFormat::none;  // how its tool calls are written
   std::chrono::steady_clock::time_point expires;
 
   size_t bytes() const;

@@ -187,15 +187,35 @@ std::string_view ChatFormat::name() const {
   return jinja_ ? "jinja" : to_string(kind_);
 }
 
+bool ChatFormat::renders_tools() const {
+  return jinja_ && source_.find("tools") != std::string::npos;
+}
+
 RenderedPrompt ChatFormat::render(const std::vector<ChatMessage>& messages,
                                   const Vocabulary& vocabulary, bool add_generation_prompt,
-                                  const boost::json::object& template_kwargs) const {
+                                  const boost::json::object& template_kwargs,
+                                  const boost::json::value& tools) const {
   if (!jinja_) return render_chat(kind_, messages, vocabulary, add_generation_prompt);
   jinja::ChatTemplateInputs inputs;
   inputs.messages.reserve(messages.size());
-  for (const auto& message : messages)
-    inputs.messages.push_back(
-        boost::json::object{{"role", message.role}, {"content", message.content}});
+  for (const auto& message : messages) {
+    boost::json::object entry{{"role", message.role}, {"content", message.content}};
+    if (!message.tool_calls.empty()) {
+      // As OpenAI sends them; chat_inputs turns the arguments into objects for the template.
+      boost::json::array calls;
+      for (const auto& call : message.tool_calls) {
+        calls.push_back(boost::json::object{
+            {"id", call.id},
+            {"type", "function"},
+            {"function", boost::json::object{{"name", call.name}, {"arguments", call.arguments}}}});
+      }
+      entry["tool_calls"] = std::move(calls);
+      if (message.content.empty()) entry["content"] = nullptr;
+    }
+    if (!message.tool_call_id.empty()) entry["tool_call_id"] = message.tool_call_id;
+    inputs.messages.push_back(std::move(entry));
+  }
+  inputs.tools = tools;
   inputs.add_generation_prompt = add_generation_prompt;
   inputs.bos_token = bos_text(vocabulary);
   inputs.eos_token = eos_text(vocabulary);

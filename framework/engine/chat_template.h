@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "framework/engine/vocabulary.h"
 #include "framework/text/jinja/chat_inputs.h"
@@ -26,9 +27,17 @@ enum class ChatTemplate { chatml, llama2, llama3, mistral, zephyr, phi3, plain }
 std::string_view to_string(ChatTemplate kind);
 std::optional<ChatTemplate> chat_template_from_name(std::string_view name);
 
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
 struct ChatMessage {
-  std::string role;  // system, user, assistant
+  std::string role;  // system, user, assistant, tool (Jinja templates that know tools only)
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant
+  std::string tool_call_id;              // tool
 };
 
 struct RenderedPrompt {
@@ -64,11 +73,15 @@ class ChatFormat {
   // The Jinja template's text (empty for a built-in format).
   const std::string& source() const { return source_; }
 
+  // Whether the template shows the `tools` it is given (and so tool calls and results) itself.
+  bool renders_tools() const;
+
   // Throws jinja::RenderError when the template raises (raise_exception's message, or the error
-  // jinja2 would give); `template_kwargs` are the request's extra template variables.
+  // jinja2 would give); `template_kwargs` are the request's extra template variables; `tools`
+  // (OpenAI's tools array, or null) reach a template that renders_tools().
   RenderedPrompt render(const std::vector<ChatMessage>& messages, const Vocabulary& vocabulary,
-                        bool add_generation_prompt,
-                        const boost::json::object& template_kwargs = {}) const;
+                        bool add_generation_prompt, const boost::json::object& template_kwargs = {},
+                        const boost::json::value& tools = nullptr) const;
 
  private:
   ChatTemplate kind_ = ChatTemplate::plain;

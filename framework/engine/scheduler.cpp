@@ -316,11 +316,13 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
     ++row;
     std::span<const TokenId> history(sequence.tokens.data() + sequence.spec.prompt.size(),
                                      sequence.tokens.size() - sequence.spec.prompt.size());
+    TokenConstraint* constraint = sequence.spec.constraint.get();
+    if (constraint) constraint->restrict(logits);
     SampledToken sampled = sequence.sampler.sample(logits, history);
     bool first = !sequence.started;
     sequence.started = true;
-    if (!sequence.spec.ignore_eos &&
-        model_->tokenizer().vocabulary().is_end_of_generation(sampled.token)) {
+    bool end_of_generation = model_->tokenizer().vocabulary().is_end_of_generation(sampled.token);
+    if (end_of_generation && (!sequence.spec.ignore_eos || constraint)) {
       sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
       sequence.observer.reset();
       continue;
@@ -328,9 +330,13 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
     sequence.tokens.push_back(sampled.token);
     ++sequence.generated;
     ++generated;
+    if (constraint) constraint->accept(sampled.token);
     sequence.observer->on_token(sampled, first, sequence.usage());
-    if (sequence.generated >= sequence.spec.max_tokens ||
-        static_cast<int64_t>(sequence.tokens.size()) >= model_->config().context) {
+    if (constraint && constraint->complete()) {
+      sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
+      sequence.observer.reset();
+    } else if (sequence.generated >= sequence.spec.max_tokens ||
+               static_cast<int64_t>(sequence.tokens.size()) >= model_->config().context) {
       sequence.observer->on_finish(FinishCause::length, sequence.usage());
       sequence.observer.reset();
     }

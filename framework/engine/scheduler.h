@@ -21,6 +21,7 @@
 
 #include "framework/engine/prefix_cache.h"
 #include "framework/engine/sampler.h"
+#include "framework/engine/token_constraint.h"
 #include "framework/engine/transformer.h"
 
 namespace chatflow::engine {
@@ -43,6 +44,8 @@ struct SequenceSpec {
   int64_t max_tokens = 256;
   bool ignore_eos = false;
   std::string cache_salt;  // set by the server from the tenant, never by the client
+  // What the sequence may generate (structured outputs, tool calls); null: anything. Its own.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct SequenceUsage {

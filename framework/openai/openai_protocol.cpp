@@ -1,12 +1,14 @@
 #include "framework/openai/openai_protocol.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <optional>
 #include <set>
 
 #include <boost/json.hpp>
 
+#include "framework/openai/output_constraint.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::openai {
@@ -246,6 +248,35 @@ std::string parse_model(const Fields& fields, const std::vector<std::string>& se
   return model;
 }
 
+// OpenAI's assistant tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+std::vector<ToolCall> parse_message_tool_calls(const json::value& value, const std::string& param) {
+  if (!value.is_array()) invalid("'" + param + "' must be an array, got " + kind_of(value), param);
+  std::vector<ToolCall> calls;
+  size_t index = 0;
+  for (const auto& item : value.get_array()) {
+    std::string at = param + "[" + std::to_string(index++) + "]";
+    if (!item.is_object()) invalid("'" + at + "' must be an object, got " + kind_of(item), at);
+    Fields call(item.get_object());
+    if (call.string("type", "function") != "function")
+      invalid("'" + at + ".type' must be \"function\"", at + ".type");
+    ToolCall parsed;
+    parsed.id = call.string("id", "");
+    if (parsed.id.empty()) invalid("'" + at + ".id' is required", at + ".id");
+    const json::value* function = call.get("function");
+    if (!function || !function->is_object())
+      invalid("'" + at + ".function' is required and must be an object", at + ".function");
+    Fields function_fields(function->get_object());
+    parsed.name = function_fields.string("name", "");
+    if (parsed.name.empty())
+      invalid("'" + at + ".function.name' is required", at + ".function.name");
+    parsed.arguments = function_fields.string("arguments", "{}");
+    function_fields.refuse_unread({});
+    call.refuse_unread({});
+    calls.push_back(std::move(parsed));
+  }
+  return calls;
+}
+
 std::vector<Message> parse_messages(const Fields& fields) {
   const json::value* messages = fields.get("messages");
   if (!messages) invalid("'messages' is required", "messages");
@@ -259,20 +290,37 @@ std::vector<Message> parse_messages(const Fields& fields) {
     std::string param = "messages[" + std::to_string(index) + "]";
     if (!item.is_object())
       invalid("'" + param + "' must be an object, got " + kind_of(item), param);
-    const json::object& message = item.get_object();
-    const json::value* role = message.if_contains("role");
+    Fields message(item.get_object());
+    const json::value* role = message.get("role");
     if (!role || !role->is_string())
       invalid("'" + param + ".role' is required and must be a string", param + ".role");
     std::string role_text(role->get_string());
     if (role_text == "developer") role_text = "system";  // OpenAI's newer name for system
-    if (role_text != "system" && role_text != "user" && role_text != "assistant") {
-      invalid("'" + param + ".role' must be system, developer, user or assistant, got '" +
+    if (role_text != "system" && role_text != "user" && role_text != "assistant" &&
+        role_text != "tool") {
+      invalid("'" + param + ".role' must be system, developer, user, assistant or tool, got '" +
                   std::string(role->get_string()) + "'",
               param + ".role");
     }
-    const json::value* content = message.if_contains("content");
-    if (!content) invalid("'" + param + ".content' is required", param + ".content");
-    parsed.push_back({role_text, content_of(*content, index)});
+    Message entry{role_text, {}, {}, {}};
+    if (role_text == "assistant") {
+      if (const json::value* calls = message.get("tool_calls"))
+        entry.tool_calls = parse_message_tool_calls(*calls, param + ".tool_calls");
+    }
+    if (role_text == "tool") {
+      entry.tool_call_id = message.string("tool_call_id", "");
+      if (entry.tool_call_id.empty())
+        invalid("'" + param + ".tool_call_id' is required for a tool message",
+                param + ".tool_call_id");
+    }
+    const json::value* content = message.get("content");
+    if (!content && entry.tool_calls.empty())
+      invalid("'" + param + ".content' is required", param + ".content");
+    if (content) entry.content = content_of(*content, index);
+    // A participant's label, and what a replayed assistant message carries that says nothing to
+    // the model: accepted, changing nothing (README, "Accepted and ignored").
+    message.refuse_unread({"name", "refusal", "annotations", "reasoning_content"});
+    parsed.push_back(std::move(entry));
     ++index;
   }
   return parsed;
@@ -331,6 +379,137 @@ void parse_logprobs(const Fields& fields, RequestKind kind, GenerationParams& pa
   if (fields.boolean("echo", false)) invalid("'echo' is not supported", "echo");
 }
 
+// A JSON Schema given as an object (or true/false) checked by the compiler that will enforce it.
+std::string schema_text(const json::value& schema, const std::string& param) {
+  if (!schema.is_object() && !schema.is_bool())
+    invalid("'" + param + "' must be a JSON Schema object, got " + kind_of(schema), param);
+  check_json_schema(schema, param);
+  return json::serialize(schema);
+}
+
+// OpenAI's tools: [{"type": "function", "function": {"name", "description", "parameters",
+// "strict"}}], tool_choice and parallel_tool_calls.
+void parse_tools(const Fields& fields, GenerationParams& params) {
+  const json::value* tools = fields.get("tools");
+  if (tools) {
+    if (!tools->is_array())
+      invalid(std::string("'tools' must be an array, got ") + kind_of(*tools), "tools");
+    if (tools->get_array().size() > 128) invalid("'tools' may hold at most 128 tools", "tools");
+    size_t index = 0;
+    for (const auto& item : tools->get_array()) {
+      std::string param = "tools[" + std::to_string(index++) + "]";
+      if (!item.is_object()) invalid("'" + param + "' must be an object", param);
+      Fields tool(item.get_object());
+      if (tool.string("type", "") != "function")
+        invalid("'" + param + ".type' must be \"function\"", param + ".type");
+      const json::value* function = tool.get("function");
+      if (!function || !function->is_object())
+        invalid("'" + param + ".function' is required and must be an object", param + ".function");
+      tool.refuse_unread({});
+      Fields function_fields(function->get_object());
+      ToolDefinition definition;
+      definition.name = function_fields.string("name", "");
+      bool good_name = !definition.name.empty() && definition.name.size() <= 64 &&
+                       std::all_of(definition.name.begin(), definition.name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                       });
+      if (!good_name) {
+        invalid(
+            "'" + param + ".function.name' must be 1 to 64 letters, digits, underscores or dashes",
+            param + ".function.name");
+      }
+      for (const auto& other : params.tools) {
+        if (other.name == definition.name)
+          invalid("two tools are named '" + definition.name + "'", param + ".function.name");
+      }
+      definition.description = function_fields.string("description", "");
+      if (const json::value* parameters = function_fields.get("parameters"))
+        definition.parameters = schema_text(*parameters, param + ".function.parameters");
+      definition.strict = function_fields.boolean("strict", false);
+      function_fields.refuse_unread({});
+      params.tools.push_back(std::move(definition));
+    }
+  }
+  params.tool_choice = params.tools.empty() ? ToolChoice::none : ToolChoice::automatic;
+  if (const json::value* choice = fields.get("tool_choice")) {
+    if (params.tools.empty())
+      invalid("'tool_choice' is only allowed when 'tools' are given", "tool_choice");
+    if (choice->is_string()) {
+      std::string_view mode = choice->get_string();
+      if (mode == "none") {
+        params.tool_choice = ToolChoice::none;
+      } else if (mode == "auto") {
+        params.tool_choice = ToolChoice::automatic;
+      } else if (mode == "required") {
+        params.tool_choice = ToolChoice::required;
+      } else {
+        invalid(
+            "'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}, "
+            "got '" +
+                std::string(mode) + "'",
+            "tool_choice");
+      }
+    } else if (choice->is_object()) {
+      Fields named(choice->get_object());
+      const json::value* function = named.get("function");
+      if (named.string("type", "") != "function" || !function || !function->is_object())
+        invalid("'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\"}}",
+                "tool_choice");
+      named.refuse_unread({});
+      Fields function_fields(function->get_object());
+      std::string name = function_fields.string("name", "");
+      function_fields.refuse_unread({});
+      bool offered = std::any_of(params.tools.begin(), params.tools.end(),
+                                 [&](const ToolDefinition& tool) { return tool.name == name; });
+      if (!offered)
+        invalid("'tool_choice' names '" + name + "', which is not one of 'tools'", "tool_choice");
+      params.tool_choice = ToolChoice::function;
+      params.tool_choice_function = name;
+    } else {
+      invalid(std::string("'tool_choice' must be a string or an object, got ") + kind_of(*choice),
+              "tool_choice");
+    }
+  }
+  params.parallel_tool_calls = fields.boolean("parallel_tool_calls", true);
+}
+
+// response_format: {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+// "schema", "strict", "description"}}.
+ResponseFormat parse_response_format(const Fields& fields) {
+  ResponseFormat format;
+  const json::value* value = fields.get("response_format");
+  if (!value) return format;
+  if (!value->is_object())
+    invalid(std::string("'response_format' must be an object, got ") + kind_of(*value),
+            "response_format");
+  Fields format_fields(value->get_object());
+  std::string type = format_fields.string("type", "");
+  if (type == "text") {
+    format.kind = ResponseFormat::Kind::text;
+  } else if (type == "json_object") {
+    format.kind = ResponseFormat::Kind::json_object;
+  } else if (type == "json_schema") {
+    format.kind = ResponseFormat::Kind::json_schema;
+    const json::value* schema = format_fields.get("json_schema");
+    if (!schema || !schema->is_object())
+      invalid("'response_format.json_schema' is required and must be an object",
+              "response_format.json_schema");
+    Fields schema_fields(schema->get_object());
+    format.name = schema_fields.string("name", "");
+    if (format.name.empty())
+      invalid("'response_format.json_schema.name' is required", "response_format.json_schema.name");
+    const json::value* body = schema_fields.get("schema");
+    format.schema = body ? schema_text(*body, "response_format.json_schema.schema") : "{}";
+    format.strict = schema_fields.boolean("strict", false);
+    schema_fields.refuse_unread({"description"});
+  } else {
+    invalid("'response_format.type' must be text, json_object or json_schema, got '" + type + "'",
+            "response_format.type");
+  }
+  format_fields.refuse_unread({});
+  return format;
+}
+
 GenerationParams parse_generation_params(const Fields& fields, RequestKind kind) {
   GenerationParams params;
   int64_t max_tokens = fields.integer("max_tokens", params.max_tokens, 1, 1 << 20);
@@ -355,6 +534,10 @@ GenerationParams parse_generation_params(const Fields& fields, RequestKind kind)
   if (fields.integer("n", 1, 1, 128) != 1)
     invalid("'n' greater than 1 is not supported; send separate requests", "n");
   params.ignore_eos = fields.boolean("ignore_eos", false);
+  if (kind == RequestKind::chat) {
+    parse_tools(fields, params);
+    params.response_format = parse_response_format(fields);
+  }
   return params;
 }
 
@@ -457,6 +640,34 @@ json::object usage_json(const Usage& usage) {
           {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}}};
 }
 
+json::array tool_calls_json(const std::vector<ToolCall>& calls) {
+  json::array list;
+  for (const auto& call : calls) {
+    list.push_back(json::object{
+        {"id", call.id},
+        {"type", "function"},
+        {"function", json::object{{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  return list;
+}
+
+// OpenAI's streamed calls: the first piece of each has its id, type and name.
+json::array tool_call_deltas_json(const std::vector<ToolCallDelta>& deltas) {
+  json::array list;
+  for (const auto& delta : deltas) {
+    json::object function{{"arguments", delta.arguments}};
+    json::object entry{{"index", delta.index}};
+    if (!delta.id.empty()) {
+      entry["id"] = delta.id;
+      entry["type"] = "function";
+      function["name"] = delta.name;
+    }
+    entry["function"] = std::move(function);
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
 std::string event(const json::value& value) {
   return "data: " + json::serialize(value) + "\n\n";
 }
@@ -493,9 +704,13 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
   };
   auto choice = [&](const std::string& text, const std::vector<TokenLogprob>& logprobs,
                     bool with_role, std::optional<FinishReason> finish,
-                    const std::string& reasoning = {}) {
-    json::value finish_value =
-        finish ? json::value(std::string(to_string(*finish))) : json::value(nullptr);
+                    const std::string& reasoning = {},
+                    const std::vector<ToolCallDelta>& calls = {}) {
+    json::value finish_value = nullptr;
+    if (finish) {
+      bool called = tools_ && tools_->found_calls() && *finish == FinishReason::stop;
+      finish_value = called ? "tool_calls" : std::string(to_string(*finish));
+    }
     if (!chat) {
       return json::object{{"text", text},
                           {"index", 0},
@@ -506,6 +721,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
     if (with_role) delta["role"] = "assistant";
     if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     if (with_role || !text.empty()) delta["content"] = text;
+    if (!calls.empty()) delta["tool_calls"] = tool_call_deltas_json(calls);
     return json::object{{"index", 0},
                         {"delta", delta},
                         {"logprobs", chat_logprobs(logprobs)},
@@ -519,13 +735,21 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
     text = std::move(pieces.content);
     reasoning = std::move(pieces.reasoning);
   }
+  std::vector<ToolCallDelta> calls;
+  if (chat && request.tool_format != ToolCallFormat::none) {
+    if (!tools_) tools_.emplace(request.tool_format);
+    ToolCallStreamer::Pieces pieces = tools_->push(text, chunk.is_final());
+    text = std::move(pieces.content);
+    calls = std::move(pieces.calls);
+  }
   std::string encoded;
   if (chat && !role_sent_) {
     encoded += event(envelope({choice("", {}, true, std::nullopt)}));
     role_sent_ = true;
   }
-  if (!text.empty() || !reasoning.empty() || !chunk.logprobs.empty()) {
-    encoded += event(envelope({choice(text, chunk.logprobs, false, std::nullopt, reasoning)}));
+  if (!text.empty() || !reasoning.empty() || !chunk.logprobs.empty() || !calls.empty()) {
+    encoded +=
+        event(envelope({choice(text, chunk.logprobs, false, std::nullopt, reasoning, calls)}));
   }
   if (chunk.is_final()) {
     encoded += event(envelope({choice("", {}, false, chunk.finish)}));
@@ -554,6 +778,16 @@ std::string completion_json(const Request& request, const std::string& text,
       message["content"] = pieces.content;
       message["reasoning_content"] =
           pieces.reasoning.empty() ? json::value(nullptr) : json::value(pieces.reasoning);
+    }
+    if (request.tool_format != ToolCallFormat::none) {
+      ParsedToolCalls parsed =
+          parse_tool_calls(std::string(message["content"].as_string()), request.tool_format);
+      if (!parsed.calls.empty()) {
+        message["content"] =
+            parsed.content.empty() ? json::value(nullptr) : json::value(parsed.content);
+        message["tool_calls"] = tool_calls_json(parsed.calls);
+        if (finish == "stop") finish = "tool_calls";
+      }
     }
     choice = {{"index", 0},
               {"message", std::move(message)},

@@ -11,6 +11,7 @@
 #include "framework/api/capabilities.h"
 #include "framework/api/request.h"
 #include "framework/openai/reasoning_split.h"
+#include "framework/openai/tool_calls.h"
 
 namespace chatflow::openai {
 
@@ -60,6 +61,7 @@ class SseEncoder {
   bool role_sent_ = false;
   bool citations_sent_ = false;
   std::optional<ReasoningSplitter> reasoning_;  // for requests whose answer splits
+  std::optional<ToolCallStreamer> tools_;       // for requests whose answer may call tools
 };
 
 }  // namespace chatflow::openai

@@ -1,0 +1,139 @@
+#include "framework/openai/output_constraint.h"
+
+#include <boost/json.hpp>
+
+namespace chatflow::openai {
+namespace json = boost::json;
+namespace {
+
+using Builder = grammar::GrammarBuilder;
+using Expr = grammar::GrammarBuilder::Expr;
+
+[[noreturn]] void unenforceable(const grammar::SchemaError& error, const std::string& param) {
+  std::string where = error.pointer().empty() ? "" : " at '" + error.pointer() + "'";
+  throw RequestFailure(RequestError{400, "invalid_request_error",
+                                    "'" + param + "' uses '" + error.keyword() + "'" + where +
+                                        ", which chatflow cannot enforce: " + error.what(),
+                                    "unsupported_schema", param});
+}
+
+Expr schema_expr(Builder& builder, const std::string& text, const std::string& param) {
+  try {
+    return builder.json_schema(text.empty() ? json::value(json::object{{"type", "object"}})
+                                            : json::parse(text));
+  } catch (const grammar::SchemaError& error) {
+    unenforceable(error, param);
+  }
+}
+
+// {"name": "NAME", "arguments": ARGUMENTS} (Llama 3 says "parameters"); the name is a plain
+// identifier (checked at parse), so it needs no escaping.
+Expr call_object(Builder& builder, const ToolDefinition& tool, size_t index,
+                 ToolCallFormat format) {
+  std::string key = format == ToolCallFormat::llama3 ? "parameters" : "arguments";
+  return builder.sequence({builder.literal("{\"name\": \"" + tool.name + "\", \"" + key + "\": "),
+                           schema_expr(builder, tool.parameters,
+                                       "tools[" + std::to_string(index) + "].function.parameters"),
+                           builder.literal("}")});
+}
+
+// One call or (parallel_tool_calls) several, in the model's format.
+Expr calls_expr(Builder& builder, const GenerationParams& params, ToolCallFormat format) {
+  std::vector<Expr> offered;
+  for (size_t i = 0; i < params.tools.size(); ++i) {
+    if (params.tool_choice == ToolChoice::function &&
+        params.tools[i].name != params.tool_choice_function) {
+      continue;
+    }
+    offered.push_back(call_object(builder, params.tools[i], i, format));
+  }
+  Expr one = offered.size() == 1 ? offered.front() : builder.choice(std::move(offered));
+  auto several = [&](Expr item, const std::string& separator) {
+    if (!params.parallel_tool_calls) return item;
+    return builder.sequence(
+        {item, builder.repeat(builder.sequence({builder.literal(separator), item}), 0, -1)});
+  };
+  switch (format) {
+    case ToolCallFormat::hermes:
+      return several(builder.sequence({builder.literal("<tool_call>\n"), one,
+                                       builder.literal("\n</tool_call>")}),
+                     "\n");
+    case ToolCallFormat::llama3:
+      return several(one, "; ");
+    case ToolCallFormat::mistral:
+      return builder.sequence({builder.literal("["), several(one, ", "), builder.literal("]")});
+    default:
+      return builder.sequence(
+          {builder.literal("{\"tool_calls\": ["), several(one, ", "), builder.literal("]}")});
+  }
+}
+
+// Where an unforced call begins: anywhere for Hermes' block, at the start of the answer for the
+// formats whose whole answer is the call.
+std::string call_trigger(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::hermes:
+      return "<tool_call>";
+    case ToolCallFormat::mistral:
+      return "[";
+    default:
+      return "{";
+  }
+}
+
+std::string constraint_key(const GenerationParams& params, ToolCallFormat format) {
+  json::array tools;
+  for (const auto& tool : params.tools)
+    tools.push_back(json::array{tool.name, tool.parameters});
+  return json::serialize(json::array{
+      std::string(to_string(format)), std::move(tools), static_cast<int>(params.tool_choice),
+      params.tool_choice_function, params.parallel_tool_calls,
+      static_cast<int>(params.response_format.kind), params.response_format.schema});
+}
+
+}  // namespace
+
+void check_json_schema(const json::value& schema, const std::string& param) {
+  try {
+    grammar::GrammarBuilder builder;
+    builder.json_schema(schema);
+  } catch (const grammar::SchemaError& error) {
+    unenforceable(error, param);
+  }
+}
+
+OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format) {
+  OutputConstraint constraint;
+  bool calls = !params.tools.empty() && params.tool_choice != ToolChoice::none;
+  bool forced_calls = calls && (params.tool_choice == ToolChoice::required ||
+                                params.tool_choice == ToolChoice::function);
+  const ResponseFormat& response = params.response_format;
+  bool shaped = response.kind != ResponseFormat::Kind::text;
+  if (!calls && !shaped) return constraint;
+  if (format == ToolCallFormat::none) format = ToolCallFormat::generic;
+  Builder builder;
+  std::optional<Expr> value;
+  if (shaped) {
+    value = response.kind == ResponseFormat::Kind::json_object
+                ? builder.any_json_object()
+                : schema_expr(builder, response.schema, "response_format.json_schema.schema");
+  }
+  constraint.key = constraint_key(params, format);
+  if (calls && !forced_calls && !shaped) {
+    constraint.grammar = builder.build(calls_expr(builder, params, format));
+    constraint.triggers = {call_trigger(format)};
+    constraint.triggers_at_start = format != ToolCallFormat::hermes;
+    return constraint;
+  }
+  Expr body = !calls ? *value
+              : shaped && !forced_calls
+                  ? builder.choice({calls_expr(builder, params, format), *value})
+                  : calls_expr(builder, params, format);
+  // A model's first token often carries the space or line break before the text.
+  Expr leading =
+      builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 1);
+  constraint.grammar = builder.build(builder.sequence({leading, body}));
+  return constraint;
+}
+
+}  // namespace chatflow::openai

@@ -1,0 +1,36 @@
+// What a request's answer must be, as a grammar the sampler enforces: a value of
+// response_format's JSON Schema (or any JSON object), or the tool calls tool_choice demands,
+// written the way the model writes calls. With tool_choice "auto" the grammar starts only where a
+// call opens (its trigger), so the model may answer in text or call.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/json/value.hpp>
+
+#include "framework/api/request.h"
+#include "framework/grammar/grammar.h"
+
+namespace chatflow::openai {
+
+struct OutputConstraint {
+  std::shared_ptr<const grammar::Grammar> grammar;  // null: the answer is free
+  // Where the grammar starts: from the first token when empty, else where one of these texts
+  // appears (only at the start of the answer, after spaces, when triggers_at_start).
+  std::vector<std::string> triggers;
+  bool triggers_at_start = false;
+  // Identifies the grammar (equal keys, equal grammars): for caching its token masks.
+  std::string key;
+};
+
+// Throws RequestFailure (400) naming a schema keyword the tool parameters or response_format
+// use that cannot be enforced.
+OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format);
+
+// Throws RequestFailure (400, param `param`, code "unsupported_schema") when the schema uses what
+// cannot be enforced, naming the keyword and where it is.
+void check_json_schema(const boost::json::value& schema, const std::string& param);
+
+}  // namespace chatflow::openai

@@ -1,0 +1,405 @@
+#include "framework/openai/tool_calls.h"
+
+#include <algorithm>
+#include <random>
+
+#include <boost/json.hpp>
+
+namespace chatflow::openai {
+namespace json = boost::json;
+namespace {
+
+constexpr std::string_view kHermesOpens = "<tool_call>";
+constexpr std::string_view kHermesCloses = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+// How long the longest end of `text` that could start `marker` is.
+size_t partial_marker_suffix(std::string_view text, std::string_view marker) {
+  for (size_t length = std::min(text.size(), marker.size() - 1); length > 0; --length) {
+    if (text.substr(text.size() - length) == marker.substr(0, length)) return length;
+  }
+  return 0;
+}
+
+std::string trim(std::string_view text) {
+  size_t begin = 0, end = text.size();
+  while (begin < end && is_space(text[begin]))
+    ++begin;
+  while (end > begin && is_space(text[end - 1]))
+    --end;
+  return std::string(text.substr(begin, end - begin));
+}
+
+// Nesting of a call object's members: Hermes' and Llama's objects stand alone, Mistral's sit in
+// an array, the generic ones in {"tool_calls": [...]}.
+int call_depth_of(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::mistral:
+      return 2;
+    case ToolCallFormat::generic:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::none:
+      return "none";
+    case ToolCallFormat::hermes:
+      return "hermes";
+    case ToolCallFormat::llama3:
+      return "llama3";
+    case ToolCallFormat::mistral:
+      return "mistral";
+    case ToolCallFormat::generic:
+      return "generic";
+  }
+  return "none";
+}
+
+ToolCallFormat tool_call_format_for(std::string_view source) {
+  if (source.find(kHermesOpens) != std::string_view::npos) return ToolCallFormat::hermes;
+  if (source.find(kPythonTag) != std::string_view::npos) return ToolCallFormat::llama3;
+  if (source.find(kMistralMarker) != std::string_view::npos) return ToolCallFormat::mistral;
+  return ToolCallFormat::generic;
+}
+
+std::string new_tool_call_id(ToolCallFormat format) {
+  static constexpr char kAlphabet[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 random(std::random_device{}());
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  bool mistral = format == ToolCallFormat::mistral;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i)
+    id += kAlphabet[pick(random)];
+  return id;
+}
+
+ToolCallStreamer::ToolCallStreamer(ToolCallFormat format)
+    : format_(format), call_depth_(call_depth_of(format)) {}
+
+ToolCallStreamer::Pieces ToolCallStreamer::push(std::string_view text, bool last) {
+  Pieces pieces;
+  held_.append(text);
+  while (true) {
+    if (mode_ == Mode::plain) {
+      pieces.content += held_;
+      held_.clear();
+      break;
+    }
+    if (mode_ == Mode::content) {
+      scan_content(pieces, last);
+      if (mode_ == Mode::content) break;
+      continue;
+    }
+    bool ended = mode_ == Mode::call ? scan_call(pieces, last) : scan_trailer(last);
+    if (!ended) break;
+  }
+  return pieces;
+}
+
+void ToolCallStreamer::open_call(size_t at) {
+  mode_ = Mode::call;
+  calls_before_region_ = calls_started_;
+  position_ = at;
+  depth_ = 0;
+  in_string_ = escaped_ = false;
+}
+
+void ToolCallStreamer::scan_content(Pieces& pieces, bool last) {
+  if (format_ == ToolCallFormat::hermes) {
+    if (skip_space_) {
+      // The line breaks between and after blocks are not part of the content.
+      size_t text = held_.find_first_not_of(" \t\r\n");
+      held_.erase(0, text == std::string::npos ? held_.size() : text);
+      if (held_.empty()) return;
+      skip_space_ = false;
+    }
+    size_t found = held_.find(kHermesOpens);
+    if (found != std::string::npos) {
+      pieces.content += held_.substr(0, found);
+      held_.erase(0, found);
+      open_call(kHermesOpens.size());
+      return;
+    }
+    size_t keep = last ? 0 : partial_marker_suffix(held_, kHermesOpens);
+    pieces.content += held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return;
+  }
+  // The other formats call at the start of the answer only.
+  size_t first = 0;
+  while (first < held_.size() && is_space(held_[first]))
+    ++first;
+  if (first == held_.size()) {
+    if (last) {
+      pieces.content += held_;
+      held_.clear();
+    }
+    return;
+  }
+  std::string_view rest = std::string_view(held_).substr(first);
+  std::string_view marker = format_ == ToolCallFormat::llama3    ? kPythonTag
+                            : format_ == ToolCallFormat::mistral ? kMistralMarker
+                                                                 : std::string_view();
+  size_t skip = 0;
+  if (!marker.empty()) {
+    if (rest.size() < marker.size() && marker.substr(0, rest.size()) == rest) {
+      if (!last) return;  // could still become the marker
+    } else if (rest.substr(0, marker.size()) == marker) {
+      skip = marker.size();
+      while (first + skip < held_.size() && is_space(held_[first + skip]))
+        ++skip;
+      if (first + skip == held_.size() && !last) return;
+    }
+  }
+  char opener = format_ == ToolCallFormat::mistral ? '[' : '{';
+  if (first + skip < held_.size() && held_[first + skip] == opener) {
+    open_call(first + skip);
+    return;
+  }
+  mode_ = Mode::plain;
+}
+
+// Reads the call region from position_; gives out each call's name once whole and its
+// arguments as they come. Returns true when the region ended (mode_ changed).
+bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
+  auto emit_arguments = [&](std::string_view arguments) {
+    if (arguments.empty()) return;
+    if (!pieces.calls.empty() && pieces.calls.back().index == calls_started_ - 1) {
+      pieces.calls.back().arguments.append(arguments);
+    } else {
+      pieces.calls.push_back({calls_started_ - 1, {}, {}, std::string(arguments)});
+    }
+  };
+  auto send_header = [&] {
+    header_sent_ = true;
+    ++calls_started_;
+    pieces.calls.push_back({calls_started_ - 1, new_tool_call_id(format_), name_, {}});
+    emit_arguments(pending_arguments_);
+    pending_arguments_.clear();
+  };
+  auto start_object = [&] {
+    key_.clear();
+    name_.clear();
+    pending_arguments_.clear();
+    header_sent_ = false;
+    after_colon_ = reading_key_ = false;
+    value_ = Value::none;
+  };
+  bool value_is_container = false, value_is_string = false;
+  // A value at the call's depth ends at `end` (exclusive).
+  auto end_value = [&](size_t end) {
+    std::string_view slice = std::string_view(held_).substr(value_start_, end - value_start_);
+    if (value_ == Value::name) {
+      json::error_code error;
+      json::value parsed = json::parse(slice, error);
+      if (!error && parsed.is_string()) {
+        name_ = std::string(parsed.get_string());
+        if (!header_sent_) send_header();
+      }
+    } else if (value_ == Value::arguments) {
+      if (header_sent_) {
+        emit_arguments(slice.substr(std::min(arguments_sent_, slice.size())));
+      } else {
+        pending_arguments_ = std::string(slice);
+      }
+    }
+    value_ = Value::none;
+    after_colon_ = false;
+  };
+  // Values in progress keep their state across pushes; recover it from the saved fields.
+  if (value_ != Value::none) {
+    char first = held_[value_start_];
+    value_is_container = first == '{' || first == '[';
+    value_is_string = first == '"';
+  }
+  for (; position_ < held_.size(); ++position_) {
+    char c = held_[position_];
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+        if (reading_key_) {
+          reading_key_ = false;
+        } else if (value_ != Value::none && value_is_string && depth_ == value_depth_) {
+          end_value(position_ + 1);
+        }
+      } else if (reading_key_) {
+        key_.push_back(c);
+      }
+      continue;
+    }
+    if (depth_ == 0 && !is_space(c) && c != '{' && c != '[') {
+      // The region does not hold a JSON value where a call should be.
+      mode_ = Mode::plain;
+      if (calls_started_ > calls_before_region_) held_.erase(0, position_);
+      return true;
+    }
+    if (is_space(c)) continue;
+    bool at_members = depth_ == call_depth_;
+    if (at_members && value_ == Value::none && after_colon_ && c != ':') {
+      value_start_ = position_;
+      value_depth_ = depth_;
+      value_ = key_ == "name"                                ? Value::name
+               : key_ == "arguments" || key_ == "parameters" ? Value::arguments
+                                                             : Value::other;
+      value_is_container = c == '{' || c == '[';
+      value_is_string = c == '"';
+      arguments_sent_ = 0;
+    }
+    switch (c) {
+      case '"':
+        in_string_ = true;
+        if (at_members && !after_colon_ && value_ == Value::none) {
+          reading_key_ = true;
+          key_.clear();
+        }
+        break;
+      case '{':
+      case '[':
+        ++depth_;
+        if (depth_ == call_depth_ && c == '{') start_object();
+        break;
+      case '}':
+      case ']':
+        if (at_members && value_ != Value::none && !value_is_container) end_value(position_);
+        --depth_;
+        if (value_ != Value::none && value_is_container && depth_ == value_depth_) {
+          end_value(position_ + 1);
+        }
+        if (depth_ == 0) {
+          // A region without a call (JSON that is no call) was text after all.
+          if (calls_started_ == calls_before_region_)
+            pieces.content += held_.substr(0, position_ + 1);
+          mode_ = Mode::trailer;
+          held_.erase(0, position_ + 1);
+          position_ = 0;
+          return true;
+        }
+        break;
+      case ':':
+        if (at_members && value_ == Value::none) after_colon_ = true;
+        break;
+      case ',':
+        if (at_members) {
+          if (value_ != Value::none && !value_is_container) end_value(position_);
+          after_colon_ = false;
+          value_ = Value::none;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  // Arguments in progress go out as they come.
+  if (value_ == Value::arguments && header_sent_) {
+    size_t available = held_.size() - value_start_;
+    emit_arguments(std::string_view(held_).substr(value_start_ + arguments_sent_,
+                                                  available - arguments_sent_));
+    arguments_sent_ = available;
+  }
+  if (last) {
+    if (calls_started_ == calls_before_region_) pieces.content += held_;  // it was text after all
+    held_.clear();
+    mode_ = Mode::plain;
+    return true;
+  }
+  return false;
+}
+
+bool ToolCallStreamer::scan_trailer(bool last) {
+  // After a region: Hermes closes the block and goes back to text; Llama may chain calls with
+  // ";"; otherwise the rest is text.
+  size_t first = 0;
+  while (first < held_.size() && is_space(held_[first]))
+    ++first;
+  if (format_ == ToolCallFormat::hermes) {
+    std::string_view rest = std::string_view(held_).substr(first);
+    if (rest.size() < kHermesCloses.size() && kHermesCloses.substr(0, rest.size()) == rest &&
+        !last) {
+      return false;
+    }
+    if (rest.substr(0, kHermesCloses.size()) == kHermesCloses) {
+      held_.erase(0, first + kHermesCloses.size());
+    }
+    mode_ = Mode::content;
+    skip_space_ = true;
+    return true;
+  }
+  if (format_ == ToolCallFormat::llama3) {
+    size_t next = first;
+    if (next < held_.size() && held_[next] == ';') ++next;
+    while (next < held_.size() && is_space(held_[next]))
+      ++next;
+    if (next == held_.size() && !last) return false;
+    if (next < held_.size() && held_[next] == '{') {
+      open_call(next);
+      return true;
+    }
+  }
+  mode_ = Mode::plain;
+  return true;
+}
+
+ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format) {
+  ParsedToolCalls parsed;
+  ToolCallStreamer streamer(format);
+  ToolCallStreamer::Pieces pieces = streamer.push(text, /*last=*/true);
+  for (auto& delta : pieces.calls) {
+    if (delta.index >= static_cast<int>(parsed.calls.size())) parsed.calls.resize(delta.index + 1);
+    ToolCall& call = parsed.calls[static_cast<size_t>(delta.index)];
+    if (!delta.id.empty()) call.id = delta.id;
+    if (!delta.name.empty()) call.name = delta.name;
+    call.arguments += delta.arguments;
+  }
+  for (auto& call : parsed.calls) {
+    if (trim(call.arguments).empty()) call.arguments = "{}";
+  }
+  parsed.content = trim(pieces.content);
+  return parsed;
+}
+
+std::string generic_tool_instructions(const std::vector<ToolDefinition>& tools) {
+  std::string text =
+      "You can call functions. To call one or more, answer with only this JSON and nothing "
+      "else: {\"tool_calls\": [{\"name\": \"<function name>\", \"arguments\": {<its "
+      "arguments>}}]}. Answer in text when no function helps.\nFunctions (each with the JSON "
+      "Schema of its arguments):";
+  for (const auto& tool : tools) {
+    json::object entry{{"name", tool.name}};
+    if (!tool.description.empty()) entry["description"] = tool.description;
+    json::error_code error;
+    json::value parameters = tool.parameters.empty() ? json::value(json::object{{"type", "object"}})
+                                                     : json::parse(tool.parameters, error);
+    entry["parameters"] = error ? json::value(json::object{}) : parameters;
+    text += "\n" + json::serialize(entry);
+  }
+  return text;
+}
+
+std::string generic_tool_call_text(const std::vector<ToolCall>& calls) {
+  json::array list;
+  for (const auto& call : calls) {
+    json::error_code error;
+    json::value arguments = json::parse(call.arguments, error);
+    list.push_back(json::object{{"name", call.name},
+                                {"arguments", error ? json::value(json::object{}) : arguments}});
+  }
+  return json::serialize(json::object{{"tool_calls", std::move(list)}});
+}
+
+}  // namespace chatflow::openai

@@ -20,14 +20,6 @@ struct HybridRetrievalConfig {
   double dense_weight = 0.5;
 };
 
-retrieval::Reader reader_of(const Identity& identity) {
-  retrieval::Reader reader;
-  reader.labels = identity.roles;
-  if (!identity.tenant.empty()) reader.labels.push_back("tenant:" + identity.tenant);
-  if (!identity.user.empty()) reader.labels.push_back("user:" + identity.user);
-  return reader;
-}
-
 class HybridRetrievalStage final : public RequestStage {
  public:
   HybridRetrievalStage(std::shared_ptr<RetrievalIndexResource> index,

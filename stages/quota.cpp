@@ -60,8 +60,9 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
       record.user = done.identity.user;
       record.request_id = done.id;
       record.model = done.model;
-      record.prompt_tokens = done.usage.prompt_tokens;
-      record.completion_tokens = done.usage.completion_tokens;
+      // Tokens the model spent aside for the request (an agent's steps) are the tenant's too.
+      record.prompt_tokens = done.usage.prompt_tokens + done.aside_usage.prompt_tokens;
+      record.completion_tokens = done.usage.completion_tokens + done.aside_usage.completion_tokens;
       record.status = done.error() ? done.error()->status : 200;
       ledger->settle(done.identity.tenant, reservation, std::move(record));
     });

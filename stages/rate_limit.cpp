@@ -146,6 +146,9 @@ class RateLimitStage final : public RequestStage {
     request.on_release([limiter, reserved, token_claims](const Request& done) {
       double used = static_cast<double>(done.usage.prompt_tokens + done.usage.completion_tokens);
       if (done.usage.prompt_tokens == 0) used = 0;  // never reached the model
+      // What the model spent aside for it (an agent's steps) is the caller's too.
+      used +=
+          static_cast<double>(done.aside_usage.prompt_tokens + done.aside_usage.completion_tokens);
       for (const auto& claim : token_claims)
         limiter->refund(claim.bucket, claim.limit, reserved - used);
     });

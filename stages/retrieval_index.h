@@ -51,6 +51,15 @@ inline void use_as_context(Request& request, const std::vector<retrieval::Candid
   }
 }
 
+// Who reads the index for a caller: its roles, "tenant:<t>" and "user:<u>" (the ACL labels).
+inline retrieval::Reader reader_of(const Identity& identity) {
+  retrieval::Reader reader;
+  reader.labels = identity.roles;
+  if (!identity.tenant.empty()) reader.labels.push_back("tenant:" + identity.tenant);
+  if (!identity.user.empty()) reader.labels.push_back("user:" + identity.user);
+  return reader;
+}
+
 // The question retrieval searches for: query_rewrite's, else the newest user message (a
 // completion's prompt).
 inline std::string retrieval_query(const Request& request) {

@@ -23,6 +23,10 @@ std::string describe(ValueType type) {
       return "a mapping of strings";
     case ValueType::object:
       return "a mapping";
+    case ValueType::object_list:
+      return "a list of mappings";
+    case ValueType::any:
+      return "any value";
   }
   return "a value";
 }
@@ -229,6 +233,15 @@ bool read_number(const ConfigValue& value, double& out, const KeyInfo& key, Pars
   if (!check_range(number, value, key, context)) return false;
   out = number;
   return true;
+}
+
+bool read_value(const ConfigValue& value, ConfigValue& out, const KeyInfo&, ParseContext&) {
+  out = value;
+  return true;
+}
+
+std::string default_text(const ConfigValue&) {
+  return "none";
 }
 
 std::string default_text(bool value) {

@@ -25,7 +25,17 @@
 
 namespace chatflow {
 
-enum class ValueType { boolean, integer, number, string, string_list, string_map, object };
+enum class ValueType {
+  boolean,
+  integer,
+  number,
+  string,
+  string_list,
+  string_map,
+  object,
+  object_list,
+  any
+};
 
 // "an integer", "a list of strings", ...
 std::string describe(ValueType type);
@@ -107,6 +117,9 @@ bool read_value(const ConfigValue& value, std::map<std::string, std::string>& ou
 bool read_integer(const ConfigValue& value, int64_t& out, int64_t lowest, int64_t highest,
                   const KeyInfo& key, ParseContext& context);
 bool read_number(const ConfigValue& value, double& out, const KeyInfo& key, ParseContext& context);
+// Any YAML value, kept as its tree (a JSON Schema written in YAML, say).
+bool read_value(const ConfigValue& value, ConfigValue& out, const KeyInfo& key,
+                ParseContext& context);
 
 template <class Integer>
 requires(std::is_integral_v<Integer> && !std::is_same_v<Integer, bool>) bool read_value(
@@ -145,6 +158,8 @@ constexpr ValueType value_type_of() {
     return ValueType::string;
   } else if constexpr (std::is_same_v<Field, std::vector<std::string>>) {
     return ValueType::string_list;
+  } else if constexpr (std::is_same_v<Field, ConfigValue>) {
+    return ValueType::any;
   } else {
     static_assert(std::is_same_v<Field, std::map<std::string, std::string>>,
                   "unsupported config field type");
@@ -157,6 +172,7 @@ std::string default_text(const std::string& value);
 std::string default_text(const std::vector<std::string>& value);
 std::string default_text(const std::map<std::string, std::string>& value);
 std::string default_text(double value);
+std::string default_text(const ConfigValue& value);
 template <class Integer>
 requires(std::is_integral_v<Integer> && !std::is_same_v<Integer, bool>) std::string
     default_text(Integer value) {
@@ -229,6 +245,33 @@ class SchemaBuilder {
       inner.key_prefix = context.key_prefix + info.name + ".";
       auto parsed = info.nested->parse(&value, value.where, inner);
       static_cast<Config*>(config)->*member = *std::static_pointer_cast<Nested>(parsed);
+    };
+    return KeyOptions(key);
+  }
+
+  // A list of mappings, each with the nested schema (e.g. `tools: [{name: a}, {name: b}]`);
+  // errors name the item as `tools[1].name`.
+  template <class Nested>
+  KeyOptions list(std::string name, std::vector<Nested> Config::*member,
+                  const SchemaBuilder<Nested>& nested, std::string doc) {
+    KeyInfo& key = add(std::move(name), ValueType::object_list, std::move(doc));
+    key.default_text = "[]";
+    key.nested = nested.schema();
+    key.assign = [member](void* config, const ConfigValue& value, const KeyInfo& info,
+                          ParseContext& context) {
+      if (!value.is_sequence()) {
+        context.error(value.where, "key '" + context.key_prefix + info.name +
+                                       "' expects a list of mappings, got " + value.describe());
+        return;
+      }
+      std::vector<Nested> items;
+      for (size_t i = 0; i < value.items.size(); ++i) {
+        ParseContext inner = context;
+        inner.key_prefix = context.key_prefix + info.name + "[" + std::to_string(i) + "].";
+        auto parsed = info.nested->parse(&value.items[i], value.items[i].where, inner);
+        items.push_back(*std::static_pointer_cast<Nested>(parsed));
+      }
+      static_cast<Config*>(config)->*member = std::move(items);
     };
     return KeyOptions(key);
   }

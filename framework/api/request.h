@@ -157,6 +157,24 @@ struct ContextPassage {
   double score = 0;
 };
 
+// One entry of an agent's trace (stages/agent.cpp), the response's `chatflow.steps`: a tool call
+// the model proposed and what became of it, or (tool empty) why the loop ended.
+struct AgentStep {
+  int step = 0;           // the model call, from 1, that proposed it
+  std::string tool;       // as the model named it; empty for the loop's end
+  bool declared = false;  // the pipeline declares a tool of that name (a bounded metrics label)
+  std::string call_id;
+  std::string arguments;  // as the model wrote them
+  // ok, error, timeout, denied, invalid_arguments, blocked, skipped; for the end: answered,
+  // step_limit, call_limit, budget_exhausted, timeout.
+  std::string status;
+  std::string detail;              // what the model was told (the fenced result), or why not
+  std::vector<std::string> flags;  // rule lists the result matched
+  int attempts = 0;
+  double duration_ms = 0;
+  Usage usage;  // the end: the tokens of all the agent's model calls
+};
+
 class Request : public std::enable_shared_from_this<Request> {
  public:
   Request();
@@ -195,6 +213,10 @@ class Request : public std::enable_shared_from_this<Request> {
 
   // --- What stages found out. ---
   Usage usage;
+  // Tokens the model spent for this request outside its answer (an agent's steps): charged to
+  // the caller's limits and quota beside `usage`, which stays the answer's own.
+  Usage aside_usage;
+  std::vector<AgentStep> agent_steps;  // the response's `chatflow.steps`
   std::vector<int32_t> prompt_tokens;  // set by the tokenize stage
   // Whether the answer's text splits into reasoning (inside <think>...</think>) and content for
   // the client, and whether the prompt itself opened the thinking block (DeepSeek-R1's template

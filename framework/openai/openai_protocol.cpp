@@ -674,7 +674,32 @@ std::string event(const json::value& value) {
 
 }  // namespace
 
-// chatflow's own response field: the documents the answer may cite as [n].
+// An agent's trace: each tool call and what became of it, then why the loop ended.
+static json::array agent_steps_json(const std::vector<AgentStep>& steps) {
+  json::array entries;
+  for (const AgentStep& step : steps) {
+    json::object entry{{"step", step.step}, {"status", step.status}};
+    if (step.tool.empty()) {
+      entry["prompt_tokens"] = step.usage.prompt_tokens;
+      entry["completion_tokens"] = step.usage.completion_tokens;
+    } else {
+      entry["tool"] = step.tool;
+      entry["call_id"] = step.call_id;
+      entry["arguments"] = step.arguments;
+      entry["attempts"] = step.attempts;
+      json::array flags;
+      for (const auto& flag : step.flags)
+        flags.push_back(json::string(flag));
+      entry["flags"] = std::move(flags);
+    }
+    entry["detail"] = text::repair(step.detail);
+    entry["duration_ms"] = step.duration_ms;
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+// chatflow's own response field: the documents the answer may cite as [n], and an agent's steps.
 static json::object chatflow_extension(const Request& request) {
   json::array citations;
   for (size_t i = 0; i < request.citations.size(); ++i) {
@@ -684,7 +709,10 @@ static json::object chatflow_extension(const Request& request) {
                                      {"title", passage.title},
                                      {"chunk", passage.chunk}});
   }
-  return json::object{{"citations", std::move(citations)}};
+  json::object extension;
+  if (!citations.empty()) extension["citations"] = std::move(citations);
+  if (!request.agent_steps.empty()) extension["steps"] = agent_steps_json(request.agent_steps);
+  return extension;
 }
 
 std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
@@ -696,7 +724,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                         {"model", request.model},
                         {"choices", std::move(choices)}};
     if (request.include_usage) object["usage"] = nullptr;
-    if (!citations_sent_ && !request.citations.empty()) {
+    if (!citations_sent_ && (!request.citations.empty() || !request.agent_steps.empty())) {
       object["chatflow"] = chatflow_extension(request);
       citations_sent_ = true;
     }
@@ -805,7 +833,8 @@ std::string completion_json(const Request& request, const std::string& text,
                         {"model", request.model},
                         {"choices", json::array{choice}},
                         {"usage", usage_json(request.usage)}};
-  if (!request.citations.empty()) response["chatflow"] = chatflow_extension(request);
+  if (!request.citations.empty() || !request.agent_steps.empty())
+    response["chatflow"] = chatflow_extension(request);
   return json::serialize(response);
 }
 

@@ -23,4 +23,12 @@ extern const char* const kReferenceEnd;
 std::string reference_block(const std::string& instructions, const std::vector<Reference>& passages,
                             size_t max_chars);
 
+extern const char* const kToolResultBegin;
+extern const char* const kToolResultEnd;
+
+// A tool's result as the content of its tool message: fenced and labelled as data in the same
+// way, cut to `max_chars`, so a result cannot close the fence or pass for instructions.
+std::string tool_result_block(const std::string& tool, const std::string& result,
+                              size_t max_chars);
+
 }  // namespace chatflow::retrieval

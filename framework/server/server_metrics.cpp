@@ -94,6 +94,16 @@ void RequestMetrics::observe_finished(const Request& request, const TokenTimes& 
                  {{"name", annotation_label(name)}, {"value", annotation_label(value)}})
         .add();
   }
+  // An agent's tool calls: the tool label is a declared tool's name (the pipeline's own
+  // bounded set), never a name the model made up.
+  for (const AgentStep& step : request.agent_steps) {
+    if (step.tool.empty()) continue;
+    registry_
+        .counter("chatflow:agent_steps_total", "Tool calls of agent loops, by tool and outcome.",
+                 {{"tool", step.declared ? step.tool : "undeclared"},
+                  {"status", annotation_label(step.status)}})
+        .add();
+  }
   int64_t finished = request.finished_ns() > 0 ? request.finished_ns() : now_ns();
   end_to_end_->observe(seconds_between(times.received_ns, finished));
   // Per A/B arm: the numbers an experiment is judged by, side by side.

@@ -1,0 +1,505 @@
+// agent: lets the model use the pipeline's own tools before it answers. Each step asks the
+// model (aside, with the tools the caller may use) for its next move; the calls it proposes are
+// checked (a declared tool the caller's roles allow, arguments valid against the tool's JSON
+// Schema), run with a timeout, screened, fenced as untrusted data and appended as tool messages;
+// then the model is asked again. The loop ends when the model answers without calls or a bound
+// is reached (max_steps, max_tool_calls, timeout_s, token_budget); the request then goes on with
+// the longer conversation, and the pipeline's own model stages write the final answer (tools no
+// longer offered), so it streams like any other. The loop runs on a thread of its own: tool
+// calls wait on the network, which must not hold one of the graph's few worker threads.
+//
+// Tool results are data, never authority: they reach the model only inside a tool message's
+// fence, cannot add tools (the offered set is fixed before the first step) or change what the
+// caller may call, and matches of the `screen` rule lists flag or withhold them.
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "framework/grammar/matcher.h"
+#include "framework/openai/tool_calls.h"
+#include "framework/retrieval/prompt_assembly.h"
+#include "framework/text/normalizer.h"
+#include "stages/agent_tools.h"
+#include "stages/gguf_model.h"
+#include "stages/moderation_lists.h"
+
+namespace chatflow {
+namespace {
+namespace json = boost::json;
+
+struct AgentToolConfig {
+  std::string name;
+  std::string description;
+  ConfigValue parameters;  // a JSON Schema written in YAML
+  std::vector<std::string> roles;
+  HttpToolConfig http;
+  SearchToolConfig search;
+};
+
+struct AgentConfig {
+  std::string model;
+  std::vector<AgentToolConfig> tools;
+  int64_t max_steps = 4;
+  int64_t max_tool_calls = 8;
+  double timeout_s = 30;
+  int64_t token_budget = 4096;
+  int64_t step_max_tokens = 256;
+  std::string first_step = "auto";
+  std::string later_steps = "auto";
+  bool parallel_tool_calls = true;
+  std::string offer = "permitted";
+  std::map<std::string, std::string> screen;
+  int64_t max_result_chars = 4000;
+};
+
+struct AgentTool {
+  ToolDefinition definition;
+  std::vector<std::string> roles;  // empty: every caller
+  std::shared_ptr<const grammar::Grammar> arguments;
+  std::unique_ptr<ToolExecutor> executor;
+
+  bool permits(const Identity& identity) const {
+    if (roles.empty()) return true;
+    for (const auto& role : roles)
+      if (identity.has_role(role)) return true;
+    return false;
+  }
+};
+
+// YAML's plain scalars typed as the core schema reads them; quoted ones stay strings.
+json::value to_json(const ConfigValue& value) {
+  switch (value.kind) {
+    case ConfigValue::Kind::null:
+      return nullptr;
+    case ConfigValue::Kind::sequence: {
+      json::array items;
+      for (const auto& item : value.items)
+        items.push_back(to_json(item));
+      return items;
+    }
+    case ConfigValue::Kind::mapping: {
+      json::object members;
+      for (size_t i = 0; i < value.keys.size(); ++i)
+        members[value.keys[i].name] = to_json(value.items[i]);
+      return members;
+    }
+    case ConfigValue::Kind::scalar:
+      break;
+  }
+  const std::string& text = value.text;
+  if (value.quoted) return json::string(text);
+  if (text == "true" || text == "false") return text == "true";
+  if (text == "null" || text == "~" || text.empty()) return nullptr;
+  const char* end = text.data() + text.size();
+  int64_t integer = 0;
+  if (auto [at, error] = std::from_chars(text.data(), end, integer);
+      error == std::errc() && at == end) {
+    return integer;
+  }
+  double number = 0;
+  if (auto [at, error] = std::from_chars(text.data(), end, number);
+      error == std::errc() && at == end) {
+    return number;
+  }
+  return json::string(text);
+}
+
+bool plain_identifier(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+// A tool's declaration as the loop uses it; a ConfigError names the tool and what is wrong.
+AgentTool make_tool(const AgentToolConfig& config, size_t index, StageContext& context) {
+  std::string where = "tools[" + std::to_string(index) + "] '" + config.name + "': ";
+  if (!plain_identifier(config.name))
+    throw ConfigError(where + "a tool name is 1 to 64 letters, digits, '_' or '-'");
+  bool http = !config.http.url.empty();
+  bool search = !config.search.index.empty();
+  if (http == search) throw ConfigError(where + "give exactly one executor, 'http' or 'search'");
+  AgentTool tool;
+  tool.definition.name = config.name;
+  tool.definition.description = config.description;
+  tool.roles = config.roles;
+  json::value schema = config.parameters.is_null()
+                           ? (search ? json::parse(kSearchParameters)
+                                     : json::value(json::object{{"type", "object"}}))
+                           : to_json(config.parameters);
+  if (!schema.is_object())
+    throw ConfigError(where + "'parameters' must be a JSON Schema mapping (type: object, ...)");
+  try {
+    tool.arguments = grammar::compile_json_schema(schema);
+  } catch (const grammar::SchemaError& error) {
+    std::string at = error.pointer().empty() ? "" : " at '" + error.pointer() + "'";
+    throw ConfigError(where + "'parameters' uses '" + error.keyword() + "'" + at +
+                      ", which cannot be enforced: " + error.what());
+  }
+  tool.definition.parameters = json::serialize(schema);
+  try {
+    tool.executor =
+        http ? make_http_tool(config.http)
+             : make_search_tool(context.resource<RetrievalIndexResource>(config.search.index),
+                                config.search);
+  } catch (const ConfigError& error) {
+    throw ConfigError(where + error.what());
+  }
+  return tool;
+}
+
+// The loop, shared by the stage and the threads running it (which may outlive the stage).
+class AgentLoop {
+ public:
+  AgentLoop(AgentConfig config, std::shared_ptr<GgufModel> model, std::vector<AgentTool> tools,
+            std::vector<ActionList> screen)
+      : config_(std::move(config)),
+        model_(std::move(model)),
+        tools_(std::move(tools)),
+        screen_(std::move(screen)) {}
+
+  std::vector<const AgentTool*> offered_to(const Identity& identity) const {
+    std::vector<const AgentTool*> offered;
+    for (const auto& tool : tools_)
+      if (config_.offer == "all" || tool.permits(identity)) offered.push_back(&tool);
+    return offered;
+  }
+
+  // On the loop's own thread: runs the steps, then sends the request on (or fails it).
+  void run(Continuation continuation) const {
+    Request& request = continuation.request();
+    try {
+      run_steps(request);
+    } catch (const RequestFailure& failure) {
+      continuation.fail(failure.error());
+      return;
+    } catch (const std::exception& error) {
+      // A cancelled request has its answer already; nothing is left to tell.
+      if (request.cancelled()) return;
+      continuation.fail(RequestError{500,
+                                     "server_error",
+                                     std::string("the agent's step failed: ") + error.what(),
+                                     "agent_failed",
+                                     {}});
+      return;
+    }
+    continuation.resume(0);
+  }
+
+ private:
+  struct LoopState {
+    Clock::time_point started;
+    Clock::time_point deadline;
+    Usage spent;
+    int calls_run = 0;
+    std::vector<AgentStep> trace;
+    std::vector<std::string> flagged;
+  };
+
+  void run_steps(Request& request) const {
+    LoopState state;
+    state.started = Clock::now();
+    state.deadline = std::min(
+        request.deadline, state.started + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(config_.timeout_s)));
+    std::vector<const AgentTool*> offered = offered_to(request.identity);
+    std::string end = offered.empty() ? "no_tools" : "step_limit";
+    int step = 1;
+    for (; !offered.empty() && step <= config_.max_steps; ++step) {
+      std::optional<std::string> stop = run_step(request, offered, step, state);
+      if (stop) {
+        end = *stop;
+        break;
+      }
+    }
+    int steps = end == "no_tools" ? 0 : std::min<int>(step, static_cast<int>(config_.max_steps));
+    finish(request, state, steps, end);
+  }
+
+  // One model call and the calls it proposes; the reason to stop, or nullopt to go on.
+  std::optional<std::string> run_step(Request& request,
+                                      const std::vector<const AgentTool*>& offered, int step,
+                                      LoopState& state) const {
+    if (Clock::now() >= state.deadline) return "timeout";
+    Request probe;
+    probe.id = request.id;
+    probe.kind = RequestKind::chat;
+    probe.identity = request.identity;
+    probe.model = request.model;
+    probe.messages = request.messages;
+    probe.chat_template_kwargs = request.chat_template_kwargs;
+    probe.generation = request.generation;
+    probe.generation.stop.clear();  // a stop string must not cut a call short
+    probe.generation.logprobs = false;
+    probe.generation.top_logprobs = 0;
+    probe.generation.response_format = {};  // the shape of the final answer, not of a step
+    probe.generation.parallel_tool_calls = config_.parallel_tool_calls;
+    for (const AgentTool* tool : offered)
+      probe.generation.tools.push_back(tool->definition);
+    const std::string& choice = step == 1 ? config_.first_step : config_.later_steps;
+    probe.generation.tool_choice =
+        choice == "required" ? ToolChoice::required : ToolChoice::automatic;
+    // The budget covers the step's prompt and its answer, so it is checked before the call.
+    int64_t left = config_.token_budget - state.spent.prompt_tokens - state.spent.completion_tokens;
+    auto prompt_tokens = static_cast<int64_t>(model_->encode_prompt(probe, true).size());
+    if (prompt_tokens + 1 > left) return "budget_exhausted";
+    probe.generation.max_tokens = std::min(config_.step_max_tokens, left - prompt_tokens);
+    bool budget_bound = probe.generation.max_tokens < config_.step_max_tokens;
+
+    GgufModel::AsideAnswer answer;
+    try {
+      answer = model_->answer_aside(probe, [&request, &state] {
+        return request.cancelled() || Clock::now() >= state.deadline;
+      });
+    } catch (const RequestFailure&) {
+      throw;
+    } catch (const std::exception&) {
+      if (!request.cancelled() && Clock::now() >= state.deadline) return "timeout";
+      throw;
+    }
+    state.spent.prompt_tokens += answer.usage.prompt_tokens;
+    state.spent.completion_tokens += answer.usage.completion_tokens;
+    state.spent.cached_prompt_tokens += answer.usage.cached_prompt_tokens;
+    openai::ParsedToolCalls parsed = openai::parse_tool_calls(answer.text, answer.tool_format);
+    if (parsed.calls.empty()) {
+      if (!answer.cut_at_length) return "answered";
+      return budget_bound ? "budget_exhausted" : "step_max_tokens";
+    }
+
+    Message assistant{"assistant", parsed.content, std::move(parsed.calls), {}};
+    std::vector<Message> results;
+    std::optional<std::string> stop;
+    for (auto& call : assistant.tool_calls) {
+      if (call.id.empty()) call.id = openai::new_tool_call_id(answer.tool_format);
+      AgentStep entry;
+      entry.step = step;
+      entry.tool = call.name;
+      entry.call_id = call.id;
+      entry.arguments = call.arguments;
+      if (state.calls_run >= config_.max_tool_calls || Clock::now() >= state.deadline) {
+        stop = state.calls_run >= config_.max_tool_calls ? "call_limit" : "timeout";
+        entry.status = "skipped";
+        entry.detail = "not run: the agent's " +
+                       std::string(*stop == "call_limit" ? "max_tool_calls" : "timeout_s") +
+                       " was reached";
+      } else {
+        ++state.calls_run;
+        run_call(request, call, entry, state);
+      }
+      results.push_back(Message{"tool", entry.detail, {}, call.id});
+      state.trace.push_back(std::move(entry));
+    }
+    request.messages.push_back(std::move(assistant));
+    for (auto& result : results)
+      request.messages.push_back(std::move(result));
+    return stop;
+  }
+
+  // Checks and runs one call; `entry` gets its outcome and what the model will read.
+  void run_call(const Request& request, const ToolCall& call, AgentStep& entry,
+                LoopState& state) const {
+    auto began = Clock::now();
+    const AgentTool* tool = nullptr;
+    for (const auto& declared : tools_)
+      if (declared.definition.name == call.name) tool = &declared;
+    entry.declared = tool != nullptr;
+    std::string result;
+    if (tool == nullptr || !tool->permits(request.identity)) {
+      entry.status = "denied";
+      result = tool == nullptr ? "error: there is no tool named '" + call.name + "'"
+                               : "error: the caller is not allowed to use '" + call.name + "'";
+    } else if (!arguments_valid(*tool, call.arguments)) {
+      entry.status = "invalid_arguments";
+      result = "error: the arguments do not match the parameters schema of '" + call.name + "'";
+    } else {
+      ToolCallContext context{&request.identity, request.id, state.deadline,
+                              [&request] { return request.cancelled(); }};
+      ToolOutcome outcome = tool->executor->call(call.arguments, context);
+      entry.status = outcome.status;
+      entry.attempts = outcome.attempts;
+      result = outcome.status == "ok" ? outcome.content
+                                      : "error (" + outcome.status + "): " + outcome.content;
+      screen(result, entry, state);
+    }
+    entry.detail = retrieval::tool_result_block(call.name, result,
+                                                static_cast<size_t>(config_.max_result_chars));
+    entry.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
+  }
+
+  // The arguments as the tool's schema allows them (the grammar reads JSON in a canonical
+  // shape, so the model's text is re-serialised first).
+  static bool arguments_valid(const AgentTool& tool, const std::string& arguments) {
+    json::error_code error;
+    json::value parsed = json::parse(arguments, error);
+    if (error) return false;
+    grammar::Matcher matcher(tool.arguments);
+    return matcher.advance(json::serialize(parsed)) && matcher.accepting();
+  }
+
+  // The screen lists over a result: `flag` notes it, `block` withholds it from the model.
+  void screen(std::string& result, AgentStep& entry, LoopState& state) const {
+    if (screen_.empty()) return;
+    std::string normalized = text::normalize(result).text;
+    for (const auto& [list, action] : screen_) {
+      if (!list->matches(normalized)) continue;
+      entry.flags.push_back(list->name());
+      state.flagged.push_back("tool:" + list->name());
+      if (action == "block") {
+        entry.status = "blocked";
+        result = "[withheld: the result matched the content filter list '" + list->name() + "']";
+        return;
+      }
+    }
+  }
+
+  void finish(Request& request, LoopState& state, int steps, const std::string& end) const {
+    AgentStep last;
+    last.step = steps;
+    last.status = end;
+    last.usage = state.spent;
+    last.duration_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - state.started).count();
+    std::string summary;
+    for (const auto& entry : state.trace)
+      summary += (summary.empty() ? "" : ",") + entry.tool + ":" + entry.status;
+    state.trace.push_back(std::move(last));
+    request.agent_steps = std::move(state.trace);
+    request.aside_usage.prompt_tokens += state.spent.prompt_tokens;
+    request.aside_usage.completion_tokens += state.spent.completion_tokens;
+    request.aside_usage.cached_prompt_tokens += state.spent.cached_prompt_tokens;
+    request.annotate("agent", end);
+    if (!summary.empty()) request.annotate("agent_steps", summary);
+    if (!state.flagged.empty()) {
+      std::string value = request.annotation("moderation").value_or("flagged:");
+      for (const auto& name : state.flagged)
+        value += (value.back() == ':' ? "" : ",") + name;
+      request.annotate("moderation", value);
+    }
+  }
+
+  AgentConfig config_;
+  std::shared_ptr<GgufModel> model_;
+  std::vector<AgentTool> tools_;
+  std::vector<ActionList> screen_;
+};
+
+class AgentStage final : public RequestStage {
+ public:
+  AgentStage(std::string name, std::shared_ptr<const AgentLoop> loop)
+      : name_(std::move(name)), loop_(std::move(loop)) {}
+
+  Route process(Request& request, StageIo& io) override {
+    if (request.kind != RequestKind::chat) return Route::to(0);
+    if (!request.generation.tools.empty()) {
+      throw RequestFailure(
+          RequestError{400, "invalid_request_error",
+                       "'tools' cannot be sent to this pipeline: its agent stage '" + name_ +
+                           "' offers the pipeline's own tools and runs them itself",
+                       "unsupported_parameter", "tools"});
+    }
+    auto loop = loop_;
+    std::thread([loop, continuation = io.defer()]() mutable {
+      loop->run(std::move(continuation));
+    }).detach();
+    return Route::deferred();
+  }
+
+ private:
+  std::string name_;
+  std::shared_ptr<const AgentLoop> loop_;
+};
+
+SchemaBuilder<AgentToolConfig> tool_schema() {
+  SchemaBuilder<HttpToolConfig> http;
+  http.key("url", &HttpToolConfig::url, "http://host:port/path the arguments are POSTed to")
+      .required();
+  http.key("timeout_s", &HttpToolConfig::timeout_s, "each attempt's time limit").range(0.001, 3600);
+  http.key("retries", &HttpToolConfig::retries,
+           "attempts after a failure (connection, 5xx, timeout), only when idempotent")
+      .range(0, 10);
+  http.key("idempotent", &HttpToolConfig::idempotent,
+           "running a call twice is harmless (every attempt carries the same Idempotency-Key)");
+  http.key("max_response_bytes", &HttpToolConfig::max_response_bytes, "a longer answer is an error")
+      .range(1, 16 << 20);
+  SchemaBuilder<SearchToolConfig> search;
+  search.key("index", &SearchToolConfig::index, "the retrieval_index resource searched")
+      .required()
+      .resource("retrieval_index");
+  search.key("top_k", &SearchToolConfig::top_k, "passages returned").range(1, 50);
+
+  SchemaBuilder<AgentToolConfig> tool;
+  tool.key("name", &AgentToolConfig::name, "the function name the model calls").required();
+  tool.key("description", &AgentToolConfig::description, "what the model is told it does");
+  tool.key("parameters", &AgentToolConfig::parameters,
+           "the arguments' JSON Schema, in YAML (default: any object; search: {query})");
+  tool.key("roles", &AgentToolConfig::roles, "roles that may call it (empty: every caller)");
+  tool.object("http", &AgentToolConfig::http, http, "executor: POST the arguments as JSON");
+  tool.object("search", &AgentToolConfig::search, search,
+              "executor: the pipeline's retrieval index, read with the caller's ACL");
+  return tool;
+}
+
+StageTypeInfo agent_stage_type() {
+  StageTypeBuilder<AgentConfig> type(
+      "agent", StageKind::request,
+      "Lets the model call the pipeline's declared tools (HTTP endpoints, the retrieval index) "
+      "in a bounded loop before the model stages answer; results are fenced as untrusted data.");
+  type.port("out", PortKind::request, "the request, its conversation extended by the tool calls");
+  auto& config = type.config();
+  config.key("model", &AgentConfig::model, "the gguf_model resource")
+      .required()
+      .resource("gguf_model");
+  config.list("tools", &AgentConfig::tools, tool_schema(), "the tools the model may call")
+      .required();
+  config.key("max_steps", &AgentConfig::max_steps, "model calls that may propose tools")
+      .range(1, 64);
+  config.key("max_tool_calls", &AgentConfig::max_tool_calls, "tool calls run per request")
+      .range(1, 256);
+  config.key("timeout_s", &AgentConfig::timeout_s, "the whole loop's time limit")
+      .range(0.001, 3600);
+  config
+      .key("token_budget", &AgentConfig::token_budget,
+           "prompt + completion tokens of the agent's own steps (charged to the caller)")
+      .range(1, 10'000'000);
+  config.key("step_max_tokens", &AgentConfig::step_max_tokens, "tokens one step may generate")
+      .range(1, 65536);
+  config
+      .key("first_step", &AgentConfig::first_step,
+           "auto: the model may answer at once; required: its first step must call a tool")
+      .choices({"auto", "required"});
+  config.key("later_steps", &AgentConfig::later_steps, "the same for the steps after the first")
+      .choices({"auto", "required"});
+  config.key("parallel_tool_calls", &AgentConfig::parallel_tool_calls,
+             "a step may propose several calls");
+  config
+      .key("offer", &AgentConfig::offer,
+           "permitted: only tools the caller's roles allow are shown; all: every tool is shown "
+           "and a call the roles forbid is denied")
+      .choices({"permitted", "all"});
+  config.key("screen", &AgentConfig::screen,
+             "rule list file -> flag or block, over tool results (as input_moderation's lists)");
+  config.key("max_result_chars", &AgentConfig::max_result_chars, "a longer result is cut")
+      .range(16, 1'000'000);
+  type.create([](const AgentConfig& config, StageContext& context) {
+    if (config.tools.empty()) throw ConfigError("'tools' declares no tool");
+    std::vector<AgentTool> tools;
+    for (size_t i = 0; i < config.tools.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (config.tools[j].name == config.tools[i].name)
+          throw ConfigError("tools[" + std::to_string(i) + "]: a second tool named '" +
+                            config.tools[i].name + "'");
+      }
+      tools.push_back(make_tool(config.tools[i], i, context));
+    }
+    auto loop = std::make_shared<const AgentLoop>(
+        config, context.resource<GgufModel>(config.model), std::move(tools),
+        load_action_lists(config.screen, {"flag", "block"}));
+    return std::make_unique<AgentStage>(context.stage_name(), std::move(loop));
+  });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(agent_stage_type);
+
+}  // namespace
+}  // namespace chatflow

@@ -1,0 +1,62 @@
+// The executors behind an agent's tools: an HTTP endpoint (POST of the arguments as JSON, with
+// a timeout, an Idempotency-Key per call and retries only for idempotent tools) and the
+// pipeline's retrieval index as a `search` tool. The agent stage (agent.cpp) decides whether a
+// call may run; an executor only runs it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "framework/api/request.h"
+#include "framework/tools/http_post.h"
+#include "stages/retrieval_index.h"
+
+namespace chatflow {
+
+// What an executor learns about the call besides its arguments.
+struct ToolCallContext {
+  const Identity* identity = nullptr;  // the caller (search reads the index as them)
+  std::string request_id;
+  Clock::time_point deadline;  // the agent loop's: no attempt runs past it
+  std::function<bool()> cancelled;
+};
+
+struct ToolOutcome {
+  std::string status;   // ok, error, timeout
+  std::string content;  // the result (ok), or what went wrong, for the model and the trace
+  int attempts = 1;
+};
+
+class ToolExecutor {
+ public:
+  virtual ~ToolExecutor() = default;
+  virtual ToolOutcome call(const std::string& arguments, const ToolCallContext& context) const = 0;
+};
+
+// The YAML keys of a tool's `http:` executor.
+struct HttpToolConfig {
+  std::string url;
+  double timeout_s = 10;  // each attempt
+  int64_t retries = 0;    // more attempts after a failure, only when idempotent
+  bool idempotent = false;
+  int64_t max_response_bytes = 65536;
+};
+
+// Throws ConfigError for a URL that is not plain http.
+std::unique_ptr<ToolExecutor> make_http_tool(const HttpToolConfig& config);
+
+// The YAML keys of a tool's `search:` executor.
+struct SearchToolConfig {
+  std::string index;
+  int64_t top_k = 3;
+};
+
+// The arguments' schema a search tool has unless its YAML gives one.
+extern const char* const kSearchParameters;
+
+std::unique_ptr<ToolExecutor> make_search_tool(std::shared_ptr<RetrievalIndexResource> index,
+                                               const SearchToolConfig& config);
+
+}  // namespace chatflow

@@ -160,5 +160,70 @@ TEST_F(SchemaParse, ConfigThatIsNotAMappingIsRefused) {
             std::string::npos);
 }
 
+struct ToolItem {
+  std::string name;
+  CacheSettings limits;
+  ConfigValue parameters;
+};
+
+struct ToolSettings {
+  std::vector<ToolItem> tools;
+};
+
+class ListParse : public ::testing::Test {
+ protected:
+  ToolSettings parse(const std::string& yaml) {
+    SchemaBuilder<CacheSettings> limits;
+    limits.key("block_tokens", &CacheSettings::block_tokens, "tokens per block").range(1, 1024);
+    SchemaBuilder<ToolItem> item;
+    item.key("name", &ToolItem::name, "the name").required();
+    item.object("limits", &ToolItem::limits, limits, "limits");
+    item.key("parameters", &ToolItem::parameters, "free-form");
+    SchemaBuilder<ToolSettings> schema;
+    schema.list("tools", &ToolSettings::tools, item, "the tools");
+    ConfigValue root = read_yaml_text(yaml, "t.yaml", diagnostics_);
+    ParseContext context{diagnostics_, "stage 'a' (agent)", nullptr, {}};
+    auto config = schema.schema()->parse(&root, {"t.yaml", 1, 1}, context);
+    return *std::static_pointer_cast<ToolSettings>(config);
+  }
+  Diagnostics diagnostics_;
+};
+
+TEST_F(ListParse, EachItemIsReadWithTheNestedSchemaAndFreeValuesKeepTheirTree) {
+  ToolSettings settings = parse(R"(tools:
+  - {name: a, limits: {block_tokens: 8}, parameters: {type: object, required: [x]}}
+  - {name: b}
+)");
+  ASSERT_TRUE(diagnostics_.empty()) << diagnostics_.to_string();
+  ASSERT_EQ(settings.tools.size(), 2u);
+  EXPECT_EQ(settings.tools[0].name, "a");
+  EXPECT_EQ(settings.tools[0].limits.block_tokens, 8);
+  ASSERT_TRUE(settings.tools[0].parameters.is_mapping());
+  EXPECT_EQ(settings.tools[0].parameters.find("type")->text, "object");
+  EXPECT_TRUE(settings.tools[0].parameters.find("required")->is_sequence());
+  EXPECT_EQ(settings.tools[1].limits.block_tokens, 16);
+  EXPECT_TRUE(settings.tools[1].parameters.is_null());
+}
+
+TEST_F(ListParse, ErrorsNameTheItemAndItsLocation) {
+  parse("tools:\n  - {name: a}\n  - {limits: {block_tokens: 0, typo: 1}}\n");
+  std::string all = diagnostics_.to_string();
+  ASSERT_EQ(diagnostics_.size(), 3u) << all;
+  EXPECT_NE(all.find("t.yaml:3:32: error: stage 'a' (agent): unknown key 'tools[1].limits.typo'"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("key 'tools[1].limits.block_tokens' must be between 1 and 1024"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("missing required key 'tools[1].name'"), std::string::npos) << all;
+}
+
+TEST_F(ListParse, AListOfMappingsIsRequired) {
+  parse("tools: {name: a}\n");
+  ASSERT_EQ(diagnostics_.size(), 1u);
+  EXPECT_NE(diagnostics_.errors()[0].message.find("key 'tools' expects a list of mappings"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace chatflow

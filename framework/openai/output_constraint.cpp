@@ -2,6 +2,8 @@
 
 #include <boost/json.hpp>
 
+#include "framework/openai/tool_calls.h"
+
 namespace chatflow::openai {
 namespace json = boost::json;
 namespace {

@@ -39,21 +39,35 @@ std::optional<HttpEndpoint> parse_http_url(std::string_view url, std::string& er
     error = "'" + std::string(url) + "': user information in the URL is not supported";
     return std::nullopt;
   }
-  size_t colon = authority.rfind(':');
-  if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
-    std::string_view port = authority.substr(colon + 1);
+  // A bracketed IPv6 host may hold colons of its own; the port comes after the bracket.
+  size_t host_end = authority.size();
+  std::string_view host = authority;
+  if (!authority.empty() && authority.front() == '[') {
+    size_t bracket = authority.find(']');
+    if (bracket == std::string_view::npos) {
+      error = "'" + std::string(url) + "': an IPv6 host needs its closing ']'";
+      return std::nullopt;
+    }
+    host = authority.substr(1, bracket - 1);
+    host_end = bracket + 1;
+  } else {
+    host_end = std::min(authority.find(':'), authority.size());
+    host = authority.substr(0, host_end);
+  }
+  if (host_end < authority.size()) {
+    std::string_view port = authority.substr(host_end);
     unsigned number = 0;
-    auto [end, status] = std::from_chars(port.data(), port.data() + port.size(), number);
-    if (port.empty() || status != std::errc() || end != port.data() + port.size() || number == 0 ||
+    auto [end, status] = port.size() < 2 || port.front() != ':'
+                             ? std::from_chars_result{port.data(), std::errc::invalid_argument}
+                             : std::from_chars(port.data() + 1, port.data() + port.size(), number);
+    if (status != std::errc() || end != port.data() + port.size() || number == 0 ||
         number > 65535) {
       error = "'" + std::string(url) + "': the port must be a number from 1 to 65535";
       return std::nullopt;
     }
-    endpoint.port = std::string(port);
-    authority = authority.substr(0, colon);
+    endpoint.port = std::string(port.substr(1));
   }
-  if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']')
-    authority = authority.substr(1, authority.size() - 2);
+  authority = host;
   if (authority.empty()) {
     error = "'" + std::string(url) + "' names no host";
     return std::nullopt;

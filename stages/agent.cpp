@@ -5,8 +5,10 @@
 // then the model is asked again. The loop ends when the model answers without calls or a bound
 // is reached (max_steps, max_tool_calls, timeout_s, token_budget); the request then goes on with
 // the longer conversation, and the pipeline's own model stages write the final answer (tools no
-// longer offered), so it streams like any other. The loop runs on a thread of its own: tool
-// calls wait on the network, which must not hold one of the graph's few worker threads.
+// longer offered), so it streams like any other. Executors: an HTTP endpoint, the retrieval
+// index (`search`), or a plugin's tool type (`resource`, framework/api/tool_executor.h). The
+// loop runs on a thread of its own: tool calls wait on the network, which must not hold one of
+// the graph's few worker threads.
 //
 // Tool results are data, never authority: they reach the model only inside a tool message's
 // fence, cannot add tools (the offered set is fixed before the first step) or change what the
@@ -34,6 +36,7 @@ struct AgentToolConfig {
   std::vector<std::string> roles;
   HttpToolConfig http;
   SearchToolConfig search;
+  std::string resource;  // a tool executor resource (a plugin's tool type)
 };
 
 struct AgentConfig {
@@ -56,7 +59,7 @@ struct AgentTool {
   ToolDefinition definition;
   std::vector<std::string> roles;  // empty: every caller
   std::shared_ptr<const grammar::Grammar> arguments;
-  std::unique_ptr<ToolExecutor> executor;
+  std::shared_ptr<const ToolExecutor> executor;
 
   bool permits(const Identity& identity) const {
     if (roles.empty()) return true;
@@ -118,7 +121,9 @@ AgentTool make_tool(const AgentToolConfig& config, size_t index, StageContext& c
     throw ConfigError(where + "a tool name is 1 to 64 letters, digits, '_' or '-'");
   bool http = !config.http.url.empty();
   bool search = !config.search.index.empty();
-  if (http == search) throw ConfigError(where + "give exactly one executor, 'http' or 'search'");
+  bool resource = !config.resource.empty();
+  if (int(http) + int(search) + int(resource) != 1)
+    throw ConfigError(where + "give exactly one executor, 'http', 'search' or 'resource'");
   AgentTool tool;
   tool.definition.name = config.name;
   tool.definition.description = config.description;
@@ -138,10 +143,14 @@ AgentTool make_tool(const AgentToolConfig& config, size_t index, StageContext& c
   }
   tool.definition.parameters = json::serialize(schema);
   try {
-    tool.executor =
-        http ? make_http_tool(config.http)
-             : make_search_tool(context.resource<RetrievalIndexResource>(config.search.index),
-                                config.search);
+    if (http) {
+      tool.executor = make_http_tool(config.http);
+    } else if (search) {
+      tool.executor = make_search_tool(
+          context.resource<RetrievalIndexResource>(config.search.index), config.search);
+    } else {
+      tool.executor = context.resource<ToolExecutorResource>(config.resource);
+    }
   } catch (const ConfigError& error) {
     throw ConfigError(where + error.what());
   }
@@ -436,6 +445,8 @@ SchemaBuilder<AgentToolConfig> tool_schema() {
   tool.object("http", &AgentToolConfig::http, http, "executor: POST the arguments as JSON");
   tool.object("search", &AgentToolConfig::search, search,
               "executor: the pipeline's retrieval index, read with the caller's ACL");
+  tool.key("resource", &AgentToolConfig::resource,
+           "executor: a tool resource (a plugin's tool type, declared under resources:)");
   return tool;
 }
 

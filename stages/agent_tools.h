@@ -1,39 +1,18 @@
-// The executors behind an agent's tools: an HTTP endpoint (POST of the arguments as JSON, with
-// a timeout, an Idempotency-Key per call and retries only for idempotent tools) and the
-// pipeline's retrieval index as a `search` tool. The agent stage (agent.cpp) decides whether a
-// call may run; an executor only runs it.
+// The built-in executors behind an agent's tools (framework/api/tool_executor.h): an HTTP
+// endpoint (POST of the arguments as JSON, with a timeout, an Idempotency-Key per call and
+// retries only for idempotent tools) and the pipeline's retrieval index as a `search` tool.
+// The agent stage (agent.cpp) decides whether a call may run; an executor only runs it.
 #pragma once
 
-#include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
 #include "framework/api/request.h"
+#include "framework/api/tool_executor.h"
 #include "framework/tools/http_post.h"
 #include "stages/retrieval_index.h"
 
 namespace chatflow {
-
-// What an executor learns about the call besides its arguments.
-struct ToolCallContext {
-  const Identity* identity = nullptr;  // the caller (search reads the index as them)
-  std::string request_id;
-  Clock::time_point deadline;  // the agent loop's: no attempt runs past it
-  std::function<bool()> cancelled;
-};
-
-struct ToolOutcome {
-  std::string status;   // ok, error, timeout
-  std::string content;  // the result (ok), or what went wrong, for the model and the trace
-  int attempts = 1;
-};
-
-class ToolExecutor {
- public:
-  virtual ~ToolExecutor() = default;
-  virtual ToolOutcome call(const std::string& arguments, const ToolCallContext& context) const = 0;
-};
 
 // The YAML keys of a tool's `http:` executor.
 struct HttpToolConfig {

@@ -44,7 +44,10 @@ void print_keys(const ConfigSchema& schema, const std::string& prefix) {
               << "\n"
               << "        " << key.doc << "\n";
     if (auto text = constraints(key); !text.empty()) std::cout << "        " << text << "\n";
-    if (key.nested) print_keys(*key.nested, prefix + key.name + ".");
+    // A list's items are shown as `tools[].name`, as its errors name them `tools[1].name`.
+    if (key.nested)
+      print_keys(*key.nested,
+                 prefix + key.name + (key.type == ValueType::object_list ? "[]." : "."));
   }
 }
 
@@ -84,8 +87,12 @@ int stages_command(const StagesOptions& options) {
   Registry registry = builtin_registry();
   for (const auto& path : plugins_on_search_path()) {
     try {
-      for (auto& type : PluginLibrary::open(path)->stage_types()) {
+      auto library = PluginLibrary::open(path);
+      for (auto& type : library->stage_types()) {
         if (!registry.find_stage(type.name)) registry.add(std::move(type));
+      }
+      for (auto& type : library->tool_types()) {
+        if (!registry.find_resource(type.name)) registry.add(std::move(type));
       }
     } catch (const std::exception& error) {
       std::cerr << "chatflow: warning: skipping a plugin on CHATFLOW_PLUGIN_PATH: " << error.what()

@@ -197,6 +197,14 @@ class SpecReader {
       }
       extended_->add(std::move(type));
     }
+    for (auto& type : library->tool_types()) {
+      std::string name = type.name;
+      if (extended_->find_resource(name)) {
+        throw PluginError(library->path() + ": refused: it provides tool type '" + name +
+                          "', which is already a resource type");
+      }
+      extended_->add(std::move(type));
+    }
     spec_.plugin_libraries.push_back(library);
   }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "framework/api/tool_executor.h"
 #include "plugins/sdk/chatflow_plugin.h"
 
 namespace chatflow {
@@ -98,6 +99,10 @@ void log(int level, const char* message) {
                message ? message : "");
 }
 
+void tool_result_append(cf_tool_result* result, const char* text, size_t length) {
+  if (result && text && length > 0) reinterpret_cast<std::string*>(result)->append(text, length);
+}
+
 const cf_host_api kHost = {sizeof(cf_host_api),
                            CHATFLOW_PLUGIN_ABI_MINOR,
                            config_string,
@@ -117,7 +122,8 @@ const cf_host_api kHost = {sizeof(cf_host_api),
                            annotate,
                            set_response_header,
                            emit,
-                           log};
+                           log,
+                           tool_result_append};
 
 constexpr size_t kErrorSize = 512;
 
@@ -243,6 +249,54 @@ ValueType value_type_of(cf_value_type type) {
   }
 }
 
+// A plugin's tool type as an agent's executor; the resource keeps the library loaded.
+class PluginTool final : public ToolExecutorResource {
+ public:
+  PluginTool(std::shared_ptr<const PluginLibrary> library, const cf_tool_type& type,
+             DynamicConfig config)
+      : library_(std::move(library)), type_(type), config_(std::move(config)) {
+    char error[kErrorSize] = "";
+    instance_ =
+        type_.create(&kHost, reinterpret_cast<const cf_config*>(&config_), error, sizeof error);
+    if (!instance_) {
+      throw ConfigError("plugin tool type '" + std::string(type_.type_name) +
+                        "' refused its configuration: " + (error[0] ? error : "no reason given"));
+    }
+  }
+  ~PluginTool() override {
+    if (type_.destroy) type_.destroy(instance_);
+  }
+  PluginTool(const PluginTool&) = delete;
+  PluginTool& operator=(const PluginTool&) = delete;
+
+  ToolOutcome call(const std::string& arguments, const ToolCallContext& context) const override {
+    cf_tool_call call{arguments.data(),
+                      arguments.size(),
+                      context.identity ? context.identity->tenant.c_str() : "",
+                      context.identity ? context.identity->user.c_str() : "",
+                      context.request_id.c_str(),
+                      std::chrono::duration<double>(context.deadline - Clock::now()).count()};
+    std::string result;
+    char error[kErrorSize] = "";
+    int code = type_.call(instance_, &call, reinterpret_cast<cf_tool_result*>(&result), error,
+                          sizeof error);
+    if (code == 0) return {"ok", std::move(result), 1};
+    std::string why = error[0] ? error : "no reason given";
+    if (code != CF_FAIL) {
+      log(2, ("tool type '" + std::string(type_.type_name) + "' of plugin '" +
+              library_->descriptor().name + "' failed: " + why)
+                 .c_str());
+    }
+    return {"error", why, 1};
+  }
+
+ private:
+  std::shared_ptr<const PluginLibrary> library_;
+  const cf_tool_type& type_;
+  DynamicConfig config_;
+  void* instance_ = nullptr;
+};
+
 }  // namespace
 
 std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
@@ -277,11 +331,16 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
            host_version + " (upgrade chatflow, or build the plugin against this SDK)");
   }
   if (!descriptor->name || !*descriptor->name) refuse("its descriptor has no name");
+  if (descriptor->abi_minor >= 1 && descriptor->tool_type_count > 0 && !descriptor->tool_types) {
+    throw PluginError(path + ": refused: it declares " +
+                      std::to_string(descriptor->tool_type_count) + " tool types but no table");
+  }
   if (descriptor->stage_type_count > 0 && !descriptor->stage_types)
     refuse("its descriptor lists stage types but gives none");
   auto library = std::shared_ptr<PluginLibrary>(new PluginLibrary(path, handle, descriptor));
   library->self_ = library;
   library->stage_types();  // malformed types are refused now, not when first used
+  library->tool_types();
   return library;
 }
 
@@ -345,6 +404,42 @@ std::vector<StageTypeInfo> PluginLibrary::stage_types() const {
   return types;
 }
 
+std::vector<ResourceTypeInfo> PluginLibrary::tool_types() const {
+  std::vector<ResourceTypeInfo> types;
+  if (descriptor_->abi_minor < 1) return types;  // the fields did not exist before 1.1
+  for (size_t i = 0; i < descriptor_->tool_type_count; ++i) {
+    const cf_tool_type& type = descriptor_->tool_types[i];
+    auto malformed = [&](const std::string& reason) {
+      throw PluginError(path_ + ": refused: tool type " + std::to_string(i + 1) + " (" +
+                        (type.type_name ? type.type_name : "unnamed") + ") " + reason);
+    };
+    if (!type.type_name || !*type.type_name) malformed("has no name");
+    if (!type.create || !type.call) malformed("lacks its create or call function");
+    ResourceTypeInfo info;
+    info.name = type.type_name;
+    info.doc = std::string(type.doc ? type.doc : "") + " [tool type of plugin " +
+               descriptor_->name + " " + (descriptor_->version ? descriptor_->version : "") + "]";
+    DynamicSchemaBuilder schema;
+    for (size_t k = 0; k < type.config_key_count; ++k) {
+      const cf_config_key& key = type.config_keys[k];
+      if (!key.name) malformed("has a configuration key without a name");
+      schema.key(key.name, value_type_of(key.type), key.default_value ? key.default_value : "",
+                 key.required != 0 || !key.default_value, key.doc ? key.doc : "");
+    }
+    info.schema = schema.schema();
+    info.origin = std::string("plugin ") + descriptor_->name + " " +
+                  (descriptor_->version ? descriptor_->version : "") + ", " + path_;
+    std::shared_ptr<const PluginLibrary> library = self_.lock();
+    info.create = [library, &type](const void* config,
+                                   ResourceContext&) -> std::shared_ptr<Resource> {
+      return std::make_shared<PluginTool>(library, type,
+                                          *static_cast<const DynamicConfig*>(config));
+    };
+    types.push_back(std::move(info));
+  }
+  return types;
+}
+
 std::string PluginLibrary::describe() const {
   std::ostringstream text;
   const cf_plugin_descriptor& d = *descriptor_;
@@ -361,6 +456,17 @@ std::string PluginLibrary::describe() const {
         text << "    port " << type.ports[p].name << ": "
              << (type.ports[p].doc ? type.ports[p].doc : "") << "\n";
     }
+    for (size_t k = 0; k < type.config_key_count; ++k) {
+      const cf_config_key& key = type.config_keys[k];
+      text << "    " << key.name << " (" << chatflow::describe(value_type_of(key.type))
+           << (key.required || !key.default_value ? ", required"
+                                                  : std::string(", default ") + key.default_value)
+           << "): " << (key.doc ? key.doc : "") << "\n";
+    }
+  }
+  for (size_t i = 0; d.abi_minor >= 1 && i < d.tool_type_count; ++i) {
+    const cf_tool_type& type = d.tool_types[i];
+    text << "  tool " << type.type_name << ": " << (type.doc ? type.doc : "") << "\n";
     for (size_t k = 0; k < type.config_key_count; ++k) {
       const cf_config_key& key = type.config_keys[k];
       text << "    " << key.name << " (" << chatflow::describe(value_type_of(key.type))

@@ -33,6 +33,8 @@ class PluginLibrary {
   const cf_plugin_descriptor& descriptor() const { return *descriptor_; }
   // Throws PluginError for a malformed type (no name, a request stage without ports...).
   std::vector<StageTypeInfo> stage_types() const;
+  // Its tool types (ABI 1.1), as resource types whose resources are ToolExecutorResources.
+  std::vector<ResourceTypeInfo> tool_types() const;
   // "name 1.2.0 (MIT), ABI 1.0: description", and its types.
   std::string describe() const;
 

@@ -1,8 +1,9 @@
 /* chatflow plugin SDK: the C ABI between chatflow and a stage type in a shared library.
  *
  * A plugin exports one function, `chatflow_plugin_descriptor`, returning a static descriptor:
- * the ABI version it was built against, its name, version and licence, and the stage types it
- * provides (ports, configuration keys, and the functions of their lifecycle). Only C types
+ * the ABI version it was built against, its name, version and licence, the stage types it
+ * provides (ports, configuration keys, and the functions of their lifecycle) and, since ABI 1.1,
+ * its tool types (executors an agent stage's tools run through). Only C types
  * cross the boundary: no C++ objects, no exceptions (catch them in the plugin; see
  * chatflow_plugin.hpp, which does), no allocations freed on the other side.
  *
@@ -26,7 +27,7 @@ extern "C" {
 #endif
 
 #define CHATFLOW_PLUGIN_ABI_MAJOR 1
-#define CHATFLOW_PLUGIN_ABI_MINOR 0
+#define CHATFLOW_PLUGIN_ABI_MINOR 1
 
 /* The symbol chatflow looks up, and its type. */
 #define CHATFLOW_PLUGIN_ENTRY_SYMBOL "chatflow_plugin_descriptor"
@@ -34,6 +35,7 @@ extern "C" {
 typedef struct cf_request cf_request; /* one request, owned by the host */
 typedef struct cf_stream cf_stream;   /* where a stream stage emits text */
 typedef struct cf_config cf_config;   /* a stage's configuration, checked by the host */
+typedef struct cf_tool_result cf_tool_result; /* where a tool call writes its result (1.1) */
 
 typedef enum { CF_STAGE_REQUEST = 0, CF_STAGE_STREAM = 1 } cf_stage_kind;
 
@@ -96,6 +98,9 @@ typedef struct cf_host_api {
 
   /* Logging: level 0 info, 1 warning, 2 error. */
   void (*log)(int level, const char* message);
+
+  /* ABI 1.1. Tool calls: append text to the call's result (any number of times). */
+  void (*tool_result_append)(cf_tool_result* result, const char* text, size_t length);
 } cf_host_api;
 
 /* Results of process_request and process_chunk. */
@@ -127,6 +132,35 @@ typedef struct cf_stage_type {
   void (*close_stream)(void* instance, void* state);
 } cf_stage_type;
 
+/* ABI 1.1: one call of a tool, as an agent stage makes it. */
+typedef struct cf_tool_call {
+  const char* arguments; /* a JSON object's text, valid against the tool's parameters */
+  size_t arguments_length;
+  const char* tenant;     /* the caller */
+  const char* user;
+  const char* request_id;
+  double seconds_left;    /* until the agent loop's deadline: return before it */
+} cf_tool_call;
+
+/* ABI 1.1: a tool type, declared under `resources:` (`{type: TYPE_NAME, ...its keys}`) and used
+ * by an agent's tool with `resource: NAME`. */
+typedef struct cf_tool_type {
+  const char* type_name; /* must not clash with another resource type */
+  const char* doc;
+  const cf_config_key* config_keys;
+  size_t config_key_count;
+
+  /* An instance for one resource, or NULL with a message in `error`. */
+  void* (*create)(const cf_host_api* host, const cf_config* config, char* error, size_t error_size);
+  void (*destroy)(void* instance);
+
+  /* Runs one call; may run concurrently for different requests. Write the result with
+   * host->tool_result_append and return 0; or return CF_FAIL with `error` (the model is told the
+   * call failed, with that message) or CF_CRASH. */
+  int (*call)(void* instance, const cf_tool_call* call, cf_tool_result* result, char* error,
+              size_t error_size);
+} cf_tool_type;
+
 typedef struct cf_plugin_descriptor {
   uint32_t abi_major; /* CHATFLOW_PLUGIN_ABI_MAJOR when built */
   uint32_t abi_minor; /* CHATFLOW_PLUGIN_ABI_MINOR when built */
@@ -136,6 +170,9 @@ typedef struct cf_plugin_descriptor {
   const char* description;
   const cf_stage_type* stage_types;
   size_t stage_type_count;
+  /* ABI 1.1 (read only from plugins built for 1.1 or later). */
+  const cf_tool_type* tool_types;
+  size_t tool_type_count;
 } cf_plugin_descriptor;
 
 typedef const cf_plugin_descriptor* (*cf_plugin_entry)(void);

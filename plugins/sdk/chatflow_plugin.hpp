@@ -240,10 +240,76 @@ constexpr cf_stage_type stream_stage_type(const char* name, const char* doc,
                        &detail::close_stream<Instance>};
 }
 
+// ABI 1.1: a tool type. `call` returns the result text; a Failure tells the model the call
+// failed with its message, any other exception is a crash (also reported to the model as a
+// failure, and logged).
+struct ToolCall {
+  std::string_view arguments;  // a JSON object's text, valid against the tool's parameters
+  std::string tenant;
+  std::string user;
+  std::string request_id;
+  double seconds_left = 0;  // until the agent loop's deadline
+};
+
+class Tool {
+ public:
+  virtual ~Tool() = default;
+  // May run concurrently for different requests.
+  virtual std::string call(const ToolCall& call) = 0;
+};
+
+namespace detail {
+
+template <class Instance>
+int call_tool(void* instance, const cf_tool_call* call, cf_tool_result* result, char* error,
+              size_t size) {
+  auto* holder = static_cast<Holder<Instance>*>(instance);
+  return guarded(
+      [&] {
+        ToolCall wrapped{std::string_view(call->arguments, call->arguments_length), call->tenant,
+                         call->user, call->request_id, call->seconds_left};
+        std::string text = holder->stage->call(wrapped);
+        holder->host->tool_result_append(result, text.data(), text.size());
+        return 0;
+      },
+      error, size);
+}
+
+}  // namespace detail
+
+template <class Instance>
+constexpr cf_tool_type tool_type(const char* name, const char* doc, const cf_config_key* keys,
+                                 size_t key_count) {
+  return cf_tool_type{name,
+                      doc,
+                      keys,
+                      key_count,
+                      &detail::create<Instance>,
+                      &detail::destroy<Instance>,
+                      &detail::call_tool<Instance>};
+}
+
 }  // namespace chatflow_plugin
 
 // Defines the entry point for the stage types in the array `types`.
-#define CHATFLOW_PLUGIN(name, version, license, description, types)                    \
+#define CHATFLOW_PLUGIN(name, version, license, description, types)                   \
+  extern "C" __attribute__((visibility("default"))) const cf_plugin_descriptor*       \
+  chatflow_plugin_descriptor(void) {                                                  \
+    static const cf_plugin_descriptor descriptor = {CHATFLOW_PLUGIN_ABI_MAJOR,        \
+                                                    CHATFLOW_PLUGIN_ABI_MINOR,        \
+                                                    name,                             \
+                                                    version,                          \
+                                                    license,                          \
+                                                    description,                      \
+                                                    types,                            \
+                                                    sizeof(types) / sizeof(types[0]), \
+                                                    nullptr,                          \
+                                                    0};                               \
+    return &descriptor;                                                               \
+  }
+
+// Defines the entry point of a plugin that provides only the tool types in the array `tools`.
+#define CHATFLOW_TOOL_PLUGIN(name, version, license, description, tools)               \
   extern "C" __attribute__((visibility("default"))) const cf_plugin_descriptor*        \
   chatflow_plugin_descriptor(void) {                                                   \
     static const cf_plugin_descriptor descriptor = {CHATFLOW_PLUGIN_ABI_MAJOR,         \
@@ -252,8 +318,10 @@ constexpr cf_stage_type stream_stage_type(const char* name, const char* doc,
                                                     version,                           \
                                                     license,                           \
                                                     description,                       \
-                                                    types,                             \
-                                                    sizeof(types) / sizeof(types[0])}; \
+                                                    nullptr,                           \
+                                                    0,                                 \
+                                                    tools,                             \
+                                                    sizeof(tools) / sizeof(tools[0])}; \
     return &descriptor;                                                                \
   }
 

@@ -27,12 +27,12 @@ std::string refusal(const std::string& name) {
 TEST(Plugins, RefusalsNameTheFileTheVersionsAndTheReason) {
   EXPECT_NE(
       refusal("test_plugin_abi_major")
-          .find("refused: built for plugin ABI 2.0, this chatflow has ABI 1.0 (the major versions "
+          .find("refused: built for plugin ABI 2.0, this chatflow has ABI 1.1 (the major versions "
                 "must be equal"),
       std::string::npos)
       << refusal("test_plugin_abi_major");
   EXPECT_NE(refusal("test_plugin_abi_minor")
-                .find("refused: built for plugin ABI 1.7, newer than this chatflow's ABI 1.0"),
+                .find("refused: built for plugin ABI 1.8, newer than this chatflow's ABI 1.1"),
             std::string::npos)
       << refusal("test_plugin_abi_minor");
   std::string no_entry = refusal("test_plugin_no_entry");

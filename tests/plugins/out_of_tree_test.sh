@@ -19,7 +19,7 @@ cmake --build "$work/build" >"$work/build.log" 2>&1 || { cat "$work/build.log"; 
 plugin="$work/build/libshout.so"
 
 "$chatflow" stages --plugin "$plugin" >"$work/describe"
-grep -q '^shout 0.1.0 (MIT), plugin ABI 1.0' "$work/describe" || { cat "$work/describe"; exit 1; }
+grep -q '^shout 0.1.0 (MIT), plugin ABI 1.1' "$work/describe" || { cat "$work/describe"; exit 1; }
 
 cat >"$work/pipeline.yaml" <<YAML
 version: 1

@@ -62,7 +62,9 @@ chatflow_plugin_descriptor(void) {
     "MIT",
     "stages that fail on purpose",
     kTypes,
-    2
+    2,
+    nullptr,
+    0
   };
   return &descriptor;
 }

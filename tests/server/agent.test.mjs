@@ -7,10 +7,11 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, modelStages, openStream, post, runChatflow, scratchPath, sseData, startServer, testModel,
+  addKey, chatflow, modelStages, openStream, post, runChatflow, scratchPath, sseData, startServer, testModel,
   waitFor, writeTemp,
 } from './harness.mjs';
 
@@ -58,12 +59,13 @@ function startToolServer() {
 const cityParameters = `{type: object, properties: {city: {type: string, enum: [Paris, Oslo]}},
                     required: [city], additionalProperties: false}`;
 
-function agentPipeline(name, tools, settings = '', before = '') {
+function agentPipeline(name, tools, settings = '', before = '', { plugins = [], resources = '' } = {}) {
   return writeTemp(`${name}.yaml`, `version: 1
 name: ${name}
+plugins: ${JSON.stringify(plugins)}
 resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model}
-stages:
+${resources}stages:
 ${before}  - name: agent
     type: agent
     config:
@@ -93,7 +95,7 @@ describe('agent: tools per caller', () => {
   before(async () => {
     tools = await startToolServer();
     const keysFile = scratchPath('agent-keys.yaml');
-    for (const role of ['weather', 'slow', 'orders', 'note']) keys[role] = addKey(keysFile, 'acme', { user: role, roles: [role] });
+    for (const role of ['weather', 'slow', 'orders', 'note', 'clock']) keys[role] = addKey(keysFile, 'acme', { user: role, roles: [role] });
     keys.nobody = addKey(keysFile, 'acme', { user: 'nobody' });
     keys.admin = addKey(keysFile, 'acme', { user: 'root', roles: ['admin'] });
     const pipeline = agentPipeline('agent-roles', `        - {name: get_weather, description: A forecast., roles: [weather],
@@ -103,9 +105,13 @@ describe('agent: tools per caller', () => {
         - {name: place_order, roles: [orders], parameters: ${cityParameters},
            http: {url: "${tools.url}/orders", timeout_s: 5, retries: 2, idempotent: true}}
         - {name: read_note, roles: [note], parameters: ${cityParameters},
-           http: {url: "${tools.url}/note", timeout_s: 5}}`, `max_steps: 1
+           http: {url: "${tools.url}/note", timeout_s: 5}}
+        - {name: current_time, roles: [clock], resource: clock}`, `max_steps: 1
 screen: {configs/moderation/injection_en.patterns: flag}`,
-    `  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}\n`);
+    `  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}\n`, {
+      plugins: [path.join(path.dirname(chatflow), 'plugins', 'libclock_tool.so')],
+      resources: '  clock: {type: clock, utc_offset_minutes: 90}\n',
+    });
     server = await startServer(['--pipeline', pipeline]);
   });
   after(async () => {
@@ -208,6 +214,15 @@ screen: {configs/moderation/injection_en.patterns: flag}`,
     }, { what: 'the access log line' });
     assert.equal(lines.at(-1).notes.moderation, 'flagged:tool:injection_en');
     assert.equal(lines.at(-1).notes.agent, 'step_limit');
+  });
+
+  test('a plugin\'s tool type runs as a resource: the clock plugin tells the time', async () => {
+    const response = await ask(server, keys.clock);
+    assert.equal(response.status, 200, response.text);
+    const [step] = toolSteps(response);
+    assert.equal(step.tool, 'current_time');
+    assert.equal(step.status, 'ok', JSON.stringify(step));
+    assert.match(step.detail, /\{"time": "\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+01:30"\}/);
   });
 
   test('a request bringing its own tools is refused: the pipeline owns them', async () => {
@@ -332,7 +347,7 @@ describe('agent: configuration errors', () => {
     assert.equal(result.status, 1);
     assert.match(result.stderr, /agent-bad\.yaml:\d+:\d+: error: .*https is not supported/);
     const none = agentPipeline('agent-none', `        - {name: a}`);
-    assert.match(runChatflow(['validate', none]).stderr, /give exactly one executor, 'http' or 'search'/);
+    assert.match(runChatflow(['validate', none]).stderr, /give exactly one executor, 'http', 'search' or 'resource'/);
     const typo = agentPipeline('agent-typo', `        - {name: a, http: {url: "http://127.0.0.1:1/x", timeout: 3}}`);
     assert.match(runChatflow(['validate', typo]).stderr,
       /agent-typo\.yaml:\d+:\d+: error: .*unknown key 'tools\[0\]\.http\.timeout'; did you mean 'timeout_s'/);

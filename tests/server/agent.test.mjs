@@ -95,7 +95,11 @@ describe('agent: tools per caller', () => {
   before(async () => {
     tools = await startToolServer();
     const keysFile = scratchPath('agent-keys.yaml');
-    for (const role of ['weather', 'slow', 'orders', 'note', 'clock']) keys[role] = addKey(keysFile, 'acme', { user: role, roles: [role] });
+    const documents = writeTemp('agent-docs.jsonl', [
+      { id: 'handbook/leave', title: 'Annual leave', text: 'Every employee has 25 days of annual leave.' },
+      { id: 'hr/allowance', title: 'Leave allowance for HR', text: 'The annual leave allowance of HR staff is 30 days.', acl: ['hr'] },
+    ].map((line) => JSON.stringify(line)).join('\n'));
+    for (const role of ['weather', 'slow', 'orders', 'note', 'clock', 'search']) keys[role] = addKey(keysFile, 'acme', { user: role, roles: [role] });
     keys.nobody = addKey(keysFile, 'acme', { user: 'nobody' });
     keys.admin = addKey(keysFile, 'acme', { user: 'root', roles: ['admin'] });
     const pipeline = agentPipeline('agent-roles', `        - {name: get_weather, description: A forecast., roles: [weather],
@@ -106,11 +110,16 @@ describe('agent: tools per caller', () => {
            http: {url: "${tools.url}/orders", timeout_s: 5, retries: 2, idempotent: true}}
         - {name: read_note, roles: [note], parameters: ${cityParameters},
            http: {url: "${tools.url}/note", timeout_s: 5}}
-        - {name: current_time, roles: [clock], resource: clock}`, `max_steps: 1
+        - {name: current_time, roles: [clock], resource: clock}
+        - {name: search, roles: [search], search: {index: knowledge, top_k: 3},
+           parameters: {type: object, properties: {query: {type: string, enum: [annual leave allowance]}},
+                        required: [query], additionalProperties: false}}`, `max_steps: 1
 screen: {configs/moderation/injection_en.patterns: flag}`,
     `  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}\n`, {
       plugins: [path.join(path.dirname(chatflow), 'plugins', 'libclock_tool.so')],
-      resources: '  clock: {type: clock, utc_offset_minutes: 90}\n',
+      resources: `  clock: {type: clock, utc_offset_minutes: 90}
+  knowledge: {type: retrieval_index, path: "${scratchPath('agent-index')}", source: ["${documents}"]}
+`,
     });
     server = await startServer(['--pipeline', pipeline]);
   });
@@ -225,6 +234,17 @@ screen: {configs/moderation/injection_en.patterns: flag}`,
     assert.match(step.detail, /\{"time": "\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+01:30"\}/);
   });
 
+  test('the search tool reads the pipeline\'s index with the caller\'s own ACL', async () => {
+    const response = await ask(server, keys.search);
+    assert.equal(response.status, 200, response.text);
+    const [step] = toolSteps(response);
+    assert.equal(step.tool, 'search');
+    assert.equal(step.status, 'ok', JSON.stringify(step));
+    assert.deepEqual(JSON.parse(step.arguments), { query: 'annual leave allowance' });
+    assert.match(step.detail, /\[1\] Annual leave \(handbook\/leave\)\nEvery employee has 25 days/);
+    assert.doesNotMatch(step.detail, /hr\/allowance|30 days/);
+  });
+
   test('a request bringing its own tools is refused: the pipeline owns them', async () => {
     const response = await ask(server, keys.weather, {
       tools: [{ type: 'function', function: { name: 'mine', parameters: { type: 'object' } } }],
@@ -283,6 +303,7 @@ describe('agent: limits', () => {
   let tools;
   let steps;
   let budget;
+  let calls;
   let admin;
   before(async () => {
     tools = await startToolServer();
@@ -296,10 +317,13 @@ describe('agent: limits', () => {
       'max_steps: 2\nlater_steps: required', gates)]);
     budget = await startServer(['--pipeline', agentPipeline('agent-budget', weather,
       'token_budget: 20', gates.replace('agent-usage', 'agent-usage-2'))]);
+    calls = await startServer(['--pipeline', agentPipeline('agent-calls', weather,
+      'max_steps: 3\nmax_tool_calls: 1\nlater_steps: required', gates.replace('agent-usage', 'agent-usage-3'))]);
   });
   after(async () => {
     assert.equal((await steps.stop()).code, 0);
     assert.equal((await budget.stop()).code, 0);
+    assert.equal((await calls.stop()).code, 0);
     tools.server.close();
   });
 
@@ -327,6 +351,16 @@ describe('agent: limits', () => {
     const answer = response.json.usage;
     assert.equal(after.total_tokens - before.total_tokens,
       answer.prompt_tokens + answer.completion_tokens + agent.prompt_tokens + agent.completion_tokens);
+  });
+
+  test('max_tool_calls ends the loop: a call past it is not run', async () => {
+    const before = tools.calls.length;
+    const response = await ask(calls, admin);
+    assert.equal(response.status, 200, response.text);
+    assert.deepEqual(toolSteps(response).map((step) => [step.step, step.status]), [[1, 'ok'], [2, 'skipped']]);
+    assert.match(toolSteps(response)[1].detail, /max_tool_calls/);
+    assert.equal(lastStep(response).status, 'call_limit');
+    assert.equal(tools.calls.length - before, 1);
   });
 
   test('a token budget smaller than the first step stops the loop before any call', async () => {

@@ -174,6 +174,13 @@ class AgentLoop {
     return offered;
   }
 
+  // A caller whose roles allow no tool: no step runs, and the trace says why.
+  void skip(Request& request) const {
+    LoopState state;
+    state.started = Clock::now();
+    finish(request, state, 0, "no_tools");
+  }
+
   // On the loop's own thread: runs the steps, then sends the request on (or fails it).
   void run(Continuation continuation) const {
     Request& request = continuation.request();
@@ -212,17 +219,16 @@ class AgentLoop {
         request.deadline, state.started + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(config_.timeout_s)));
     std::vector<const AgentTool*> offered = offered_to(request.identity);
-    std::string end = offered.empty() ? "no_tools" : "step_limit";
+    std::string end = "step_limit";
     int step = 1;
-    for (; !offered.empty() && step <= config_.max_steps; ++step) {
+    for (; step <= config_.max_steps; ++step) {
       std::optional<std::string> stop = run_step(request, offered, step, state);
       if (stop) {
         end = *stop;
         break;
       }
     }
-    int steps = end == "no_tools" ? 0 : std::min<int>(step, static_cast<int>(config_.max_steps));
-    finish(request, state, steps, end);
+    finish(request, state, std::min<int>(step, static_cast<int>(config_.max_steps)), end);
   }
 
   // One model call and the calls it proposes; the reason to stop, or nullopt to go on.
@@ -370,7 +376,8 @@ class AgentLoop {
         std::chrono::duration<double, std::milli>(Clock::now() - state.started).count();
     std::string summary;
     for (const auto& entry : state.trace)
-      summary += (summary.empty() ? "" : ",") + entry.tool + ":" + entry.status;
+      summary += (summary.empty() ? "" : ",") + (entry.declared ? entry.tool : "undeclared") + ":" +
+                 entry.status;  // a name the model made up never reaches a metrics label
     state.trace.push_back(std::move(last));
     request.agent_steps = std::move(state.trace);
     request.aside_usage.prompt_tokens += state.spent.prompt_tokens;
@@ -405,6 +412,10 @@ class AgentStage final : public RequestStage {
                        "'tools' cannot be sent to this pipeline: its agent stage '" + name_ +
                            "' offers the pipeline's own tools and runs them itself",
                        "unsupported_parameter", "tools"});
+    }
+    if (loop_->offered_to(request.identity).empty()) {
+      loop_->skip(request);
+      return Route::to(0);
     }
     auto loop = loop_;
     std::thread([loop, continuation = io.defer()]() mutable {

@@ -15,7 +15,7 @@ std::string conversation_json(RequestKind kind, const std::vector<Message>& mess
       for (const auto& call : message.tool_calls)
         calls.push_back(json::array{call.id, call.name, call.arguments});
       turn.push_back(std::move(calls));
-      turn.push_back(message.tool_call_id);
+      turn.push_back(json::string(message.tool_call_id));
     }
     turns.push_back(std::move(turn));
   }

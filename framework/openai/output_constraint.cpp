@@ -127,11 +127,15 @@ OutputConstraint output_constraint(const GenerationParams& params, ToolCallForma
     constraint.triggers_at_start = format != ToolCallFormat::hermes;
     return constraint;
   }
-  Expr body = !calls ? *value
-              : shaped && !forced_calls
+  if (!calls) {
+    // The answer is the value itself, as the client will parse it: no space before it.
+    constraint.grammar = builder.build(*value);
+    return constraint;
+  }
+  Expr body = shaped && !forced_calls
                   ? builder.choice({calls_expr(builder, params, format), *value})
                   : calls_expr(builder, params, format);
-  // A model's first token often carries the space or line break before the text.
+  // A model's first token often carries the space or line break before a call.
   Expr leading =
       builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 1);
   constraint.grammar = builder.build(builder.sequence({leading, body}));

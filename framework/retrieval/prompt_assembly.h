@@ -28,7 +28,6 @@ extern const char* const kToolResultEnd;
 
 // A tool's result as the content of its tool message: fenced and labelled as data in the same
 // way, cut to `max_chars`, so a result cannot close the fence or pass for instructions.
-std::string tool_result_block(const std::string& tool, const std::string& result,
-                              size_t max_chars);
+std::string tool_result_block(const std::string& tool, const std::string& result, size_t max_chars);
 
 }  // namespace chatflow::retrieval

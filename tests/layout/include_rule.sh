@@ -10,11 +10,12 @@ declare -A allowed=(
   [framework/api]="framework/api"
   [framework/text]="framework/text framework/api"
   [framework/storage]="framework/storage"
-  [framework/engine]="framework/engine framework/text kernels"
+  [framework/grammar]="framework/grammar framework/text"
+  [framework/engine]="framework/engine framework/grammar framework/text kernels"
   [framework/loading]="framework/loading framework/api framework/text plugins/sdk"
   [framework/runtime]="framework/runtime framework/loading framework/api framework/text"
-  [framework/openai]="framework/openai framework/api framework/text"
-  [framework/bridge]="framework/bridge framework/api framework/engine framework/text kernels"
+  [framework/openai]="framework/openai framework/api framework/grammar framework/text"
+  [framework/bridge]="framework/bridge framework/api framework/engine framework/grammar framework/text kernels"
 )
 domain="framework/cache framework/embedding framework/history framework/limits framework/moderation framework/retrieval framework/security framework/tools framework/usage"
 for folder in $domain; do

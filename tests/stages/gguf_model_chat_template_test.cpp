@@ -82,6 +82,66 @@ TEST(GgufModelChatTemplate, ChatTemplateKwargsReachTheTemplate) {
   EXPECT_NE(text.find("thinking=False q"), std::string::npos) << text;
 }
 
+// A weather tool offered, called, and answered: the conversation of a tool round trip.
+std::unique_ptr<Request> tool_round_trip() {
+  auto request = chat({{"user", "Weather in Oslo?"},
+                       {"assistant", "", {{"call_abc", "get_weather", R"({"city":"Oslo"})"}}, {}},
+                       {"tool", "sunny, 21 degrees", {}, "call_abc"}});
+  request->generation.tools = {{"get_weather", "The weather in a city",
+                                R"({"type":"object","properties":{"city":{"type":"string"}}})",
+                                false}};
+  request->generation.tool_choice = ToolChoice::automatic;
+  return request;
+}
+
+TEST(GgufModelChatTemplate, ATemplateThatShowsToolsGetsThemAndTheirCallsAndResults) {
+  std::string qwen = std::string(CHATFLOW_SOURCE_DIR) +
+                     "/../shared/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja";
+  if (!std::filesystem::exists(qwen)) GTEST_SKIP() << "needs " << qwen;
+  auto model = model_with_template(qwen);
+  EXPECT_TRUE(model->chat_format().renders_tools());
+  PromptFacts facts;
+  std::string text = model->detokenize(model->encode_prompt(*tool_round_trip(), true, &facts));
+  EXPECT_EQ(facts.tool_format, ToolCallFormat::hermes);
+  // Qwen's own layout: the tools in <tools>, the call in <tool_call>, the result in
+  // <tool_response> inside a user turn.
+  EXPECT_NE(text.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("<tool_response>\nsunny, 21 degrees\n</tool_response>"), std::string::npos)
+      << text;
+}
+
+TEST(GgufModelChatTemplate, ATemplateWithoutToolsIsToldTheGenericFormat) {
+  auto model = model_with_template(write_template(
+      "no-tools.jinja", "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"));
+  EXPECT_FALSE(model->chat_format().renders_tools());
+  PromptFacts facts;
+  std::string text = model->detokenize(model->encode_prompt(*tool_round_trip(), true, &facts));
+  EXPECT_EQ(facts.tool_format, ToolCallFormat::generic);
+  EXPECT_NE(text.find("[system] You can call functions."), std::string::npos) << text;
+  EXPECT_NE(text.find("{\"name\":\"get_weather\",\"description\":\"The weather in a city\""),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("[assistant] "
+                "{\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}]}"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[user] Result of call call_abc:\nsunny, 21 degrees"), std::string::npos)
+      << text;
+  // tool_choice none: the tools are not shown and nothing is parsed as a call.
+  auto quiet = tool_round_trip();
+  quiet->generation.tool_choice = ToolChoice::none;
+  std::string plain = model->detokenize(model->encode_prompt(*quiet, true, &facts));
+  EXPECT_EQ(facts.tool_format, ToolCallFormat::none);
+  EXPECT_EQ(plain.find("You can call functions"), std::string::npos) << plain;
+}
+
 TEST(GgufModelChatTemplate, ANamedFormatStillWorks) {
   auto model = model_with_template("chatml");
   EXPECT_EQ(model->chat_format().name(), "chatml");

@@ -1,0 +1,164 @@
+// Tool calls as each family writes them, parsed whole and streamed in every way an answer can be
+// cut into pieces (each split in two, and a byte at a time): the calls and content are the same
+// however the text arrives, and they are written out by hand.
+#include "framework/openai/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+namespace chatflow::openai {
+namespace {
+
+struct Expected {
+  std::string name;
+  std::string arguments;
+};
+
+struct Case {
+  ToolCallFormat format;
+  std::string text;
+  std::string content;
+  std::vector<Expected> calls;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {ToolCallFormat::hermes,
+       "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+       "\"Paris\", "
+       "\"n\": [1, {\"a\": \"}\\\"\"}]}}\n</tool_call>\n<tool_call>\n{\"arguments\": {}, \"name\": "
+       "\"b\"}\n</tool_call>",
+       "Let me look.",
+       {{"get_weather", "{\"city\": \"Paris\", \"n\": [1, {\"a\": \"}\\\"\"}]}"}, {"b", "{}"}}},
+      {ToolCallFormat::hermes, "no calls <tool_ here", "no calls <tool_ here", {}},
+      {ToolCallFormat::hermes,
+       "<tool_call>\nnot json</tool_call> after",
+       "<tool_call>\nnot json</tool_call> after",
+       {}},
+      {ToolCallFormat::llama3,
+       " {\"name\": \"f\", \"parameters\": {\"x\": 1}}; {\"name\": \"g\", \"parameters\": {\"y\": "
+       "true}}",
+       "",
+       {{"f", "{\"x\": 1}"}, {"g", "{\"y\": true}"}}},
+      {ToolCallFormat::llama3,
+       "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"x\": 1}}",
+       "",
+       {{"f", "{\"x\": 1}"}}},
+      {ToolCallFormat::llama3, "Hello {\"name\": \"f\"}", "Hello {\"name\": \"f\"}", {}},
+      {ToolCallFormat::llama3, "{\"answer\": 42}", "{\"answer\": 42}", {}},
+      {ToolCallFormat::mistral,
+       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"q\": \"a,b\"}}, {\"name\": \"g\", "
+       "\"arguments\": {}}]",
+       "",
+       {{"f", "{\"q\": \"a,b\"}"}, {"g", "{}"}}},
+      {ToolCallFormat::mistral, "[1, 2] is a list", "[1, 2] is a list", {}},
+      {ToolCallFormat::generic,
+       "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"k\": [2, 3]}}]}",
+       "",
+       {{"f", "{\"k\": [2, 3]}"}}},
+      {ToolCallFormat::generic, "{\"answer\": 1}", "{\"answer\": 1}", {}},
+      {ToolCallFormat::generic, "Plain text.", "Plain text.", {}},
+  };
+  return all;
+}
+
+// Streams `pieces` and gathers what came out as a client would.
+ParsedToolCalls streamed(ToolCallFormat format, const std::vector<std::string>& pieces) {
+  ToolCallStreamer streamer(format);
+  ParsedToolCalls out;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    ToolCallStreamer::Pieces part = streamer.push(pieces[i], i + 1 == pieces.size());
+    out.content += part.content;
+    for (const auto& delta : part.calls) {
+      if (delta.index == static_cast<int>(out.calls.size())) {
+        EXPECT_FALSE(delta.id.empty()) << "the first piece of a call has its id";
+        EXPECT_FALSE(delta.name.empty()) << "and its name";
+        out.calls.push_back({delta.id, delta.name, {}});
+      } else {
+        EXPECT_TRUE(delta.id.empty()) << "only the first piece has the id";
+      }
+      out.calls.at(static_cast<size_t>(delta.index)).arguments += delta.arguments;
+    }
+  }
+  return out;
+}
+
+void expect_case(const Case& c, ParsedToolCalls got, const std::string& how) {
+  auto trim = [](std::string text) {
+    text.erase(0, text.find_first_not_of(" \n"));
+    text.erase(text.find_last_not_of(" \n") + 1);
+    return text;
+  };
+  EXPECT_EQ(trim(got.content), c.content) << how << ": " << c.text;
+  ASSERT_EQ(got.calls.size(), c.calls.size()) << how << ": " << c.text;
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    EXPECT_EQ(got.calls[i].name, c.calls[i].name) << how;
+    EXPECT_EQ(got.calls[i].arguments, c.calls[i].arguments) << how;
+  }
+}
+
+TEST(ToolCalls, WholeAnswers) {
+  for (const auto& c : cases()) {
+    ParsedToolCalls parsed = parse_tool_calls(c.text, c.format);
+    expect_case(c, parsed, "whole");
+    for (const auto& call : parsed.calls) {
+      if (c.format == ToolCallFormat::mistral) {
+        EXPECT_EQ(call.id.size(), 9u);
+      } else {
+        EXPECT_EQ(call.id.substr(0, 5), "call_");
+        EXPECT_EQ(call.id.size(), 29u);
+      }
+    }
+  }
+}
+
+TEST(ToolCalls, EverySplitInTwoGivesTheSameCalls) {
+  for (const auto& c : cases()) {
+    for (size_t cut = 0; cut <= c.text.size(); ++cut) {
+      expect_case(c, streamed(c.format, {c.text.substr(0, cut), c.text.substr(cut)}),
+                  "cut at " + std::to_string(cut));
+    }
+  }
+}
+
+TEST(ToolCalls, AByteAtATimeGivesTheSameCalls) {
+  for (const auto& c : cases()) {
+    std::vector<std::string> bytes;
+    for (char ch : c.text)
+      bytes.emplace_back(1, ch);
+    expect_case(c, streamed(c.format, bytes), "a byte at a time");
+  }
+}
+
+TEST(ToolCalls, ArgumentsStreamBeforeTheCallCloses) {
+  ToolCallStreamer streamer(ToolCallFormat::hermes);
+  auto first = streamer.push("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"text\": \"hel");
+  ASSERT_EQ(first.calls.size(), 1u);
+  EXPECT_EQ(first.calls[0].name, "f");
+  EXPECT_EQ(first.calls[0].arguments, "{\"text\": \"hel");
+  auto second = streamer.push("lo\"}}\n</tool_call>", true);
+  ASSERT_EQ(second.calls.size(), 1u);
+  EXPECT_EQ(second.calls[0].arguments, "lo\"}");
+  EXPECT_TRUE(second.calls[0].id.empty());
+  EXPECT_TRUE(streamer.found_calls());
+}
+
+TEST(ToolCalls, FormatFromTheTemplate) {
+  EXPECT_EQ(tool_call_format_for("... <tool_call>\\n{{ tool_call | tojson }} ..."),
+            ToolCallFormat::hermes);
+  EXPECT_EQ(tool_call_format_for("{{- '<|python_tag|>' + ... }}"), ToolCallFormat::llama3);
+  EXPECT_EQ(tool_call_format_for("{{- '[TOOL_CALLS]' }}"), ToolCallFormat::mistral);
+  EXPECT_EQ(tool_call_format_for("{% for m in messages %}{{ m.content }}{% endfor %}"),
+            ToolCallFormat::generic);
+}
+
+TEST(ToolCalls, GenericTextRoundTrips) {
+  std::vector<ToolCall> calls = {{"call_1", "f", "{\"a\":1}"}, {"call_2", "g", "{}"}};
+  ParsedToolCalls parsed = parse_tool_calls(generic_tool_call_text(calls), ToolCallFormat::generic);
+  ASSERT_EQ(parsed.calls.size(), 2u);
+  EXPECT_EQ(parsed.calls[0].name, "f");
+  EXPECT_EQ(parsed.calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(parsed.calls[1].name, "g");
+}
+
+}  // namespace
+}  // namespace chatflow::openai

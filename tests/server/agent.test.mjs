@@ -5,14 +5,15 @@
 // `first_step: required`: the grammar then lets the model write nothing but a valid call of an
 // offered tool, and which tool is offered is chosen by the caller's roles.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, chatflow, modelStages, openStream, post, runChatflow, scratchPath, sseData, startServer, testModel,
-  waitFor, writeTemp,
+  addKey, chatflow, modelStages, openStream, post, runChatflow, scratchPath, sourceDir, sseData,
+  startServer, testModel, waitFor, writeTemp,
 } from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
@@ -385,5 +386,38 @@ describe('agent: configuration errors', () => {
     const typo = agentPipeline('agent-typo', `        - {name: a, http: {url: "http://127.0.0.1:1/x", timeout: 3}}`);
     assert.match(runChatflow(['validate', typo]).stderr,
       /agent-typo\.yaml:\d+:\d+: error: .*unknown key 'tools\[0\]\.http\.timeout'; did you mean 'timeout_s'/);
+  });
+});
+
+describe('the example tool server (scripts/agent_tool_server.mjs)', () => {
+  test('answers /weather and makes one order per Idempotency-Key', async () => {
+    const child = spawn(process.execPath, [path.join(sourceDir, 'scripts/agent_tool_server.mjs'), '0'],
+      { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const url = await new Promise((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (data) => {
+          out += data;
+          const match = /on (http:\/\/[^ ]+) /.exec(out);
+          if (match) resolve(match[1]);
+        });
+        child.on('exit', (code) => reject(new Error(`the tool server exited with ${code}`)));
+      });
+      const call = (pathname, body, key) => fetch(url + pathname, {
+        method: 'POST', body: JSON.stringify(body),
+        headers: { 'Content-Type': 'application/json', ...(key ? { 'Idempotency-Key': key } : {}) },
+      });
+      const weather = await call('/weather', { city: 'Oslo' });
+      assert.equal(weather.status, 200);
+      assert.deepEqual(await weather.json(), { city: 'Oslo', forecast: 'rain, 9 °C' });
+      assert.equal((await call('/weather', { city: 'Atlantis' })).status, 404);
+      const first = await (await call('/orders', { item: 'tea', quantity: 2 }, 'k1')).json();
+      const retried = await (await call('/orders', { item: 'tea', quantity: 2 }, 'k1')).json();
+      const other = await (await call('/orders', { item: 'tea', quantity: 2 }, 'k2')).json();
+      assert.deepEqual(retried, first);
+      assert.notEqual(other.order, first.order);
+    } finally {
+      child.kill();
+    }
   });
 });

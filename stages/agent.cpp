@@ -266,7 +266,10 @@ class AgentLoop {
       answer = model_->answer_aside(probe, [&request, &state] {
         return request.cancelled() || Clock::now() >= state.deadline;
       });
-    } catch (const RequestFailure&) {
+    } catch (const RequestFailure& failure) {
+      // The tools' description or results filled the context: the answer, which shows no
+      // tools, may still fit.
+      if (failure.error().code == "context_length_exceeded") return "context_full";
       throw;
     } catch (const std::exception&) {
       if (!request.cancelled() && Clock::now() >= state.deadline) return "timeout";

@@ -166,7 +166,7 @@ struct AgentStep {
   std::string call_id;
   std::string arguments;  // as the model wrote them
   // ok, error, timeout, denied, invalid_arguments, blocked, skipped; for the end: answered,
-  // step_limit, call_limit, budget_exhausted, timeout.
+  // step_limit, call_limit, budget_exhausted, timeout, step_max_tokens, context_full, no_tools.
   std::string status;
   std::string detail;              // what the model was told (the fenced result), or why not
   std::vector<std::string> flags;  // rule lists the result matched

@@ -427,6 +427,8 @@ TEST(JsonSchema, RefusesEachUnsupportedKeywordByNameAndPointer) {
       {R"j({"type":"string","pattern":"(?=a)"})j", "pattern", "/pattern"},
       {R"({"type":"string","pattern":"\\bword"})", "pattern", "/pattern"},
       {R"({"type":"string","pattern":"a^b"})", "pattern", "/pattern"},
+      {R"({"type":"string","pattern":"(a?){3}"})", "pattern", "/pattern"},
+      {R"({"type":"string","pattern":"(a{1,100}){1,100}"})", "pattern", "/pattern"},
       {R"({"type":"string","format":"uri"})", "format", "/format"},
       {R"({"type":"number","minimum":0.5})", "minimum", "/minimum"},
       {R"({"type":"number","exclusiveMaximum":2.25})", "exclusiveMaximum", "/exclusiveMaximum"},

@@ -11,6 +11,7 @@ declare -A allowed=(
   [framework/text]="framework/text framework/api"
   [framework/storage]="framework/storage"
   [framework/engine]="framework/engine framework/text kernels"
+  [framework/grammar]="framework/grammar framework/text"
   [framework/loading]="framework/loading framework/api framework/text plugins/sdk"
   [framework/runtime]="framework/runtime framework/loading framework/api framework/text"
   [framework/openai]="framework/openai framework/api framework/text"

@@ -3,10 +3,12 @@
 // that must end in JSON satisfying the schema.
 #include "framework/grammar/grammar.h"
 
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -438,6 +440,9 @@ TEST(JsonSchema, RefusesEachUnsupportedKeywordByNameAndPointer) {
       {R"({"$ref":"#"})", "$ref", "/$ref"},
       {R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/b"}]},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})",
        "$ref", "/$defs/b/$ref"},
+      // Left recursion through the root, entered again by reference.
+      {R"({"anyOf":[{"type":"array","items":{"$ref":"#/$defs/b"}},{"$ref":"#/$defs/b"}],"$defs":{"b":{"$ref":"#"}}})",
+       "$ref", "/anyOf/1/$ref"},
       {R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "allOf", "/allOf"},
       {R"({"type":"strin"})", "type", "/type"},
       {R"({"type":"string","minLength":5,"maxLength":2})", "minLength", "/minLength"},
@@ -598,6 +603,34 @@ TEST(TokenMasker, RepeatedStatesHitTheCache) {
   EXPECT_EQ(first, second);  // the same cached mask
   EXPECT_EQ(masker.stats().hits, 1u);
   EXPECT_EQ(masker.stats().misses, 1u);
+}
+
+TEST(TokenMasker, SharedByThreads) {
+  std::vector<std::string> vocabulary = small_vocabulary();
+  auto grammar = schema(kWalkSchemas[0]);
+  TokenMasker masker(grammar, make_token_table(vocabulary), 8);  // small: evictions race too
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches = 0;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(t);
+      for (int walk = 0; walk < 20; ++walk) {
+        Matcher state(grammar);
+        for (int step = 0; step < 30; ++step) {
+          auto mask = masker.allowed(state);
+          if (*mask != brute_force_mask(state, vocabulary)) ++mismatches;
+          std::vector<size_t> choices;
+          for (size_t i = 0; i < vocabulary.size(); ++i)
+            if (allowed(*mask, i)) choices.push_back(i);
+          if (choices.empty()) break;
+          state.advance(vocabulary[choices[random() % choices.size()]]);
+        }
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST(TokenMasker, ApplyMaskForbidsTheRest) {

@@ -472,7 +472,14 @@ TEST(JsonSchema, DeepNestingIsRefusedNotOverflowed) {
     deep += "}";
   json::parse_options options;
   options.max_depth = 1000;
-  EXPECT_THROW(compile_json_schema(json::parse(deep, {}, options)), SchemaError);
+  Refusal r;
+  try {
+    compile_json_schema(json::parse(deep, {}, options));
+  } catch (const SchemaError& error) {
+    r = {error.keyword(), error.pointer()};
+  }
+  EXPECT_EQ(r.keyword, "items");
+  EXPECT_EQ(r.pointer.substr(0, 13), "/items/items/");
   std::string groups =
       R"({"pattern":")" + std::string(100, '(') + "a" + std::string(100, ')') + R"("})";
   EXPECT_THROW(compile_json_schema(json::parse(groups)), SchemaError);

@@ -2,14 +2,20 @@
 // from a GGUF file (control tokens never allowed), and for a few JSON Schemas (a flat object, a
 // nested array of objects, a tool call) seeded random generations pick uniformly among the
 // allowed tokens until the text is complete. Each step times the mask (a cache lookup, or the
-// trie walk on a first visit) plus applying it to a logit array of the vocabulary's size.
+// trie walk on a first visit) plus applying it to a logit array of the vocabulary's size. With
+// --model, a model's own decode steps follow, through the scheduler, unconstrained and under the
+// tool-call schema, so the mask's cost is seen beside the step it rides on.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +23,9 @@
 
 #include "framework/cli/command.h"
 #include "framework/engine/gguf_file.h"
+#include "framework/engine/grammar_constraint.h"
+#include "framework/engine/model.h"
+#include "framework/engine/scheduler.h"
 #include "framework/engine/tokenizer.h"
 #include "framework/grammar/grammar.h"
 #include "framework/grammar/matcher.h"
@@ -31,6 +40,9 @@ struct BenchGrammarOptions {
   int max_tokens = 512;
   unsigned seed = 1;
   size_t cache_states = 4096;
+  std::string model;  // also time this model's decode steps with and without the grammar
+  int threads = 0;
+  int decode_tokens = 64;
 };
 
 struct NamedSchema {
@@ -72,18 +84,100 @@ double since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// Times one sequence's tokens as the engine thread produces them.
+class StepClock final : public engine::SequenceObserver {
+ public:
+  void on_token(const engine::SampledToken&, bool, const engine::SequenceUsage&) override {
+    std::lock_guard lock(mutex_);
+    times_.push_back(std::chrono::steady_clock::now());
+  }
+  void on_finish(engine::FinishCause, const engine::SequenceUsage&) override { done(); }
+  void on_error(const std::string& message) override {
+    error_ = message;
+    done();
+  }
+  bool cancelled() const override { return false; }
+
+  // Milliseconds per decode step (the first token, prefill's, left out); throws on an error.
+  double wait_ms_per_step() {
+    std::unique_lock lock(mutex_);
+    finished_.wait(lock, [this] { return done_; });
+    if (!error_.empty()) throw std::runtime_error(error_);
+    if (times_.size() < 2) return 0;
+    return std::chrono::duration<double, std::milli>(times_.back() - times_.front()).count() /
+           static_cast<double>(times_.size() - 1);
+  }
+  size_t tokens() const { return times_.size(); }
+
+ private:
+  void done() {
+    std::lock_guard lock(mutex_);
+    done_ = true;
+    finished_.notify_all();
+  }
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  std::vector<std::chrono::steady_clock::time_point> times_;
+  std::string error_;
+  bool done_ = false;
+};
+
+// A model's single-sequence decode step, free and under the tool-call schema (seeded sampling,
+// so a random-weight model wanders through the grammar's states), taking turns.
+int bench_decode_steps(const BenchGrammarOptions& options) {
+  auto model = engine::Model::load(options.model);
+  engine::SchedulerConfig config;
+  config.threads = options.threads > 0
+                       ? options.threads
+                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  engine::Scheduler scheduler(model, config);
+  const engine::Tokenizer& tokenizer = model->tokenizer();
+  const auto& ends = tokenizer.vocabulary().end_of_generation;
+  auto masks = std::make_shared<engine::GrammarMasks>(
+      grammar::compile_json_schema(boost::json::parse(kSchemas[2].schema)),
+      engine::token_table_of(tokenizer), std::vector<engine::TokenId>(ends.begin(), ends.end()));
+  std::vector<double> free_ms, constrained_ms;
+  size_t constrained_tokens = 0;
+  for (int round = 0; round < 6; ++round) {
+    for (bool constrained : {false, true}) {
+      engine::SequenceSpec spec;
+      spec.prompt = tokenizer.encode("What is the weather in Oslo this week?", true);
+      spec.sampling.seed = options.seed + static_cast<unsigned>(round);
+      spec.max_tokens = options.decode_tokens;
+      spec.ignore_eos = !constrained;
+      if (constrained) spec.constraint = masks->start({});
+      auto clock = std::make_shared<StepClock>();
+      if (auto error = scheduler.submit(spec, clock)) throw std::runtime_error(*error);
+      double ms = clock->wait_ms_per_step();
+      if (round == 0) continue;  // warm-up: first touches of the weights and the masks
+      (constrained ? constrained_ms : free_ms).push_back(ms);
+      if (constrained) constrained_tokens += clock->tokens();
+    }
+  }
+  double free_median = percentile(free_ms, 0.5);
+  double constrained_median = percentile(constrained_ms, 0.5);
+  std::cout << "\nmodel " << options.model << ", " << config.threads
+            << " threads, one sequence, 5 rounds after a warm-up:\n"
+            << "  decode step, unconstrained:          " << std::setprecision(3) << free_median
+            << " ms\n"
+            << "  decode step, under the tool schema:  " << constrained_median << " ms ("
+            << constrained_tokens / 5 << " tokens per answer)\n"
+            << "  difference: " << std::setprecision(1)
+            << 100.0 * (constrained_median - free_median) / free_median << "% of the step\n";
+  return 0;
+}
+
 int bench_grammar_command(const BenchGrammarOptions& options) {
   auto load_start = std::chrono::steady_clock::now();
-  engine::Tokenizer tokenizer(
-      engine::Vocabulary::from_gguf(*engine::GgufFile::open(options.vocabulary)));
+  engine::Tokenizer vocabulary_tokenizer(engine::Vocabulary::from_gguf(
+      *engine::GgufFile::open(options.model.empty() ? options.vocabulary : options.model)));
+  const engine::Tokenizer& tokenizer = vocabulary_tokenizer;
   size_t vocabulary_size = tokenizer.vocabulary().size();
-  std::vector<std::string> pieces(vocabulary_size);
-  for (size_t id = 0; id < vocabulary_size; ++id)
-    pieces[id] = tokenizer.piece(static_cast<engine::TokenId>(id));  // control tokens: ""
-  auto table = grammar::make_token_table(pieces);
-  std::cout << "vocabulary " << options.vocabulary << ": " << vocabulary_size << " tokens, trie of "
-            << table->trie_byte.size() << " nodes, built in " << std::fixed << std::setprecision(1)
-            << since(load_start) / 1000 << " ms\n"
+  auto table = engine::token_table_of(tokenizer);
+  std::cout << "vocabulary " << (options.model.empty() ? options.vocabulary : options.model) << ": "
+            << vocabulary_size << " tokens, trie of " << table->trie_byte.size()
+            << " nodes, built in " << std::fixed << std::setprecision(1) << since(load_start) / 1000
+            << " ms\n"
             << options.generations << " seeded random generations per schema (seed " << options.seed
             << "), up to " << options.max_tokens << " tokens each; times in microseconds\n\n";
   std::cout << std::left << std::setw(14) << "schema" << std::right << std::setw(8) << "tokens"
@@ -124,12 +218,13 @@ int bench_grammar_command(const BenchGrammarOptions& options) {
         if (allowed.empty()) break;
         int32_t token = allowed[random() % allowed.size()];
         auto advance_start = std::chrono::steady_clock::now();
-        if (!state.advance(pieces[token])) {
+        const std::string& piece = table->token_bytes[static_cast<size_t>(token)];
+        if (!state.advance(piece)) {
           std::cerr << "chatflow: token " << token << " was allowed but does not advance\n";
           return 1;
         }
         advance_us.push_back(since(advance_start));
-        text += pieces[token];
+        text += piece;
       }
       if (state.accepting()) {
         ++complete;
@@ -160,7 +255,7 @@ int bench_grammar_command(const BenchGrammarOptions& options) {
             << " logits, per generated token; miss: first visits of a state (the trie walk); "
                "hits: cache hit rate; apply: applying alone; advance: Matcher::advance by the "
                "chosen token\n";
-  return 0;
+  return options.model.empty() ? 0 : bench_decode_steps(options);
 }
 
 }  // namespace
@@ -180,6 +275,14 @@ void add_bench_grammar_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--seed", options->seed, "the random choice's seed")->capture_default_str();
   command->add_option("--cache-states", options->cache_states, "masks cached per schema")
       ->check(CLI::Range(1, 10'000'000))
+      ->capture_default_str();
+  command->add_option("--model", options->model,
+                      "a GGUF model: its vocabulary for the masks, and its decode step timed "
+                      "with and without the grammar");
+  command->add_option("--threads", options->threads, "the model's threads (0: every core)")
+      ->capture_default_str();
+  command->add_option("--decode-tokens", options->decode_tokens, "tokens per timed answer")
+      ->check(CLI::Range(2, 100'000))
       ->capture_default_str();
   command->callback(
       [&selected, options] { selected = [options] { return bench_grammar_command(*options); }; });

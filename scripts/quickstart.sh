@@ -8,7 +8,8 @@
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
 #   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers, YAML files,
-#                                        HTTP requests, quantised blocks, Jinja templates), 180 s each
+#                                        HTTP requests, quantised blocks, Jinja templates, JSON
+#                                        Schemas), 180 s each
 #   scripts/quickstart.sh build          install and build only
 set -euo pipefail
 
@@ -170,6 +171,12 @@ case "$command" in
     if ls ../shared/models/templates/*.jinja >/dev/null 2>&1; then cp ../shared/models/templates/*.jinja "$corpus/jinja/"; fi
     printf '{%% for m in messages %%}{{ m.role | upper }}: {{ m.content | trim }}{%% endfor %%}' > "$corpus/jinja/seed.jinja"
     ./build-fuzz/tests/fuzz/fuzz_jinja -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=4096 -timeout=10 "$corpus/jinja"
+    mkdir -p "$corpus/json_schema"
+    printf '{"type":"object","properties":{"a":{"type":"string","pattern":"^[a-z]+$"},"n":{"type":"integer","minimum":-5,"maximum":70}},"required":["a"]}' \
+      > "$corpus/json_schema/object.json"
+    printf '{"$defs":{"t":{"type":"array","items":{"anyOf":[{"$ref":"#/$defs/t"},{"enum":[1,"x",null]}]}}},"$ref":"#/$defs/t"}' \
+      > "$corpus/json_schema/tree.json"
+    ./build-fuzz/tests/fuzz/fuzz_json_schema -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=4096 -timeout=10 "$corpus/json_schema"
     ;;
   *)
     echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2

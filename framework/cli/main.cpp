@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   add_perplexity_command(app, selected);
   add_bench_engine_command(app, selected);
   add_bench_chat_template_command(app, selected);
+  add_bench_grammar_command(app, selected);
 
   try {
     app.parse(argc, argv);

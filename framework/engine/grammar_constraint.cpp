@@ -39,23 +39,9 @@ class GrammarConstraint final : public TokenConstraint {
       end_logits.push_back(static_cast<size_t>(end) < logits.size() ? logits[end] : 0.0f);
     constexpr float kNever = -std::numeric_limits<float>::infinity();
     const size_t count = std::min(logits.size(), masks_->tokens_->token_bytes.size());
-    bool any = false;
-    for (size_t word = 0; word * 64 < count; ++word) {
-      uint64_t bits = word < allowed->size() ? (*allowed)[word] : 0;
-      size_t end = std::min(count, word * 64 + 64);
-      if (bits == 0) {
-        std::fill(logits.begin() + static_cast<std::ptrdiff_t>(word * 64),
-                  logits.begin() + static_cast<std::ptrdiff_t>(end), kNever);
-        continue;
-      }
-      any = true;
-      if (bits == ~uint64_t{0}) continue;
-      for (size_t id = word * 64; id < end; ++id) {
-        if (!(bits >> (id - word * 64) & 1)) logits[id] = kNever;
-      }
-    }
-    for (size_t id = count; id < logits.size(); ++id)
-      logits[id] = kNever;
+    grammar::apply_mask(*allowed, logits.data(), count);
+    std::fill(logits.begin() + static_cast<std::ptrdiff_t>(count), logits.end(), kNever);
+    bool any = std::any_of(allowed->begin(), allowed->end(), [](uint64_t bits) { return bits; });
     // The end of generation only where the text may end (or where the grammar allows nothing
     // more at all, so the sequence stops rather than picking from nothing).
     bool may_end = matcher_->accepting() || !any;

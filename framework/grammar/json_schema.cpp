@@ -191,6 +191,19 @@ std::string child(const std::string& pointer, std::string_view token) {
   return pointer + "/" + escape_pointer_token(token);
 }
 
+// The last keyword on the way to `pointer` ("items" for /properties/a/items/0): what nested.
+std::string nesting_keyword(const std::string& pointer) {
+  size_t end = pointer.size();
+  while (end > 0) {
+    size_t start = pointer.rfind('/', end - 1);
+    std::string token = pointer.substr(start + 1, end - start - 1);
+    if (kKnown.contains(token)) return token;
+    if (start == 0 || start == std::string::npos) break;
+    end = start;
+  }
+  return "$ref";
+}
+
 class SchemaCompiler {
  public:
   SchemaCompiler(JsonGrammar& json, const json::value& root)
@@ -198,7 +211,7 @@ class SchemaCompiler {
 
   Expr compile(const json::value& schema, const std::string& pointer, int depth) {
     if (depth > kMaxSchemaDepth)
-      throw SchemaError("$ref", pointer,
+      throw SchemaError(nesting_keyword(pointer), pointer,
                         "schemas nested deeper than " + std::to_string(kMaxSchemaDepth));
     if (schema.is_bool()) return schema.get_bool() ? json_.any_value() : b_.chars({});
     if (!schema.is_object())

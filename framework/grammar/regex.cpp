@@ -15,6 +15,7 @@ using Expr = GrammarBuilder::Expr;
 constexpr int kMaxGroupDepth = 64;
 constexpr int kMaxCount = 1000;
 constexpr size_t kMaxPatternLength = 10'000;
+constexpr int64_t kMaxWays = 4096;
 
 struct RegexNode {
   enum class Kind { chars, concat, alternation, repeat };
@@ -347,7 +348,10 @@ class RegexEmitter {
  public:
   RegexEmitter(GrammarBuilder& builder, RegexText text) : builder_(builder), text_(text) {}
 
-  Expr emit(const RegexNode& node) {
+  // `ways`: the product of the counted repeats around `node`. Nested counts multiply the
+  // readings a matcher keeps at once ((a{1,100}){1,100} splits a run of a's 10^4 ways), so
+  // their product is bounded.
+  Expr emit(const RegexNode& node, int64_t ways = 1) {
     switch (node.kind) {
       case RegexNode::Kind::chars:
         return chars(node.ranges);
@@ -355,14 +359,19 @@ class RegexEmitter {
       case RegexNode::Kind::alternation: {
         std::vector<Expr> items;
         for (const RegexNode& child : node.children)
-          items.push_back(emit(child));
+          items.push_back(emit(child, ways));
         return node.kind == RegexNode::Kind::concat ? builder_.sequence(std::move(items))
                                                     : builder_.choice(std::move(items));
       }
-      case RegexNode::Kind::repeat:
-        if (node.max < 0 && nullable(node.children[0]))
-          fail("an unbounded repeat of something that can match the empty text is not supported");
-        return builder_.repeat(emit(node.children[0]), node.min, node.max);
+      case RegexNode::Kind::repeat: {
+        if (node.max != 1 && nullable(node.children[0]))
+          fail("a repeat of something that can match the empty text is not supported");
+        if (node.max > 1) ways *= node.max;
+        if (ways > kMaxWays)
+          fail("nested counted repeats allow more than " + std::to_string(kMaxWays) +
+               " ways to match");
+        return builder_.repeat(emit(node.children[0], ways), node.min, node.max);
+      }
     }
     return builder_.empty();
   }

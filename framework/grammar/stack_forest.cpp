@@ -64,7 +64,10 @@ int32_t StackForest::set_of(std::vector<int32_t>& members) {
 int32_t StackForest::walk_of(int32_t set, uint32_t pending) {
   uint64_t key = (static_cast<uint64_t>(set) << 32) | pending;
   auto [it, inserted] = walk_index_.try_emplace(key, static_cast<int32_t>(walks_.size()));
-  if (inserted) walks_.push_back({set, pending});
+  if (inserted) {
+    walks_.push_back({set, pending});
+    steps_.resize(walks_.size() * 256, kUnknown);
+  }
   return it->second;
 }
 
@@ -166,15 +169,6 @@ bool StackForest::any_top_intersects(int32_t set, uint32_t first, uint32_t last)
       return true;
   }
   return false;
-}
-
-int32_t StackForest::step(int32_t walk, uint8_t byte) {
-  uint64_t key = (static_cast<uint64_t>(walk) << 8) | byte;
-  auto it = steps_.find(key);
-  if (it != steps_.end()) return it->second;
-  int32_t next = compute_step(walk, byte);
-  steps_.emplace(key, next);
-  return next;
 }
 
 int32_t StackForest::compute_step(int32_t walk, uint8_t byte) {

@@ -17,6 +17,7 @@ class StackForest {
  public:
   static constexpr int32_t kDead = -1;
   static constexpr int32_t kFinished = -2;  // the empty stack: a complete sentence
+  static constexpr int32_t kUnknown = -3;   // a step not yet taken
 
   explicit StackForest(const Grammar& grammar) : grammar_(grammar) {}
 
@@ -25,7 +26,13 @@ class StackForest {
   int32_t import(std::span<const uint32_t> state, const std::vector<uint32_t>* clamp = nullptr);
   std::vector<uint32_t> export_state(int32_t walk) const;
   // The walk state after `byte`, or kDead.
-  int32_t step(int32_t walk, uint8_t byte);
+  int32_t step(int32_t walk, uint8_t byte) {
+    int32_t next = steps_[static_cast<size_t>(walk) * 256 + byte];
+    if (next != kUnknown) return next;
+    next = compute_step(walk, byte);
+    steps_[static_cast<size_t>(walk) * 256 + byte] = next;
+    return next;
+  }
 
   size_t node_count() const { return nodes_.size(); }
 
@@ -57,7 +64,7 @@ class StackForest {
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> set_index_;
   std::vector<WalkState> walks_;
   std::unordered_map<uint64_t, int32_t> walk_index_;
-  std::unordered_map<uint64_t, int32_t> steps_;
+  std::vector<int32_t> steps_;     // walk * 256 + byte -> the next walk, kDead, or kUnknown
   std::vector<uint32_t> visited_;  // node -> stamp of the last closure that expanded it
   uint32_t stamp_ = 0;
   std::vector<int32_t> work_;

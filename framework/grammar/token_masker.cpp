@@ -149,6 +149,10 @@ void apply_mask(const std::vector<uint64_t>& mask, float* logits, size_t count) 
     uint64_t bits = word < mask.size() ? mask[word] : 0;
     if (bits == ~uint64_t{0}) continue;
     size_t end = std::min(count, word * 64 + 64);
+    if (bits == 0) {
+      std::fill(logits + word * 64, logits + end, kForbidden);
+      continue;
+    }
     for (size_t i = word * 64; i < end; ++i)
       if ((bits >> (i - word * 64) & 1) == 0) logits[i] = kForbidden;
   }

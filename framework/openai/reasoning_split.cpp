@@ -1,23 +1,12 @@
 #include "framework/openai/reasoning_split.h"
 
+#include "framework/openai/stream_markers.h"
+
 namespace chatflow::openai {
 namespace {
 
 constexpr std::string_view kOpen = kThinkingOpens;
 constexpr std::string_view kClose = kThinkingCloses;
-
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
-// The length of the longest suffix of `text` that is a proper prefix of `marker`: text that
-// may turn out to be the marker once more arrives.
-size_t partial_marker(std::string_view text, std::string_view marker) {
-  for (size_t length = std::min(text.size(), marker.size() - 1); length > 0; --length) {
-    if (text.substr(text.size() - length) == marker.substr(0, length)) return length;
-  }
-  return 0;
-}
 
 }  // namespace
 

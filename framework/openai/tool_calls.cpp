@@ -5,6 +5,8 @@
 
 #include <boost/json.hpp>
 
+#include "framework/openai/stream_markers.h"
+
 namespace chatflow::openai {
 namespace json = boost::json;
 namespace {
@@ -13,18 +15,6 @@ constexpr std::string_view kHermesOpens = "<tool_call>";
 constexpr std::string_view kHermesCloses = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
-
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-// How long the longest end of `text` that could start `marker` is.
-size_t partial_marker_suffix(std::string_view text, std::string_view marker) {
-  for (size_t length = std::min(text.size(), marker.size() - 1); length > 0; --length) {
-    if (text.substr(text.size() - length) == marker.substr(0, length)) return length;
-  }
-  return 0;
-}
 
 std::string trim(std::string_view text) {
   size_t begin = 0, end = text.size();
@@ -132,7 +122,7 @@ void ToolCallStreamer::scan_content(Pieces& pieces, bool last) {
       open_call(kHermesOpens.size());
       return;
     }
-    size_t keep = last ? 0 : partial_marker_suffix(held_, kHermesOpens);
+    size_t keep = last ? 0 : partial_marker(held_, kHermesOpens);
     pieces.content += held_.substr(0, held_.size() - keep);
     held_.erase(0, held_.size() - keep);
     return;

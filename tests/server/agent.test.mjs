@@ -305,6 +305,7 @@ describe('agent: limits', () => {
   let steps;
   let budget;
   let calls;
+  let deadline;
   let admin;
   before(async () => {
     tools = await startToolServer();
@@ -320,11 +321,16 @@ describe('agent: limits', () => {
       'token_budget: 20', gates.replace('agent-usage', 'agent-usage-2'))]);
     calls = await startServer(['--pipeline', agentPipeline('agent-calls', weather,
       'max_steps: 3\nmax_tool_calls: 1\nlater_steps: required', gates.replace('agent-usage', 'agent-usage-3'))]);
+    const slow = `        - {name: slow_tool, parameters: ${cityParameters},
+           http: {url: "${tools.url}/slow", timeout_s: 10}}`;
+    deadline = await startServer(['--pipeline', agentPipeline('agent-deadline', slow,
+      'max_steps: 2\ntimeout_s: 1', gates.replace('agent-usage', 'agent-usage-4'))]);
   });
   after(async () => {
     assert.equal((await steps.stop()).code, 0);
     assert.equal((await budget.stop()).code, 0);
     assert.equal((await calls.stop()).code, 0);
+    assert.equal((await deadline.stop()).code, 0);
     tools.server.close();
   });
 
@@ -362,6 +368,17 @@ describe('agent: limits', () => {
     assert.match(toolSteps(response)[1].detail, /max_tool_calls/);
     assert.equal(lastStep(response).status, 'call_limit');
     assert.equal(tools.calls.length - before, 1);
+  });
+
+  test('timeout_s bounds the whole loop, a tool\'s own longer timeout included', async () => {
+    const started = Date.now();
+    const response = await ask(deadline, admin);
+    assert.equal(response.status, 200, response.text);
+    const [step] = toolSteps(response);
+    assert.equal(step.status, 'timeout', JSON.stringify(step));
+    assert.ok(step.duration_ms < 1400, `${step.duration_ms} ms`);
+    assert.equal(lastStep(response).status, 'timeout');
+    assert.ok(Date.now() - started < 1400 + 5000);
   });
 
   test('a token budget smaller than the first step stops the loop before any call', async () => {

@@ -278,7 +278,8 @@ class AgentLoop {
     state.spent.prompt_tokens += answer.usage.prompt_tokens;
     state.spent.completion_tokens += answer.usage.completion_tokens;
     state.spent.cached_prompt_tokens += answer.usage.cached_prompt_tokens;
-    openai::ParsedToolCalls parsed = openai::parse_tool_calls(answer.text, answer.tool_format);
+    openai::ParsedToolCalls parsed = openai::parse_tool_calls(
+        answer.text, answer.tool_format, openai::offered_names(probe.generation.tools));
     if (parsed.calls.empty()) {
       if (!answer.cut_at_length) return "answered";
       return budget_bound ? "budget_exhausted" : "step_max_tokens";

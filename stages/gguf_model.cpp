@@ -81,6 +81,9 @@ GgufModel::GgufModel(const GgufModelConfig& config)
       scheduler_(std::make_unique<engine::Scheduler>(model_, scheduler_config(config, *model_))),
       chat_format_(chat_format_named(config.chat_template, *model_)),
       splits_reasoning_(splits_reasoning(config.reasoning_format, chat_format_)),
+      template_tool_format_(chat_format_.renders_tools()
+                                ? openai::tool_call_format_for(chat_format_.source())
+                                : ToolCallFormat::generic),
       name_(config.name.empty() ? std::filesystem::path(config.path).stem().string() : config.name),
       block_tokens_(config.kv_cache.block_tokens) {}
 
@@ -100,7 +103,7 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
     }
     const GenerationParams& generation = request.generation;
     bool offers_tools = !generation.tools.empty() && generation.tool_choice != ToolChoice::none;
-    bool template_shows_tools = chat_format_.renders_tools();
+    bool template_shows_tools = template_tool_format_ != ToolCallFormat::generic;
     std::vector<engine::ChatMessage> messages;
     for (const auto& message : request.messages) {
       if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
@@ -116,19 +119,28 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
       for (const auto& call : message.tool_calls)
         entry.tool_calls.push_back({call.id, call.name, call.arguments});
       if (!template_shows_tools) {
-        // Calls and results as text the template can show, in the generic format it was told.
+        // Calls and results as text the template can show, in the generic format it was told;
+        // the results of one turn's calls together, so the roles still alternate.
         if (!message.tool_calls.empty()) {
           entry.content += (entry.content.empty() ? "" : "\n") +
                            openai::generic_tool_call_text(message.tool_calls);
           entry.tool_calls.clear();
         }
         if (message.role == "tool") {
-          entry = {"user", "Result of call " + message.tool_call_id + ":\n" + message.content};
+          std::string result = "Result of call " + message.tool_call_id + ":\n" + message.content;
+          bool follows_result = !messages.empty() && messages.back().role == "user" &&
+                                messages.back().content.starts_with("Result of call ");
+          if (follows_result) {
+            messages.back().content += "\n\n" + result;
+            continue;
+          }
+          entry = {"user", std::move(result), {}, {}};
         }
       }
       messages.push_back(std::move(entry));
     }
     boost::json::value tools = nullptr;
+    std::string instructions;
     if (offers_tools && template_shows_tools) {
       boost::json::array list;
       for (const auto& tool : generation.tools) {
@@ -140,20 +152,40 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
       }
       tools = std::move(list);
     } else if (offers_tools) {
-      std::string instructions = openai::generic_tool_instructions(generation.tools);
-      if (!messages.empty() && messages.front().role == "system") {
-        messages.front().content += "\n\n" + instructions;
-      } else {
-        messages.insert(messages.begin(), engine::ChatMessage{"system", instructions});
-      }
+      instructions = openai::generic_tool_instructions(generation.tools);
     }
     boost::json::object template_kwargs;
     if (!request.chat_template_kwargs.empty())
       template_kwargs = boost::json::parse(request.chat_template_kwargs).as_object();
+    // The instructions go in the system turn; a template that refuses system turns (Gemma) gets
+    // them at the head of the first user turn instead.
+    auto render = [&](bool in_system_turn) {
+      std::vector<engine::ChatMessage> turns = messages;
+      if (!instructions.empty()) {
+        auto target = std::find_if(turns.begin(), turns.end(), [&](const auto& turn) {
+          return turn.role == (in_system_turn ? "system" : "user");
+        });
+        if (target != turns.end() && in_system_turn) {
+          target->content += "\n\n" + instructions;
+        } else if (target != turns.end()) {
+          target->content = instructions + "\n\n" + target->content;
+        } else {
+          turns.insert(turns.begin(), engine::ChatMessage{"system", instructions, {}, {}});
+        }
+      }
+      return chat_format_.render(turns, tokenizer.vocabulary(), add_generation_prompt,
+                                 template_kwargs, tools);
+    };
+    bool has_system_turn = std::any_of(messages.begin(), messages.end(),
+                                       [](const auto& turn) { return turn.role == "system"; });
     engine::RenderedPrompt prompt;
     try {
-      prompt = chat_format_.render(messages, tokenizer.vocabulary(), add_generation_prompt,
-                                   template_kwargs, tools);
+      try {
+        prompt = render(/*in_system_turn=*/true);
+      } catch (const jinja::RenderError&) {
+        if (instructions.empty() || has_system_turn) throw;
+        prompt = render(/*in_system_turn=*/false);
+      }
     } catch (const jinja::RenderError& error) {
       throw RequestFailure(
           RequestError{400, "invalid_request_error", error.what(), {}, "messages"});
@@ -163,10 +195,7 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
     if (facts) {
       facts->reasoning = {splits_reasoning_,
                           splits_reasoning_ && openai::ends_inside_thinking(prompt.text)};
-      facts->tool_format = !offers_tools ? ToolCallFormat::none
-                           : template_shows_tools
-                               ? openai::tool_call_format_for(chat_format_.source())
-                               : ToolCallFormat::generic;
+      facts->tool_format = offers_tools ? template_tool_format_ : ToolCallFormat::none;
     }
   }
   if (ids.empty()) {

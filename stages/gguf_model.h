@@ -144,6 +144,9 @@ class GgufModel final : public Resource, public ServedModel {
       grammars_;
   engine::ChatFormat chat_format_;
   bool splits_reasoning_ = false;
+  // How the template's model writes calls: generic for a template that shows no tools, or whose
+  // format chatflow does not read (it is then told the generic format instead).
+  ToolCallFormat template_tool_format_ = ToolCallFormat::generic;
   std::string name_;
   int64_t block_tokens_;
 };

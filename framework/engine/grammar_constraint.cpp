@@ -64,6 +64,8 @@ class GrammarConstraint final : public TokenConstraint {
     look_for_trigger();
   }
 
+  bool engaged() const override { return matcher_.has_value(); }
+
   bool complete() const override {
     return matcher_ && matcher_->accepting() && !matcher_->can_continue();
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 namespace chatflow::engine {
@@ -37,8 +38,11 @@ std::vector<TokenLogprob> top_logprobs_of(std::span<const float> logits, int cou
   const int64_t vocabulary = static_cast<int64_t>(logits.size());
   std::vector<std::pair<float, TokenId>> best;
   best.reserve(static_cast<size_t>(vocabulary));
-  for (int64_t i = 0; i < vocabulary; ++i)
-    best.emplace_back(logits[i], static_cast<TokenId>(i));
+  for (int64_t i = 0; i < vocabulary; ++i) {
+    // A token a constraint ruled out is no alternative.
+    if (logits[i] != -std::numeric_limits<float>::infinity())
+      best.emplace_back(logits[i], static_cast<TokenId>(i));
+  }
   size_t keep = std::min<size_t>(static_cast<size_t>(count), best.size());
   std::partial_sort(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(keep), best.end(),
                     more_likely);

@@ -20,6 +20,9 @@ class TokenConstraint {
   virtual void accept(TokenId token) = 0;
   // Nothing may follow what was generated: the sequence ends as at end of generation.
   virtual bool complete() const = 0;
+  // The constraint holds the text now (not waiting for a trigger): an end-of-generation token it
+  // lets through ends the sequence even under ignore_eos, since the text is complete.
+  virtual bool engaged() const = 0;
 };
 
 }  // namespace chatflow::engine

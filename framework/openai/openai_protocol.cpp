@@ -600,6 +600,11 @@ json::array bytes_of(const std::string& text) {
   return bytes;
 }
 
+// JSON has no -Infinity: a log-probability too small to write is OpenAI's -9999.
+double writable_logprob(float logprob) {
+  return std::isfinite(logprob) ? logprob : -9999.0;
+}
+
 json::value chat_logprobs(const std::vector<TokenLogprob>& logprobs) {
   if (logprobs.empty()) return nullptr;
   json::array content;
@@ -607,11 +612,11 @@ json::value chat_logprobs(const std::vector<TokenLogprob>& logprobs) {
     json::array top;
     for (const auto& alternative : token.top) {
       top.push_back({{"token", text::repair(alternative.text)},
-                     {"logprob", alternative.logprob},
+                     {"logprob", writable_logprob(alternative.logprob)},
                      {"bytes", bytes_of(alternative.text)}});
     }
     content.push_back({{"token", text::repair(token.text)},
-                       {"logprob", token.logprob},
+                       {"logprob", writable_logprob(token.logprob)},
                        {"bytes", bytes_of(token.text)},
                        {"top_logprobs", top}});
   }
@@ -623,10 +628,10 @@ json::value completion_logprobs(const std::vector<TokenLogprob>& logprobs) {
   json::array tokens, token_logprobs, top_logprobs;
   for (const auto& token : logprobs) {
     tokens.push_back(json::string(text::repair(token.text)));
-    token_logprobs.push_back(token.logprob);
+    token_logprobs.push_back(writable_logprob(token.logprob));
     json::object top;
     for (const auto& alternative : token.top)
-      top[text::repair(alternative.text)] = alternative.logprob;
+      top[text::repair(alternative.text)] = writable_logprob(alternative.logprob);
     top_logprobs.push_back(top);
   }
   return json::object{
@@ -736,7 +741,8 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                     const std::vector<ToolCallDelta>& calls = {}) {
     json::value finish_value = nullptr;
     if (finish) {
-      bool called = tools_ && tools_->found_calls() && *finish == FinishReason::stop;
+      bool called = tools_ && tools_->found_calls() && tools_->calls_complete() &&
+                    *finish == FinishReason::stop;
       finish_value = called ? "tool_calls" : std::string(to_string(*finish));
     }
     if (!chat) {
@@ -765,7 +771,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
   }
   std::vector<ToolCallDelta> calls;
   if (chat && request.tool_format != ToolCallFormat::none) {
-    if (!tools_) tools_.emplace(request.tool_format);
+    if (!tools_) tools_.emplace(request.tool_format, offered_names(request.generation.tools));
     ToolCallStreamer::Pieces pieces = tools_->push(text, chunk.is_final());
     text = std::move(pieces.content);
     calls = std::move(pieces.calls);
@@ -809,12 +815,13 @@ std::string completion_json(const Request& request, const std::string& text,
     }
     if (request.tool_format != ToolCallFormat::none) {
       ParsedToolCalls parsed =
-          parse_tool_calls(std::string(message["content"].as_string()), request.tool_format);
+          parse_tool_calls(std::string(message["content"].as_string()), request.tool_format,
+                           offered_names(request.generation.tools));
       if (!parsed.calls.empty()) {
         message["content"] =
             parsed.content.empty() ? json::value(nullptr) : json::value(parsed.content);
         message["tool_calls"] = tool_calls_json(parsed.calls);
-        if (finish == "stop") finish = "tool_calls";
+        if (finish == "stop" && parsed.complete) finish = "tool_calls";
       }
     }
     choice = {{"index", 0},

@@ -15,6 +15,8 @@ constexpr std::string_view kHermesOpens = "<tool_call>";
 constexpr std::string_view kHermesCloses = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+// Llama 3.2's templates describe the call instead of naming a tag.
+constexpr std::string_view kLlamaInstruction = "\"parameters\": dictionary of argument name";
 
 std::string trim(std::string_view text) {
   size_t begin = 0, end = text.size();
@@ -38,6 +40,10 @@ int call_depth_of(ToolCallFormat format) {
   }
 }
 
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
 }  // namespace
 
 std::string_view to_string(ToolCallFormat format) {
@@ -57,9 +63,12 @@ std::string_view to_string(ToolCallFormat format) {
 }
 
 ToolCallFormat tool_call_format_for(std::string_view source) {
-  if (source.find(kHermesOpens) != std::string_view::npos) return ToolCallFormat::hermes;
-  if (source.find(kPythonTag) != std::string_view::npos) return ToolCallFormat::llama3;
-  if (source.find(kMistralMarker) != std::string_view::npos) return ToolCallFormat::mistral;
+  // Functionary mentions <|python_tag|> but writes <function=...>: none of ours.
+  if (contains(source, "<function=")) return ToolCallFormat::generic;
+  if (contains(source, kHermesOpens)) return ToolCallFormat::hermes;
+  if (contains(source, kMistralMarker)) return ToolCallFormat::mistral;
+  if (contains(source, kPythonTag) || contains(source, kLlamaInstruction))
+    return ToolCallFormat::llama3;
   return ToolCallFormat::generic;
 }
 
@@ -75,15 +84,26 @@ std::string new_tool_call_id(ToolCallFormat format) {
   return id;
 }
 
-ToolCallStreamer::ToolCallStreamer(ToolCallFormat format)
-    : format_(format), call_depth_(call_depth_of(format)) {}
+std::vector<std::string> offered_names(const std::vector<ToolDefinition>& tools) {
+  std::vector<std::string> names;
+  for (const auto& tool : tools)
+    names.push_back(tool.name);
+  return names;
+}
+
+ToolCallStreamer::ToolCallStreamer(ToolCallFormat format, std::vector<std::string> offered)
+    : format_(format), offered_(std::move(offered)), call_depth_(call_depth_of(format)) {}
+
+bool ToolCallStreamer::offered(const std::string& name) const {
+  return std::find(offered_.begin(), offered_.end(), name) != offered_.end();
+}
 
 ToolCallStreamer::Pieces ToolCallStreamer::push(std::string_view text, bool last) {
   Pieces pieces;
   held_.append(text);
   while (true) {
     if (mode_ == Mode::plain) {
-      pieces.content += held_;
+      emit_content(held_, pieces);
       held_.clear();
       break;
     }
@@ -95,35 +115,55 @@ ToolCallStreamer::Pieces ToolCallStreamer::push(std::string_view text, bool last
     bool ended = mode_ == Mode::call ? scan_call(pieces, last) : scan_trailer(last);
     if (!ended) break;
   }
+  if (last) held_space_.clear();  // the answer's trailing whitespace
   return pieces;
+}
+
+void ToolCallStreamer::emit_content(std::string_view text, Pieces& pieces) {
+  size_t end = text.size();
+  while (end > 0 && is_space(text[end - 1]))
+    --end;
+  if (end == 0) {
+    if (content_started_) held_space_.append(text);
+    return;
+  }
+  std::string_view body = text.substr(0, end);
+  if (!content_started_) {
+    size_t first = 0;
+    while (is_space(body[first]))
+      ++first;
+    body.remove_prefix(first);
+    content_started_ = true;
+  } else {
+    pieces.content += held_space_;
+  }
+  pieces.content.append(body);
+  held_space_.assign(text.substr(end));
 }
 
 void ToolCallStreamer::open_call(size_t at) {
   mode_ = Mode::call;
   calls_before_region_ = calls_started_;
+  space_before_region_ = std::move(held_space_);  // not content if a call follows
+  held_space_.clear();
   position_ = at;
   depth_ = 0;
   in_string_ = escaped_ = false;
+  in_call_list_ = format_ != ToolCallFormat::generic;
+  outer_key_.clear();
 }
 
 void ToolCallStreamer::scan_content(Pieces& pieces, bool last) {
   if (format_ == ToolCallFormat::hermes) {
-    if (skip_space_) {
-      // The line breaks between and after blocks are not part of the content.
-      size_t text = held_.find_first_not_of(" \t\r\n");
-      held_.erase(0, text == std::string::npos ? held_.size() : text);
-      if (held_.empty()) return;
-      skip_space_ = false;
-    }
     size_t found = held_.find(kHermesOpens);
     if (found != std::string::npos) {
-      pieces.content += held_.substr(0, found);
+      emit_content(std::string_view(held_).substr(0, found), pieces);
       held_.erase(0, found);
       open_call(kHermesOpens.size());
       return;
     }
     size_t keep = last ? 0 : partial_marker(held_, kHermesOpens);
-    pieces.content += held_.substr(0, held_.size() - keep);
+    emit_content(std::string_view(held_).substr(0, held_.size() - keep), pieces);
     held_.erase(0, held_.size() - keep);
     return;
   }
@@ -132,10 +172,7 @@ void ToolCallStreamer::scan_content(Pieces& pieces, bool last) {
   while (first < held_.size() && is_space(held_[first]))
     ++first;
   if (first == held_.size()) {
-    if (last) {
-      pieces.content += held_;
-      held_.clear();
-    }
+    if (last) held_.clear();
     return;
   }
   std::string_view rest = std::string_view(held_).substr(first);
@@ -161,61 +198,68 @@ void ToolCallStreamer::scan_content(Pieces& pieces, bool last) {
   mode_ = Mode::plain;
 }
 
+void ToolCallStreamer::emit_arguments(std::string_view arguments, Pieces& pieces) {
+  if (arguments.empty()) return;
+  arguments_given_ = true;
+  if (!pieces.calls.empty() && pieces.calls.back().index == calls_started_ - 1) {
+    pieces.calls.back().arguments.append(arguments);
+  } else {
+    pieces.calls.push_back({calls_started_ - 1, {}, {}, std::string(arguments)});
+  }
+}
+
+void ToolCallStreamer::start_object() {
+  key_.clear();
+  name_.clear();
+  pending_arguments_.clear();
+  header_sent_ = rejected_ = arguments_given_ = false;
+  after_colon_ = reading_key_ = false;
+  value_ = Value::none;
+}
+
+// A value at the call's depth ends at `end` (exclusive).
+void ToolCallStreamer::end_value(size_t end, Pieces& pieces) {
+  std::string_view slice = std::string_view(held_).substr(value_start_, end - value_start_);
+  if (value_ == Value::name) {
+    json::error_code error;
+    json::value parsed = json::parse(slice, error);
+    name_ = !error && parsed.is_string() ? std::string(parsed.get_string()) : "";
+    if (!offered(name_)) {
+      rejected_ = true;  // JSON that names no offered function is no call
+    } else if (!header_sent_) {
+      header_sent_ = call_open_ = true;
+      ++calls_started_;
+      pieces.calls.push_back({calls_started_ - 1, new_tool_call_id(format_), name_, {}});
+      emit_arguments(pending_arguments_, pieces);
+      pending_arguments_.clear();
+    }
+  } else if (value_ == Value::arguments) {
+    std::string arguments(slice);
+    if (slice.front() == '"') {
+      // Arguments written as a JSON string hold the object's text: the text is the arguments.
+      json::error_code error;
+      json::value parsed = json::parse(slice, error);
+      arguments = !error && parsed.is_string() ? std::string(parsed.get_string()) : "{}";
+      arguments_sent_ = 0;
+    }
+    if (header_sent_) {
+      emit_arguments(std::string_view(arguments).substr(std::min(arguments_sent_, arguments.size())),
+                     pieces);
+    } else {
+      pending_arguments_ = std::move(arguments);
+    }
+  }
+  value_ = Value::none;
+  after_colon_ = false;
+}
+
 // Reads the call region from position_; gives out each call's name once whole and its
 // arguments as they come. Returns true when the region ended (mode_ changed).
 bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
-  auto emit_arguments = [&](std::string_view arguments) {
-    if (arguments.empty()) return;
-    if (!pieces.calls.empty() && pieces.calls.back().index == calls_started_ - 1) {
-      pieces.calls.back().arguments.append(arguments);
-    } else {
-      pieces.calls.push_back({calls_started_ - 1, {}, {}, std::string(arguments)});
-    }
-  };
-  auto send_header = [&] {
-    header_sent_ = true;
-    ++calls_started_;
-    pieces.calls.push_back({calls_started_ - 1, new_tool_call_id(format_), name_, {}});
-    emit_arguments(pending_arguments_);
-    pending_arguments_.clear();
-  };
-  auto start_object = [&] {
-    key_.clear();
-    name_.clear();
-    pending_arguments_.clear();
-    header_sent_ = false;
-    after_colon_ = reading_key_ = false;
-    value_ = Value::none;
-  };
-  bool value_is_container = false, value_is_string = false;
-  // A value at the call's depth ends at `end` (exclusive).
-  auto end_value = [&](size_t end) {
-    std::string_view slice = std::string_view(held_).substr(value_start_, end - value_start_);
-    if (value_ == Value::name) {
-      json::error_code error;
-      json::value parsed = json::parse(slice, error);
-      if (!error && parsed.is_string()) {
-        name_ = std::string(parsed.get_string());
-        if (!header_sent_) send_header();
-      }
-    } else if (value_ == Value::arguments) {
-      if (header_sent_) {
-        emit_arguments(slice.substr(std::min(arguments_sent_, slice.size())));
-      } else {
-        pending_arguments_ = std::string(slice);
-      }
-    }
-    value_ = Value::none;
-    after_colon_ = false;
-  };
-  // Values in progress keep their state across pushes; recover it from the saved fields.
-  if (value_ != Value::none) {
-    char first = held_[value_start_];
-    value_is_container = first == '{' || first == '[';
-    value_is_string = first == '"';
-  }
+  auto first_of_value = [&] { return value_ != Value::none ? held_[value_start_] : '\0'; };
   for (; position_ < held_.size(); ++position_) {
     char c = held_[position_];
+    bool container_value = first_of_value() == '{' || first_of_value() == '[';
     if (in_string_) {
       if (escaped_) {
         escaped_ = false;
@@ -225,30 +269,33 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
         in_string_ = false;
         if (reading_key_) {
           reading_key_ = false;
-        } else if (value_ != Value::none && value_is_string && depth_ == value_depth_) {
-          end_value(position_ + 1);
+        } else if (value_ != Value::none && first_of_value() == '"' && depth_ == value_depth_) {
+          end_value(position_ + 1, pieces);
         }
       } else if (reading_key_) {
         key_.push_back(c);
       }
+      if (depth_ == 1 && !reading_key_ && format_ == ToolCallFormat::generic && in_string_)
+        outer_key_.push_back(c);
       continue;
     }
     if (depth_ == 0 && !is_space(c) && c != '{' && c != '[') {
-      // The region does not hold a JSON value where a call should be.
-      mode_ = Mode::plain;
-      if (calls_started_ > calls_before_region_) held_.erase(0, position_);
+      // The region does not hold a JSON value where a call should be: it was text.
+      held_space_ = space_before_region_;
+      emit_content(std::string_view(held_).substr(0, position_), pieces);
+      held_.erase(0, position_);
+      mode_ = format_ == ToolCallFormat::hermes ? Mode::content : Mode::plain;
       return true;
     }
     if (is_space(c)) continue;
-    bool at_members = depth_ == call_depth_;
+    bool at_members = depth_ == call_depth_ && in_call_list_;
     if (at_members && value_ == Value::none && after_colon_ && c != ':') {
       value_start_ = position_;
       value_depth_ = depth_;
       value_ = key_ == "name"                                ? Value::name
                : key_ == "arguments" || key_ == "parameters" ? Value::arguments
                                                              : Value::other;
-      value_is_container = c == '{' || c == '[';
-      value_is_string = c == '"';
+      container_value = c == '{' || c == '[';
       arguments_sent_ = 0;
     }
     switch (c) {
@@ -258,23 +305,33 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
           reading_key_ = true;
           key_.clear();
         }
+        if (depth_ == 1 && format_ == ToolCallFormat::generic) outer_key_.clear();
         break;
       case '{':
       case '[':
+        if (format_ == ToolCallFormat::generic && depth_ == 1 && c == '[')
+          in_call_list_ = outer_key_ == "tool_calls";
         ++depth_;
-        if (depth_ == call_depth_ && c == '{') start_object();
+        if (depth_ == call_depth_ && c == '{' && in_call_list_) start_object();
         break;
       case '}':
       case ']':
-        if (at_members && value_ != Value::none && !value_is_container) end_value(position_);
+        if (at_members && value_ != Value::none && !container_value) end_value(position_, pieces);
         --depth_;
-        if (value_ != Value::none && value_is_container && depth_ == value_depth_) {
-          end_value(position_ + 1);
+        if (value_ != Value::none && container_value && depth_ == value_depth_) {
+          end_value(position_ + 1, pieces);
         }
+        if (depth_ == call_depth_ - 1 && c == '}' && in_call_list_ && header_sent_) {
+          if (!arguments_given_) emit_arguments("{}", pieces);  // a call that takes none
+          header_sent_ = call_open_ = false;
+        }
+        if (format_ == ToolCallFormat::generic && depth_ == 1) in_call_list_ = false;
         if (depth_ == 0) {
           // A region without a call (JSON that is no call) was text after all.
-          if (calls_started_ == calls_before_region_)
-            pieces.content += held_.substr(0, position_ + 1);
+          if (calls_started_ == calls_before_region_) {
+            held_space_ = space_before_region_;
+            emit_content(std::string_view(held_).substr(0, position_ + 1), pieces);
+          }
           mode_ = Mode::trailer;
           held_.erase(0, position_ + 1);
           position_ = 0;
@@ -286,7 +343,7 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
         break;
       case ',':
         if (at_members) {
-          if (value_ != Value::none && !value_is_container) end_value(position_);
+          if (value_ != Value::none && !container_value) end_value(position_, pieces);
           after_colon_ = false;
           value_ = Value::none;
         }
@@ -295,15 +352,19 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
         break;
     }
   }
-  // Arguments in progress go out as they come.
-  if (value_ == Value::arguments && header_sent_) {
+  // Object arguments in progress go out as they come (a string's once it is whole).
+  if (value_ == Value::arguments && header_sent_ && first_of_value() != '"') {
     size_t available = held_.size() - value_start_;
-    emit_arguments(std::string_view(held_).substr(value_start_ + arguments_sent_,
-                                                  available - arguments_sent_));
+    emit_arguments(
+        std::string_view(held_).substr(value_start_ + arguments_sent_, available - arguments_sent_),
+        pieces);
     arguments_sent_ = available;
   }
   if (last) {
-    if (calls_started_ == calls_before_region_) pieces.content += held_;  // it was text after all
+    if (calls_started_ == calls_before_region_) {  // it was text
+      held_space_ = space_before_region_;
+      emit_content(held_, pieces);
+    }
     held_.clear();
     mode_ = Mode::plain;
     return true;
@@ -323,11 +384,12 @@ bool ToolCallStreamer::scan_trailer(bool last) {
         !last) {
       return false;
     }
-    if (rest.substr(0, kHermesCloses.size()) == kHermesCloses) {
+    // A block that held no call keeps its closing tag as the text it was.
+    bool called = calls_started_ > calls_before_region_;
+    if (called && rest.substr(0, kHermesCloses.size()) == kHermesCloses) {
       held_.erase(0, first + kHermesCloses.size());
     }
     mode_ = Mode::content;
-    skip_space_ = true;
     return true;
   }
   if (format_ == ToolCallFormat::llama3) {
@@ -345,9 +407,10 @@ bool ToolCallStreamer::scan_trailer(bool last) {
   return true;
 }
 
-ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format) {
+ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
+                                 const std::vector<std::string>& offered) {
   ParsedToolCalls parsed;
-  ToolCallStreamer streamer(format);
+  ToolCallStreamer streamer(format, offered);
   ToolCallStreamer::Pieces pieces = streamer.push(text, /*last=*/true);
   for (auto& delta : pieces.calls) {
     if (delta.index >= static_cast<int>(parsed.calls.size())) parsed.calls.resize(delta.index + 1);
@@ -356,10 +419,8 @@ ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format) {
     if (!delta.name.empty()) call.name = delta.name;
     call.arguments += delta.arguments;
   }
-  for (auto& call : parsed.calls) {
-    if (trim(call.arguments).empty()) call.arguments = "{}";
-  }
   parsed.content = trim(pieces.content);
+  parsed.complete = streamer.calls_complete();
   return parsed;
 }
 
@@ -373,8 +434,9 @@ std::string generic_tool_instructions(const std::vector<ToolDefinition>& tools) 
     json::object entry{{"name", tool.name}};
     if (!tool.description.empty()) entry["description"] = tool.description;
     json::error_code error;
-    json::value parameters = tool.parameters.empty() ? json::value(json::object{{"type", "object"}})
-                                                     : json::parse(tool.parameters, error);
+    json::value parameters = tool.parameters.empty()
+                                 ? json::value(json::object{{"type", "object"}})
+                                 : json::parse(tool.parameters, error);
     entry["parameters"] = error ? json::value(json::object{}) : parameters;
     text += "\n" + json::serialize(entry);
   }

@@ -2,12 +2,14 @@
 // "<tool_call>{json}</tool_call>" blocks anywhere in the answer; Llama 3.x's JSON object
 // ({"name", "parameters"}, optionally after <|python_tag|>, several joined by ";"); Mistral's
 // "[TOOL_CALLS][{...}, ...]"; and, for templates that know none of these, chatflow's generic
-// {"tool_calls": [{"name", "arguments"}]} answer, which the system prompt then asks for.
+// {"tool_calls": [{"name", "arguments"}]} answer, which the system prompt then asks for. Only a
+// call of an offered function counts: any other JSON stays text.
 //
 // Streaming: text arrives in arbitrary pieces. Text that could open a call is held until the
-// next piece decides; inside a call the function's name is sent once it is whole, then the
-// arguments as they arrive, as OpenAI streams them. A finished answer goes through the same
-// streamer at once, so streamed and whole answers agree.
+// next piece decides; inside a call the function's name is sent once it is whole and known, then
+// the arguments as they arrive, as OpenAI streams them. Content is trimmed at both ends and
+// around calls, as a whole answer's is. A finished answer goes through the same streamer at once,
+// so streamed and whole answers agree.
 #pragma once
 
 #include <optional>
@@ -21,12 +23,15 @@ namespace chatflow::openai {
 
 std::string_view to_string(ToolCallFormat format);
 
-// The format a chat template's model writes calls in, from the markers its source mentions
-// (generic when it mentions none).
+// The format a chat template's model writes calls in, from what its source tells the model
+// (generic when it is none chatflow reads).
 ToolCallFormat tool_call_format_for(std::string_view template_source);
 
 // A fresh call id: "call_" and 24 letters or digits; Mistral's templates insist on 9.
 std::string new_tool_call_id(ToolCallFormat format);
+
+// The names of the functions a request offers.
+std::vector<std::string> offered_names(const std::vector<ToolDefinition>& tools);
 
 // One piece of a streamed call: the first piece of each call has its id and name.
 struct ToolCallDelta {
@@ -38,7 +43,7 @@ struct ToolCallDelta {
 
 class ToolCallStreamer {
  public:
-  explicit ToolCallStreamer(ToolCallFormat format);
+  ToolCallStreamer(ToolCallFormat format, std::vector<std::string> offered);
 
   struct Pieces {
     std::string content;
@@ -48,25 +53,37 @@ class ToolCallStreamer {
   // opened call that never became one is content after all).
   Pieces push(std::string_view text, bool last = false);
 
-  // Whether any call was found so far.
+  // Whether any call was found so far, and whether every call found was written to its end (an
+  // answer cut inside a call did not finish with calls).
   bool found_calls() const { return calls_started_ > 0; }
+  bool calls_complete() const { return !call_open_; }
 
  private:
   enum class Mode { content, call, trailer, plain };
+  enum class Value { none, name, arguments, other };
 
   void scan_content(Pieces& pieces, bool last);
   // Each returns false while it waits for more text.
   bool scan_call(Pieces& pieces, bool last);
   bool scan_trailer(bool last);
   void open_call(size_t at);
+  // Content as a whole answer shows it: no space at its start, none before a call or at its end.
+  void emit_content(std::string_view text, Pieces& pieces);
+  void emit_arguments(std::string_view text, Pieces& pieces);
+  void start_object();
+  void end_value(size_t end, Pieces& pieces);
+  bool offered(const std::string& name) const;
 
   ToolCallFormat format_;
+  std::vector<std::string> offered_;
   Mode mode_ = Mode::content;
-  std::string held_;             // text not yet given out
-  bool answer_started_ = false;  // some non-space text was seen (anchored formats)
+  std::string held_;  // text not yet given out
+  std::string held_space_;  // content's trailing whitespace, given out once text follows it
+  std::string space_before_region_;  // held_space_ when a call region opened
+  bool content_started_ = false;
   int calls_started_ = 0;
   int calls_before_region_ = 0;  // calls_started_ when the current region opened
-  bool skip_space_ = false;      // after a Hermes block: its trailing line breaks
+  bool call_open_ = false;       // a call was announced and its object has not closed
   // The call region being read: JSON nesting and where its pieces are.
   int depth_ = 0;
   bool in_string_ = false;
@@ -76,21 +93,27 @@ class ToolCallStreamer {
   std::string key_;      // the member name just read at the call's depth
   bool reading_key_ = false;
   bool after_colon_ = false;
-  enum class Value { none, name, arguments, other } value_ = Value::none;
+  std::string outer_key_;        // generic: the top object's member being read
+  bool in_call_list_ = true;     // generic: inside "tool_calls": [...]
+  Value value_ = Value::none;
   size_t value_start_ = 0;
   int value_depth_ = 0;
   std::string name_;
+  bool rejected_ = false;          // this object names no offered function
   std::string pending_arguments_;  // arguments read before the name
   bool header_sent_ = false;
-  size_t arguments_sent_ = 0;  // bytes of the current arguments value given out
+  bool arguments_given_ = false;  // the current call's arguments went out
+  size_t arguments_sent_ = 0;     // bytes of the current arguments value given out
 };
 
 // A whole answer: its content (calls removed, trimmed) and its calls.
 struct ParsedToolCalls {
   std::string content;
   std::vector<ToolCall> calls;
+  bool complete = true;  // every call written to its end
 };
-ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format);
+ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
+                                 const std::vector<std::string>& offered);
 
 // The generic format's instruction and the tools, for a system prompt whose template cannot
 // show tools itself.

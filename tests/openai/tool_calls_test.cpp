@@ -57,13 +57,33 @@ const std::vector<Case>& cases() {
        {{"f", "{\"k\": [2, 3]}"}}},
       {ToolCallFormat::generic, "{\"answer\": 1}", "{\"answer\": 1}", {}},
       {ToolCallFormat::generic, "Plain text.", "Plain text.", {}},
+      // JSON that names no offered function, or not under "tool_calls", is text.
+      {ToolCallFormat::generic, "{\"people\": [{\"name\": \"f\", \"arguments\": {}}]}",
+       "{\"people\": [{\"name\": \"f\", \"arguments\": {}}]}", {}},
+      {ToolCallFormat::llama3, "{\"name\": \"Bob\", \"age\": 3}", "{\"name\": \"Bob\", \"age\": 3}", {}},
+      {ToolCallFormat::hermes,
+       "Hi <tool_call>\n{\"name\": \"nobody\", \"arguments\": {}}\n</tool_call>",
+       "Hi <tool_call>\n{\"name\": \"nobody\", \"arguments\": {}}\n</tool_call>", {}},
+      // A broken block stays text and later blocks still count.
+      {ToolCallFormat::hermes,
+       "See <tool_call> oops </tool_call> <tool_call> {\"name\": \"f\", \"arguments\": {\"x\": 1}} "
+       "</tool_call>",
+       "See <tool_call> oops </tool_call>",
+       {{"f", "{\"x\": 1}"}}},
+      // No arguments key: "{}"; arguments written as a JSON string: the string's text.
+      {ToolCallFormat::llama3, "{\"name\": \"g\"}", "", {{"g", "{}"}}},
+      {ToolCallFormat::llama3, "{\"name\": \"f\", \"parameters\": \"{\\\"x\\\": 1}\"}", "",
+       {{"f", "{\"x\": 1}"}}},
   };
   return all;
 }
 
 // Streams `pieces` and gathers what came out as a client would.
+// The functions the answers may call.
+const std::vector<std::string> kOffered = {"get_weather", "b", "f", "g"};
+
 ParsedToolCalls streamed(ToolCallFormat format, const std::vector<std::string>& pieces) {
-  ToolCallStreamer streamer(format);
+  ToolCallStreamer streamer(format, kOffered);
   ParsedToolCalls out;
   for (size_t i = 0; i < pieces.size(); ++i) {
     ToolCallStreamer::Pieces part = streamer.push(pieces[i], i + 1 == pieces.size());
@@ -98,7 +118,7 @@ void expect_case(const Case& c, ParsedToolCalls got, const std::string& how) {
 
 TEST(ToolCalls, WholeAnswers) {
   for (const auto& c : cases()) {
-    ParsedToolCalls parsed = parse_tool_calls(c.text, c.format);
+    ParsedToolCalls parsed = parse_tool_calls(c.text, c.format, kOffered);
     expect_case(c, parsed, "whole");
     for (const auto& call : parsed.calls) {
       if (c.format == ToolCallFormat::mistral) {
@@ -130,7 +150,7 @@ TEST(ToolCalls, AByteAtATimeGivesTheSameCalls) {
 }
 
 TEST(ToolCalls, ArgumentsStreamBeforeTheCallCloses) {
-  ToolCallStreamer streamer(ToolCallFormat::hermes);
+  ToolCallStreamer streamer(ToolCallFormat::hermes, kOffered);
   auto first = streamer.push("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"text\": \"hel");
   ASSERT_EQ(first.calls.size(), 1u);
   EXPECT_EQ(first.calls[0].name, "f");
@@ -142,6 +162,18 @@ TEST(ToolCalls, ArgumentsStreamBeforeTheCallCloses) {
   EXPECT_TRUE(streamer.found_calls());
 }
 
+TEST(ToolCalls, AnAnswerCutInsideACallDidNotFinishWithCalls) {
+  ParsedToolCalls cut =
+      parse_tool_calls("{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"x\": 1",
+                       ToolCallFormat::generic, kOffered);
+  ASSERT_EQ(cut.calls.size(), 1u);
+  EXPECT_FALSE(cut.complete);
+  ParsedToolCalls whole =
+      parse_tool_calls("{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"x\": 1}}]}",
+                       ToolCallFormat::generic, kOffered);
+  EXPECT_TRUE(whole.complete);
+}
+
 TEST(ToolCalls, FormatFromTheTemplate) {
   EXPECT_EQ(tool_call_format_for("... <tool_call>\\n{{ tool_call | tojson }} ..."),
             ToolCallFormat::hermes);
@@ -149,11 +181,17 @@ TEST(ToolCalls, FormatFromTheTemplate) {
   EXPECT_EQ(tool_call_format_for("{{- '[TOOL_CALLS]' }}"), ToolCallFormat::mistral);
   EXPECT_EQ(tool_call_format_for("{% for m in messages %}{{ m.content }}{% endfor %}"),
             ToolCallFormat::generic);
+  // Llama 3.2 describes its format; Functionary mentions the tag but writes <function=...>.
+  EXPECT_EQ(tool_call_format_for("Respond in the format {\"name\": function name, \"parameters\": "
+                                 "dictionary of argument name and its value}"),
+            ToolCallFormat::llama3);
+  EXPECT_EQ(tool_call_format_for("<|python_tag|> ... <function=get_weather>"),
+            ToolCallFormat::generic);
 }
 
 TEST(ToolCalls, GenericTextRoundTrips) {
   std::vector<ToolCall> calls = {{"call_1", "f", "{\"a\":1}"}, {"call_2", "g", "{}"}};
-  ParsedToolCalls parsed = parse_tool_calls(generic_tool_call_text(calls), ToolCallFormat::generic);
+  ParsedToolCalls parsed = parse_tool_calls(generic_tool_call_text(calls), ToolCallFormat::generic, kOffered);
   ASSERT_EQ(parsed.calls.size(), 2u);
   EXPECT_EQ(parsed.calls[0].name, "f");
   EXPECT_EQ(parsed.calls[0].arguments, "{\"a\":1}");

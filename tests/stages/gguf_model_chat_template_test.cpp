@@ -82,6 +82,10 @@ TEST(GgufModelChatTemplate, ChatTemplateKwargsReachTheTemplate) {
   EXPECT_NE(text.find("thinking=False q"), std::string::npos) << text;
 }
 
+std::string shared_template(const std::string& name) {
+  return std::string(CHATFLOW_SOURCE_DIR) + "/../shared/models/templates/" + name;
+}
+
 // A weather tool offered, called, and answered: the conversation of a tool round trip.
 std::unique_ptr<Request> tool_round_trip() {
   auto request = chat({{"user", "Weather in Oslo?"},
@@ -140,6 +144,49 @@ TEST(GgufModelChatTemplate, ATemplateWithoutToolsIsToldTheGenericFormat) {
   std::string plain = model->detokenize(model->encode_prompt(*quiet, true, &facts));
   EXPECT_EQ(facts.tool_format, ToolCallFormat::none);
   EXPECT_EQ(plain.find("You can call functions"), std::string::npos) << plain;
+}
+
+TEST(GgufModelChatTemplate, ATemplateWithoutSystemTurnsGetsTheToolsInTheFirstUserTurn) {
+  std::string gemma = shared_template("google-gemma-2-2b-it.jinja");
+  if (!std::filesystem::exists(gemma)) GTEST_SKIP() << "needs " << gemma;
+  auto model = model_with_template(gemma);
+  auto request = tool_round_trip();
+  // Two results of one turn's calls: one user turn, so Gemma's roles still alternate.
+  request->messages[1].tool_calls.push_back({"call_def", "get_weather", R"({"city":"Bergen"})"});
+  request->messages.push_back({"tool", "rain", {}, "call_def"});
+  PromptFacts facts;
+  std::string text = model->detokenize(model->encode_prompt(*request, true, &facts));
+  EXPECT_EQ(facts.tool_format, ToolCallFormat::generic);
+  EXPECT_NE(text.find("<start_of_turn>user\nYou can call functions."), std::string::npos) << text;
+  EXPECT_NE(text.find("Result of call call_abc:\nsunny, 21 degrees\n\nResult of call call_def:\nrain"),
+            std::string::npos)
+      << text;
+}
+
+TEST(GgufModelChatTemplate, EachFamilysTemplateNamesItsCallFormat) {
+  struct Expected {
+    const char* file;
+    ToolCallFormat format;
+  };
+  for (const Expected& expected :
+       {Expected{"Qwen-Qwen2.5-7B-Instruct.jinja", ToolCallFormat::hermes},
+        Expected{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", ToolCallFormat::hermes},
+        Expected{"meta-llama-Llama-3.1-8B-Instruct.jinja", ToolCallFormat::llama3},
+        Expected{"meta-llama-Llama-3.2-3B-Instruct.jinja", ToolCallFormat::llama3},
+        Expected{"mistralai-Mistral-Nemo-Instruct-2407.jinja", ToolCallFormat::mistral},
+        // Formats chatflow does not read: told the generic one.
+        Expected{"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", ToolCallFormat::generic},
+        Expected{"meetkai-functionary-medium-v3.1.jinja", ToolCallFormat::generic},
+        Expected{"google-gemma-2-2b-it.jinja", ToolCallFormat::generic}}) {
+    std::string path = shared_template(expected.file);
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs " << path;
+    auto model = model_with_template(path);
+    PromptFacts facts;
+    auto request = chat({{"user", "Weather in Oslo?"}});
+    request->generation.tools = tool_round_trip()->generation.tools;
+    model->encode_prompt(*request, true, &facts);
+    EXPECT_EQ(facts.tool_format, expected.format) << expected.file;
+  }
 }
 
 TEST(GgufModelChatTemplate, ANamedFormatStillWorks) {

@@ -233,7 +233,7 @@ EngineStats GgufModel::engine_stats() const {
 std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io,
                                                    PortId resume_port) {
   engine::SequenceSpec spec = to_sequence_spec(request);
-  spec.constraint = constraint_for(request.generation, request.tool_format);
+  spec.constraint = constraint_for(request.generation, request.tool_format, request.reasoning);
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});
@@ -247,8 +247,10 @@ std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io
 }
 
 std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
-    const GenerationParams& generation, ToolCallFormat tool_format) const {
-  openai::OutputConstraint output = openai::output_constraint(generation, tool_format);
+    const GenerationParams& generation, ToolCallFormat tool_format,
+    const Request::ReasoningSplit& reasoning) const {
+  openai::OutputConstraint output =
+      openai::output_constraint(generation, tool_format, reasoning.enabled);
   if (!output.grammar) return nullptr;
   std::shared_ptr<const engine::GrammarMasks> masks;
   {
@@ -267,7 +269,11 @@ std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
       if (grammars_.size() > kCachedGrammars) grammars_.pop_back();
     }
   }
-  return masks->start({output.triggers, output.triggers_at_start});
+  using Reasoning = engine::GrammarMasks::Reasoning;
+  Reasoning thinking = !reasoning.enabled        ? Reasoning::none
+                       : reasoning.open_at_start ? Reasoning::open
+                                                 : Reasoning::optional;
+  return masks->start({output.trigger, output.trigger_at_start, thinking});
 }
 
 namespace {

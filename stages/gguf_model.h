@@ -130,8 +130,9 @@ class GgufModel final : public Resource, public ServedModel {
 
   // What the request's answer must follow (response_format, tool_choice), or null. Throws
   // RequestFailure (400) for a schema that cannot be enforced.
-  std::shared_ptr<engine::TokenConstraint> constraint_for(const GenerationParams& generation,
-                                                          ToolCallFormat tool_format) const;
+  std::shared_ptr<engine::TokenConstraint> constraint_for(
+      const GenerationParams& generation, ToolCallFormat tool_format,
+      const Request::ReasoningSplit& reasoning) const;
 
   std::shared_ptr<const engine::Model> model_;
   std::unique_ptr<engine::Scheduler> scheduler_;

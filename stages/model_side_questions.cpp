@@ -80,7 +80,7 @@ GgufModel::AsideAnswer GgufModel::answer_aside(const Request& request,
   spec.sampling = to_sampling_params(request.generation);
   spec.max_tokens = request.generation.max_tokens;
   spec.cache_salt = request.identity.tenant;
-  spec.constraint = constraint_for(request.generation, facts.tool_format);
+  spec.constraint = constraint_for(request.generation, facts.tool_format, facts.reasoning);
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});

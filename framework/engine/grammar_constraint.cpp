@@ -5,6 +5,34 @@
 #include <optional>
 
 namespace chatflow::engine {
+namespace {
+
+constexpr std::string_view kThinkOpens = "<think>";
+constexpr std::string_view kThinkCloses = "</think>";
+constexpr float kNever = -std::numeric_limits<float>::infinity();
+
+std::string_view skip_spaces(std::string_view text) {
+  size_t first = text.find_first_not_of(" \t\r\n");
+  return first == std::string_view::npos ? std::string_view() : text.substr(first);
+}
+
+// The length of the longest end of `text` that starts `marker` (a whole marker not counted).
+size_t matched_prefix(std::string_view text, std::string_view marker) {
+  for (size_t length = std::min(text.size(), marker.size() - 1); length > 0; --length) {
+    if (text.substr(text.size() - length) == marker.substr(0, length)) return length;
+  }
+  return 0;
+}
+
+void set_bit(std::vector<uint64_t>& bits, size_t id) {
+  bits[id / 64] |= uint64_t{1} << (id % 64);
+}
+
+bool has_bit(const std::vector<uint64_t>& bits, size_t id) {
+  return id / 64 < bits.size() && (bits[id / 64] >> (id % 64) & 1);
+}
+
+}  // namespace
 
 std::shared_ptr<const grammar::TokenTable> token_table_of(const Tokenizer& tokenizer) {
   const Vocabulary& vocabulary = tokenizer.vocabulary();
@@ -24,30 +52,79 @@ GrammarMasks::GrammarMasks(std::shared_ptr<const grammar::Grammar> grammar,
       end_of_generation_(std::move(end_of_generation)),
       masker_(grammar_, tokens_) {}
 
+std::shared_ptr<const std::vector<uint64_t>> GrammarMasks::trigger_forbidden(const Trigger& trigger,
+                                                                             size_t matched) const {
+  std::lock_guard lock(mutex_);
+  auto& slot = trigger_masks_[{trigger.text, matched}];
+  if (slot) return slot;
+  const auto& table = tokens_->token_bytes;
+  auto forbidden = std::make_shared<std::vector<uint64_t>>((table.size() + 63) / 64, 0);
+  std::string_view text = trigger.text;
+  for (size_t id = 0; id < table.size(); ++id) {
+    std::string written = std::string(text.substr(0, matched)) + table[id];
+    std::string_view candidate = written;
+    if (trigger.at_start && matched == 0) candidate = skip_spaces(candidate);
+    size_t found = trigger.at_start
+                       ? (candidate.substr(0, text.size()) == text ? 0 : candidate.npos)
+                       : candidate.find(text);
+    if (found == std::string_view::npos) continue;
+    grammar::Matcher matcher(grammar_);
+    if (!matcher.advance(candidate.substr(found))) set_bit(*forbidden, id);
+  }
+  slot = forbidden;
+  return slot;
+}
+
+std::shared_ptr<const std::vector<uint64_t>> GrammarMasks::think_openers(size_t matched) const {
+  std::lock_guard lock(mutex_);
+  auto& slot = think_masks_[matched];
+  if (slot) return slot;
+  const auto& table = tokens_->token_bytes;
+  auto openers = std::make_shared<std::vector<uint64_t>>((table.size() + 63) / 64, 0);
+  std::string_view rest = kThinkOpens.substr(matched);
+  for (size_t id = 0; id < table.size(); ++id) {
+    std::string_view bytes = table[id];
+    if (matched == 0) bytes = skip_spaces(bytes);
+    if (table[id].empty()) continue;
+    bool fits = bytes.size() <= rest.size() ? rest.substr(0, bytes.size()) == bytes
+                                            : bytes.substr(0, rest.size()) == rest;
+    if (fits) set_bit(*openers, id);
+  }
+  slot = openers;
+  return slot;
+}
+
 class GrammarConstraint final : public TokenConstraint {
  public:
   GrammarConstraint(std::shared_ptr<const GrammarMasks> masks, GrammarMasks::Trigger trigger)
       : masks_(std::move(masks)), trigger_(std::move(trigger)) {
-    if (trigger_.texts.empty()) matcher_.emplace(masks_->grammar_);
+    switch (trigger_.reasoning) {
+      case GrammarMasks::Reasoning::open:
+        phase_ = Phase::reasoning;
+        break;
+      case GrammarMasks::Reasoning::optional:
+        phase_ = Phase::deciding;
+        if (trigger_.text.empty()) matcher_.emplace(masks_->grammar_);
+        break;
+      case GrammarMasks::Reasoning::none:
+        begin_answer({});
+        break;
+    }
   }
 
   void restrict(std::span<float> logits) override {
-    if (!matcher_) return;  // waiting for a trigger, or given up
-    std::shared_ptr<const std::vector<uint64_t>> allowed = masks_->masker_.allowed(*matcher_);
-    std::vector<float> end_logits;
-    for (TokenId end : masks_->end_of_generation_)
-      end_logits.push_back(static_cast<size_t>(end) < logits.size() ? logits[end] : 0.0f);
-    constexpr float kNever = -std::numeric_limits<float>::infinity();
-    const size_t count = std::min(logits.size(), masks_->tokens_->token_bytes.size());
-    grammar::apply_mask(*allowed, logits.data(), count);
-    std::fill(logits.begin() + static_cast<std::ptrdiff_t>(count), logits.end(), kNever);
-    bool any = std::any_of(allowed->begin(), allowed->end(), [](uint64_t bits) { return bits; });
-    // The end of generation only where the text may end (or where the grammar allows nothing
-    // more at all, so the sequence stops rather than picking from nothing).
-    bool may_end = matcher_->accepting() || !any;
-    for (size_t i = 0; i < end_logits.size(); ++i) {
-      auto end = static_cast<size_t>(masks_->end_of_generation_[i]);
-      if (end < logits.size()) logits[end] = may_end ? end_logits[i] : kNever;
+    switch (phase_) {
+      case Phase::reasoning:
+      case Phase::free:
+        return;
+      case Phase::waiting:
+        return forbid(*masks_->trigger_forbidden(trigger_, trigger_matched()), logits);
+      case Phase::deciding:
+        if (!trigger_.text.empty())
+          return forbid(*masks_->trigger_forbidden(trigger_, trigger_matched()), logits);
+        return allow(grammar_mask(), masks_->think_openers(think_matched()).get(), logits);
+      case Phase::active:
+        return allow(grammar_mask(), nullptr, logits);
     }
   }
 
@@ -55,60 +132,175 @@ class GrammarConstraint final : public TokenConstraint {
     const auto& table = masks_->tokens_->token_bytes;
     std::string_view bytes =
         token >= 0 && static_cast<size_t>(token) < table.size() ? table[token] : "";
-    if (matcher_) {
-      if (!matcher_->advance(bytes)) matcher_.reset();  // cannot happen under the mask
-      return;
+    switch (phase_) {
+      case Phase::free:
+        return;
+      case Phase::active:
+        if (!matcher_->advance(bytes)) phase_ = Phase::free;  // cannot happen under the mask
+        return;
+      case Phase::reasoning: {
+        text_.append(bytes);
+        size_t end = text_.find(kThinkCloses);
+        if (end != std::string::npos) {
+          begin_answer(text_.substr(end + kThinkCloses.size()));
+        } else if (text_.size() > kThinkCloses.size()) {
+          text_.erase(0, text_.size() - kThinkCloses.size());
+        }
+        return;
+      }
+      case Phase::deciding:
+        return decide(bytes);
+      case Phase::waiting:
+        text_.append(bytes);
+        return look_for_trigger();
     }
-    if (gave_up_) return;
-    text_.append(bytes);
-    look_for_trigger();
   }
 
-  bool engaged() const override { return matcher_.has_value(); }
+  bool engaged() const override { return phase_ == Phase::active; }
 
   bool complete() const override {
-    return matcher_ && matcher_->accepting() && !matcher_->can_continue();
+    return phase_ == Phase::active && matcher_->accepting() && !matcher_->can_continue();
   }
 
  private:
+  enum class Phase {
+    reasoning,  // inside the thinking block: free until it closes
+    deciding,   // the text may open a thinking block or start the answer
+    waiting,    // the answer is free until the trigger appears
+    active,     // the grammar holds the text
+    free        // the answer is text (the trigger never came where it had to)
+  };
+
+  const std::vector<uint64_t>* grammar_mask() {
+    if (!matcher_) return nullptr;
+    mask_ = masks_->masker_.allowed(*matcher_);
+    return mask_.get();
+  }
+
+  // Only the tokens in `grammar` or `also` survive; the end of generation only where the
+  // grammar may end (or where nothing else may come, so the sequence stops rather than picking
+  // from nothing).
+  void allow(const std::vector<uint64_t>* grammar, const std::vector<uint64_t>* also,
+             std::span<float> logits) {
+    std::vector<float> end_logits;
+    for (TokenId end : masks_->end_of_generation_)
+      end_logits.push_back(static_cast<size_t>(end) < logits.size() ? logits[end] : 0.0f);
+    const size_t count = std::min(logits.size(), masks_->tokens_->token_bytes.size());
+    bool any = false;
+    if (grammar && !also) {
+      grammar::apply_mask(*grammar, logits.data(), count);
+      any = std::any_of(grammar->begin(), grammar->end(), [](uint64_t bits) { return bits; });
+    } else {
+      for (size_t id = 0; id < count; ++id) {
+        bool kept = (grammar && has_bit(*grammar, id)) || (also && has_bit(*also, id));
+        if (!kept) logits[id] = kNever;
+        any = any || kept;
+      }
+    }
+    std::fill(logits.begin() + static_cast<std::ptrdiff_t>(count), logits.end(), kNever);
+    bool may_end = (phase_ == Phase::active && matcher_->accepting()) || !any;
+    for (size_t i = 0; i < end_logits.size(); ++i) {
+      auto end = static_cast<size_t>(masks_->end_of_generation_[i]);
+      if (end < logits.size()) logits[end] = may_end ? end_logits[i] : kNever;
+    }
+  }
+
+  static void forbid(const std::vector<uint64_t>& forbidden, std::span<float> logits) {
+    for (size_t word = 0; word < forbidden.size(); ++word) {
+      uint64_t bits = forbidden[word];
+      while (bits) {
+        size_t id = word * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+        if (id < logits.size()) logits[id] = kNever;
+        bits &= bits - 1;
+      }
+    }
+  }
+
+  size_t trigger_matched() const {
+    if (!trigger_.at_start) return matched_prefix(text_, trigger_.text);
+    std::string_view rest = skip_spaces(text_);
+    return trigger_.text.substr(0, rest.size()) == rest ? rest.size() : 0;
+  }
+
+  size_t think_matched() const { return std::min(skip_spaces(text_).size(), kThinkOpens.size()); }
+
+  // The answer proper begins (after any thinking) with `text` already written.
+  void begin_answer(std::string text) {
+    text_.clear();
+    if (!trigger_.text.empty()) {
+      phase_ = Phase::waiting;
+      text_ = std::move(text);
+      look_for_trigger();
+      return;
+    }
+    grammar::Matcher matcher(masks_->grammar_);
+    bool fits = matcher.advance(text) || matcher.advance(skip_spaces(text));
+    if (!fits) {
+      phase_ = Phase::free;
+      return;
+    }
+    matcher_.emplace(std::move(matcher));
+    phase_ = Phase::active;
+  }
+
+  void decide(std::string_view bytes) {
+    text_.append(bytes);
+    if (matcher_ && !matcher_->advance(bytes)) matcher_.reset();
+    std::string_view rest = skip_spaces(text_);
+    if (rest.substr(0, kThinkOpens.size()) == kThinkOpens) {
+      matcher_.reset();
+      phase_ = Phase::reasoning;
+      std::string after(rest.substr(kThinkOpens.size()));
+      text_.clear();
+      if (!after.empty()) accept_reasoning_text(after);
+      return;
+    }
+    if (kThinkOpens.substr(0, rest.size()) == rest) return;  // may still open it
+    if (!trigger_.text.empty()) return begin_answer(std::move(text_));
+    phase_ = matcher_ ? Phase::active : Phase::free;
+    text_.clear();
+  }
+
+  void accept_reasoning_text(const std::string& text) {
+    text_ = text;
+    size_t end = text_.find(kThinkCloses);
+    if (end != std::string::npos) begin_answer(text_.substr(end + kThinkCloses.size()));
+  }
+
   void look_for_trigger() {
     if (trigger_.at_start) {
-      size_t first = text_.find_first_not_of(" \t\r\n");
-      if (first == std::string::npos) return;
-      std::string_view rest = std::string_view(text_).substr(first);
-      for (const auto& text : trigger_.texts) {
-        if (rest.substr(0, text.size()) == text) return begin_at(first);
-        if (text.substr(0, rest.size()) == rest) return;  // may still become it
-      }
-      gave_up_ = true;
+      std::string_view rest = skip_spaces(text_);
+      if (rest.empty()) return;
+      if (rest.substr(0, trigger_.text.size()) == trigger_.text)
+        return begin_at(text_.size() - rest.size());
+      if (trigger_.text.substr(0, rest.size()) == rest) return;  // may still become it
+      phase_ = Phase::free;
       text_.clear();
       return;
     }
-    for (const auto& text : trigger_.texts) {
-      size_t found = text_.find(text);
-      if (found != std::string::npos) return begin_at(found);
-    }
-    size_t longest = 0;
-    for (const auto& text : trigger_.texts)
-      longest = std::max(longest, text.size());
-    if (text_.size() > longest) text_.erase(0, text_.size() - longest);
+    size_t found = text_.find(trigger_.text);
+    if (found != std::string::npos) return begin_at(found);
+    if (text_.size() > trigger_.text.size()) text_.erase(0, text_.size() - trigger_.text.size());
   }
 
   void begin_at(size_t offset) {
     grammar::Matcher matcher(masks_->grammar_);
+    // The mask kept out tokens that would run past the trigger into what the grammar refuses.
     if (matcher.advance(std::string_view(text_).substr(offset))) {
       matcher_.emplace(std::move(matcher));
+      phase_ = Phase::active;
     } else {
-      gave_up_ = true;  // the token ran past the trigger into what the grammar refuses
+      phase_ = Phase::free;
     }
     text_.clear();
   }
 
   std::shared_ptr<const GrammarMasks> masks_;
   GrammarMasks::Trigger trigger_;
+  Phase phase_ = Phase::free;
   std::optional<grammar::Matcher> matcher_;
-  std::string text_;  // generated text while waiting for a trigger
-  bool gave_up_ = false;
+  std::shared_ptr<const std::vector<uint64_t>> mask_;  // the last grammar mask, kept alive
+  std::string text_;  // text not yet in the grammar: thinking's end, the trigger's wait
 };
 
 std::shared_ptr<TokenConstraint> GrammarMasks::start(Trigger trigger) const {

@@ -56,10 +56,14 @@ Expr calls_expr(Builder& builder, const GenerationParams& params, ToolCallFormat
         {item, builder.repeat(builder.sequence({builder.literal(separator), item}), 0, -1)});
   };
   switch (format) {
-    case ToolCallFormat::hermes:
-      return several(builder.sequence({builder.literal("<tool_call>\n"), one,
-                                       builder.literal("\n</tool_call>")}),
-                     "\n");
+    case ToolCallFormat::hermes: {
+      // The line breaks a model writes after its last block.
+      Expr trailing = builder.repeat(builder.literal("\n"), 0, 2);
+      return builder.sequence({several(builder.sequence({builder.literal("<tool_call>\n"), one,
+                                                         builder.literal("\n</tool_call>")}),
+                                       "\n"),
+                               trailing});
+    }
     case ToolCallFormat::llama3:
       return several(one, "; ");
     case ToolCallFormat::mistral:
@@ -83,14 +87,14 @@ std::string call_trigger(ToolCallFormat format) {
   }
 }
 
-std::string constraint_key(const GenerationParams& params, ToolCallFormat format) {
+std::string constraint_key(const GenerationParams& params, ToolCallFormat format, bool reasoning) {
   json::array tools;
   for (const auto& tool : params.tools)
     tools.push_back(json::array{tool.name, tool.parameters});
   return json::serialize(json::array{
       std::string(to_string(format)), std::move(tools), static_cast<int>(params.tool_choice),
       params.tool_choice_function, params.parallel_tool_calls,
-      static_cast<int>(params.response_format.kind), params.response_format.schema});
+      static_cast<int>(params.response_format.kind), params.response_format.schema, reasoning});
 }
 
 }  // namespace
@@ -104,7 +108,8 @@ void check_json_schema(const json::value& schema, const std::string& param) {
   }
 }
 
-OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format) {
+OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format,
+                                   bool reasoning) {
   OutputConstraint constraint;
   bool calls = !params.tools.empty() && params.tool_choice != ToolChoice::none;
   bool forced_calls = calls && (params.tool_choice == ToolChoice::required ||
@@ -120,16 +125,20 @@ OutputConstraint output_constraint(const GenerationParams& params, ToolCallForma
                 ? builder.any_json_object()
                 : schema_expr(builder, response.schema, "response_format.json_schema.schema");
   }
-  constraint.key = constraint_key(params, format);
+  constraint.key = constraint_key(params, format, reasoning);
   if (calls && !forced_calls && !shaped) {
     constraint.grammar = builder.build(calls_expr(builder, params, format));
-    constraint.triggers = {call_trigger(format)};
-    constraint.triggers_at_start = format != ToolCallFormat::hermes;
+    constraint.trigger = call_trigger(format);
+    constraint.trigger_at_start = format != ToolCallFormat::hermes;
     return constraint;
   }
+  // After a thinking block come the line breaks that close it.
+  Expr after_thinking =
+      builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 3);
   if (!calls) {
     // The answer is the value itself, as the client will parse it: no space before it.
-    constraint.grammar = builder.build(*value);
+    constraint.grammar =
+        builder.build(reasoning ? builder.sequence({after_thinking, *value}) : *value);
     return constraint;
   }
   Expr body = shaped && !forced_calls
@@ -137,7 +146,9 @@ OutputConstraint output_constraint(const GenerationParams& params, ToolCallForma
                   : calls_expr(builder, params, format);
   // A model's first token often carries the space or line break before a call.
   Expr leading =
-      builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 1);
+      reasoning
+          ? after_thinking
+          : builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 1);
   constraint.grammar = builder.build(builder.sequence({leading, body}));
   return constraint;
 }

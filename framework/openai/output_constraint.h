@@ -6,7 +6,6 @@
 
 #include <memory>
 #include <string>
-#include <vector>
 
 #include <boost/json/value.hpp>
 
@@ -17,17 +16,20 @@ namespace chatflow::openai {
 
 struct OutputConstraint {
   std::shared_ptr<const grammar::Grammar> grammar;  // null: the answer is free
-  // Where the grammar starts: from the first token when empty, else where one of these texts
-  // appears (only at the start of the answer, after spaces, when triggers_at_start).
-  std::vector<std::string> triggers;
-  bool triggers_at_start = false;
+  // Where the grammar starts: from the first token when empty, else where this text appears
+  // (only at the start of the answer, after spaces, when trigger_at_start); either way after the
+  // thinking block of an answer that splits reasoning.
+  std::string trigger;
+  bool trigger_at_start = false;
   // Identifies the grammar (equal keys, equal grammars): for caching its token masks.
   std::string key;
 };
 
 // Throws RequestFailure (400) naming a schema keyword the tool parameters or response_format
 // use that cannot be enforced.
-OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format);
+// `reasoning`: the answer may first think (its grammar then allows the line breaks after it).
+OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format,
+                                   bool reasoning);
 
 // Throws RequestFailure (400, param `param`, code "unsupported_schema") when the schema uses what
 // cannot be enforced, naming the keyword and where it is.

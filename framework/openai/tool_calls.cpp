@@ -243,8 +243,8 @@ void ToolCallStreamer::end_value(size_t end, Pieces& pieces) {
       arguments_sent_ = 0;
     }
     if (header_sent_) {
-      emit_arguments(std::string_view(arguments).substr(std::min(arguments_sent_, arguments.size())),
-                     pieces);
+      emit_arguments(
+          std::string_view(arguments).substr(std::min(arguments_sent_, arguments.size())), pieces);
     } else {
       pending_arguments_ = std::move(arguments);
     }
@@ -434,9 +434,8 @@ std::string generic_tool_instructions(const std::vector<ToolDefinition>& tools) 
     json::object entry{{"name", tool.name}};
     if (!tool.description.empty()) entry["description"] = tool.description;
     json::error_code error;
-    json::value parameters = tool.parameters.empty()
-                                 ? json::value(json::object{{"type", "object"}})
-                                 : json::parse(tool.parameters, error);
+    json::value parameters = tool.parameters.empty() ? json::value(json::object{{"type", "object"}})
+                                                     : json::parse(tool.parameters, error);
     entry["parameters"] = error ? json::value(json::object{}) : parameters;
     text += "\n" + json::serialize(entry);
   }

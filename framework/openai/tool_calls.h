@@ -77,7 +77,7 @@ class ToolCallStreamer {
   ToolCallFormat format_;
   std::vector<std::string> offered_;
   Mode mode_ = Mode::content;
-  std::string held_;  // text not yet given out
+  std::string held_;        // text not yet given out
   std::string held_space_;  // content's trailing whitespace, given out once text follows it
   std::string space_before_region_;  // held_space_ when a call region opened
   bool content_started_ = false;
@@ -93,8 +93,8 @@ class ToolCallStreamer {
   std::string key_;      // the member name just read at the call's depth
   bool reading_key_ = false;
   bool after_colon_ = false;
-  std::string outer_key_;        // generic: the top object's member being read
-  bool in_call_list_ = true;     // generic: inside "tool_calls": [...]
+  std::string outer_key_;     // generic: the top object's member being read
+  bool in_call_list_ = true;  // generic: inside "tool_calls": [...]
   Value value_ = Value::none;
   size_t value_start_ = 0;
   int value_depth_ = 0;

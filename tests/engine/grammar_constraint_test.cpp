@@ -19,9 +19,27 @@
 namespace chatflow::engine {
 namespace {
 
-// Token ids of a hand-made vocabulary; the last one stands for end of generation (no bytes).
-const std::vector<std::string> kTokens = {"<",  "tool", "_call", ">", "<tool_call>", "1", "2",
-                                          "12", "x",    " ",     "a", "b",           ""};
+// Token ids of a hand-made vocabulary; 12 stands for end of generation (no bytes).
+const std::vector<std::string> kTokens = {"<",
+                                          "tool",
+                                          "_call",
+                                          ">",
+                                          "<tool_call>",
+                                          "1",
+                                          "2",
+                                          "12",
+                                          "x",
+                                          " ",
+                                          "a",
+                                          "b",
+                                          "",  // 12: the end of generation
+                                          "<tool_call>x",
+                                          "<tool_call>2",
+                                          "<think>",
+                                          "</think>",
+                                          "\n\n",
+                                          "<th",
+                                          "ink>"};
 constexpr TokenId kEnd = 12;
 
 std::shared_ptr<GrammarMasks> masks_for(grammar::GrammarBuilder& builder,
@@ -45,21 +63,65 @@ TEST(GrammarConstraint, WaitsForItsTriggerThenHoldsTheText) {
   grammar::GrammarBuilder builder;
   auto digits = builder.repeat(builder.chars({{'1', '2'}}), 1, -1);
   auto masks = masks_for(builder, builder.sequence({builder.literal("<tool_call>"), digits}));
-  auto constraint = masks->start({{"<tool_call>"}, false});
-  std::vector<TokenId> everything(kTokens.size());
-  for (size_t i = 0; i < everything.size(); ++i)
-    everything[i] = static_cast<TokenId>(i);
-  EXPECT_EQ(allowed(*constraint), everything) << "free before the trigger";
-  for (TokenId token : {8, 9, 0, 1, 2}) {  // "x <tool_call" in pieces
-    constraint->accept(token);
-    EXPECT_EQ(allowed(*constraint), everything);
+  auto constraint = masks->start({"<tool_call>", false});
+  // Free before the trigger, but for the one token that would complete it with what the
+  // grammar refuses.
+  std::vector<TokenId> free_but_a_bad_start;
+  for (size_t i = 0; i < kTokens.size(); ++i) {
+    if (i != 13) free_but_a_bad_start.push_back(static_cast<TokenId>(i));
   }
+  EXPECT_EQ(allowed(*constraint), free_but_a_bad_start);
+  for (TokenId token : {8, 9, 0, 1}) {  // "x <tool" in pieces
+    constraint->accept(token);
+    EXPECT_EQ(allowed(*constraint), free_but_a_bad_start);
+  }
+  constraint->accept(2);
   constraint->accept(3);  // ">": the trigger is whole
   EXPECT_EQ(allowed(*constraint), (std::vector<TokenId>{5, 6, 7})) << "digits only, no end yet";
   EXPECT_FALSE(constraint->complete());
   constraint->accept(7);
   EXPECT_EQ(allowed(*constraint), (std::vector<TokenId>{5, 6, 7, kEnd})) << "may end now";
   EXPECT_FALSE(constraint->complete()) << "more digits may follow";
+}
+
+TEST(GrammarConstraint, ATokenThatCompletesTheTriggerStartsTheGrammarInside) {
+  grammar::GrammarBuilder builder;
+  auto digits = builder.repeat(builder.chars({{'1', '2'}}), 1, -1);
+  auto masks = masks_for(builder, builder.sequence({builder.literal("<tool_call>"), digits}));
+  auto constraint = masks->start({"<tool_call>", false});
+  constraint->accept(14);  // "<tool_call>2": the trigger and the grammar's first digit at once
+  EXPECT_TRUE(constraint->engaged());
+  EXPECT_EQ(allowed(*constraint), (std::vector<TokenId>{5, 6, 7, kEnd}));
+}
+
+TEST(GrammarConstraint, AThinkingBlockComesBeforeTheGrammar) {
+  grammar::GrammarBuilder builder;
+  auto masks = masks_for(builder, builder.sequence({builder.repeat(builder.literal("\n"), 0, 3),
+                                                    builder.literal("ab")}));
+  // The prompt opened the block: free until it closes, then the grammar.
+  auto opened = masks->start({"", false, GrammarMasks::Reasoning::open});
+  EXPECT_EQ(allowed(*opened).size(), kTokens.size());
+  for (TokenId token : {8, 10, 11, 9}) {  // thinking "xab "
+    opened->accept(token);
+    EXPECT_FALSE(opened->engaged());
+  }
+  opened->accept(16);  // "</think>"
+  EXPECT_TRUE(opened->engaged());
+  EXPECT_EQ(allowed(*opened), (std::vector<TokenId>{10, 17}));  // "a" or the line breaks
+  // The answer may open one: what starts "<think>" or the grammar; then the same.
+  auto optional = masks->start({"", false, GrammarMasks::Reasoning::optional});
+  EXPECT_EQ(allowed(*optional), (std::vector<TokenId>{0, 9, 10, 15, 17, 18}));
+  optional->accept(18);                                       // "<th"
+  EXPECT_EQ(allowed(*optional), (std::vector<TokenId>{19}));  // only "ink>" continues it
+  optional->accept(19);
+  EXPECT_FALSE(optional->engaged());
+  optional->accept(16);
+  EXPECT_TRUE(optional->engaged());
+  // Or it does not think, and the grammar held from the first token.
+  auto direct = masks->start({"", false, GrammarMasks::Reasoning::optional});
+  direct->accept(10);
+  EXPECT_TRUE(direct->engaged());
+  EXPECT_EQ(allowed(*direct), (std::vector<TokenId>{11}));
 }
 
 TEST(GrammarConstraint, FromTheFirstTokenAndCompleteWhenNothingMayFollow) {
@@ -77,11 +139,11 @@ TEST(GrammarConstraint, FromTheFirstTokenAndCompleteWhenNothingMayFollow) {
 TEST(GrammarConstraint, AtStartTriggersGiveUpOnOtherText) {
   grammar::GrammarBuilder builder;
   auto masks = masks_for(builder, builder.literal("ab"));
-  auto constraint = masks->start({{"a"}, true});
+  auto constraint = masks->start({"a", true});
   constraint->accept(8);  // "x": the answer is text, never a call
   constraint->accept(10);
   EXPECT_EQ(allowed(*constraint).size(), kTokens.size());
-  auto called = masks->start({{"a"}, true});
+  auto called = masks->start({"a", true});
   called->accept(9);   // spaces before it do not count
   called->accept(10);  // "a" opens the grammar
   EXPECT_EQ(allowed(*called), (std::vector<TokenId>{11}));

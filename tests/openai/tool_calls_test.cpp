@@ -58,12 +58,18 @@ const std::vector<Case>& cases() {
       {ToolCallFormat::generic, "{\"answer\": 1}", "{\"answer\": 1}", {}},
       {ToolCallFormat::generic, "Plain text.", "Plain text.", {}},
       // JSON that names no offered function, or not under "tool_calls", is text.
-      {ToolCallFormat::generic, "{\"people\": [{\"name\": \"f\", \"arguments\": {}}]}",
-       "{\"people\": [{\"name\": \"f\", \"arguments\": {}}]}", {}},
-      {ToolCallFormat::llama3, "{\"name\": \"Bob\", \"age\": 3}", "{\"name\": \"Bob\", \"age\": 3}", {}},
+      {ToolCallFormat::generic,
+       "{\"people\": [{\"name\": \"f\", \"arguments\": {}}]}",
+       "{\"people\": [{\"name\": \"f\", \"arguments\": {}}]}",
+       {}},
+      {ToolCallFormat::llama3,
+       "{\"name\": \"Bob\", \"age\": 3}",
+       "{\"name\": \"Bob\", \"age\": 3}",
+       {}},
       {ToolCallFormat::hermes,
        "Hi <tool_call>\n{\"name\": \"nobody\", \"arguments\": {}}\n</tool_call>",
-       "Hi <tool_call>\n{\"name\": \"nobody\", \"arguments\": {}}\n</tool_call>", {}},
+       "Hi <tool_call>\n{\"name\": \"nobody\", \"arguments\": {}}\n</tool_call>",
+       {}},
       // A broken block stays text and later blocks still count.
       {ToolCallFormat::hermes,
        "See <tool_call> oops </tool_call> <tool_call> {\"name\": \"f\", \"arguments\": {\"x\": 1}} "
@@ -72,7 +78,9 @@ const std::vector<Case>& cases() {
        {{"f", "{\"x\": 1}"}}},
       // No arguments key: "{}"; arguments written as a JSON string: the string's text.
       {ToolCallFormat::llama3, "{\"name\": \"g\"}", "", {{"g", "{}"}}},
-      {ToolCallFormat::llama3, "{\"name\": \"f\", \"parameters\": \"{\\\"x\\\": 1}\"}", "",
+      {ToolCallFormat::llama3,
+       "{\"name\": \"f\", \"parameters\": \"{\\\"x\\\": 1}\"}",
+       "",
        {{"f", "{\"x\": 1}"}}},
   };
   return all;
@@ -191,7 +199,8 @@ TEST(ToolCalls, FormatFromTheTemplate) {
 
 TEST(ToolCalls, GenericTextRoundTrips) {
   std::vector<ToolCall> calls = {{"call_1", "f", "{\"a\":1}"}, {"call_2", "g", "{}"}};
-  ParsedToolCalls parsed = parse_tool_calls(generic_tool_call_text(calls), ToolCallFormat::generic, kOffered);
+  ParsedToolCalls parsed =
+      parse_tool_calls(generic_tool_call_text(calls), ToolCallFormat::generic, kOffered);
   ASSERT_EQ(parsed.calls.size(), 2u);
   EXPECT_EQ(parsed.calls[0].name, "f");
   EXPECT_EQ(parsed.calls[0].arguments, "{\"a\":1}");

@@ -158,8 +158,9 @@ TEST(GgufModelChatTemplate, ATemplateWithoutSystemTurnsGetsTheToolsInTheFirstUse
   std::string text = model->detokenize(model->encode_prompt(*request, true, &facts));
   EXPECT_EQ(facts.tool_format, ToolCallFormat::generic);
   EXPECT_NE(text.find("<start_of_turn>user\nYou can call functions."), std::string::npos) << text;
-  EXPECT_NE(text.find("Result of call call_abc:\nsunny, 21 degrees\n\nResult of call call_def:\nrain"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("Result of call call_abc:\nsunny, 21 degrees\n\nResult of call call_def:\nrain"),
+      std::string::npos)
       << text;
 }
 

@@ -42,9 +42,11 @@ const char* kind_of(const json::value& value) {
 }
 
 // A field that may be absent or null (then `fallback`), else must have the right type and range.
+// Errors name the field by its whole path (`prefix` names the object: "tools[0].function.").
 class Fields {
  public:
-  explicit Fields(const json::object& object) : object_(object) {}
+  explicit Fields(const json::object& object, std::string prefix = {})
+      : object_(object), prefix_(std::move(prefix)) {}
 
   const json::value* get(const char* name) const {
     read_.insert(name);
@@ -61,23 +63,24 @@ class Fields {
           std::find(ignored.begin(), ignored.end(), name) != ignored.end()) {
         continue;
       }
-      throw RequestFailure(
-          RequestError{400, "invalid_request_error",
-                       "'" + std::string(name) + "' is not supported by this server; remove it",
-                       "unsupported_parameter", std::string(name)});
+      std::string path = prefix_ + std::string(name);
+      throw RequestFailure(RequestError{400, "invalid_request_error",
+                                        "'" + path + "' is not supported by this server; remove it",
+                                        "unsupported_parameter", path});
     }
   }
 
   double number(const char* name, double fallback, double minimum, double maximum) const {
     const json::value* value = get(name);
     if (!value) return fallback;
+    std::string path = prefix_ + name;
     if (!value->is_number())
-      invalid(std::string("'") + name + "' must be a number, got " + kind_of(*value), name);
+      invalid("'" + path + "' must be a number, got " + kind_of(*value), path);
     double number = value->to_number<double>();
     if (!std::isfinite(number) || number < minimum || number > maximum) {
-      invalid(std::string("'") + name + "' must be between " + format(minimum) + " and " +
-                  format(maximum) + ", got " + format(number),
-              name);
+      invalid("'" + path + "' must be between " + format(minimum) + " and " + format(maximum) +
+                  ", got " + format(number),
+              path);
     }
     return number;
   }
@@ -85,18 +88,17 @@ class Fields {
   int64_t integer(const char* name, int64_t fallback, int64_t minimum, int64_t maximum) const {
     const json::value* value = get(name);
     if (!value) return fallback;
-    if (!value->is_int64() && !value->is_uint64()) {
-      invalid(std::string("'") + name + "' must be an integer, got " + kind_of(*value), name);
-    }
-    if (value->is_uint64() && value->get_uint64() > static_cast<uint64_t>(maximum)) {
-      invalid(std::string("'") + name + "' must be at most " + std::to_string(maximum), name);
-    }
+    std::string path = prefix_ + name;
+    if (!value->is_int64() && !value->is_uint64())
+      invalid("'" + path + "' must be an integer, got " + kind_of(*value), path);
+    if (value->is_uint64() && value->get_uint64() > static_cast<uint64_t>(maximum))
+      invalid("'" + path + "' must be at most " + std::to_string(maximum), path);
     int64_t number =
         value->is_int64() ? value->get_int64() : static_cast<int64_t>(value->get_uint64());
     if (number < minimum || number > maximum) {
-      invalid(std::string("'") + name + "' must be between " + std::to_string(minimum) + " and " +
+      invalid("'" + path + "' must be between " + std::to_string(minimum) + " and " +
                   std::to_string(maximum) + ", got " + std::to_string(number),
-              name);
+              path);
     }
     return number;
   }
@@ -105,7 +107,7 @@ class Fields {
     const json::value* value = get(name);
     if (!value) return fallback;
     if (!value->is_bool())
-      invalid(std::string("'") + name + "' must be a boolean, got " + kind_of(*value), name);
+      invalid("'" + prefix_ + name + "' must be a boolean, got " + kind_of(*value), prefix_ + name);
     return value->get_bool();
   }
 
@@ -113,7 +115,7 @@ class Fields {
     const json::value* value = get(name);
     if (!value) return fallback;
     if (!value->is_string())
-      invalid(std::string("'") + name + "' must be a string, got " + kind_of(*value), name);
+      invalid("'" + prefix_ + name + "' must be a string, got " + kind_of(*value), prefix_ + name);
     return std::string(value->get_string());
   }
 
@@ -125,6 +127,7 @@ class Fields {
     return text;
   }
   const json::object& object_;
+  std::string prefix_;
   mutable std::set<std::string_view, std::less<>> read_;
 };
 
@@ -256,7 +259,7 @@ std::vector<ToolCall> parse_message_tool_calls(const json::value& value, const s
   for (const auto& item : value.get_array()) {
     std::string at = param + "[" + std::to_string(index++) + "]";
     if (!item.is_object()) invalid("'" + at + "' must be an object, got " + kind_of(item), at);
-    Fields call(item.get_object());
+    Fields call(item.get_object(), at + ".");
     if (call.string("type", "function") != "function")
       invalid("'" + at + ".type' must be \"function\"", at + ".type");
     ToolCall parsed;
@@ -265,7 +268,7 @@ std::vector<ToolCall> parse_message_tool_calls(const json::value& value, const s
     const json::value* function = call.get("function");
     if (!function || !function->is_object())
       invalid("'" + at + ".function' is required and must be an object", at + ".function");
-    Fields function_fields(function->get_object());
+    Fields function_fields(function->get_object(), at + ".function.");
     parsed.name = function_fields.string("name", "");
     if (parsed.name.empty())
       invalid("'" + at + ".function.name' is required", at + ".function.name");
@@ -290,7 +293,7 @@ std::vector<Message> parse_messages(const Fields& fields) {
     std::string param = "messages[" + std::to_string(index) + "]";
     if (!item.is_object())
       invalid("'" + param + "' must be an object, got " + kind_of(item), param);
-    Fields message(item.get_object());
+    Fields message(item.get_object(), param + ".");
     const json::value* role = message.get("role");
     if (!role || !role->is_string())
       invalid("'" + param + ".role' is required and must be a string", param + ".role");
@@ -399,14 +402,14 @@ void parse_tools(const Fields& fields, GenerationParams& params) {
     for (const auto& item : tools->get_array()) {
       std::string param = "tools[" + std::to_string(index++) + "]";
       if (!item.is_object()) invalid("'" + param + "' must be an object", param);
-      Fields tool(item.get_object());
+      Fields tool(item.get_object(), param + ".");
       if (tool.string("type", "") != "function")
         invalid("'" + param + ".type' must be \"function\"", param + ".type");
       const json::value* function = tool.get("function");
       if (!function || !function->is_object())
         invalid("'" + param + ".function' is required and must be an object", param + ".function");
       tool.refuse_unread({});
-      Fields function_fields(function->get_object());
+      Fields function_fields(function->get_object(), param + ".function.");
       ToolDefinition definition;
       definition.name = function_fields.string("name", "");
       bool good_name = !definition.name.empty() && definition.name.size() <= 64 &&
@@ -450,13 +453,13 @@ void parse_tools(const Fields& fields, GenerationParams& params) {
             "tool_choice");
       }
     } else if (choice->is_object()) {
-      Fields named(choice->get_object());
+      Fields named(choice->get_object(), "tool_choice.");
       const json::value* function = named.get("function");
       if (named.string("type", "") != "function" || !function || !function->is_object())
         invalid("'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\"}}",
                 "tool_choice");
       named.refuse_unread({});
-      Fields function_fields(function->get_object());
+      Fields function_fields(function->get_object(), "tool_choice.function.");
       std::string name = function_fields.string("name", "");
       function_fields.refuse_unread({});
       bool offered = std::any_of(params.tools.begin(), params.tools.end(),
@@ -482,7 +485,7 @@ ResponseFormat parse_response_format(const Fields& fields) {
   if (!value->is_object())
     invalid(std::string("'response_format' must be an object, got ") + kind_of(*value),
             "response_format");
-  Fields format_fields(value->get_object());
+  Fields format_fields(value->get_object(), "response_format.");
   std::string type = format_fields.string("type", "");
   if (type == "text") {
     format.kind = ResponseFormat::Kind::text;
@@ -494,7 +497,7 @@ ResponseFormat parse_response_format(const Fields& fields) {
     if (!schema || !schema->is_object())
       invalid("'response_format.json_schema' is required and must be an object",
               "response_format.json_schema");
-    Fields schema_fields(schema->get_object());
+    Fields schema_fields(schema->get_object(), "response_format.json_schema.");
     format.name = schema_fields.string("name", "");
     if (format.name.empty())
       invalid("'response_format.json_schema.name' is required", "response_format.json_schema.name");
@@ -567,7 +570,8 @@ void parse_completion_request(std::string_view body, RequestKind kind, Request& 
     if (!request.stream)
       invalid("'stream_options' is only allowed when 'stream' is true", "stream_options");
     if (!options->is_object()) invalid("'stream_options' must be an object", "stream_options");
-    request.include_usage = Fields(options->get_object()).boolean("include_usage", false);
+    request.include_usage =
+        Fields(options->get_object(), "stream_options.").boolean("include_usage", false);
   }
   request.session_id = fields.string("session_id", "");
   if (request.session_id.size() > 256)

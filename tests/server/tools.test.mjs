@@ -272,12 +272,14 @@ describe('tool calls and structured outputs (generic format: a model without a t
       [{ tool_choice: 'auto' }, 'tool_choice'],
       [{ tools: [weather], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice'],
       [{ response_format: { type: 'xml' } }, 'response_format.type'],
-      [{ tools: [{ type: 'function', function: { name: 'f', parameters: {}, colour: 'red' } }] }, 'colour'],
+      [{ tools: [{ type: 'function', function: { name: 'f', parameters: {}, colour: 'red' } }] }, 'tools[0].function.colour'],
+      [{ messages: [{ role: 'user', content: 'x', tool_call_id: 'c' }] }, 'messages[0].tool_call_id'],
+      [{ tools: [{ type: 'function', function: { name: 'f', strict: 'yes' } }] }, 'tools[0].function.strict'],
     ];
     for (const [extra, param] of cases) {
       await assert.rejects(
         client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'x' }], ...extra }),
-        (error) => error.status === 400 && (error.param === param || error.message.includes(`'${param}'`)),
+        (error) => error.status === 400 && error.param === param && error.message.includes(`'${param}'`),
         param);
     }
   });

@@ -5,6 +5,7 @@
 // tenant whose reservation would pass the allowance gets 429 insufficient_quota, so concurrent
 // requests can never together spend more than it. The stage is also the server's usage report
 // (GET /v1/usage) and `chatflow usage` reads the same file.
+#include <atomic>
 #include <filesystem>
 
 #include <boost/json.hpp>
@@ -54,7 +55,17 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
                        {}});
     }
     auto ledger = ledger_;
-    request.on_release([ledger, reservation](const Request& done) {
+    // What the request holds grows when it spends aside (an agent's steps), so no number of
+    // agents in flight can overshoot the allowance.
+    auto held = std::make_shared<std::atomic<int64_t>>(reservation);
+    if (allowance) {
+      request.on_reserve([ledger, tenant, allowance, held](int64_t tokens) {
+        if (!ledger->reserve(tenant, tokens, allowance)) return false;
+        *held += tokens;
+        return true;
+      });
+    }
+    request.on_release([ledger, held](const Request& done) {
       usage::UsageRecord record;
       record.tenant = done.identity.tenant;
       record.user = done.identity.user;
@@ -64,7 +75,7 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
       record.prompt_tokens = done.usage.prompt_tokens + done.aside_usage.prompt_tokens;
       record.completion_tokens = done.usage.completion_tokens + done.aside_usage.completion_tokens;
       record.status = done.error() ? done.error()->status : 200;
-      ledger->settle(done.identity.tenant, reservation, std::move(record));
+      ledger->settle(done.identity.tenant, held->load(), std::move(record));
     });
     return Route::to(0);
   }

@@ -55,6 +55,23 @@ void Request::on_release(std::function<void(const Request&)> callback) {
   release_callbacks_.push_back(std::move(callback));
 }
 
+void Request::on_reserve(std::function<bool(int64_t tokens)> reserver) {
+  std::lock_guard lock(notes_mutex_);
+  reservers_.push_back(std::move(reserver));
+}
+
+bool Request::reserve_aside(int64_t tokens) {
+  std::vector<std::function<bool(int64_t)>> reservers;
+  {
+    std::lock_guard lock(notes_mutex_);
+    reservers = reservers_;
+  }
+  for (const auto& reserve : reservers) {
+    if (!reserve(tokens)) return false;
+  }
+  return true;
+}
+
 std::vector<std::pair<std::string, std::string>> Request::annotations() const {
   std::lock_guard lock(notes_mutex_);
   return annotations_;

@@ -255,6 +255,13 @@ class Request : public std::enable_shared_from_this<Request> {
   // used (a quota ledger). Callbacks run in the order given, before the sink's on_released.
   void on_release(std::function<void(const Request&)> callback);
 
+  // Spending beyond what was reserved at the start: a stage that holds a reservation for the
+  // request (a quota) offers `reserver`, which holds `tokens` more or says no; a stage that
+  // spends aside for the request (an agent's steps) asks reserve_aside first, and spends only on
+  // true. Safe from any thread.
+  void on_reserve(std::function<bool(int64_t tokens)> reserver);
+  bool reserve_aside(int64_t tokens);
+
   // The text of the last user message, or "" when there is none.
   std::string last_user_message() const;
 
@@ -283,6 +290,7 @@ class Request : public std::enable_shared_from_this<Request> {
   std::vector<std::pair<std::string, std::string>> annotations_;
   HeaderFields response_headers_;
   std::vector<std::function<void(const Request&)>> release_callbacks_;
+  std::vector<std::function<bool(int64_t)>> reservers_;
   std::vector<std::pair<std::string, std::shared_ptr<void>>> attachments_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};

@@ -306,6 +306,7 @@ describe('agent: limits', () => {
   let budget;
   let calls;
   let deadline;
+  let tight;
   let admin;
   before(async () => {
     tools = await startToolServer();
@@ -325,12 +326,16 @@ describe('agent: limits', () => {
            http: {url: "${tools.url}/slow", timeout_s: 10}}`;
     deadline = await startServer(['--pipeline', agentPipeline('agent-deadline', slow,
       'max_steps: 2\ntimeout_s: 1', gates.replace('agent-usage', 'agent-usage-4'))]);
+    // An allowance that holds the answer but not an agent step with the tools' description.
+    tight = await startServer(['--pipeline', agentPipeline('agent-tight', weather, 'max_steps: 2',
+      gates.replace('agent-usage', 'agent-usage-5').replace('model: llm}', 'model: llm, tenants: {ledger: 120}}'))]);
   });
   after(async () => {
     assert.equal((await steps.stop()).code, 0);
     assert.equal((await budget.stop()).code, 0);
     assert.equal((await calls.stop()).code, 0);
     assert.equal((await deadline.stop()).code, 0);
+    assert.equal((await tight.stop()).code, 0);
     tools.server.close();
   });
 
@@ -358,6 +363,20 @@ describe('agent: limits', () => {
     const answer = response.json.usage;
     assert.equal(after.total_tokens - before.total_tokens,
       answer.prompt_tokens + answer.completion_tokens + agent.prompt_tokens + agent.completion_tokens);
+  });
+
+  test('the quota holds each step before it runs: a step it cannot hold is never run', async () => {
+    const before = tools.calls.length;
+    const response = await ask(tight, admin, { max_tokens: 8 });
+    assert.equal(response.status, 200, response.text);
+    assert.equal(lastStep(response).status, 'quota_exhausted');
+    assert.equal(toolSteps(response).length, 0);
+    assert.equal(tools.calls.length - before, 0);
+    const usage = await waitFor(async () => {
+      const row = (await (await fetch(`${tight.url}/v1/usage?tenant=ledger`, { headers: as(admin) })).json()).data[0];
+      return row?.requests === 1 ? row : undefined;
+    }, { what: 'the ledger row' });
+    assert.ok(usage.total_tokens <= 120, `the ledger went past the allowance: ${usage.total_tokens}`);
   });
 
   test('max_tool_calls ends the loop: a call past it is not run', async () => {

@@ -311,9 +311,18 @@ class AgentLoop {
       results.push_back(Message{"tool", entry.detail, {}, call.id});
       state.trace.push_back(std::move(entry));
     }
+    size_t before = request.messages.size();
     request.messages.push_back(std::move(assistant));
     for (auto& result : results)
       request.messages.push_back(std::move(result));
+    // The answer must still fit the context: a step whose results would push it out is left
+    // out of the conversation (its calls ran, the trace says so) and the loop ends.
+    auto answer_prompt = static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    if (answer_prompt + request.generation.max_tokens > model_->context_length()) {
+      request.messages.erase(request.messages.begin() + static_cast<std::ptrdiff_t>(before),
+                             request.messages.end());
+      return "context_full";
+    }
     return stop;
   }
 

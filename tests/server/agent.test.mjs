@@ -300,6 +300,36 @@ describe('agent: permissions when every tool is shown', () => {
   });
 });
 
+describe('agent: the context', () => {
+  let tools;
+  let server;
+  before(async () => {
+    tools = await startToolServer();
+    // A model with a small context: the answer's max_tokens leaves no room for a tool result.
+    const model = scratchPath('small-context.gguf');
+    const made = runChatflow(['make-model', '--dim', '64', '--layers', '1', '--heads', '2', '--ffn', '128',
+      '--context', '2048', '-o', model]);
+    assert.equal(made.status, 0, made.stderr);
+    const city = '{type: object, properties: {city: {enum: [Oslo, Paris]}}, required: [city], additionalProperties: false}';
+    const file = agentPipeline('agent-context', `        - {name: get_weather, parameters: ${city},
+           http: {url: "${tools.url}/weather", timeout_s: 5}}`);
+    fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace(testModel, model));
+    server = await startServer(['--pipeline', file]);
+  });
+  after(async () => {
+    assert.equal((await server.stop()).code, 0);
+    tools.server.close();
+  });
+
+  test('results that would push the answer out of the context are left out, and the answer comes', async () => {
+    const response = await ask(server, undefined, { max_tokens: 2048 - 120 });
+    assert.equal(response.status, 200, response.text);
+    assert.equal(lastStep(response).status, 'context_full');
+    assert.equal(toolSteps(response).length, 1, 'the call ran');
+    assert.ok(response.json.usage.prompt_tokens + 2048 - 120 <= 2048);
+  });
+});
+
 describe('agent: limits', () => {
   let tools;
   let steps;

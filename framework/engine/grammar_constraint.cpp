@@ -130,8 +130,10 @@ class GrammarConstraint final : public TokenConstraint {
 
   void accept(TokenId token) override {
     const auto& table = masks_->tokens_->token_bytes;
-    std::string_view bytes =
-        token >= 0 && static_cast<size_t>(token) < table.size() ? table[token] : "";
+    // (a view of the table's string, never of a temporary)
+    std::string_view bytes = token >= 0 && static_cast<size_t>(token) < table.size()
+                                 ? std::string_view(table[static_cast<size_t>(token)])
+                                 : std::string_view();
     switch (phase_) {
       case Phase::free:
         return;

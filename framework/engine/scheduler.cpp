@@ -322,8 +322,7 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
     bool first = !sequence.started;
     sequence.started = true;
     bool end_of_generation = model_->tokenizer().vocabulary().is_end_of_generation(sampled.token);
-    if (end_of_generation &&
-        (!sequence.spec.ignore_eos || (constraint && constraint->engaged()))) {
+    if (end_of_generation && (!sequence.spec.ignore_eos || (constraint && constraint->engaged()))) {
       sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
       sequence.observer.reset();
       continue;

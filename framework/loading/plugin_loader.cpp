@@ -127,21 +127,30 @@ const cf_host_api kHost = {sizeof(cf_host_api),
 
 constexpr size_t kErrorSize = 512;
 
+// A plugin object made by its type's create(); a refusal is a configuration error with the
+// plugin's reason.
+template <class Type>
+void* create_instance(const Type& type, const DynamicConfig& config, const char* what) {
+  char error[kErrorSize] = "";
+  void* instance =
+      type.create(&kHost, reinterpret_cast<const cf_config*>(&config), error, sizeof error);
+  if (!instance) {
+    throw ConfigError("plugin " + std::string(what) + " '" + std::string(type.type_name) +
+                      "' refused its configuration: " + (error[0] ? error : "no reason given"));
+  }
+  return instance;
+}
+
 // --- Stages backed by a plugin's function table. ---
 
 class PluginInstance {
  public:
   PluginInstance(std::shared_ptr<const PluginLibrary> library, const cf_stage_type& type,
                  DynamicConfig config)
-      : library_(std::move(library)), type_(type), config_(std::move(config)) {
-    char error[kErrorSize] = "";
-    instance_ =
-        type_.create(&kHost, reinterpret_cast<const cf_config*>(&config_), error, sizeof error);
-    if (!instance_) {
-      throw ConfigError("plugin stage type '" + std::string(type_.type_name) +
-                        "' refused its configuration: " + (error[0] ? error : "no reason given"));
-    }
-  }
+      : library_(std::move(library)),
+        type_(type),
+        config_(std::move(config)),
+        instance_(create_instance(type_, config_, "stage type")) {}
   ~PluginInstance() {
     if (type_.destroy) type_.destroy(instance_);
   }
@@ -254,15 +263,10 @@ class PluginTool final : public ToolExecutorResource {
  public:
   PluginTool(std::shared_ptr<const PluginLibrary> library, const cf_tool_type& type,
              DynamicConfig config)
-      : library_(std::move(library)), type_(type), config_(std::move(config)) {
-    char error[kErrorSize] = "";
-    instance_ =
-        type_.create(&kHost, reinterpret_cast<const cf_config*>(&config_), error, sizeof error);
-    if (!instance_) {
-      throw ConfigError("plugin tool type '" + std::string(type_.type_name) +
-                        "' refused its configuration: " + (error[0] ? error : "no reason given"));
-    }
-  }
+      : library_(std::move(library)),
+        type_(type),
+        config_(std::move(config)),
+        instance_(create_instance(type_, config_, "tool type")) {}
   ~PluginTool() override {
     if (type_.destroy) type_.destroy(instance_);
   }

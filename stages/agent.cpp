@@ -260,9 +260,9 @@ class AgentLoop {
     if (prompt_tokens + 1 > left) return "budget_exhausted";
     probe.generation.max_tokens = std::min(config_.step_max_tokens, left - prompt_tokens);
     bool budget_bound = probe.generation.max_tokens < config_.step_max_tokens;
-    // The caller's quota holds the step before it runs (it reserved only the answer).
-    if (!request.reserve_aside(prompt_tokens + probe.generation.max_tokens))
-      return "quota_exhausted";
+    // The caller's quota and tokens-per-minute limits hold the step before it runs (they
+    // reserved only the answer).
+    if (!request.reserve_aside(prompt_tokens + probe.generation.max_tokens)) return "limit_reached";
 
     GgufModel::AsideAnswer answer;
     try {

@@ -3,6 +3,7 @@
 // model's tokenizer) plus max_tokens; when it is over, what it did not use goes back. Over the
 // limit: 429 rate_limit_exceeded with Retry-After. Every response carries OpenAI's
 // x-ratelimit-* headers for the tightest bucket.
+#include <atomic>
 #include <cmath>
 #include <sstream>
 
@@ -141,8 +142,17 @@ class RateLimitStage final : public RequestStage {
     // Settle when the request is over: give back the tokens reserved and not used (or take the
     // difference when the prompt grew after this stage).
     auto limiter = limiter_;
-    double reserved = tokens;
     std::vector<limits::Claim> token_claims = {claims[1], claims[3]};
+    // Spending aside for the request (an agent's steps) takes from the same buckets first.
+    auto reserved = std::make_shared<std::atomic<int64_t>>(static_cast<int64_t>(tokens));
+    request.on_reserve([limiter, token_claims, reserved](int64_t extra) {
+      std::vector<limits::Claim> more = token_claims;
+      for (auto& claim : more)
+        claim.amount = static_cast<double>(extra);
+      if (!limiter->reserve(more).granted) return false;
+      *reserved += extra;
+      return true;
+    });
     request.on_release([limiter, reserved, token_claims](const Request& done) {
       double used = static_cast<double>(done.usage.prompt_tokens + done.usage.completion_tokens);
       if (done.usage.prompt_tokens == 0) used = 0;  // never reached the model
@@ -150,7 +160,7 @@ class RateLimitStage final : public RequestStage {
       used +=
           static_cast<double>(done.aside_usage.prompt_tokens + done.aside_usage.completion_tokens);
       for (const auto& claim : token_claims)
-        limiter->refund(claim.bucket, claim.limit, reserved - used);
+        limiter->refund(claim.bucket, claim.limit, static_cast<double>(reserved->load()) - used);
     });
     return Route::to(0);
   }

@@ -337,6 +337,7 @@ describe('agent: limits', () => {
   let calls;
   let deadline;
   let tight;
+  let tpm;
   let admin;
   before(async () => {
     tools = await startToolServer();
@@ -359,6 +360,10 @@ describe('agent: limits', () => {
     // An allowance that holds the answer but not an agent step with the tools' description.
     tight = await startServer(['--pipeline', agentPipeline('agent-tight', weather, 'max_steps: 2',
       gates.replace('agent-usage', 'agent-usage-5').replace('model: llm}', 'model: llm, tenants: {ledger: 120}}'))]);
+    // The same with a tokens-per-minute limit instead.
+    const perMinute = `  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: limits, type: rate_limit, config: {model: llm, tpm: 120}}\n`;
+    tpm = await startServer(['--pipeline', agentPipeline('agent-tpm', weather, 'max_steps: 2', perMinute)]);
   });
   after(async () => {
     assert.equal((await steps.stop()).code, 0);
@@ -366,6 +371,7 @@ describe('agent: limits', () => {
     assert.equal((await calls.stop()).code, 0);
     assert.equal((await deadline.stop()).code, 0);
     assert.equal((await tight.stop()).code, 0);
+    assert.equal((await tpm.stop()).code, 0);
     tools.server.close();
   });
 
@@ -399,7 +405,7 @@ describe('agent: limits', () => {
     const before = tools.calls.length;
     const response = await ask(tight, admin, { max_tokens: 8 });
     assert.equal(response.status, 200, response.text);
-    assert.equal(lastStep(response).status, 'quota_exhausted');
+    assert.equal(lastStep(response).status, 'limit_reached');
     assert.equal(toolSteps(response).length, 0);
     assert.equal(tools.calls.length - before, 0);
     const usage = await waitFor(async () => {
@@ -407,6 +413,17 @@ describe('agent: limits', () => {
       return row?.requests === 1 ? row : undefined;
     }, { what: 'the ledger row' });
     assert.ok(usage.total_tokens <= 120, `the ledger went past the allowance: ${usage.total_tokens}`);
+  });
+
+  test('a tokens-per-minute limit holds each step too', async () => {
+    const before = tools.calls.length;
+    const response = await ask(tpm, admin, { max_tokens: 8 });
+    assert.equal(response.status, 200, response.text);
+    assert.equal(lastStep(response).status, 'limit_reached');
+    assert.equal(tools.calls.length - before, 0);
+    // What the answer did not use went back: the next request within the minute fits again.
+    const again = await ask(tpm, admin, { max_tokens: 8 });
+    assert.equal(again.status, 200, again.text);
   });
 
   test('max_tool_calls ends the loop: a call past it is not run', async () => {

@@ -352,6 +352,25 @@ PluginLibrary::~PluginLibrary() {
   if (handle_) dlclose(handle_);
 }
 
+// The configuration keys a plugin declares for a stage or tool type, as a schema.
+template <class Malformed>
+std::shared_ptr<const ConfigSchema> schema_of(const cf_config_key* keys, size_t count,
+                                              const Malformed& malformed) {
+  DynamicSchemaBuilder schema;
+  for (size_t k = 0; k < count; ++k) {
+    const cf_config_key& key = keys[k];
+    if (!key.name) malformed("has a configuration key without a name");
+    schema.key(key.name, value_type_of(key.type), key.default_value ? key.default_value : "",
+               key.required != 0 || !key.default_value, key.doc ? key.doc : "");
+  }
+  return schema.schema();
+}
+
+std::string PluginLibrary::origin() const {
+  return std::string("plugin ") + descriptor_->name + " " +
+         (descriptor_->version ? descriptor_->version : "") + ", " + path_;
+}
+
 std::vector<StageTypeInfo> PluginLibrary::stage_types() const {
   std::vector<StageTypeInfo> types;
   for (size_t i = 0; i < descriptor_->stage_type_count; ++i) {
@@ -382,16 +401,8 @@ std::vector<StageTypeInfo> PluginLibrary::stage_types() const {
     } else {
       malformed("has an unknown kind " + std::to_string(static_cast<int>(type.kind)));
     }
-    DynamicSchemaBuilder schema;
-    for (size_t k = 0; k < type.config_key_count; ++k) {
-      const cf_config_key& key = type.config_keys[k];
-      if (!key.name) malformed("has a configuration key without a name");
-      schema.key(key.name, value_type_of(key.type), key.default_value ? key.default_value : "",
-                 key.required != 0 || !key.default_value, key.doc ? key.doc : "");
-    }
-    info.schema = schema.schema();
-    info.origin = std::string("plugin ") + descriptor_->name + " " +
-                  (descriptor_->version ? descriptor_->version : "") + ", " + path_;
+    info.schema = schema_of(type.config_keys, type.config_key_count, malformed);
+    info.origin = origin();
     // With several ports, list order cannot guess where a request goes: each needs an edge.
     info.default_port = info.ports.size() == 1 ? 0 : -1;
     std::shared_ptr<const PluginLibrary> library = self_.lock();
@@ -423,16 +434,8 @@ std::vector<ResourceTypeInfo> PluginLibrary::tool_types() const {
     info.name = type.type_name;
     info.doc = std::string(type.doc ? type.doc : "") + " [tool type of plugin " +
                descriptor_->name + " " + (descriptor_->version ? descriptor_->version : "") + "]";
-    DynamicSchemaBuilder schema;
-    for (size_t k = 0; k < type.config_key_count; ++k) {
-      const cf_config_key& key = type.config_keys[k];
-      if (!key.name) malformed("has a configuration key without a name");
-      schema.key(key.name, value_type_of(key.type), key.default_value ? key.default_value : "",
-                 key.required != 0 || !key.default_value, key.doc ? key.doc : "");
-    }
-    info.schema = schema.schema();
-    info.origin = std::string("plugin ") + descriptor_->name + " " +
-                  (descriptor_->version ? descriptor_->version : "") + ", " + path_;
+    info.schema = schema_of(type.config_keys, type.config_key_count, malformed);
+    info.origin = origin();
     std::shared_ptr<const PluginLibrary> library = self_.lock();
     info.create = [library, &type](const void* config,
                                    ResourceContext&) -> std::shared_ptr<Resource> {

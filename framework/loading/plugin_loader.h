@@ -35,6 +35,8 @@ class PluginLibrary {
   std::vector<StageTypeInfo> stage_types() const;
   // Its tool types (ABI 1.1), as resource types whose resources are ToolExecutorResources.
   std::vector<ResourceTypeInfo> tool_types() const;
+  // "plugin NAME VERSION, PATH": where a type came from, for `chatflow stages`.
+  std::string origin() const;
   // "name 1.2.0 (MIT), ABI 1.0: description", and its types.
   std::string describe() const;
 

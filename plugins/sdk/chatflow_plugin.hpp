@@ -291,38 +291,25 @@ constexpr cf_tool_type tool_type(const char* name, const char* doc, const cf_con
 
 }  // namespace chatflow_plugin
 
-// Defines the entry point for the stage types in the array `types`.
-#define CHATFLOW_PLUGIN(name, version, license, description, types)                   \
-  extern "C" __attribute__((visibility("default"))) const cf_plugin_descriptor*       \
-  chatflow_plugin_descriptor(void) {                                                  \
-    static const cf_plugin_descriptor descriptor = {CHATFLOW_PLUGIN_ABI_MAJOR,        \
-                                                    CHATFLOW_PLUGIN_ABI_MINOR,        \
-                                                    name,                             \
-                                                    version,                          \
-                                                    license,                          \
-                                                    description,                      \
-                                                    types,                            \
-                                                    sizeof(types) / sizeof(types[0]), \
-                                                    nullptr,                          \
-                                                    0};                               \
-    return &descriptor;                                                               \
+// The entry point: a descriptor of this SDK's ABI naming the plugin's types.
+#define CHATFLOW_PLUGIN_DESCRIPTOR_(name, version, license, description, types, type_count,   \
+                                    tools, tool_count)                                      \
+  extern "C" __attribute__((visibility("default"))) const cf_plugin_descriptor*             \
+  chatflow_plugin_descriptor(void) {                                                        \
+    static const cf_plugin_descriptor descriptor = {                                        \
+        CHATFLOW_PLUGIN_ABI_MAJOR, CHATFLOW_PLUGIN_ABI_MINOR, name, version, license,       \
+        description, types, type_count, tools, tool_count};                                 \
+    return &descriptor;                                                                     \
   }
 
+// Defines the entry point for the stage types in the array `types`.
+#define CHATFLOW_PLUGIN(name, version, license, description, types)                  \
+  CHATFLOW_PLUGIN_DESCRIPTOR_(name, version, license, description, types,            \
+                              sizeof(types) / sizeof(types[0]), nullptr, 0)
+
 // Defines the entry point of a plugin that provides only the tool types in the array `tools`.
-#define CHATFLOW_TOOL_PLUGIN(name, version, license, description, tools)               \
-  extern "C" __attribute__((visibility("default"))) const cf_plugin_descriptor*        \
-  chatflow_plugin_descriptor(void) {                                                   \
-    static const cf_plugin_descriptor descriptor = {CHATFLOW_PLUGIN_ABI_MAJOR,         \
-                                                    CHATFLOW_PLUGIN_ABI_MINOR,         \
-                                                    name,                              \
-                                                    version,                           \
-                                                    license,                           \
-                                                    description,                       \
-                                                    nullptr,                           \
-                                                    0,                                 \
-                                                    tools,                             \
-                                                    sizeof(tools) / sizeof(tools[0])}; \
-    return &descriptor;                                                                \
-  }
+#define CHATFLOW_TOOL_PLUGIN(name, version, license, description, tools)             \
+  CHATFLOW_PLUGIN_DESCRIPTOR_(name, version, license, description, nullptr, 0, tools, \
+                              sizeof(tools) / sizeof(tools[0]))
 
 #endif  // CHATFLOW_PLUGIN_HPP

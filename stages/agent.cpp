@@ -107,17 +107,10 @@ json::value to_json(const ConfigValue& value) {
   return json::string(text);
 }
 
-bool plain_identifier(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
-  return true;
-}
-
 // A tool's declaration as the loop uses it; a ConfigError names the tool and what is wrong.
 AgentTool make_tool(const AgentToolConfig& config, size_t index, StageContext& context) {
   std::string where = "tools[" + std::to_string(index) + "] '" + config.name + "': ";
-  if (!plain_identifier(config.name))
+  if (!openai::valid_function_name(config.name))
     throw ConfigError(where + "a tool name is 1 to 64 letters, digits, '_' or '-'");
   bool http = !config.http.url.empty();
   bool search = !config.search.index.empty();
@@ -245,6 +238,7 @@ class AgentLoop {
     probe.chat_template_kwargs = request.chat_template_kwargs;
     probe.generation = request.generation;
     probe.generation.stop.clear();  // a stop string must not cut a call short
+    probe.generation.ignore_eos = false;
     probe.generation.logprobs = false;
     probe.generation.top_logprobs = 0;
     probe.generation.response_format = {};  // the shape of the final answer, not of a step
@@ -255,8 +249,10 @@ class AgentLoop {
     probe.generation.tool_choice =
         choice == "required" ? ToolChoice::required : ToolChoice::automatic;
     // The budget covers the step's prompt and its answer, so it is checked before the call.
-    int64_t left = config_.token_budget - state.spent.prompt_tokens - state.spent.completion_tokens;
-    auto prompt_tokens = static_cast<int64_t>(model_->encode_prompt(probe, true).size());
+    int64_t left = config_.token_budget - state.spent.total();
+    PromptFacts facts;
+    std::vector<int32_t> prompt = model_->encode_prompt(probe, true, &facts);
+    auto prompt_tokens = static_cast<int64_t>(prompt.size());
     if (prompt_tokens + 1 > left) return "budget_exhausted";
     probe.generation.max_tokens = std::min(config_.step_max_tokens, left - prompt_tokens);
     bool budget_bound = probe.generation.max_tokens < config_.step_max_tokens;
@@ -266,7 +262,7 @@ class AgentLoop {
 
     GgufModel::AsideAnswer answer;
     try {
-      answer = model_->answer_aside(probe, [&request, &state] {
+      answer = model_->answer_aside(probe, std::move(prompt), facts, [&request, &state] {
         return request.cancelled() || Clock::now() >= state.deadline;
       });
     } catch (const RequestFailure& failure) {
@@ -278,9 +274,7 @@ class AgentLoop {
       if (!request.cancelled() && Clock::now() >= state.deadline) return "timeout";
       throw;
     }
-    state.spent.prompt_tokens += answer.usage.prompt_tokens;
-    state.spent.completion_tokens += answer.usage.completion_tokens;
-    state.spent.cached_prompt_tokens += answer.usage.cached_prompt_tokens;
+    state.spent += answer.usage;
     openai::ParsedToolCalls parsed = openai::parse_tool_calls(
         answer.text, answer.tool_format, openai::offered_names(probe.generation.tools));
     if (parsed.calls.empty()) {
@@ -396,9 +390,7 @@ class AgentLoop {
                  entry.status;  // a name the model made up never reaches a metrics label
     state.trace.push_back(std::move(last));
     request.agent_steps = std::move(state.trace);
-    request.aside_usage.prompt_tokens += state.spent.prompt_tokens;
-    request.aside_usage.completion_tokens += state.spent.completion_tokens;
-    request.aside_usage.cached_prompt_tokens += state.spent.cached_prompt_tokens;
+    request.aside_usage += state.spent;
     request.annotate("agent", end);
     if (!summary.empty()) request.annotate("agent_steps", summary);
     if (!state.flagged.empty()) {

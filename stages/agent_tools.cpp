@@ -1,11 +1,11 @@
 #include "stages/agent_tools.h"
 
-#include <random>
 #include <thread>
 
 #include <boost/json.hpp>
 
 #include "framework/api/registry.h"
+#include "framework/security/crypto.h"
 
 namespace chatflow {
 namespace {
@@ -14,15 +14,7 @@ namespace json = boost::json;
 // A key the endpoint can use to recognise a retried call: fresh per call, the same on each
 // attempt, so a call the endpoint carried out but failed to answer is not carried out twice.
 std::string new_idempotency_key() {
-  static thread_local std::mt19937_64 generator(std::random_device{}());
-  static const char* const kHex = "0123456789abcdef";
-  std::string key = "cf-";
-  for (int i = 0; i < 2; ++i) {
-    uint64_t bits = generator();
-    for (int nibble = 0; nibble < 16; ++nibble, bits >>= 4)
-      key += kHex[bits & 15];
-  }
-  return key;
+  return "cf-" + security::random_hex(16);
 }
 
 class HttpTool final : public ToolExecutor {

@@ -233,11 +233,11 @@ EngineStats GgufModel::engine_stats() const {
 std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io,
                                                    PortId resume_port) {
   engine::SequenceSpec spec = to_sequence_spec(request);
-  spec.constraint = constraint_for(request.generation, request.tool_format, request.reasoning);
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});
   }
+  spec.constraint = constraint_for(request.generation, request.tool_format, request.reasoning);
   // The stream holds the continuation, so the request cannot move on before the engine says so.
   request.generation_times.queued_ns = now_ns();
   auto stream = std::make_shared<GenerationStream>(io.request_ptr(), io.defer(), resume_port);
@@ -251,20 +251,29 @@ std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
     const Request::ReasoningSplit& reasoning) const {
   openai::OutputConstraint output =
       openai::output_constraint(generation, tool_format, reasoning.enabled);
-  if (!output.grammar) return nullptr;
+  if (output.key.empty()) return nullptr;
+  auto cached = [&]() -> std::shared_ptr<const engine::GrammarMasks> {
+    auto found = std::find_if(grammars_.begin(), grammars_.end(),
+                              [&](const auto& entry) { return entry.first == output.key; });
+    if (found == grammars_.end()) return nullptr;
+    std::rotate(grammars_.begin(), found, found + 1);  // most recently used first
+    return grammars_.front().second;
+  };
   std::shared_ptr<const engine::GrammarMasks> masks;
   {
     std::lock_guard lock(grammar_mutex_);
+    masks = cached();
     if (!token_table_) token_table_ = engine::token_table_of(tokenizer());
-    auto found = std::find_if(grammars_.begin(), grammars_.end(),
-                              [&](const auto& entry) { return entry.first == output.key; });
-    if (found != grammars_.end()) {
-      masks = found->second;
-      std::rotate(grammars_.begin(), found, found + 1);  // most recently used first
-    } else {
+  }
+  if (!masks) {
+    // Compiled outside the lock: a schema that cannot be enforced is this request's 400.
+    auto grammar = openai::output_grammar(generation, tool_format, reasoning.enabled);
+    std::lock_guard lock(grammar_mutex_);
+    masks = cached();
+    if (!masks) {
       const auto& ends = tokenizer().vocabulary().end_of_generation;
       masks = std::make_shared<engine::GrammarMasks>(
-          output.grammar, token_table_, std::vector<engine::TokenId>(ends.begin(), ends.end()));
+          std::move(grammar), token_table_, std::vector<engine::TokenId>(ends.begin(), ends.end()));
       grammars_.insert(grammars_.begin(), {output.key, masks});
       if (grammars_.size() > kCachedGrammars) grammars_.pop_back();
     }

@@ -114,7 +114,9 @@ class GgufModel final : public Resource, public ServedModel {
     Usage usage;
     bool cut_at_length = false;  // max_tokens (or the context) ended it
   };
-  AsideAnswer answer_aside(const Request& request, const std::function<bool()>& cancelled);
+  // `prompt` and `facts` are encode_prompt's for `request` (the caller has counted it already).
+  AsideAnswer answer_aside(const Request& request, std::vector<int32_t> prompt,
+                           const PromptFacts& facts, const std::function<bool()>& cancelled);
 
   // For each prompt, the `top` most likely next tokens with their log-probabilities; the
   // prompts share the engine's batches (scoring stages such as an LLM reranker). Blocks and
@@ -124,6 +126,8 @@ class GgufModel final : public Resource, public ServedModel {
       const std::function<bool()>& cancelled);
 
  private:
+  // A side sequence's tokens as text, its end-of-generation token left out.
+  std::string answer_text(std::vector<int32_t> tokens) const;
   // Submits a sequence outside any request; the future holds its tokens and first alternatives.
   std::future<SideAnswer> ask_aside(engine::SequenceSpec spec,
                                     const std::function<bool()>& cancelled);

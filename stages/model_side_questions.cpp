@@ -65,32 +65,29 @@ std::string GgufModel::generate_text(std::vector<int32_t> prompt, int64_t max_to
   spec.max_tokens = max_tokens;
   spec.sampling.temperature = 0;
   spec.cache_salt = cache_salt;
-  std::vector<int32_t> tokens = ask_aside(std::move(spec), cancelled).get().tokens;
+  return answer_text(ask_aside(std::move(spec), cancelled).get().tokens);
+}
+
+std::string GgufModel::answer_text(std::vector<int32_t> tokens) const {
   // The end-of-sequence token, when it came, is not text.
   if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
     tokens.pop_back();
   return text::repair(detokenize(tokens));
 }
 
-GgufModel::AsideAnswer GgufModel::answer_aside(const Request& request,
+GgufModel::AsideAnswer GgufModel::answer_aside(const Request& request, std::vector<int32_t> prompt,
+                                               const PromptFacts& facts,
                                                const std::function<bool()>& cancelled) {
-  PromptFacts facts;
-  engine::SequenceSpec spec;
-  spec.prompt = encode_prompt(request, /*add_generation_prompt=*/true, &facts);
-  spec.sampling = to_sampling_params(request.generation);
-  spec.max_tokens = request.generation.max_tokens;
-  spec.cache_salt = request.identity.tenant;
-  spec.constraint = constraint_for(request.generation, facts.tool_format, facts.reasoning);
+  engine::SequenceSpec spec = to_sequence_spec(request);
+  spec.prompt.assign(prompt.begin(), prompt.end());
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});
   }
+  spec.constraint = constraint_for(request.generation, facts.tool_format, facts.reasoning);
   SideAnswer side = ask_aside(std::move(spec), cancelled).get();
-  std::vector<int32_t> tokens = side.tokens;
-  if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
-    tokens.pop_back();
   AsideAnswer answer;
-  answer.text = text::repair(detokenize(tokens));
+  answer.text = answer_text(std::move(side.tokens));
   answer.tool_format = facts.tool_format;
   answer.usage = to_usage(side.usage);
   answer.cut_at_length = side.finish == engine::FinishCause::length;

@@ -157,8 +157,7 @@ class RateLimitStage final : public RequestStage {
       double used = static_cast<double>(done.usage.prompt_tokens + done.usage.completion_tokens);
       if (done.usage.prompt_tokens == 0) used = 0;  // never reached the model
       // What the model spent aside for it (an agent's steps) is the caller's too.
-      used +=
-          static_cast<double>(done.aside_usage.prompt_tokens + done.aside_usage.completion_tokens);
+      used += static_cast<double>(done.aside_usage.total());
       for (const auto& claim : token_claims)
         limiter->refund(claim.bucket, claim.limit, static_cast<double>(reserved->load()) - used);
     });

@@ -19,6 +19,14 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+
+  int64_t total() const { return prompt_tokens + completion_tokens; }
+  Usage& operator+=(const Usage& other) {
+    prompt_tokens += other.prompt_tokens;
+    completion_tokens += other.completion_tokens;
+    cached_prompt_tokens += other.cached_prompt_tokens;
+    return *this;
+  }
 };
 
 // A token's log-probability, with the most likely alternatives when they were asked for.

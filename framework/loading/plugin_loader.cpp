@@ -336,8 +336,8 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   }
   if (!descriptor->name || !*descriptor->name) refuse("its descriptor has no name");
   if (descriptor->abi_minor >= 1 && descriptor->tool_type_count > 0 && !descriptor->tool_types) {
-    throw PluginError(path + ": refused: it declares " +
-                      std::to_string(descriptor->tool_type_count) + " tool types but no table");
+    refuse("it declares " + std::to_string(descriptor->tool_type_count) +
+           " tool types but no table");
   }
   if (descriptor->stage_type_count > 0 && !descriptor->stage_types)
     refuse("its descriptor lists stage types but gives none");

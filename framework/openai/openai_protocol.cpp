@@ -412,11 +412,7 @@ void parse_tools(const Fields& fields, GenerationParams& params) {
       Fields function_fields(function->get_object(), param + ".function.");
       ToolDefinition definition;
       definition.name = function_fields.string("name", "");
-      bool good_name = !definition.name.empty() && definition.name.size() <= 64 &&
-                       std::all_of(definition.name.begin(), definition.name.end(), [](char c) {
-                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-                       });
-      if (!good_name) {
+      if (!valid_function_name(definition.name)) {
         invalid(
             "'" + param + ".function.name' must be 1 to 64 letters, digits, underscores or dashes",
             param + ".function.name");

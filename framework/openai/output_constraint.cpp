@@ -108,40 +108,63 @@ void check_json_schema(const json::value& schema, const std::string& param) {
   }
 }
 
+namespace {
+
+// What the request demands of its answer, decided from its parameters alone.
+struct Demand {
+  bool calls = false;         // tools the model may call
+  bool forced_calls = false;  // ... and must
+  bool shaped = false;        // a response_format value
+};
+
+Demand demand_of(const GenerationParams& params) {
+  Demand demand;
+  demand.calls = !params.tools.empty() && params.tool_choice != ToolChoice::none;
+  demand.forced_calls = demand.calls && (params.tool_choice == ToolChoice::required ||
+                                         params.tool_choice == ToolChoice::function);
+  demand.shaped = params.response_format.kind != ResponseFormat::Kind::text;
+  return demand;
+}
+
+}  // namespace
+
 OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format,
                                    bool reasoning) {
   OutputConstraint constraint;
-  bool calls = !params.tools.empty() && params.tool_choice != ToolChoice::none;
-  bool forced_calls = calls && (params.tool_choice == ToolChoice::required ||
-                                params.tool_choice == ToolChoice::function);
-  const ResponseFormat& response = params.response_format;
-  bool shaped = response.kind != ResponseFormat::Kind::text;
-  if (!calls && !shaped) return constraint;
+  Demand demand = demand_of(params);
+  if (!demand.calls && !demand.shaped) return constraint;
+  if (format == ToolCallFormat::none) format = ToolCallFormat::generic;
+  constraint.key = constraint_key(params, format, reasoning);
+  if (demand.calls && !demand.forced_calls && !demand.shaped) {
+    constraint.trigger = call_trigger(format);
+    constraint.trigger_at_start = format != ToolCallFormat::hermes;
+  }
+  return constraint;
+}
+
+std::shared_ptr<const grammar::Grammar> output_grammar(const GenerationParams& params,
+                                                       ToolCallFormat format, bool reasoning) {
+  Demand demand = demand_of(params);
   if (format == ToolCallFormat::none) format = ToolCallFormat::generic;
   Builder builder;
   std::optional<Expr> value;
-  if (shaped) {
-    value = response.kind == ResponseFormat::Kind::json_object
+  if (demand.shaped) {
+    value = params.response_format.kind == ResponseFormat::Kind::json_object
                 ? builder.any_json_object()
-                : schema_expr(builder, response.schema, "response_format.json_schema.schema");
+                : schema_expr(builder, params.response_format.schema,
+                              "response_format.json_schema.schema");
   }
-  constraint.key = constraint_key(params, format, reasoning);
-  if (calls && !forced_calls && !shaped) {
-    constraint.grammar = builder.build(calls_expr(builder, params, format));
-    constraint.trigger = call_trigger(format);
-    constraint.trigger_at_start = format != ToolCallFormat::hermes;
-    return constraint;
-  }
+  // A call that waits for its trigger starts at the trigger itself.
+  if (demand.calls && !demand.forced_calls && !demand.shaped)
+    return builder.build(calls_expr(builder, params, format));
   // After a thinking block come the line breaks that close it.
   Expr after_thinking =
       builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 3);
-  if (!calls) {
+  if (!demand.calls) {
     // The answer is the value itself, as the client will parse it: no space before it.
-    constraint.grammar =
-        builder.build(reasoning ? builder.sequence({after_thinking, *value}) : *value);
-    return constraint;
+    return builder.build(reasoning ? builder.sequence({after_thinking, *value}) : *value);
   }
-  Expr body = shaped && !forced_calls
+  Expr body = demand.shaped && !demand.forced_calls
                   ? builder.choice({calls_expr(builder, params, format), *value})
                   : calls_expr(builder, params, format);
   // A model's first token often carries the space or line break before a call.
@@ -149,8 +172,7 @@ OutputConstraint output_constraint(const GenerationParams& params, ToolCallForma
       reasoning
           ? after_thinking
           : builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 1);
-  constraint.grammar = builder.build(builder.sequence({leading, body}));
-  return constraint;
+  return builder.build(builder.sequence({leading, body}));
 }
 
 }  // namespace chatflow::openai

@@ -15,21 +15,25 @@
 namespace chatflow::openai {
 
 struct OutputConstraint {
-  std::shared_ptr<const grammar::Grammar> grammar;  // null: the answer is free
+  // Identifies the grammar (equal keys, equal grammars; empty: the answer is free), so a
+  // compiled grammar and its token masks are found again without compiling.
+  std::string key;
   // Where the grammar starts: from the first token when empty, else where this text appears
   // (only at the start of the answer, after spaces, when trigger_at_start); either way after the
   // thinking block of an answer that splits reasoning.
   std::string trigger;
   bool trigger_at_start = false;
-  // Identifies the grammar (equal keys, equal grammars): for caching its token masks.
-  std::string key;
 };
 
-// Throws RequestFailure (400) naming a schema keyword the tool parameters or response_format
-// use that cannot be enforced.
-// `reasoning`: the answer may first think (its grammar then allows the line breaks after it).
+// What the answer must follow, without compiling it. `reasoning`: the answer may first think
+// (its grammar then allows the line breaks after it).
 OutputConstraint output_constraint(const GenerationParams& params, ToolCallFormat format,
                                    bool reasoning);
+
+// The grammar of output_constraint's key. Throws RequestFailure (400) naming a schema keyword
+// the tool parameters or response_format use that cannot be enforced.
+std::shared_ptr<const grammar::Grammar> output_grammar(const GenerationParams& params,
+                                                       ToolCallFormat format, bool reasoning);
 
 // Throws RequestFailure (400, param `param`, code "unsupported_schema") when the schema uses what
 // cannot be enforced, naming the keyword and where it is.

@@ -1,6 +1,7 @@
 #include "framework/openai/tool_calls.h"
 
 #include <algorithm>
+#include <cctype>
 #include <random>
 
 #include <boost/json.hpp>
@@ -82,6 +83,12 @@ std::string new_tool_call_id(ToolCallFormat format) {
   for (int i = 0; i < (mistral ? 9 : 24); ++i)
     id += kAlphabet[pick(random)];
   return id;
+}
+
+bool valid_function_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
 }
 
 std::vector<std::string> offered_names(const std::vector<ToolDefinition>& tools) {

@@ -30,6 +30,9 @@ ToolCallFormat tool_call_format_for(std::string_view template_source);
 // A fresh call id: "call_" and 24 letters or digits; Mistral's templates insist on 9.
 std::string new_tool_call_id(ToolCallFormat format);
 
+// OpenAI's rule for a function's name: 1 to 64 letters, digits, underscores or dashes.
+bool valid_function_name(std::string_view name);
+
 // The names of the functions a request offers.
 std::vector<std::string> offered_names(const std::vector<ToolDefinition>& tools);
 

@@ -105,7 +105,10 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
     bool offers_tools = !generation.tools.empty() && generation.tool_choice != ToolChoice::none;
     bool template_shows_tools = template_tool_format_ != ToolCallFormat::generic;
     std::vector<engine::ChatMessage> messages;
+    std::string_view previous_role;
     for (const auto& message : request.messages) {
+      bool follows_result = previous_role == "tool";
+      previous_role = message.role;
       if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
           message.role != "tool") {
         throw RequestFailure(RequestError{
@@ -128,8 +131,6 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
         }
         if (message.role == "tool") {
           std::string result = "Result of call " + message.tool_call_id + ":\n" + message.content;
-          bool follows_result = !messages.empty() && messages.back().role == "user" &&
-                                messages.back().content.starts_with("Result of call ");
           if (follows_result) {
             messages.back().content += "\n\n" + result;
             continue;

@@ -4,25 +4,15 @@
 #include <limits>
 #include <optional>
 
+#include "framework/text/stream_markers.h"
+
 namespace chatflow::engine {
 namespace {
 
-constexpr std::string_view kThinkOpens = "<think>";
-constexpr std::string_view kThinkCloses = "</think>";
+using text::kThinkingCloses;
+using text::kThinkingOpens;
+using text::skip_spaces;
 constexpr float kNever = -std::numeric_limits<float>::infinity();
-
-std::string_view skip_spaces(std::string_view text) {
-  size_t first = text.find_first_not_of(" \t\r\n");
-  return first == std::string_view::npos ? std::string_view() : text.substr(first);
-}
-
-// The length of the longest end of `text` that starts `marker` (a whole marker not counted).
-size_t matched_prefix(std::string_view text, std::string_view marker) {
-  for (size_t length = std::min(text.size(), marker.size() - 1); length > 0; --length) {
-    if (text.substr(text.size() - length) == marker.substr(0, length)) return length;
-  }
-  return 0;
-}
 
 void set_bit(std::vector<uint64_t>& bits, size_t id) {
   bits[id / 64] |= uint64_t{1} << (id % 64);
@@ -81,7 +71,7 @@ std::shared_ptr<const std::vector<uint64_t>> GrammarMasks::think_openers(size_t 
   if (slot) return slot;
   const auto& table = tokens_->token_bytes;
   auto openers = std::make_shared<std::vector<uint64_t>>((table.size() + 63) / 64, 0);
-  std::string_view rest = kThinkOpens.substr(matched);
+  std::string_view rest = kThinkingOpens.substr(matched);
   for (size_t id = 0; id < table.size(); ++id) {
     std::string_view bytes = table[id];
     if (matched == 0) bytes = skip_spaces(bytes);
@@ -142,11 +132,11 @@ class GrammarConstraint final : public TokenConstraint {
         return;
       case Phase::reasoning: {
         text_.append(bytes);
-        size_t end = text_.find(kThinkCloses);
+        size_t end = text_.find(kThinkingCloses);
         if (end != std::string::npos) {
-          begin_answer(text_.substr(end + kThinkCloses.size()));
-        } else if (text_.size() > kThinkCloses.size()) {
-          text_.erase(0, text_.size() - kThinkCloses.size());
+          begin_answer(text_.substr(end + kThinkingCloses.size()));
+        } else if (text_.size() > kThinkingCloses.size()) {
+          text_.erase(0, text_.size() - kThinkingCloses.size());
         }
         return;
       }
@@ -219,12 +209,14 @@ class GrammarConstraint final : public TokenConstraint {
   }
 
   size_t trigger_matched() const {
-    if (!trigger_.at_start) return matched_prefix(text_, trigger_.text);
+    if (!trigger_.at_start) return text::partial_marker(text_, trigger_.text);
     std::string_view rest = skip_spaces(text_);
     return trigger_.text.substr(0, rest.size()) == rest ? rest.size() : 0;
   }
 
-  size_t think_matched() const { return std::min(skip_spaces(text_).size(), kThinkOpens.size()); }
+  size_t think_matched() const {
+    return std::min(skip_spaces(text_).size(), kThinkingOpens.size());
+  }
 
   // The answer proper begins (after any thinking) with `text` already written.
   void begin_answer(std::string text) {
@@ -249,15 +241,15 @@ class GrammarConstraint final : public TokenConstraint {
     text_.append(bytes);
     if (matcher_ && !matcher_->advance(bytes)) matcher_.reset();
     std::string_view rest = skip_spaces(text_);
-    if (rest.substr(0, kThinkOpens.size()) == kThinkOpens) {
+    if (rest.substr(0, kThinkingOpens.size()) == kThinkingOpens) {
       matcher_.reset();
       phase_ = Phase::reasoning;
-      std::string after(rest.substr(kThinkOpens.size()));
+      std::string after(rest.substr(kThinkingOpens.size()));
       text_.clear();
       if (!after.empty()) accept_reasoning_text(after);
       return;
     }
-    if (kThinkOpens.substr(0, rest.size()) == rest) return;  // may still open it
+    if (kThinkingOpens.substr(0, rest.size()) == rest) return;  // may still open it
     if (!trigger_.text.empty()) return begin_answer(std::move(text_));
     phase_ = matcher_ ? Phase::active : Phase::free;
     text_.clear();
@@ -265,8 +257,8 @@ class GrammarConstraint final : public TokenConstraint {
 
   void accept_reasoning_text(const std::string& text) {
     text_ = text;
-    size_t end = text_.find(kThinkCloses);
-    if (end != std::string::npos) begin_answer(text_.substr(end + kThinkCloses.size()));
+    size_t end = text_.find(kThinkingCloses);
+    if (end != std::string::npos) begin_answer(text_.substr(end + kThinkingCloses.size()));
   }
 
   void look_for_trigger() {

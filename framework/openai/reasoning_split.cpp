@@ -1,8 +1,10 @@
 #include "framework/openai/reasoning_split.h"
 
-#include "framework/openai/stream_markers.h"
+#include "framework/text/stream_markers.h"
 
 namespace chatflow::openai {
+using text::is_space;
+using text::partial_marker;
 namespace {
 
 constexpr std::string_view kOpen = kThinkingOpens;

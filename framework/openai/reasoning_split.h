@@ -8,10 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "framework/text/stream_markers.h"
+
 namespace chatflow::openai {
 
-inline constexpr std::string_view kThinkingOpens = "<think>";
-inline constexpr std::string_view kThinkingCloses = "</think>";
+using text::kThinkingCloses;
+using text::kThinkingOpens;
 
 // A rendered prompt that ends inside an opened thinking block (then whitespace at most): the
 // answer to it starts reasoning.

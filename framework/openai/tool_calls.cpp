@@ -6,9 +6,11 @@
 
 #include <boost/json.hpp>
 
-#include "framework/openai/stream_markers.h"
+#include "framework/text/stream_markers.h"
 
 namespace chatflow::openai {
+using text::is_space;
+using text::partial_marker;
 namespace json = boost::json;
 namespace {
 

@@ -1,11 +1,16 @@
 // Looking for markers in text that streams in pieces: a piece's end may be the start of a marker
-// the next piece completes (reasoning_split's <think>, tool_calls' <tool_call>).
+// the next piece completes (the reasoning split's <think>, tool calls' <tool_call>, a grammar's
+// trigger).
 #pragma once
 
 #include <algorithm>
 #include <string_view>
 
-namespace chatflow::openai {
+namespace chatflow::text {
+
+// The thinking block reasoning models write.
+inline constexpr std::string_view kThinkingOpens = "<think>";
+inline constexpr std::string_view kThinkingCloses = "</think>";
 
 inline bool is_space(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -20,4 +25,12 @@ inline size_t partial_marker(std::string_view text, std::string_view marker) {
   return 0;
 }
 
-}  // namespace chatflow::openai
+// `text` from its first non-space byte on ("" when it is all spaces).
+inline std::string_view skip_spaces(std::string_view text) {
+  size_t first = 0;
+  while (first < text.size() && is_space(text[first]))
+    ++first;
+  return text.substr(first);
+}
+
+}  // namespace chatflow::text

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace chatflow::kernels {
 
@@ -63,6 +65,8 @@ std::string_view to_string(InstructionSet instruction_set) {
       return "avx512";
     case InstructionSet::avx512_vnni:
       return "avx512_vnni";
+    case InstructionSet::avx512_amx:
+      return "avx512_amx";
   }
   return "scalar";
 }
@@ -76,7 +80,21 @@ bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
   if (!__get_cpuid_count(leaf, subleaf, &regs[0], &regs[1], &regs[2], &regs[3])) return false;
   return (regs[reg] >> bit) & 1u;
 }
-constexpr int kEax = 0, kEcx = 2;
+constexpr int kEax = 0, kEcx = 2, kEdx = 3;
+
+// Linux hands a process the AMX tile state only when asked (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA); asked once, for every thread of the process.
+bool tile_state_granted() {
+  static const bool granted = [] {
+#if defined(__linux__)
+    constexpr long kRequestPermission = 0x1023, kTileData = 18;
+    return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
+}
 
 bool supported(InstructionSet instruction_set) {
   __builtin_cpu_init();
@@ -96,6 +114,11 @@ bool supported(InstructionSet instruction_set) {
       return avx512;
     case InstructionSet::avx512_vnni:
       return avx512 && __builtin_cpu_supports("avx512vnni");
+    case InstructionSet::avx512_amx:
+      return avx512 && __builtin_cpu_supports("avx512vnni") &&
+             __builtin_cpu_supports("avx512vbmi") && cpuid_bit(7, 0, kEdx, 24) &&  // amx_tile
+             cpuid_bit(7, 0, kEdx, 25) &&                                          // amx_int8
+             tile_state_granted();
   }
   return false;
 }
@@ -109,6 +132,16 @@ KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized) 
   return table;
 }
 
+// `base` with the kernels `overrides` has in place of its own.
+KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized,
+                    const QuantizedKernels& overrides) {
+  KernelTable table = combine(base, quantized);
+  table.quantized_instruction_set = overrides.name;
+  for (int i = 0; i < kQuantizedKernelTypes; ++i)
+    if (overrides.matmul[i]) table.quantized_matmul[i] = overrides.matmul[i];
+  return table;
+}
+
 }  // namespace
 
 const KernelTable* cpu_kernels(InstructionSet instruction_set) {
@@ -119,7 +152,8 @@ const KernelTable* cpu_kernels(InstructionSet instruction_set) {
       combine(detail::kAvx2Kernels, detail::kAvx2Quantized),
       combine(detail::kAvx2Kernels, detail::kAvxVnniQuantized),
       combine(detail::kAvx512Kernels, detail::kAvx2Quantized),
-      combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized)};
+      combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized),
+      combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized, detail::kAmxQuantized)};
   return &tables[static_cast<int>(instruction_set)];
 }
 

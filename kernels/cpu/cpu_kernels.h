@@ -40,11 +40,12 @@ void pack_matrix(TensorType type, const uint8_t* rows, size_t row_bytes, int64_t
 // The float kernels come in three widths; the integer kernels for quantised weights also
 // depend on VNNI (AVX-VNNI on 256-bit-only processors, AVX-512 VNNI), so a table is one of:
 //   scalar, avx2 (AVX2 + FMA + F16C), avx_vnni (avx2 + AVX-VNNI), avx512 (AVX-512 F/BW/VL/DQ,
-//   integer kernels as avx2), avx512_vnni (avx512 + AVX-512 VNNI).
-enum class InstructionSet { scalar, avx2, avx_vnni, avx512, avx512_vnni };
+//   integer kernels as avx2), avx512_vnni (avx512 + AVX-512 VNNI), avx512_amx (avx512_vnni with
+//   AMX-INT8 tiles for q4_k, q6_k and q8_0, where the OS grants the tile state).
+enum class InstructionSet { scalar, avx2, avx_vnni, avx512, avx512_vnni, avx512_amx };
 inline constexpr InstructionSet kInstructionSets[] = {
-    InstructionSet::scalar, InstructionSet::avx2, InstructionSet::avx_vnni, InstructionSet::avx512,
-    InstructionSet::avx512_vnni};
+    InstructionSet::scalar, InstructionSet::avx2,        InstructionSet::avx_vnni,
+    InstructionSet::avx512, InstructionSet::avx512_vnni, InstructionSet::avx512_amx};
 std::string_view to_string(InstructionSet instruction_set);
 
 // The best table for this processor (CHATFLOW_ISA names a lower one to force it).
@@ -68,6 +69,8 @@ extern const QuantizedKernels kScalarQuantized;
 extern const QuantizedKernels kAvx2Quantized;
 extern const QuantizedKernels kAvxVnniQuantized;
 extern const QuantizedKernels kAvx512VnniQuantized;
+// Only the types with a tile kernel; the others are avx512_vnni's.
+extern const QuantizedKernels kAmxQuantized;
 }  // namespace detail
 
 }  // namespace chatflow::kernels

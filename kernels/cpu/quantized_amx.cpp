@@ -1,0 +1,610 @@
+// Integer kernels on AMX-INT8 tiles for the types of the common files (q4_k and q6_k of Q4_K_M,
+// q8_0), with AVX-512 VNNI for products over too few tokens to fill a tile. Compiled with
+// -mamx-tile -mamx-int8 and the AVX-512 VNNI flags.
+//
+// A tile multiply sums a whole block exactly in int32, so both paths share one arithmetic per
+// (row, token), which the AVX-512 path reproduces by reducing each block's lanes to one int32
+// before any float is formed:
+//   q8_0: y = fma(float(sum_k q_k a_k), d_w * d_a, y) per 32-value block;
+//   q4_k: y = fma(float(sum_k sc_j q_k a_k), d * d_a, y), then
+//         y = fma(float(sum_k m_j a_k), (-dmin) * d_a, y) per super-block;
+//   q6_k: y = fma(float(sum_k sc_g (q_k - 32) a_k), d * d_a, y) per super-block;
+// blocks in increasing order from y = 0. So a row's result never depends on how many tokens
+// share the call or which path took them.
+//
+// The tile layout: weights are the tiles' left operand, one row of the matrix per tile row
+// (64 values, or 32 for q8_0), unpacked per panel of 16 rows into int8 planes the tile
+// multiplies exactly: q4_k's sc_j x q_k (0..945) as low and high bytes, and its m_j per value;
+// q6_k's sc_g x (q_k - 32) as an unsigned low byte and a signed high byte; q8_0's levels. The
+// activations are the right operand, 16 tokens per tile in the VNNI order (four consecutive
+// values of one token per int32), packed once per call.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/quant_blocks.h"
+
+namespace chatflow::kernels {
+namespace quantized_amx {
+
+struct Simd {
+  static constexpr int kTokens = 8;
+  static __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(acc, u, s);
+  }
+  static __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
+    return _mm256_dpwssd_epi32(acc, a, b);
+  }
+};
+
+#include "kernels/cpu/quantized_impl.h"
+#include "kernels/cpu/quantized_wide_k.h"
+
+namespace {
+
+using detail_quantized::half;
+
+// Fewer tokens than this go through the AVX-512 path: a tile would be mostly padding, and one
+// token's product is bound by reading the weights, which that path streams with prefetch.
+constexpr int64_t kTileMinTokens = 4;
+constexpr int kTileRows = 16;
+
+inline int32_t sum_lanes(__m256i v) {
+  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  sum = _mm_add_epi32(sum, _mm_unpackhi_epi64(sum, sum));
+  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 1));
+  return _mm_cvtsi128_si32(sum);
+}
+
+// ---- The AVX-512 path: one (row, token) at a time, each block's sum reduced to one int32.
+
+inline constexpr int kPrefetchBytes = 4096;
+
+float q8_0_row(const uint8_t* row, int64_t blocks, const TokenActivations& x) {
+  float y = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + b * 34;
+    _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes, _MM_HINT_T0);
+    const __m256i levels = detail_quantized::load256(block + 2);
+    const __m256i inputs = _mm256_sign_epi8(
+        detail_quantized::load256(reinterpret_cast<const uint8_t*>(x.values) + 32 * b), levels);
+    const __m256i dot =
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(levels), inputs);
+    y = std::fma(static_cast<float>(sum_lanes(dot)), half(block) * x.scales[b], y);
+  }
+  return y;
+}
+
+template <class D>  // detail_wide::Q4K or detail_wide::Q6K
+float k_row(const uint8_t* row, int64_t blocks, const TokenActivations& x) {
+  float y = 0;
+  detail_wide::WideHeader h;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + b * D::kBytes;
+    const char* ahead =
+        reinterpret_cast<const char*>(block) + detail_wide::kPrefetchBlocks * D::kBytes;
+    _mm_prefetch(ahead, _MM_HINT_T0);
+    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    _mm_prefetch(ahead + 128, _MM_HINT_T0);
+    D::header(block, h);
+    __m512i dots = _mm512_setzero_si512();
+    detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
+      constexpr int P = decltype(pair)::value;
+      const __m512i inputs = _mm512_loadu_si512(x.values + 256 * b + 64 * P);
+      dots = _mm512_dpwssd_epi32(dots, _mm512_maddubs_epi16(D::template levels<P>(block), inputs),
+                                 detail_wide::group_scales<P>(h.scales));
+    });
+    const int32_t products = _mm512_reduce_add_epi32(dots);
+    const int32_t corrections = sum_lanes(_mm256_madd_epi16(
+        detail_quantized::load256(reinterpret_cast<const uint8_t*>(x.sums + 16 * b)),
+        h.corrections));
+    const float input_scale = x.scales[b];
+    if constexpr (D::kMin) {
+      y = std::fma(static_cast<float>(products), h.d * input_scale, y);
+      y = std::fma(static_cast<float>(corrections), -h.dmin * input_scale, y);
+    } else {
+      y = std::fma(static_cast<float>(products - corrections), h.d * input_scale, y);
+    }
+  }
+  return y;
+}
+
+template <float (*kRow)(const uint8_t*, int64_t, const TokenActivations&)>
+void rows_one_by_one(const QuantizedMatmulArgs& a, int64_t block_values) {
+  const int64_t blocks = a.columns / block_values;
+  for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+    const uint8_t* row = a.weights + static_cast<size_t>(r) * a.row_bytes;
+    for (int64_t t = 0; t < a.tokens; ++t)
+      a.y[t * a.y_stride + r] = kRow(row, blocks, token_activations(a.x, *a.layout, t));
+  }
+}
+
+// ---- The tile path: 16 weight rows by 32 tokens (two input tiles sharing each weight tile).
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t column_bytes[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles 0-1: weight planes; 2-3: the two input tiles; 4-7: int32 sums, plane p of input tile
+// i in tile 4 + 2i + p.
+void configure_tiles(int weight_bytes) {
+  TileConfig config;
+  for (int t = 0; t < 2; ++t) {
+    config.rows[t] = kTileRows;
+    config.column_bytes[t] = static_cast<uint16_t>(weight_bytes);
+    config.rows[2 + t] = static_cast<uint8_t>(weight_bytes / 4);
+    config.column_bytes[2 + t] = 64;
+  }
+  for (int t = 4; t < 8; ++t) {
+    config.rows[t] = kTileRows;
+    config.column_bytes[t] = 64;
+  }
+  _tile_loadconfig(&config);
+}
+
+// A 64-byte-aligned view of a thread's scratch vector of at least `bytes`.
+uint8_t* scratch(std::vector<uint8_t>& buffer, size_t bytes) {
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((64 - address % 64) % 64);
+}
+
+// Sixteen rows of sixteen int32 into sixteen columns.
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // Lane L of r[4i + j] now holds element 4L + j of rows 4i .. 4i + 3.
+  __m512i out[16];
+  for (int j = 0; j < 4; ++j) {
+    const __m512i even_a = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88);
+    const __m512i odd_a = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xDD);
+    const __m512i even_b = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512i odd_b = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xDD);
+    out[j] = _mm512_shuffle_i32x4(even_a, even_b, 0x88);
+    out[8 + j] = _mm512_shuffle_i32x4(even_a, even_b, 0xDD);
+    out[4 + j] = _mm512_shuffle_i32x4(odd_a, odd_b, 0x88);
+    out[12 + j] = _mm512_shuffle_i32x4(odd_a, odd_b, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i)
+    r[i] = out[i];
+}
+
+// The activations of every token as tiles of 16 tokens, an even number of them (missing tokens
+// zero): per tile, columns / 4 rows of 64 bytes (row k / 4 holds values k .. k + 3 of each
+// token), each block's 16 input scales, and for the 256-value format each sub-block pair's
+// int8 sums as int16 pairs (s_2p, s_2p+1) per token.
+struct PackedInputs {
+  const uint8_t* values;
+  const float* scales;
+  const int32_t* pair_sums;  // [tile][block][pair][token]
+  size_t tile_bytes;
+  int64_t blocks;
+  int64_t tiles;
+};
+
+PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values) {
+  thread_local std::vector<uint8_t> value_buffer, scale_buffer, sum_buffer;
+  const int64_t chunks = (a.columns + 63) / 64;
+  const bool super_blocks = block_values == 256;
+  PackedInputs packed;
+  packed.tiles = (a.tokens + 2 * kTileRows - 1) / (2 * kTileRows) * 2;
+  packed.blocks = a.columns / block_values;
+  packed.tile_bytes = static_cast<size_t>(chunks) * kTileRows * 64;
+  const size_t tile_blocks = static_cast<size_t>(packed.blocks * packed.tiles);
+  uint8_t* values = scratch(value_buffer, packed.tile_bytes * static_cast<size_t>(packed.tiles));
+  auto* scales =
+      reinterpret_cast<float*>(scratch(scale_buffer, sizeof(float) * kTileRows * tile_blocks));
+  auto* pair_sums = reinterpret_cast<int32_t*>(
+      scratch(sum_buffer, super_blocks ? sizeof(int32_t) * 4 * kTileRows * tile_blocks : 0));
+  for (int64_t tile = 0; tile < packed.tiles; ++tile) {
+    TokenActivations x[kTileRows];
+    const int64_t first = tile * kTileRows;
+    const int count = static_cast<int>(std::clamp<int64_t>(a.tokens - first, 0, kTileRows));
+    for (int t = 0; t < count; ++t)
+      x[t] = token_activations(a.x, *a.layout, first + t);
+    uint8_t* out = values + tile * packed.tile_bytes;
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512i rows[16];
+      for (int t = 0; t < 16; ++t)
+        rows[t] = t < count ? _mm512_loadu_si512(x[t].values + 64 * c) : _mm512_setzero_si512();
+      transpose16(rows);
+      for (int i = 0; i < 16; ++i)
+        _mm512_store_si512(out + (16 * c + i) * 64, rows[i]);
+    }
+    float* tile_scales = scales + tile * packed.blocks * kTileRows;
+    for (int64_t b = 0; b < packed.blocks; ++b)
+      for (int t = 0; t < 16; ++t)
+        tile_scales[b * kTileRows + t] = t < count ? x[t].scales[b] : 0.0f;
+    if (!super_blocks) continue;
+    int32_t* tile_sums = pair_sums + tile * packed.blocks * 4 * kTileRows;
+    for (int64_t b = 0; b < packed.blocks; ++b) {
+      for (int p = 0; p < 4; ++p) {
+        for (int t = 0; t < 16; ++t) {
+          int32_t pair = 0;
+          if (t < count) {
+            const int16_t* g = x[t].sums + 16 * b + 4 * p;  // groups of 16: two per sub-block
+            const auto even = static_cast<uint16_t>(g[0] + g[1]);
+            const auto odd = static_cast<uint16_t>(g[2] + g[3]);
+            pair = static_cast<int32_t>(static_cast<uint32_t>(even) |
+                                        (static_cast<uint32_t>(odd) << 16));
+          }
+          tile_sums[(b * 4 + p) * kTileRows + t] = pair;
+        }
+      }
+    }
+  }
+  packed.values = values;
+  packed.scales = scales;
+  packed.pair_sums = pair_sums;
+  return packed;
+}
+
+// Where row i's values of one step (the `bytes` values one tile multiply covers) are in a
+// plane: each step's 16 rows side by side, so a tile loads one contiguous kilobyte.
+inline size_t step_offset(int64_t step, int i, int bytes) {
+  return static_cast<size_t>((step * kTileRows + i) * bytes);
+}
+
+// One panel's weights as tile planes of 16 rows x columns bytes (step by step), per block and row
+// the float factors of the block's sums, and (q4_k) each sub-block pair's minimums as int16 pairs.
+struct Panel {
+  uint8_t* plane[2];
+  float* factor[2];        // [block * 16 + row]
+  int32_t* minimum_pairs;  // [block][row][pair]
+};
+
+// Panels unpacked together: each input tile pair then serves all of them from the cache.
+constexpr int kPanelGroup = 4;
+
+Panel panel_buffers(int slot, int64_t columns, int64_t blocks, int planes, int factors,
+                    bool minimums) {
+  thread_local std::vector<uint8_t> plane_buffers[kPanelGroup], factor_buffers[kPanelGroup],
+      minimum_buffers[kPanelGroup];
+  std::vector<uint8_t>& plane_buffer = plane_buffers[slot];
+  std::vector<uint8_t>& factor_buffer = factor_buffers[slot];
+  std::vector<uint8_t>& minimum_buffer = minimum_buffers[slot];
+  const size_t plane_bytes = static_cast<size_t>(kTileRows * columns);
+  uint8_t* base = scratch(plane_buffer, plane_bytes * static_cast<size_t>(planes));
+  auto* factor_base = reinterpret_cast<float*>(
+      scratch(factor_buffer, sizeof(float) * kTileRows * static_cast<size_t>(blocks * factors)));
+  Panel panel{};
+  for (int p = 0; p < planes; ++p)
+    panel.plane[p] = base + plane_bytes * static_cast<size_t>(p);
+  for (int f = 0; f < factors; ++f)
+    panel.factor[f] = factor_base + static_cast<size_t>(f * blocks * kTileRows);
+  if (minimums) {
+    panel.minimum_pairs = reinterpret_cast<int32_t*>(
+        scratch(minimum_buffer, sizeof(int32_t) * 4 * kTileRows * static_cast<size_t>(blocks)));
+  }
+  return panel;
+}
+
+// Both input tiles' sums of one block, through the 16 x 16 int32 tiles.
+struct BlockSums {
+  alignas(64) int32_t plane[2][2][kTileRows * 16];  // [input tile][plane]
+};
+
+// The two-plane sums (low + 256 x high) of row r for input tile i.
+inline __m512i two_plane_sum(const BlockSums& sums, int i, int r) {
+  return _mm512_add_epi32(_mm512_load_si512(sums.plane[i][0] + 16 * r),
+                          _mm512_slli_epi32(_mm512_load_si512(sums.plane[i][1] + 16 * r), 8));
+}
+
+// Products of 64 levels (unsigned bytes) with per-value scales (signed bytes, |scale x level|
+// < 2^15) as two planes, the products' low bytes and their high bytes, without widening: one
+// maddubs takes the even values (the odd scale bytes zero), one the odd, and byte blends
+// interleave their words' halves. `offsets` (int16 per word, the same for both words' values)
+// is subtracted from each product before it is split.
+inline void scaled_planes(__m512i levels, __m512i even_scales, __m512i odd_scales, __m512i offsets,
+                          uint8_t* low, uint8_t* high) {
+  const __m512i even = _mm512_sub_epi16(_mm512_maddubs_epi16(levels, even_scales), offsets);
+  const __m512i odd = _mm512_sub_epi16(_mm512_maddubs_epi16(levels, odd_scales), offsets);
+  constexpr __mmask64 kOddBytes = 0xAAAAAAAAAAAAAAAAull;
+  _mm512_store_si512(low, _mm512_mask_blend_epi8(kOddBytes, even, _mm512_slli_epi16(odd, 8)));
+  _mm512_store_si512(high, _mm512_mask_blend_epi8(kOddBytes, _mm512_srli_epi16(even, 8), odd));
+}
+
+// Byte-permute indices spreading scale s(v) over the 64 values v of step P, in the even
+// (kOdd false) or odd bytes, the other bytes taking index `zero` (a zero byte of the source):
+// s(v) = byte kFirst + (v / kSpan) of the source.
+template <int kFirst, int kSpan, bool kOdd, int kZero>
+struct SpreadIndex {
+  struct Bytes {
+    alignas(64) int8_t value[64];
+  };
+  static constexpr Bytes make() {
+    Bytes bytes{};
+    for (int v = 0; v < 64; ++v)
+      bytes.value[v] = static_cast<int8_t>((v % 2 == 1) == kOdd ? kFirst + v / kSpan : kZero);
+    return bytes;
+  }
+  static constexpr Bytes kBytes = make();
+};
+template <int kFirst, int kSpan, bool kOdd, int kZero>
+inline __m512i spread_index() {
+  return _mm512_load_si512(SpreadIndex<kFirst, kSpan, kOdd, kZero>::kBytes.value);
+}
+
+struct Q8_0Tiles {
+  static constexpr int64_t kValues = 32;
+  static constexpr int kPlanes = 1, kFactors = 1, kWeightBytes = 32;
+  static constexpr bool kMinimums = false;
+  static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * 34;
+      std::memcpy(p.plane[0] + step_offset(b, i, 32), block + 2, 32);
+      p.factor[0][b * kTileRows + i] = half(block);
+    }
+  }
+  static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
+                         BlockSums& sums) {
+    _tile_zero(4);
+    _tile_zero(6);
+    _tile_loadd(0, p.plane[0] + b * kTileRows * 32, 32);
+    _tile_loadd(2, inputs0 + 8 * b * 64, 64);
+    _tile_loadd(3, inputs1 + 8 * b * 64, 64);
+    _tile_dpbssd(4, 0, 2);
+    _tile_dpbssd(6, 0, 3);
+    _tile_stored(4, sums.plane[0][0], 64);
+    _tile_stored(6, sums.plane[1][0], 64);
+  }
+  static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int i, __m512 scales,
+                         const int32_t*, __m512 acc[16]) {
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512 factor = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[0][b * 16 + r]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums.plane[i][0] + 16 * r)),
+                               factor, acc[r]);
+    }
+  }
+};
+
+// The two-plane types: four steps of 64 values per super-block, both input tiles per step.
+template <bool kSignedHigh>
+inline void super_block_sums(const Panel& p, int64_t b, const uint8_t* inputs0,
+                             const uint8_t* inputs1, BlockSums& sums) {
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int s = 0; s < 4; ++s) {
+    const size_t at = static_cast<size_t>((4 * b + s) * kTileRows * 64);
+    const size_t row = static_cast<size_t>((64 * b + 16 * s) * 64);
+    _tile_loadd(0, p.plane[0] + at, 64);
+    _tile_loadd(1, p.plane[1] + at, 64);
+    _tile_loadd(2, inputs0 + row, 64);
+    _tile_loadd(3, inputs1 + row, 64);
+    _tile_dpbusd(4, 0, 2);
+    _tile_dpbusd(6, 0, 3);
+    if constexpr (kSignedHigh) {
+      _tile_dpbssd(5, 1, 2);
+      _tile_dpbssd(7, 1, 3);
+    } else {
+      _tile_dpbusd(5, 1, 2);
+      _tile_dpbusd(7, 1, 3);
+    }
+  }
+  _tile_stored(4, sums.plane[0][0], 64);
+  _tile_stored(5, sums.plane[0][1], 64);
+  _tile_stored(6, sums.plane[1][0], 64);
+  _tile_stored(7, sums.plane[1][1], 64);
+}
+
+struct Q4KTiles {
+  static constexpr int64_t kValues = 256;
+  static constexpr int kPlanes = 2, kFactors = 2, kWeightBytes = 64;
+  static constexpr bool kMinimums = true;
+  static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * 144;
+      // Bytes 0-7: the sub-blocks' 6-bit scales; 8-15: their minimums; the rest zero.
+      uint32_t packed[3];
+      std::memcpy(packed, block + 4, 12);
+      const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+      const __m128i bytes = _mm_setr_epi32(
+          static_cast<int>(packed[0] & low6),
+          static_cast<int>((packed[2] & low4) | (((packed[0] >> 6) & low2) << 4)),
+          static_cast<int>(packed[1] & low6),
+          static_cast<int>(((packed[2] >> 4) & low4) | (((packed[1] >> 6) & low2) << 4)));
+      const __m512i source = _mm512_zextsi128_si512(bytes);
+      detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
+        constexpr int P = decltype(pair)::value;
+        const size_t at = step_offset(4 * b + P, i, 64);
+        scaled_planes(detail_wide::Q4K::levels<P>(block),
+                      _mm512_permutexvar_epi8(spread_index<2 * P, 32, false, 16>(), source),
+                      _mm512_permutexvar_epi8(spread_index<2 * P, 32, true, 16>(), source),
+                      _mm512_setzero_si512(), p.plane[0] + at, p.plane[1] + at);
+      });
+      // The minimums as int16 pairs (m_2p, m_2p+1).
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p.minimum_pairs + (b * kTileRows + i) * 4),
+                       _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8)));
+      p.factor[0][b * kTileRows + i] = half(block);
+      p.factor[1][b * kTileRows + i] = -half(block + 2);
+    }
+  }
+  static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
+                         BlockSums& sums) {
+    super_block_sums<false>(p, b, inputs0, inputs1, sums);
+  }
+  // pair_sums: this input tile's [pair][token] sums of this block.
+  static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int i, __m512 scales,
+                         const int32_t* pair_sums, __m512 acc[16]) {
+    const __m512i s0 = _mm512_load_si512(pair_sums), s1 = _mm512_load_si512(pair_sums + 16),
+                  s2 = _mm512_load_si512(pair_sums + 32), s3 = _mm512_load_si512(pair_sums + 48);
+    for (int r = 0; r < kTileRows; ++r) {
+      const int32_t* m = p.minimum_pairs + (b * kTileRows + r) * 4;
+      __m512i minimums = _mm512_dpwssd_epi32(_mm512_setzero_si512(), s0, _mm512_set1_epi32(m[0]));
+      minimums = _mm512_dpwssd_epi32(minimums, s1, _mm512_set1_epi32(m[1]));
+      minimums = _mm512_dpwssd_epi32(minimums, s2, _mm512_set1_epi32(m[2]));
+      minimums = _mm512_dpwssd_epi32(minimums, s3, _mm512_set1_epi32(m[3]));
+      const __m512 scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[0][b * 16 + r]));
+      const __m512 min_scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[1][b * 16 + r]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(two_plane_sum(sums, i, r)), scale, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(minimums), min_scale, acc[r]);
+    }
+  }
+};
+
+struct Q6KTiles {
+  static constexpr int64_t kValues = 256;
+  static constexpr int kPlanes = 2, kFactors = 1, kWeightBytes = 64;
+  static constexpr bool kMinimums = false;
+  static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * 210;
+      // Bytes 0-15: the groups' signed scales; the rest zero.
+      const __m512i source =
+          _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192)));
+      // 32 x scale per group as int16, for the levels' offset of 32.
+      const __m512i offsets = _mm512_castsi256_si512(_mm256_slli_epi16(
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192))), 5));
+      detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
+        constexpr int P = decltype(pair)::value;
+        const size_t at = step_offset(4 * b + P, i, 64);
+        // Word k of a maddubs holds values 2k and 2k + 1, both in group 4P + k / 8.
+        const __m512i word_groups = _mm512_set_epi16(
+            4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3,
+            4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 2,
+            4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1,
+            4 * P, 4 * P, 4 * P, 4 * P, 4 * P, 4 * P, 4 * P, 4 * P);
+        scaled_planes(detail_wide::Q6K::levels<P>(block),
+                      _mm512_permutexvar_epi8(spread_index<4 * P, 16, false, 16>(), source),
+                      _mm512_permutexvar_epi8(spread_index<4 * P, 16, true, 16>(), source),
+                      _mm512_permutexvar_epi16(word_groups, offsets), p.plane[0] + at,
+                      p.plane[1] + at);
+      });
+      p.factor[0][b * kTileRows + i] = half(block + 208);
+    }
+  }
+  static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
+                         BlockSums& sums) {
+    super_block_sums<true>(p, b, inputs0, inputs1, sums);
+  }
+  static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int i, __m512 scales,
+                         const int32_t*, __m512 acc[16]) {
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512 scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[0][b * 16 + r]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(two_plane_sum(sums, i, r)), scale, acc[r]);
+    }
+  }
+};
+
+template <class T>
+void unpack_panel(const QuantizedMatmulArgs& a, int64_t r0, int rows, int64_t blocks,
+                  Panel& panel) {
+  for (int i = 0; i < kTileRows; ++i) {
+    if (i < rows) {
+      T::unpack(a.weights + static_cast<size_t>(r0 + i) * a.row_bytes, blocks, i, panel);
+      continue;
+    }
+    for (int p = 0; p < T::kPlanes; ++p)
+      for (int64_t step = 0; step < a.columns / T::kWeightBytes; ++step)
+        std::memset(panel.plane[p] + step_offset(step, i, T::kWeightBytes), 0, T::kWeightBytes);
+    for (int f = 0; f < T::kFactors; ++f)
+      for (int64_t b = 0; b < blocks; ++b)
+        panel.factor[f][b * kTileRows + i] = 0;
+    if constexpr (T::kMinimums)
+      for (int64_t b = 0; b < blocks; ++b)
+        std::memset(panel.minimum_pairs + (b * kTileRows + i) * 4, 0, 16);
+  }
+}
+
+template <class T>
+void panel_product(const QuantizedMatmulArgs& a, const PackedInputs& inputs, const Panel& panel,
+                   int64_t r0, int rows, int64_t tile, BlockSums sums[2]) {
+  const int64_t blocks = inputs.blocks;
+  __m512 acc[2][16];
+  for (auto& tile_acc : acc)
+    for (auto& value : tile_acc)
+      value = _mm512_setzero_ps();
+  const uint8_t* inputs0 = inputs.values + tile * inputs.tile_bytes;
+  const uint8_t* inputs1 = inputs0 + inputs.tile_bytes;
+  // The tiles multiply block b + 1 while the vector units scale block b's sums.
+  T::block_sums(panel, 0, inputs0, inputs1, sums[0]);
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (b + 1 < blocks) T::block_sums(panel, b + 1, inputs0, inputs1, sums[(b + 1) % 2]);
+    for (int i = 0; i < 2; ++i) {
+      const int64_t at = (tile + i) * blocks + b;
+      T::accumulate(panel, b, sums[b % 2], i, _mm512_load_ps(inputs.scales + at * kTileRows),
+                    inputs.pair_sums + at * 4 * kTileRows, acc[i]);
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int64_t first = (tile + i) * kTileRows;
+    const int count = static_cast<int>(std::clamp<int64_t>(a.tokens - first, 0, kTileRows));
+    // One vector per token holding its 16 rows: each token's results are one store.
+    __m512i by_token[16];
+    for (int r = 0; r < 16; ++r)
+      by_token[r] = _mm512_castps_si512(acc[i][r]);
+    transpose16(by_token);
+    const auto row_mask = static_cast<__mmask16>((1u << rows) - 1);
+    for (int t = 0; t < count; ++t)
+      _mm512_mask_storeu_ps(a.y + (first + t) * a.y_stride + r0, row_mask,
+                            _mm512_castsi512_ps(by_token[t]));
+  }
+}
+
+template <class T>
+void tile_matmul(const QuantizedMatmulArgs& a) {
+  const int64_t blocks = a.columns / T::kValues;
+  const PackedInputs inputs = pack_inputs(a, T::kValues);
+  Panel panels[kPanelGroup];
+  for (int slot = 0; slot < kPanelGroup; ++slot)
+    panels[slot] = panel_buffers(slot, a.columns, blocks, T::kPlanes, T::kFactors, T::kMinimums);
+  configure_tiles(T::kWeightBytes);
+  BlockSums sums[2];
+  for (int64_t g0 = a.row_begin; g0 < a.row_end; g0 += kPanelGroup * kTileRows) {
+    int count = 0, rows[kPanelGroup];
+    for (; count < kPanelGroup && g0 + count * kTileRows < a.row_end; ++count) {
+      const int64_t r0 = g0 + count * kTileRows;
+      rows[count] = static_cast<int>(std::min<int64_t>(kTileRows, a.row_end - r0));
+      unpack_panel<T>(a, r0, rows[count], blocks, panels[count]);
+    }
+    for (int64_t tile = 0; tile < inputs.tiles; tile += 2)
+      for (int p = 0; p < count; ++p)
+        panel_product<T>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
+  }
+  _tile_release();
+}
+
+template <class T, float (*kRow)(const uint8_t*, int64_t, const TokenActivations&)>
+void matmul(const QuantizedMatmulArgs& a) {
+  if (a.tokens < kTileMinTokens) {
+    rows_one_by_one<kRow>(a, T::kValues);
+    return;
+  }
+  tile_matmul<T>(a);
+}
+
+// Constant-initialised (indices as quantized_index gives them) so that no table built at start-up
+// can read it before it is set.
+constexpr QuantizedKernels make_table() {
+  QuantizedKernels table{"amx-int8", {}};
+  table.matmul[4] = &matmul<Q8_0Tiles, &q8_0_row>;
+  table.matmul[8] = &matmul<Q4KTiles, &k_row<detail_wide::Q4K>>;
+  table.matmul[10] = &matmul<Q6KTiles, &k_row<detail_wide::Q6K>>;
+  return table;
+}
+
+}  // namespace
+}  // namespace quantized_amx
+
+const QuantizedKernels detail::kAmxQuantized = quantized_amx::make_table();
+
+}  // namespace chatflow::kernels

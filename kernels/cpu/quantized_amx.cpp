@@ -50,7 +50,7 @@ using detail_quantized::half;
 
 // Fewer tokens than this go through the AVX-512 path: a tile would be mostly padding, and one
 // token's product is bound by reading the weights, which that path streams with prefetch.
-constexpr int64_t kTileMinTokens = 4;
+constexpr int64_t kTileMinTokens = 5;
 constexpr int kTileRows = 16;
 
 inline int32_t sum_lanes(__m256i v) {
@@ -64,62 +64,146 @@ inline int32_t sum_lanes(__m256i v) {
 
 inline constexpr int kPrefetchBytes = 4096;
 
-float q8_0_row(const uint8_t* row, int64_t blocks, const TokenActivations& x) {
-  float y = 0;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = row + b * 34;
-    _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes, _MM_HINT_T0);
-    const __m256i levels = detail_quantized::load256(block + 2);
-    const __m256i inputs = _mm256_sign_epi8(
-        detail_quantized::load256(reinterpret_cast<const uint8_t*>(x.values) + 32 * b), levels);
-    const __m256i dot =
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(levels), inputs);
-    y = std::fma(static_cast<float>(sum_lanes(dot)), half(block) * x.scales[b], y);
-  }
-  return y;
+// The int32 sums of eight vectors of eight lanes, in one vector (lane i: vector i).
+inline __m256i sum_each(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-template <class D>  // detail_wide::Q4K or detail_wide::Q6K
-float k_row(const uint8_t* row, int64_t blocks, const TokenActivations& x) {
-  float y = 0;
-  detail_wide::WideHeader h;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* block = row + b * D::kBytes;
-    const char* ahead =
-        reinterpret_cast<const char*>(block) + detail_wide::kPrefetchBlocks * D::kBytes;
-    _mm_prefetch(ahead, _MM_HINT_T0);
-    _mm_prefetch(ahead + 64, _MM_HINT_T0);
-    _mm_prefetch(ahead + 128, _MM_HINT_T0);
-    D::header(block, h);
-    __m512i dots = _mm512_setzero_si512();
-    detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
-      constexpr int P = decltype(pair)::value;
-      const __m512i inputs = _mm512_loadu_si512(x.values + 256 * b + 64 * P);
-      dots = _mm512_dpwssd_epi32(dots, _mm512_maddubs_epi16(D::template levels<P>(block), inputs),
-                                 detail_wide::group_scales<P>(h.scales));
-    });
-    const int32_t products = _mm512_reduce_add_epi32(dots);
-    const int32_t corrections = sum_lanes(_mm256_madd_epi16(
-        detail_quantized::load256(reinterpret_cast<const uint8_t*>(x.sums + 16 * b)),
-        h.corrections));
-    const float input_scale = x.scales[b];
-    if constexpr (D::kMin) {
-      y = std::fma(static_cast<float>(products), h.d * input_scale, y);
-      y = std::fma(static_cast<float>(corrections), -h.dmin * input_scale, y);
-    } else {
-      y = std::fma(static_cast<float>(products - corrections), h.d * input_scale, y);
+inline __m256i fold(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// N tokens (N < kTileMinTokens) against one row, the weights decoded once for all of them and
+// the tokens' block sums reduced together; lane t of the float vectors is token t.
+struct Q8_0Rows {
+  static constexpr int64_t kValues = 32;
+  template <int N>
+  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* y) {
+    // Lane j of a token's chains takes the blocks b with b % 8 == j.
+    __m256 chains[N];
+    for (auto& chain : chains)
+      chain = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
+      const int count = static_cast<int>(std::min<int64_t>(8, blocks - b0));
+      const uint8_t* first = row + b0 * 34;
+      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 64, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 128, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 192, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 256, _MM_HINT_T0);
+      const __mmask8 present = static_cast<__mmask8>((1u << count) - 1);
+      // The eight blocks' weight scales (half floats, 34 bytes apart).
+      alignas(16) uint16_t scale_bits[8] = {};
+      for (int j = 0; j < count; ++j)
+        std::memcpy(&scale_bits[j], first + 34 * j, 2);
+      const __m256 weight_scales =
+          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scale_bits)));
+      __m256i levels[8], magnitudes[8];
+      for (int j = 0; j < 8; ++j) {
+        levels[j] =
+            j < count ? detail_quantized::load256(first + 34 * j + 2) : _mm256_setzero_si256();
+        magnitudes[j] = _mm256_abs_epi8(levels[j]);
+      }
+      for (int t = 0; t < N; ++t) {
+        __m256i dots[8];
+        for (int j = 0; j < 8; ++j) {
+          const __m256i inputs =
+              j < count ? _mm256_sign_epi8(
+                              detail_quantized::load256(
+                                  reinterpret_cast<const uint8_t*>(x[t].values) + 32 * (b0 + j)),
+                              levels[j])
+                        : _mm256_setzero_si256();
+          dots[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), magnitudes[j], inputs);
+        }
+        const __m256 input_scales = _mm256_maskz_loadu_ps(present, x[t].scales + b0);
+        chains[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(dots)),
+                                    _mm256_mul_ps(input_scales, weight_scales), chains[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) {
+      // ((c0 + c1) + (c2 + c3)) + ((c4 + c5) + (c6 + c7)), as the tile path adds its chains.
+      alignas(32) float c[8];
+      _mm256_store_ps(c, chains[t]);
+      y[t] = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
     }
   }
-  return y;
-}
+};
 
-template <float (*kRow)(const uint8_t*, int64_t, const TokenActivations&)>
-void rows_one_by_one(const QuantizedMatmulArgs& a, int64_t block_values) {
-  const int64_t blocks = a.columns / block_values;
+template <class D>  // detail_wide::Q4K or detail_wide::Q6K
+struct KRows {
+  static constexpr int64_t kValues = 256;
+  template <int N>
+  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* y) {
+    static_assert(N <= 4);
+    __m128 sums = _mm_setzero_ps();
+    detail_wide::WideHeader h;
+    // Lanes 0-3: the tokens' products; 4-7: their corrections (q4_k's minimums).
+    __m256i halves[8];
+    for (auto& half_sums : halves)
+      half_sums = _mm256_setzero_si256();
+    alignas(16) float input_scales[4] = {};
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * D::kBytes;
+      const char* ahead =
+          reinterpret_cast<const char*>(block) + detail_wide::kPrefetchBlocks * D::kBytes;
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      _mm_prefetch(ahead + 64, _MM_HINT_T0);
+      _mm_prefetch(ahead + 128, _MM_HINT_T0);
+      D::header(block, h);
+      __m512i dots[N];
+      for (int t = 0; t < N; ++t)
+        dots[t] = _mm512_setzero_si512();
+      detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
+        constexpr int P = decltype(pair)::value;
+        const __m512i levels = D::template levels<P>(block);
+        const __m512i scales = detail_wide::group_scales<P>(h.scales);
+        for (int t = 0; t < N; ++t) {
+          const __m512i inputs = _mm512_loadu_si512(x[t].values + 256 * b + 64 * P);
+          dots[t] = _mm512_dpwssd_epi32(dots[t], _mm512_maddubs_epi16(levels, inputs), scales);
+        }
+      });
+      for (int t = 0; t < N; ++t) {
+        const __m256i corrections = _mm256_madd_epi16(
+            detail_quantized::load256(reinterpret_cast<const uint8_t*>(x[t].sums + 16 * b)),
+            h.corrections);
+        if constexpr (D::kMin) {
+          halves[t] = fold(dots[t]);
+          halves[4 + t] = corrections;
+        } else {
+          halves[t] = _mm256_sub_epi32(fold(dots[t]), corrections);
+        }
+        input_scales[t] = x[t].scales[b];
+      }
+      const __m256 totals = _mm256_cvtepi32_ps(sum_each(halves));
+      const __m128 scales = _mm_load_ps(input_scales);
+      sums =
+          _mm_fmadd_ps(_mm256_castps256_ps128(totals), _mm_mul_ps(scales, _mm_set1_ps(h.d)), sums);
+      if constexpr (D::kMin) {
+        sums = _mm_fmadd_ps(_mm256_extractf128_ps(totals, 1),
+                            _mm_mul_ps(scales, _mm_set1_ps(-h.dmin)), sums);
+      }
+    }
+    alignas(16) float out[4];
+    _mm_store_ps(out, sums);
+    for (int t = 0; t < N; ++t)
+      y[t] = out[t];
+  }
+};
+
+template <class R, int N>
+void rows_for_tokens(const QuantizedMatmulArgs& a) {
+  const int64_t blocks = a.columns / R::kValues;
+  TokenActivations x[N];
+  for (int t = 0; t < N; ++t)
+    x[t] = token_activations(a.x, *a.layout, t);
+  float y[N];
   for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-    const uint8_t* row = a.weights + static_cast<size_t>(r) * a.row_bytes;
-    for (int64_t t = 0; t < a.tokens; ++t)
-      a.y[t * a.y_stride + r] = kRow(row, blocks, token_activations(a.x, *a.layout, t));
+    R::template dot<N>(a.weights + static_cast<size_t>(r) * a.row_bytes, blocks, x, y);
+    for (int t = 0; t < N; ++t)
+      a.y[t * a.y_stride + r] = y[t];
   }
 }
 
@@ -344,6 +428,7 @@ inline __m512i spread_index() {
 
 struct Q8_0Tiles {
   static constexpr int64_t kValues = 32;
+  static constexpr int kChains = 8;
   static constexpr int kPlanes = 1, kFactors = 1, kWeightBytes = 32;
   static constexpr bool kMinimums = false;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
@@ -353,17 +438,20 @@ struct Q8_0Tiles {
       p.factor[0][b * kTileRows + i] = half(block);
     }
   }
+  template <int kTiles>
   static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
                          BlockSums& sums) {
     _tile_zero(4);
-    _tile_zero(6);
+    if constexpr (kTiles == 2) _tile_zero(6);
     _tile_loadd(0, p.plane[0] + b * kTileRows * 32, 32);
     _tile_loadd(2, inputs0 + 8 * b * 64, 64);
-    _tile_loadd(3, inputs1 + 8 * b * 64, 64);
     _tile_dpbssd(4, 0, 2);
-    _tile_dpbssd(6, 0, 3);
     _tile_stored(4, sums.plane[0][0], 64);
-    _tile_stored(6, sums.plane[1][0], 64);
+    if constexpr (kTiles == 2) {
+      _tile_loadd(3, inputs1 + 8 * b * 64, 64);
+      _tile_dpbssd(6, 0, 3);
+      _tile_stored(6, sums.plane[1][0], 64);
+    }
   }
   static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int i, __m512 scales,
                          const int32_t*, __m512 acc[16]) {
@@ -376,38 +464,46 @@ struct Q8_0Tiles {
 };
 
 // The two-plane types: four steps of 64 values per super-block, both input tiles per step.
-template <bool kSignedHigh>
+template <bool kSignedHigh, int kTiles>
 inline void super_block_sums(const Panel& p, int64_t b, const uint8_t* inputs0,
                              const uint8_t* inputs1, BlockSums& sums) {
   _tile_zero(4);
   _tile_zero(5);
-  _tile_zero(6);
-  _tile_zero(7);
+  if constexpr (kTiles == 2) {
+    _tile_zero(6);
+    _tile_zero(7);
+  }
   for (int s = 0; s < 4; ++s) {
     const size_t at = static_cast<size_t>((4 * b + s) * kTileRows * 64);
     const size_t row = static_cast<size_t>((64 * b + 16 * s) * 64);
     _tile_loadd(0, p.plane[0] + at, 64);
     _tile_loadd(1, p.plane[1] + at, 64);
     _tile_loadd(2, inputs0 + row, 64);
-    _tile_loadd(3, inputs1 + row, 64);
     _tile_dpbusd(4, 0, 2);
-    _tile_dpbusd(6, 0, 3);
-    if constexpr (kSignedHigh) {
+    if constexpr (kSignedHigh)
       _tile_dpbssd(5, 1, 2);
-      _tile_dpbssd(7, 1, 3);
-    } else {
+    else
       _tile_dpbusd(5, 1, 2);
-      _tile_dpbusd(7, 1, 3);
+    if constexpr (kTiles == 2) {
+      _tile_loadd(3, inputs1 + row, 64);
+      _tile_dpbusd(6, 0, 3);
+      if constexpr (kSignedHigh)
+        _tile_dpbssd(7, 1, 3);
+      else
+        _tile_dpbusd(7, 1, 3);
     }
   }
   _tile_stored(4, sums.plane[0][0], 64);
   _tile_stored(5, sums.plane[0][1], 64);
-  _tile_stored(6, sums.plane[1][0], 64);
-  _tile_stored(7, sums.plane[1][1], 64);
+  if constexpr (kTiles == 2) {
+    _tile_stored(6, sums.plane[1][0], 64);
+    _tile_stored(7, sums.plane[1][1], 64);
+  }
 }
 
 struct Q4KTiles {
   static constexpr int64_t kValues = 256;
+  static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 2, kWeightBytes = 64;
   static constexpr bool kMinimums = true;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
@@ -438,9 +534,10 @@ struct Q4KTiles {
       p.factor[1][b * kTileRows + i] = -half(block + 2);
     }
   }
+  template <int kTiles>
   static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
                          BlockSums& sums) {
-    super_block_sums<false>(p, b, inputs0, inputs1, sums);
+    super_block_sums<false, kTiles>(p, b, inputs0, inputs1, sums);
   }
   // pair_sums: this input tile's [pair][token] sums of this block.
   static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int i, __m512 scales,
@@ -463,6 +560,7 @@ struct Q4KTiles {
 
 struct Q6KTiles {
   static constexpr int64_t kValues = 256;
+  static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 1, kWeightBytes = 64;
   static constexpr bool kMinimums = false;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
@@ -492,9 +590,10 @@ struct Q6KTiles {
       p.factor[0][b * kTileRows + i] = half(block + 208);
     }
   }
+  template <int kTiles>
   static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
                          BlockSums& sums) {
-    super_block_sums<true>(p, b, inputs0, inputs1, sums);
+    super_block_sums<true, kTiles>(p, b, inputs0, inputs1, sums);
   }
   static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int i, __m512 scales,
                          const int32_t*, __m512 acc[16]) {
@@ -525,33 +624,51 @@ void unpack_panel(const QuantizedMatmulArgs& a, int64_t r0, int rows, int64_t bl
   }
 }
 
-template <class T>
+// Row r's chains added in one fixed order: ((c0 + c1) + (c2 + c3)) + ((c4 + c5) + (c6 + c7)).
+template <int kChains>
+inline __m512 sum_chains(const __m512 chains[kChains][16], int r) {
+  if constexpr (kChains == 1) {
+    return chains[0][r];
+  } else {
+    static_assert(kChains == 8);
+    const __m512 low = _mm512_add_ps(_mm512_add_ps(chains[0][r], chains[1][r]),
+                                     _mm512_add_ps(chains[2][r], chains[3][r]));
+    const __m512 high = _mm512_add_ps(_mm512_add_ps(chains[4][r], chains[5][r]),
+                                      _mm512_add_ps(chains[6][r], chains[7][r]));
+    return _mm512_add_ps(low, high);
+  }
+}
+
+template <class T, int kTiles>
 void panel_product(const QuantizedMatmulArgs& a, const PackedInputs& inputs, const Panel& panel,
                    int64_t r0, int rows, int64_t tile, BlockSums sums[2]) {
   const int64_t blocks = inputs.blocks;
-  __m512 acc[2][16];
+  constexpr int kChains = T::kChains;
+  __m512 acc[2][kChains][16];
   for (auto& tile_acc : acc)
-    for (auto& value : tile_acc)
-      value = _mm512_setzero_ps();
+    for (auto& chain : tile_acc)
+      for (auto& value : chain)
+        value = _mm512_setzero_ps();
   const uint8_t* inputs0 = inputs.values + tile * inputs.tile_bytes;
   const uint8_t* inputs1 = inputs0 + inputs.tile_bytes;
   // The tiles multiply block b + 1 while the vector units scale block b's sums.
-  T::block_sums(panel, 0, inputs0, inputs1, sums[0]);
+  T::template block_sums<kTiles>(panel, 0, inputs0, inputs1, sums[0]);
   for (int64_t b = 0; b < blocks; ++b) {
-    if (b + 1 < blocks) T::block_sums(panel, b + 1, inputs0, inputs1, sums[(b + 1) % 2]);
-    for (int i = 0; i < 2; ++i) {
+    if (b + 1 < blocks)
+      T::template block_sums<kTiles>(panel, b + 1, inputs0, inputs1, sums[(b + 1) % 2]);
+    for (int i = 0; i < kTiles; ++i) {
       const int64_t at = (tile + i) * blocks + b;
       T::accumulate(panel, b, sums[b % 2], i, _mm512_load_ps(inputs.scales + at * kTileRows),
-                    inputs.pair_sums + at * 4 * kTileRows, acc[i]);
+                    inputs.pair_sums + at * 4 * kTileRows, acc[i][b % kChains]);
     }
   }
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kTiles; ++i) {
     const int64_t first = (tile + i) * kTileRows;
     const int count = static_cast<int>(std::clamp<int64_t>(a.tokens - first, 0, kTileRows));
     // One vector per token holding its 16 rows: each token's results are one store.
     __m512i by_token[16];
     for (int r = 0; r < 16; ++r)
-      by_token[r] = _mm512_castps_si512(acc[i][r]);
+      by_token[r] = _mm512_castps_si512(sum_chains<kChains>(acc[i], r));
     transpose16(by_token);
     const auto row_mask = static_cast<__mmask16>((1u << rows) - 1);
     for (int t = 0; t < count; ++t)
@@ -576,29 +693,46 @@ void tile_matmul(const QuantizedMatmulArgs& a) {
       rows[count] = static_cast<int>(std::min<int64_t>(kTileRows, a.row_end - r0));
       unpack_panel<T>(a, r0, rows[count], blocks, panels[count]);
     }
-    for (int64_t tile = 0; tile < inputs.tiles; tile += 2)
-      for (int p = 0; p < count; ++p)
-        panel_product<T>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
+    for (int64_t tile = 0; tile < inputs.tiles; tile += 2) {
+      // The last pair may hold one tile of tokens and one of padding.
+      const bool pair = (tile + 1) * kTileRows < a.tokens;
+      for (int p = 0; p < count; ++p) {
+        if (pair)
+          panel_product<T, 2>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
+        else
+          panel_product<T, 1>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
+      }
+    }
   }
   _tile_release();
 }
 
-template <class T, float (*kRow)(const uint8_t*, int64_t, const TokenActivations&)>
+template <class T, class R>
 void matmul(const QuantizedMatmulArgs& a) {
-  if (a.tokens < kTileMinTokens) {
-    rows_one_by_one<kRow>(a, T::kValues);
-    return;
+  static_assert(kTileMinTokens == 5, "one few-token kernel per count below kTileMinTokens");
+  switch (a.tokens) {
+    case 0:
+      return;
+    case 1:
+      return rows_for_tokens<R, 1>(a);
+    case 2:
+      return rows_for_tokens<R, 2>(a);
+    case 3:
+      return rows_for_tokens<R, 3>(a);
+    case 4:
+      return rows_for_tokens<R, 4>(a);
+    default:
+      return tile_matmul<T>(a);
   }
-  tile_matmul<T>(a);
 }
 
 // Constant-initialised (indices as quantized_index gives them) so that no table built at start-up
 // can read it before it is set.
 constexpr QuantizedKernels make_table() {
   QuantizedKernels table{"amx-int8", {}};
-  table.matmul[4] = &matmul<Q8_0Tiles, &q8_0_row>;
-  table.matmul[8] = &matmul<Q4KTiles, &k_row<detail_wide::Q4K>>;
-  table.matmul[10] = &matmul<Q6KTiles, &k_row<detail_wide::Q6K>>;
+  table.matmul[4] = &matmul<Q8_0Tiles, Q8_0Rows>;
+  table.matmul[8] = &matmul<Q4KTiles, KRows<detail_wide::Q4K>>;
+  table.matmul[10] = &matmul<Q6KTiles, KRows<detail_wide::Q6K>>;
   return table;
 }
 

@@ -132,6 +132,12 @@ KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized) 
   return table;
 }
 
+KernelTable with_vector_quantizer(KernelTable table) {
+  table.quantize_activations[0] = table.quantize_activations[1] =
+      &detail::quantize_activations_avx512;
+  return table;
+}
+
 // `base` with the kernels `overrides` has in place of its own.
 KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized,
                     const QuantizedKernels& overrides) {
@@ -152,8 +158,9 @@ const KernelTable* cpu_kernels(InstructionSet instruction_set) {
       combine(detail::kAvx2Kernels, detail::kAvx2Quantized),
       combine(detail::kAvx2Kernels, detail::kAvxVnniQuantized),
       combine(detail::kAvx512Kernels, detail::kAvx2Quantized),
-      combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized),
-      combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized, detail::kAmxQuantized)};
+      with_vector_quantizer(combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized)),
+      with_vector_quantizer(
+          combine(detail::kAvx512Kernels, detail::kAvx512VnniQuantized, detail::kAmxQuantized))};
   return &tables[static_cast<int>(instruction_set)];
 }
 

@@ -58,7 +58,8 @@ struct QuantizedKernels {
   std::string_view name;
   void (*matmul[kQuantizedKernelTypes])(const QuantizedMatmulArgs& args);
 };
-// One token's activations quantised (scalar: every instruction set reads the same values).
+// One token's activations quantised (scalar: every instruction set reads the same values; the
+// AVX-512 tables use a vector routine writing the same bytes).
 void quantize_activations(const float* x, const ActivationLayout& layout, uint8_t* out);
 
 namespace detail {
@@ -71,6 +72,7 @@ extern const QuantizedKernels kAvxVnniQuantized;
 extern const QuantizedKernels kAvx512VnniQuantized;
 // Only the types with a tile kernel; the others are avx512_vnni's.
 extern const QuantizedKernels kAmxQuantized;
+void quantize_activations_avx512(const float* x, const ActivationLayout& layout, uint8_t* out);
 }  // namespace detail
 
 }  // namespace chatflow::kernels

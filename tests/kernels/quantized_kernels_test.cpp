@@ -1,7 +1,9 @@
 // The integer kernels for quantised weights, on every instruction set this processor has:
 // activations quantised as specified, products equal to double-precision arithmetic on the
 // dequantised weights and activations, and results independent of the batch.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -120,6 +122,41 @@ TEST(QuantizedActivations, ValuesScalesAndSumsAreAsSpecified) {
       for (int64_t i = 0; i < layout.group; ++i)
         sum += view.values[g * layout.group + i];
       EXPECT_EQ(view.sums[g], sum);
+    }
+  }
+}
+
+TEST(QuantizedActivations, EveryTableWritesTheScalarRoutinesBytes) {
+  for (ActivationFormat format : {ActivationFormat::blocks32, ActivationFormat::blocks256}) {
+    for (int64_t columns : {256, 512, 2048}) {
+      ActivationLayout layout = activation_layout(format, columns);
+      std::vector<float> x = normal_values(static_cast<size_t>(columns), 1.0f, 11);
+      for (size_t i = 0; i < x.size(); i += 61)
+        x[i] *= 30;  // outliers
+      for (int64_t i = 32; i < 64; ++i)
+        x[i] = 0;                    // an all-zero block
+      x[70] = 0.5f * (127.0f / 30);  // values that land half-way between two levels
+      std::vector<uint8_t> expected(layout.token_bytes), actual(layout.token_bytes);
+      quantize_activations(x.data(), layout, expected.data());
+      for (const KernelTable* table : available_tables()) {
+        std::fill(actual.begin(), actual.end(), 0);
+        table->quantize_activations[static_cast<int>(format)](x.data(), layout, actual.data());
+        // The layout's padding is not written by either; compare the fields.
+        const size_t values = static_cast<size_t>(columns);
+        EXPECT_TRUE(std::equal(actual.begin(), actual.begin() + values, expected.begin()))
+            << table_name(*table) << " values, " << columns << " columns";
+        const size_t scales = static_cast<size_t>(columns / layout.block) * 4;
+        EXPECT_EQ(0, std::memcmp(actual.data() + layout.scales_offset,
+                                 expected.data() + layout.scales_offset, scales))
+            << table_name(*table) << " scales";
+        const size_t groups = static_cast<size_t>(columns / layout.group);
+        EXPECT_EQ(0, std::memcmp(actual.data() + layout.sums_offset,
+                                 expected.data() + layout.sums_offset, groups * 2))
+            << table_name(*table) << " sums";
+        EXPECT_EQ(0, std::memcmp(actual.data() + layout.scaled_sums_offset,
+                                 expected.data() + layout.scaled_sums_offset, groups * 4))
+            << table_name(*table) << " scaled sums";
+      }
     }
   }
 }

@@ -1,0 +1,475 @@
+// The chat page: sign-in, model picker, conversations kept by the server (/v1/sessions), and
+// streamed answers read from fetch's body with our own SSE parser (EventSource cannot POST).
+import './chat.css';
+
+import { AnswerView, userMessage } from './answer_view.js';
+import { apiFetch, apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, probeOpen, storeKey } from './api.js';
+import { interpretEvent, SseParser } from './sse.js';
+import { setupTheme } from './theme.js';
+import { Typewriter } from './typewriter.js';
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  signin: $('signin'), form: $('signin-form'), input: $('api-key'), messageElement: $('signin-message'),
+  app: $('app'), model: $('model'), sessions: $('sessions'), sessionsNote: $('sessions-note'),
+  newChat: $('new-chat'), messages: $('messages'), notice: $('notice'), composer: $('composer'),
+  prompt: $('prompt'), send: $('send'), signout: $('signout'), title: $('conversation-title'),
+};
+
+const state = {
+  needsKey: false,
+  sessionsEnabled: false,
+  conversation: null, // { id, title, messages: [{ role, content }], isNew }
+  generating: null,   // { controller, view }
+  retryTimer: null,
+};
+
+function randomId() {
+  if (crypto.randomUUID) return `web-${crypto.randomUUID()}`;
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `web-${[...bytes].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+function showNotice(text, kind = 'info') {
+  ui.notice.hidden = !text;
+  ui.notice.textContent = text || '';
+  ui.notice.className = `notice ${kind}`;
+}
+
+async function signIn(message) {
+  storeKey('');
+  ui.app.hidden = true;
+  await askForKey(ui, message);
+  await start();
+}
+
+// Any call that got a 401 or 403 ends here: back to the sign-in form.
+async function guard(promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    if (error instanceof AuthError && error.status === 401) {
+      signIn('That key was not accepted; enter another.');
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+// --- Models and conversations. ---
+
+async function loadModels() {
+  const models = await apiJson('/v1/models');
+  const previous = ui.model.value;
+  ui.model.replaceChildren();
+  for (const model of models.data || []) {
+    const option = document.createElement('option');
+    option.value = model.id;
+    option.textContent = model.id;
+    ui.model.append(option);
+  }
+  if (previous && [...ui.model.options].some((option) => option.value === previous)) ui.model.value = previous;
+}
+
+async function loadSessions() {
+  let response;
+  try {
+    response = await apiFetch('/v1/sessions?limit=100');
+  } catch (error) {
+    if (error instanceof AuthError && error.status === 401) throw error;
+    response = null;
+  }
+  if (!response || !response.ok) {
+    state.sessionsEnabled = false;
+    ui.sessionsNote.hidden = false;
+    ui.sessionsNote.textContent = 'This pipeline keeps no conversations (no history store): they last until the page reloads.';
+    ui.sessions.replaceChildren();
+    return;
+  }
+  state.sessionsEnabled = true;
+  ui.sessionsNote.hidden = true;
+  const list = await response.json();
+  renderSessions(list.data || []);
+}
+
+function renderSessions(sessions) {
+  ui.sessions.replaceChildren();
+  for (const session of sessions) {
+    const title = session.title || session.id;
+    const item = document.createElement('li');
+    item.className = 'session';
+    item.dataset.id = session.id;
+    if (state.conversation && state.conversation.id === session.id) item.classList.add('current');
+    const open = document.createElement('button');
+    open.type = 'button';
+    open.className = 'open';
+    open.textContent = title;
+    open.setAttribute('aria-label', `Open conversation: ${title}`);
+    open.addEventListener('click', () => openSession(session.id, title));
+    const rename = document.createElement('button');
+    rename.type = 'button';
+    rename.className = 'small';
+    rename.textContent = 'Rename';
+    rename.setAttribute('aria-label', `Rename conversation: ${title}`);
+    rename.addEventListener('click', () => startRename(item, session.id, title));
+    const remove = document.createElement('button');
+    remove.type = 'button';
+    remove.className = 'small danger';
+    remove.textContent = 'Delete';
+    remove.setAttribute('aria-label', `Delete conversation: ${title}`);
+    remove.addEventListener('click', () => confirmDelete(remove, session.id, title));
+    item.append(open, rename, remove);
+    ui.sessions.append(item);
+  }
+}
+
+function startRename(item, id, title) {
+  const input = document.createElement('input');
+  input.type = 'text';
+  input.value = title;
+  input.setAttribute('aria-label', `New title for ${title} (Enter saves, Escape cancels)`);
+  item.replaceChildren(input);
+  input.focus();
+  input.select();
+  let done = false;
+  const finish = async (save) => {
+    if (done) return;
+    done = true;
+    const value = input.value.trim();
+    if (save && value && value !== title) {
+      try {
+        await guard(apiJson(`/v1/sessions/${encodeURIComponent(id)}`, {
+          method: 'PATCH', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ title: value }),
+        }));
+        if (state.conversation && state.conversation.id === id) setTitle(value);
+      } catch (error) {
+        showNotice(`Renaming failed: ${error.message}`, 'error');
+      }
+    }
+    await loadSessions().catch(() => {});
+  };
+  input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.isComposing) {
+      event.preventDefault();
+      finish(true);
+    } else if (event.key === 'Escape') {
+      event.preventDefault();
+      finish(false);
+    }
+  });
+  input.addEventListener('blur', () => finish(true));
+}
+
+// Deleting takes a second press within 4 s: one stray key must not lose a conversation.
+function confirmDelete(button, id, title) {
+  if (button.dataset.armed !== 'yes') {
+    button.dataset.armed = 'yes';
+    button.textContent = 'Really delete?';
+    button.setAttribute('aria-label', `Press again to delete conversation: ${title}`);
+    setTimeout(() => {
+      if (!button.isConnected) return;
+      button.dataset.armed = '';
+      button.textContent = 'Delete';
+      button.setAttribute('aria-label', `Delete conversation: ${title}`);
+    }, 4000);
+    return;
+  }
+  (async () => {
+    try {
+      await guard(apiJson(`/v1/sessions/${encodeURIComponent(id)}`, { method: 'DELETE' }));
+      if (state.conversation && state.conversation.id === id) newConversation();
+    } catch (error) {
+      showNotice(`Deleting failed: ${error.message}`, 'error');
+    }
+    await loadSessions().catch(() => {});
+  })();
+}
+
+function setTitle(title) {
+  if (state.conversation) state.conversation.title = title;
+  ui.title.textContent = title || 'New conversation';
+}
+
+function newConversation() {
+  if (state.generating) stop();
+  state.conversation = { id: randomId(), title: '', messages: [], isNew: true };
+  ui.messages.replaceChildren();
+  setTitle('');
+  showNotice('');
+  for (const item of ui.sessions.children) item.classList.remove('current');
+  ui.prompt.focus();
+}
+
+async function openSession(id, title) {
+  if (state.generating) stop();
+  let session;
+  try {
+    session = await guard(apiJson(`/v1/sessions/${encodeURIComponent(id)}`));
+  } catch (error) {
+    showNotice(`Could not open the conversation: ${error.message}`, 'error');
+    return;
+  }
+  if (!session) return;
+  state.conversation = { id, title: session.title || title, messages: [], isNew: false };
+  ui.messages.replaceChildren();
+  setTitle(state.conversation.title);
+  showNotice('');
+  for (const turn of session.turns || []) {
+    userMessage(ui.messages, turn.user ?? '');
+    const view = new AnswerView(ui.messages, { onCopy: copyAnswer });
+    view.text = turn.assistant ?? '';
+    view.finish();
+    if (turn.status && turn.status !== 'completed') view.notice(`This answer was ${turn.status}.`, 'warning');
+    state.conversation.messages.push({ role: 'user', content: turn.user ?? '' }, { role: 'assistant', content: turn.assistant ?? '' });
+  }
+  for (const item of ui.sessions.children) item.classList.toggle('current', item.dataset.id === id);
+  ui.prompt.focus();
+}
+
+// --- Sending and streaming. ---
+
+function setGenerating(generating) {
+  ui.prompt.readOnly = generating;
+  ui.prompt.setAttribute('aria-busy', generating ? 'true' : 'false');
+  ui.send.textContent = generating ? 'Stop' : 'Send';
+  ui.send.setAttribute('aria-label', generating ? 'Stop generating' : 'Send message');
+  ui.send.classList.toggle('stop', generating);
+}
+
+function stop() {
+  if (!state.generating) return;
+  state.generating.stopped = true;
+  state.generating.controller.abort();
+}
+
+async function copyAnswer(view) {
+  try {
+    await navigator.clipboard.writeText(view.text);
+    view.copyButton.textContent = 'Copied';
+  } catch {
+    // No clipboard API (an insecure origin): select the text for Ctrl+C instead.
+    const range = document.createRange();
+    range.selectNodeContents(view.content);
+    const selection = getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    view.copyButton.textContent = 'Selected: press Ctrl+C';
+  }
+  setTimeout(() => { view.copyButton.textContent = 'Copy'; }, 2000);
+}
+
+function retryCountdown(seconds) {
+  clearInterval(state.retryTimer);
+  let left = Math.max(1, Math.ceil(seconds));
+  const show = () => {
+    if (left <= 0) {
+      clearInterval(state.retryTimer);
+      ui.send.disabled = false;
+      showNotice('You can send again.', 'info');
+      return;
+    }
+    ui.send.disabled = true;
+    showNotice(`Rate limited: you can send again in ${left} s.`, 'warning');
+    ui.notice.dataset.retryAfter = String(left);
+    left -= 1;
+  };
+  show();
+  state.retryTimer = setInterval(show, 1000);
+}
+
+function submit() {
+  const text = ui.prompt.value;
+  if (state.generating || !text.trim() || ui.send.disabled) return;
+  ui.prompt.value = '';
+  ask(text, { fresh: true });
+}
+
+async function ask(text, { fresh }) {
+  const conversation = state.conversation;
+  if (fresh) {
+    userMessage(ui.messages, text);
+    conversation.messages.push({ role: 'user', content: text });
+    if (!conversation.title) setTitle(text.slice(0, 60));
+  }
+  const view = new AnswerView(ui.messages, {
+    onCopy: copyAnswer,
+    onRegenerate: (answer) => regenerate(answer, text),
+  });
+  for (const old of ui.messages.querySelectorAll('.message.assistant')) {
+    if (old !== view.root) old.querySelector('.actions button:last-child').hidden = true;
+  }
+  view.root.scrollIntoView({ block: 'end' });
+  const controller = new AbortController();
+  const run = { controller, view, stopped: false };
+  state.generating = run;
+  setGenerating(true);
+  showNotice('');
+
+  // With server-side sessions the server holds the earlier turns: only the new message goes.
+  const body = {
+    model: ui.model.value || undefined,
+    stream: true,
+    stream_options: { include_usage: true },
+    messages: state.sessionsEnabled ? [{ role: 'user', content: text }] : conversation.messages.slice(),
+  };
+  if (state.sessionsEnabled) body.session_id = conversation.id;
+
+  const started = performance.now();
+  let firstToken = 0;
+  let lastToken = 0;
+  let contentChunks = 0;
+  let usage = null;
+  let finishReason = null;
+  const toolCalls = [];
+  const typewriter = new Typewriter((more) => view.appendText(more));
+  try {
+    const response = await fetch('/v1/chat/completions', {
+      method: 'POST',
+      headers: authHeaders({ 'Content-Type': 'application/json' }),
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    if (response.status === 401) {
+      view.root.remove();
+      signIn('That key was not accepted; enter another.');
+      return;
+    }
+    if (response.status === 429) {
+      const retry = Number(response.headers.get('retry-after')) || 1;
+      view.notice(await errorMessage(response), 'warning');
+      retryCountdown(retry);
+      return;
+    }
+    if (!response.ok) {
+      view.notice(await errorMessage(response), 'error');
+      return;
+    }
+    const cache = response.headers.get('x-chatflow-cache');
+    if (cache) view.badge(cache === 'miss' || cache === 'bypass' ? `cache ${cache}` : `cached (${cache})`, `cache-${cache}`, `Cache: ${cache}`);
+    const arm = response.headers.get('x-chatflow-arm');
+    if (arm) view.badge(`arm ${arm}`, 'arm', `A/B arm: ${arm}`);
+
+    let failed = null;
+    const parser = new SseParser(({ data }) => {
+      const event = interpretEvent(data);
+      if (event.error) {
+        failed = event.error;
+        return;
+      }
+      if (event.done) return;
+      const chunk = event.chunk;
+      if (chunk.usage) usage = chunk.usage;
+      if (chunk.chatflow && chunk.chatflow.citations) view.setCitations(chunk.chatflow.citations);
+      for (const choice of chunk.choices || []) {
+        const delta = choice.delta || {};
+        if (delta.reasoning_content) view.appendReasoning(delta.reasoning_content);
+        if (delta.content) {
+          const now = performance.now();
+          if (!firstToken) firstToken = now;
+          lastToken = now;
+          contentChunks += 1;
+          typewriter.push(delta.content);
+        }
+        for (const call of delta.tool_calls || []) {
+          const slot = toolCalls[call.index ?? 0] ??= { name: '', arguments: '' };
+          if (call.function && call.function.name) slot.name += call.function.name;
+          if (call.function && call.function.arguments) slot.arguments += call.function.arguments;
+          view.setToolCalls(toolCalls.filter(Boolean));
+        }
+        if (choice.finish_reason) finishReason = choice.finish_reason;
+      }
+    });
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder('utf-8');
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parser.push(decoder.decode(value, { stream: true }));
+    }
+    parser.push(decoder.decode());
+    parser.end();
+    await typewriter.end();
+    if (failed) view.notice(`The answer stopped with an error: ${failed.message || JSON.stringify(failed)}`, 'error');
+    if (finishReason === 'content_filter') view.notice('The rest of this answer was withheld by the content filter.', 'warning');
+    if (finishReason === 'length') view.notice('The answer reached its length limit.', 'info');
+  } catch (error) {
+    typewriter.flush();
+    if (error.name === 'AbortError' || run.stopped) {
+      view.notice('Stopped.', 'info');
+    } else {
+      view.notice(`The request failed: ${error.message}`, 'error');
+    }
+  } finally {
+    view.finish();
+    const parts = [];
+    if (firstToken) parts.push(`first token ${((firstToken - started) / 1000).toFixed(2)} s`);
+    const tokens = (usage && usage.completion_tokens) || contentChunks;
+    // Over a burst (a cached answer) a rate says nothing.
+    if (firstToken && lastToken - firstToken > 50 && tokens > 1) {
+      parts.push(`${((tokens - 1) / ((lastToken - firstToken) / 1000)).toFixed(1)} tokens/s`);
+    }
+    if (tokens) parts.push(`${tokens} tokens`);
+    view.setStats(parts.join(' · '));
+    if (view.text) conversation.messages.push({ role: 'assistant', content: view.text });
+    if (state.generating === run) {
+      state.generating = null;
+      setGenerating(false);
+    }
+    if (state.sessionsEnabled && conversation === state.conversation) {
+      conversation.isNew = false;
+      loadSessions().catch(() => {});
+    }
+  }
+}
+
+function regenerate(view, text) {
+  if (state.generating) return;
+  const messages = state.conversation.messages;
+  if (messages.length && messages[messages.length - 1].role === 'assistant') messages.pop();
+  view.root.remove();
+  ask(text, { fresh: false });
+}
+
+// --- Wiring. ---
+
+ui.prompt.addEventListener('keydown', (event) => {
+  if (event.key !== 'Enter' || event.shiftKey) return;
+  // An IME is composing (Japanese, Chinese...): Enter picks a candidate, it does not send.
+  if (event.isComposing || event.keyCode === 229) return;
+  event.preventDefault();
+  submit();
+});
+ui.composer.addEventListener('submit', (event) => {
+  event.preventDefault();
+  if (state.generating) stop();
+  else submit();
+});
+ui.newChat.addEventListener('click', newConversation);
+ui.signout.addEventListener('click', () => signIn('Signed out. Enter a key to sign in again.'));
+document.addEventListener('keydown', (event) => {
+  if (event.key === 'Escape' && state.generating) stop();
+});
+
+async function start() {
+  try {
+    await guard((async () => {
+      await loadModels();
+      await loadSessions();
+    })());
+  } catch (error) {
+    showNotice(`Could not reach the server: ${error.message}`, 'error');
+  }
+  if (state.needsKey && !currentKey()) return;
+  ui.signout.hidden = !state.needsKey;
+  ui.app.hidden = false;
+  if (!state.conversation) newConversation();
+}
+
+setupTheme($('theme'));
+(async () => {
+  state.needsKey = !(await probeOpen().catch(() => false));
+  if (state.needsKey && !currentKey()) {
+    await askForKey(ui, 'This server needs an API key.');
+  }
+  await start();
+})();

@@ -152,21 +152,31 @@ class SqliteStore final : public HistoryStore {
     }
     // WAL with synchronous=NORMAL: a committed transaction is in the log file, so it survives
     // the process being killed (not a power cut, which the OS page cache does not survive).
-    exec(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-        "CREATE TABLE IF NOT EXISTS turns ("
-        "  id INTEGER PRIMARY KEY,"
-        "  tenant TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', session TEXT NOT NULL,"
-        "  time INTEGER NOT NULL,"
-        "  user TEXT NOT NULL, assistant TEXT NOT NULL, status TEXT NOT NULL,"
-        "  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL);");
-    add_owner_column();
-    exec("CREATE INDEX IF NOT EXISTS turns_owner_session ON turns (tenant, owner, session, id);");
-    // Titles came after turns: a file written before them simply has no table yet.
-    exec(
-        "CREATE TABLE IF NOT EXISTS session_titles ("
-        "  tenant TEXT NOT NULL, owner TEXT NOT NULL, session TEXT NOT NULL, title TEXT NOT NULL,"
-        "  PRIMARY KEY (tenant, owner, session));");
+    exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    // The schema in one transaction: a new file's first pages reach the log once, not once per
+    // table.
+    exec("BEGIN");
+    try {
+      exec(
+          "CREATE TABLE IF NOT EXISTS turns ("
+          "  id INTEGER PRIMARY KEY,"
+          "  tenant TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', session TEXT NOT NULL,"
+          "  time INTEGER NOT NULL,"
+          "  user TEXT NOT NULL, assistant TEXT NOT NULL, status TEXT NOT NULL,"
+          "  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL);");
+      add_owner_column();
+      exec("CREATE INDEX IF NOT EXISTS turns_owner_session ON turns (tenant, owner, session, id);");
+      // Titles came after turns: a file written before them simply has no table yet.
+      exec(
+          "CREATE TABLE IF NOT EXISTS session_titles ("
+          "  tenant TEXT NOT NULL, owner TEXT NOT NULL, session TEXT NOT NULL, title TEXT NOT NULL,"
+          "  PRIMARY KEY (tenant, owner, session)) WITHOUT ROWID;");
+      exec("COMMIT");
+    } catch (...) {
+      sqlite3_exec(database_, "ROLLBACK", nullptr, nullptr, nullptr);
+      sqlite3_close(database_);
+      throw;
+    }
     writer_ = std::thread([this] { run(); });
   }
 

@@ -26,7 +26,8 @@ std::optional<std::string> HistoryStoreResource::session_json(const std::string&
                      {"completion_tokens", turn.completion_tokens},
                      {"created", turn.time}});
   }
-  return json::serialize(json::object{{"object", "session"}, {"id", session}, {"turns", turns}});
+  return json::serialize(
+      json::object{{"object", "session"}, {"id", text::repair(session)}, {"turns", turns}});
 }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow::server {
 namespace json = boost::json;
@@ -156,6 +157,32 @@ Response usage(const RouteCall& call) {
   return Response(200, served.usage->usage_json(tenant));
 }
 
+// `text` with each %XX escape made its byte (a '%' without two hex digits stays as it is):
+// session ids are any string a client sent as `session_id`, and reach the path URL-encoded.
+std::string percent_decoded(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string decoded;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      decoded += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      decoded += text[i];
+    }
+  }
+  return decoded;
+}
+
+// The session the path names.
+std::string session_id(const RouteCall& call) {
+  return percent_decoded(call.parameter);
+}
+
 // The history store of the served pipeline, or the 404 every session route answers without one.
 HistoryReader& history_of(const RouteCall& call) {
   if (!call.served->history) {
@@ -183,8 +210,8 @@ std::string session_owner(const RouteCall& call) {
 // Another owner's session answers as one that does not exist: its id tells nothing.
 [[noreturn]] void no_session(const RouteCall& call) {
   throw RequestFailure(make_error(404, "invalid_request_error",
-                                  "no session '" + call.parameter + "'", "session_not_found",
-                                  "id"));
+                                  "no session '" + text::repair(session_id(call)) + "'",
+                                  "session_not_found", "id"));
 }
 
 json::object session_summary_json(const SessionInfo& session) {
@@ -200,7 +227,7 @@ json::object session_summary_json(const SessionInfo& session) {
 // owner's session of their tenant by naming the owner.
 Response session(const RouteCall& call) {
   HistoryReader& history = history_of(call);
-  auto found = history.session_json(call.caller.tenant, session_owner(call), call.parameter);
+  auto found = history.session_json(call.caller.tenant, session_owner(call), session_id(call));
   if (!found) no_session(call);
   return Response(200, *found);
 }
@@ -244,12 +271,13 @@ Response sessions(const RouteCall& call) {
   HistoryReader& history = history_of(call);
   size_t limit = session_page_limit(call);
   std::string owner = session_owner(call);
-  std::string after = query_value(call.query, "after");
+  std::string after = percent_decoded(query_value(call.query, "after"));
   auto page = history.list_sessions(call.caller.tenant, owner, limit, after);
   if (!page) {
-    throw RequestFailure(make_error(400, "invalid_request_error",
-                                    "'after' names no session of yours: '" + after + "'",
-                                    "invalid_value", "after"));
+    throw RequestFailure(
+        make_error(400, "invalid_request_error",
+                   "'after' names no session of yours: '" + text::repair(after) + "'",
+                   "invalid_value", "after"));
   }
   json::array data;
   for (const auto& session : page->sessions)
@@ -262,11 +290,11 @@ Response sessions(const RouteCall& call) {
 // starts a new session.
 Response delete_session(const RouteCall& call) {
   HistoryReader& history = history_of(call);
-  if (!history.delete_session(call.caller.tenant, session_owner(call), call.parameter))
+  if (!history.delete_session(call.caller.tenant, session_owner(call), session_id(call)))
     no_session(call);
-  return Response(200,
-                  json::serialize(json::object{
-                      {"id", call.parameter}, {"object", "session.deleted"}, {"deleted", true}}));
+  return Response(200, json::serialize(json::object{{"id", text::repair(session_id(call))},
+                                                    {"object", "session.deleted"},
+                                                    {"deleted", true}}));
 }
 
 // PATCH /v1/sessions/{id} {"title": "..."}: renames the session; answers its summary.
@@ -274,7 +302,7 @@ Response rename_session(const RouteCall& call) {
   HistoryReader& history = history_of(call);
   std::string title = openai::parse_session_title(call.body);
   auto renamed =
-      history.rename_session(call.caller.tenant, session_owner(call), call.parameter, title);
+      history.rename_session(call.caller.tenant, session_owner(call), session_id(call), title);
   if (!renamed) no_session(call);
   return Response(200, json::serialize(session_summary_json(*renamed)));
 }

@@ -335,6 +335,26 @@ TEST(Routes, RenameAndDeleteTouchOnlyTheCallersSession) {
   EXPECT_TRUE(fixture.answer("/v1/sessions", "GET", fixture.call("u1"))["data"].as_array().empty());
 }
 
+TEST(Routes, SessionIdsArriveUrlEncoded) {
+  SessionsFixture fixture;
+  fixture.raw->append({"acme", "user:u1", "my chat/ü 100%"}, turn("hi"), true);
+  fixture.raw->append({"acme", "user:u1", "later"}, turn("hi"), true);
+  const std::string path = "/v1/sessions/my%20chat%2F%C3%BC%20100%25";
+  EXPECT_EQ(fixture.answer(path, "GET", fixture.call("u1"))["id"], "my chat/ü 100%");
+  RouteCall rename = fixture.call("u1");
+  rename.body = R"({"title": "Encoded"})";
+  EXPECT_EQ(fixture.answer(path, "PATCH", rename)["id"], "my chat/ü 100%");
+  auto page = fixture.answer("/v1/sessions", "GET", fixture.call("u1", "after=later"));
+  EXPECT_EQ(page["data"].as_array().at(0).as_object()["title"], "Encoded");
+  auto same = fixture.answer("/v1/sessions", "GET",
+                             fixture.call("u1", "after=my%20chat%2F%C3%BC%20100%25"));
+  EXPECT_TRUE(same["data"].as_array().empty());
+  EXPECT_EQ(fixture.answer(path, "DELETE", fixture.call("u1"))["id"], "my chat/ü 100%");
+  // A '%' that starts no escape is itself.
+  fixture.raw->append({"acme", "user:u1", "50%"}, turn("hi"), true);
+  EXPECT_EQ(fixture.answer("/v1/sessions/50%", "GET", fixture.call("u1"))["id"], "50%");
+}
+
 TEST(Routes, SessionRoutesWithoutAHistoryStoreAre404) {
   ServedPipeline served;
   std::string parameter;

@@ -166,6 +166,19 @@ ${modelStages}  - {name: emit, type: sse_emit}
     assert.deepEqual(relisted.json.data.map((s) => [s.id, s.title, s.turns]), [['to-delete', 'A fresh start', 1]]);
   });
 
+  test('any session id works in the path, URL-encoded', async () => {
+    const id = 'notes/2024 #1 ü?&100%';
+    await ask(u2, id, 'An odd id');
+    const path = `/v1/sessions/${encodeURIComponent(id)}`;
+    const read = await call(server, 'GET', path, u2);
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.json.id, id);
+    assert.equal((await call(server, 'PATCH', path, u2, { title: 'Odd' })).json.id, id);
+    assert.equal((await call(server, 'GET', '/v1/sessions?limit=1', u2)).json.data[0].id, id);
+    assert.equal((await call(server, 'DELETE', path, u2)).json.id, id);
+    assert.equal((await call(server, 'GET', path, u2)).status, 404);
+  });
+
   test('a method a path does not answer is a 405 naming the ones it does', async () => {
     const put = await call(server, 'PUT', '/v1/sessions/anything', u1, { title: 'x' });
     assert.equal(put.status, 405, put.text);

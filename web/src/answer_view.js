@@ -13,6 +13,8 @@ function element(tag, className, text) {
   return node;
 }
 
+const wholeRenderLimit = 8000; // characters
+
 export class AnswerView {
   constructor(parent, { onCopy, onRegenerate } = {}) {
     this.text = '';
@@ -126,10 +128,19 @@ export class AnswerView {
     this.stats.textContent = text;
   }
 
-  // The whole answer once more, as one document.
+  // The whole answer once more, as one document (a link reference or a loose list may span
+  // blocks). A very long answer keeps its blocks instead: rendering ~10k characters again
+  // would be one long task, a visible stall after the last token.
   finish() {
     this.root.setAttribute('aria-busy', 'false');
-    this.content.innerHTML = this.text.trim() ? renderMarkdown(this.text) : '';
+    if (this.text.length <= wholeRenderLimit || this.renderedStable === 0) {
+      this.content.innerHTML = this.text.trim() ? renderMarkdown(this.text) : '';
+      return;
+    }
+    const open = this.text.slice(this.renderedStable);
+    const last = element('div', 'block');
+    last.innerHTML = open.trim() ? renderMarkdown(open) : '';
+    this.tail.replaceWith(last);
   }
 }
 

@@ -321,7 +321,13 @@ async function ask(text, { fresh }) {
   let usage = null;
   let finishReason = null;
   const toolCalls = [];
-  const typewriter = new Typewriter((more) => view.appendText(more));
+  // Follows the answer down while the reader is at the bottom; scrolling up stops that.
+  const follow = () => ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 80;
+  const typewriter = new Typewriter((more) => {
+    const atBottom = follow();
+    view.appendText(more);
+    if (atBottom) ui.messages.scrollTop = ui.messages.scrollHeight;
+  });
   try {
     const response = await fetch('/v1/chat/completions', {
       method: 'POST',

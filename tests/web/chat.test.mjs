@@ -156,6 +156,30 @@ describe('the chat page', { skip: reason || false }, () => {
     await page.context().close();
   });
 
+  test('keyboard only: every control has a name, Tab reaches the message box, the theme toggles', async () => {
+    const page = await openPage(browser, proxy.url, { colorScheme: 'dark' });
+    await ready(page);
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, select, textarea, input, a[href]')]
+      .filter((el) => !el.closest('[hidden]'))
+      .filter((el) => !(el.getAttribute('aria-label') || el.textContent.trim() || (el.id && document.querySelector(`label[for="${el.id}"]`))))
+      .map((el) => el.outerHTML));
+    assert.deepEqual(unnamed, []);
+    let reached = false;
+    for (let i = 0; i < 12 && !reached; i += 1) {
+      await page.keyboard.press('Tab');
+      reached = await page.evaluate(() => document.activeElement?.id === 'prompt');
+    }
+    assert.ok(reached, 'Tab reaches the message box');
+    await page.keyboard.type('typed without a mouse');
+    await page.keyboard.press('Enter');
+    await lastAnswerDone(page);
+    assert.equal((await page.textContent('.message.assistant .content')).trim(), 'typed without a mouse');
+    await page.click('#theme');
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'light');
+    await page.context().close();
+  });
+
   test('Enter during IME composition does not send; Shift+Enter is a new line; Enter sends', async () => {
     const page = await openPage(browser, proxy.url);
     await ready(page);
@@ -344,6 +368,24 @@ ${modelStages}  - {name: emit, type: sse_emit}
       await page.waitForSelector('.message.user');
       assert.equal((await page.textContent('.message.user .content')).trim(), 'Remember the blue door.');
       assert.equal(await page.locator('.message.assistant').count(), 1);
+
+      // Rename with the keyboard: the title is the server's afterwards.
+      await page.focus(`#sessions li.session[data-id="${id}"] button[aria-label^="Rename"]`);
+      await page.keyboard.press('Enter');
+      await page.keyboard.press('Control+A');
+      await page.keyboard.type('The blue door');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction((sid) => document.querySelector(`#sessions li.session[data-id="${sid}"] button.open`)?.textContent === 'The blue door', id);
+      const renamed = await (await fetch(`${server.url}/v1/sessions`, { headers: { Authorization: `Bearer ${key}` } })).json();
+      assert.equal(renamed.data.find((session) => session.id === id).title, 'The blue door');
+      // Delete takes a second press.
+      const remove = `#sessions li.session[data-id="${id}"] button.danger`;
+      await page.click(remove);
+      assert.match(await page.textContent(remove), /Really delete/);
+      await page.click(remove);
+      await page.waitForSelector(`#sessions li.session[data-id="${id}"]`, { state: 'detached' });
+      assert.equal((await fetch(`${server.url}/v1/sessions/${id}`, { headers: { Authorization: `Bearer ${key}` } })).status, 404);
+      await screenshot(page, 'chat-sessions.png');
       await page.context().close();
     } finally {
       assert.equal((await server.stop()).code, 0);

@@ -72,8 +72,46 @@ stages:
     for (const id of ['requests', 'ttft', 'itl', 'tokens', 'stages', 'cache', 'kv', 'rejections']) assert.ok(charts.includes(id), `${id} chart`);
     assert.match(await page.textContent('#charts figure[data-chart="ttft"] .latest'), /p50: [\d.]+ ms/);
     assert.equal(await page.locator('#charts canvas').count() >= charts.length, true);
-    await screenshot(page, 'dashboard.png');
+    await screenshot(page, 'dashboard-auth.png');
     assert.deepEqual(page.problems.filter((p) => !/40[13]/.test(p)), []);
     await page.context().close();
+  });
+
+  test('an A/B pipeline gets the per-arm chart, with both arms plotted', async () => {
+    const pipeline = writeTemp('web-ab.yaml', `version: 1
+name: web-ab
+stages:
+  - {name: split, type: ab_split, config: {key: session, arms: {plain: 50, shouting: 50}}}
+  - {name: plain, type: echo}
+  - {name: shouting, type: echo, config: {prefix: "HEY "}}
+  - {name: shout, type: uppercase}
+  - {name: emit, type: sse_emit}
+edges:
+  - split.plain -> plain
+  - split.shouting -> shouting
+  - shouting.out -> shout
+  - plain.out -> emit
+  - shout.out -> emit
+`);
+    const ab = await startServer(['--pipeline', pipeline]);
+    try {
+      const page = await openPage(browser, `${ab.url}/dashboard`, { viewport: { width: 1280, height: 1000 } });
+      await page.waitForSelector('#app:not([hidden])');
+      for (let i = 0; i < 24; i += 1) {
+        const answer = await post(ab.url, '/v1/chat/completions', {
+          model: 'web-ab', stream: true, session_id: `visitor-${i}`, messages: [{ role: 'user', content: `hello from visitor ${i}` }],
+        });
+        assert.equal(answer.status, 200, answer.text);
+      }
+      await page.waitForFunction(() => {
+        const text = document.querySelector('#charts figure[data-chart="arms"] .latest')?.textContent ?? '';
+        return /plain req\/s: [\d.]+/.test(text) && /shouting req\/s: [\d.]+/.test(text) && !/plain TTFT p50: –/.test(text);
+      }, null, { timeout: 15000 });
+      await page.waitForFunction(() => /req\/s/.test(document.querySelector('#graph text.stage-stats[data-stage="plain"]')?.textContent ?? ''), null, { timeout: 15000 });
+      await screenshot(page, 'dashboard.png');
+      await page.context().close();
+    } finally {
+      assert.equal((await ab.stop()).code, 0);
+    }
   });
 });

@@ -120,6 +120,14 @@ export class ChartBoard {
     this.container = container;
     this.charts = new Map();
     this.times = [];
+    // Plots have a fixed pixel size: follow their boxes when the window changes.
+    this.resizer = new ResizeObserver(() => {
+      for (const chart of this.charts.values()) {
+        const width = Math.max(280, chart.box.clientWidth - 12);
+        if (Math.abs(width - chart.plot.width) > 4) chart.plot.setSize({ width, height: 170 });
+      }
+    });
+    this.resizer.observe(container);
   }
 
   // Rebuilds the charts when the stages or arms changed (a reload may change both).
@@ -144,7 +152,7 @@ export class ChartBoard {
       const plotArea = document.createElement('div');
       box.append(title, plotArea, latest);
       this.container.append(box);
-      const width = Math.max(320, (box.clientWidth || 420) - 12);
+      const width = Math.max(280, (box.clientWidth || 420) - 12);
       const plot = new uPlot({
         width,
         height: 170,
@@ -156,7 +164,7 @@ export class ChartBoard {
         scales: { x: { time: true } },
         legend: { live: true },
       }, [[], ...spec.series.map(() => [])], plotArea);
-      this.charts.set(spec.id, { spec, plot, data: spec.series.map(() => []), latest });
+      this.charts.set(spec.id, { spec, plot, box, data: spec.series.map(() => []), latest });
     }
   }
 
@@ -174,7 +182,6 @@ export class ChartBoard {
       });
       chart.plot.setData([this.times.slice(), ...chart.data.map((column) => column.slice())]);
       chart.latest.textContent = chart.spec.series.map((series, index) => `${series.label}: ${format(values[index], chart.spec.unit)}`).join(' · ');
-      chart.box = chart.latest.parentElement;
       chart.box.dataset.hasData = values.some((value) => value !== null) ? 'yes' : 'no';
     }
   }

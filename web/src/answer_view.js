@@ -4,7 +4,7 @@
 // of a token does not grow with the answer. The end renders the whole text once more, so the
 // final HTML is exactly markdown-it's for the whole answer.
 import { BlockSplitter, closeOpen } from './markdown_stream.js';
-import { renderMarkdown } from './render.js';
+import { renderMarkdown, renderMarkdownFragment } from './render.js';
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -65,12 +65,13 @@ export class AnswerView {
     if (stable > this.renderedStable) {
       const block = this.text.slice(this.renderedStable, stable);
       const rendered = element('div', 'block');
-      rendered.innerHTML = renderMarkdown(block);
+      rendered.append(renderMarkdownFragment(block));
       this.stable.append(rendered);
       this.renderedStable = stable;
     }
     const open = this.text.slice(this.renderedStable);
-    this.tail.innerHTML = open.trim() ? renderMarkdown(closeOpen(open)) : '';
+    if (open.trim()) this.tail.replaceChildren(renderMarkdownFragment(closeOpen(open)));
+    else this.tail.replaceChildren();
   }
 
   appendReasoning(more) {

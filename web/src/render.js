@@ -56,3 +56,10 @@ const purifyOptions = {
 export function renderMarkdown(text) {
   return DOMPurify.sanitize(markdown.render(text), purifyOptions);
 }
+
+// The same as nodes ready to insert: no second HTML parse through innerHTML (this runs once per
+// animation frame while an answer streams).
+const fragmentOptions = { ...purifyOptions, RETURN_DOM_FRAGMENT: true };
+export function renderMarkdownFragment(text) {
+  return DOMPurify.sanitize(markdown.render(text), fragmentOptions);
+}

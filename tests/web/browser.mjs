@@ -37,8 +37,8 @@ export async function launch() {
 }
 
 // A page whose console errors and page errors are collected (a test can assert there are none).
-export async function openPage(browser, url, { viewport = { width: 1200, height: 800 }, colorScheme = 'light' } = {}) {
-  const context = await browser.newContext({ viewport, colorScheme });
+export async function openPage(browser, url, { viewport = { width: 1200, height: 800 }, colorScheme = 'light', permissions = [] } = {}) {
+  const context = await browser.newContext({ viewport, colorScheme, permissions });
   const page = await context.newPage();
   page.problems = [];
   page.on('pageerror', (error) => page.problems.push(`pageerror: ${error.message}`));

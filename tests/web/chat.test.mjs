@@ -180,6 +180,28 @@ describe('the chat page', { skip: reason || false }, () => {
     await page.context().close();
   });
 
+  test('copy puts the answer on the clipboard; regenerate asks again and replaces the answer', async () => {
+    const page = await openPage(browser, proxy.url, { permissions: ['clipboard-read', 'clipboard-write'] });
+    await ready(page);
+    script = () => ({ pieces: [Buffer.from(sseEvents(['first ', '**answer**']))], pauseMs: 5 });
+    await send(page, 'question');
+    await lastAnswerDone(page);
+    await page.click('.message.assistant button[aria-label="Copy this answer"]');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'first **answer**');
+    const before = proxy.requests.length;
+    script = () => ({ pieces: [Buffer.from(sseEvents(['second ', 'answer']))], pauseMs: 5 });
+    await page.click('.message.assistant button[aria-label="Regenerate this answer"]');
+    await page.waitForFunction(() => document.querySelector('.message.assistant .content')?.textContent.trim() === 'second answer');
+    await lastAnswerDone(page);
+    assert.equal(proxy.requests.length, before + 1);
+    assert.equal(proxy.requests.at(-1).body.messages.at(-1).content, 'question');
+    // Without sessions the page sends the conversation: the replaced answer is not in it.
+    assert.deepEqual(proxy.requests.at(-1).body.messages.map((m) => m.role), ['user']);
+    assert.equal(await page.locator('.message.assistant').count(), 1);
+    assert.equal(await page.locator('.message.user').count(), 1);
+    await page.context().close();
+  });
+
   test('Enter during IME composition does not send; Shift+Enter is a new line; Enter sends', async () => {
     const page = await openPage(browser, proxy.url);
     await ready(page);
@@ -381,7 +403,7 @@ ${modelStages}  - {name: emit, type: sse_emit}
       // Delete takes a second press.
       const remove = `#sessions li.session[data-id="${id}"] button.danger`;
       await page.click(remove);
-      assert.match(await page.textContent(remove), /Really delete/);
+      assert.match(await page.textContent(remove), /Delete\?/);
       await page.click(remove);
       await page.waitForSelector(`#sessions li.session[data-id="${id}"]`, { state: 'detached' });
       assert.equal((await fetch(`${server.url}/v1/sessions/${id}`, { headers: { Authorization: `Bearer ${key}` } })).status, 404);

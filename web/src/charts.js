@@ -161,8 +161,10 @@ export class ChartBoard {
           value: (u, v) => format(v, spec.unit),
         }))],
         axes: [{ stroke: '#888' }, { stroke: '#888', size: 70, values: (u, values) => values.map((v) => format(v, spec.unit)) }],
-        scales: { x: { time: true } },
-        legend: { live: true },
+        // From zero, and never a flat line at the top of an empty range.
+        scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } },
+        // The caption under the plot has the latest values; the legend only names the lines.
+        legend: { live: false },
       }, [[], ...spec.series.map(() => [])], plotArea);
       this.charts.set(spec.id, { spec, plot, box, data: spec.series.map(() => []), latest });
     }

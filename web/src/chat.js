@@ -104,18 +104,21 @@ function renderSessions(sessions) {
     open.type = 'button';
     open.className = 'open';
     open.textContent = title;
+    open.title = title;
     open.setAttribute('aria-label', `Open conversation: ${title}`);
     open.addEventListener('click', () => openSession(session.id, title));
     const rename = document.createElement('button');
     rename.type = 'button';
-    rename.className = 'small';
-    rename.textContent = 'Rename';
+    rename.className = 'small icon';
+    rename.textContent = '✎';
+    rename.title = 'Rename';
     rename.setAttribute('aria-label', `Rename conversation: ${title}`);
     rename.addEventListener('click', () => startRename(item, session.id, title));
     const remove = document.createElement('button');
     remove.type = 'button';
-    remove.className = 'small danger';
-    remove.textContent = 'Delete';
+    remove.className = 'small icon danger';
+    remove.textContent = '✕';
+    remove.title = 'Delete';
     remove.setAttribute('aria-label', `Delete conversation: ${title}`);
     remove.addEventListener('click', () => confirmDelete(remove, session.id, title));
     item.append(open, rename, remove);
@@ -164,12 +167,12 @@ function startRename(item, id, title) {
 function confirmDelete(button, id, title) {
   if (button.dataset.armed !== 'yes') {
     button.dataset.armed = 'yes';
-    button.textContent = 'Really delete?';
+    button.textContent = 'Delete?';
     button.setAttribute('aria-label', `Press again to delete conversation: ${title}`);
     setTimeout(() => {
       if (!button.isConnected) return;
       button.dataset.armed = '';
-      button.textContent = 'Delete';
+      button.textContent = '✕';
       button.setAttribute('aria-label', `Delete conversation: ${title}`);
     }, 4000);
     return;

@@ -13,7 +13,7 @@ export function latencyColour(seconds) {
 
 function formatSeconds(seconds) {
   if (seconds < 0.001) return `${(seconds * 1e6).toFixed(0)} µs`;
-  if (seconds < 1) return `${(seconds * 1000).toFixed(1)} ms`;
+  if (seconds < 1) return `${Number((seconds * 1000).toFixed(1))} ms`;
   return `${seconds.toFixed(2)} s`;
 }
 
@@ -21,11 +21,19 @@ export function describeStage(stage, before, after, seconds) {
   const want = { stage };
   const now = buckets(after, stageMetric, want);
   const window = before ? bucketDelta(buckets(before, stageMetric, want), now) : now;
+  let used = window;
   let p50 = quantile(0.5, window);
-  if (p50 === undefined) p50 = quantile(0.5, now);
+  if (p50 === undefined) {
+    used = now;
+    p50 = quantile(0.5, now);
+  }
   const perSecond = rate(before, after, `${stageMetric}_count`, want, seconds) ?? 0;
   if (p50 === undefined) return { p50, text: 'no requests yet', colour: '' };
-  return { p50, text: `p50 ${formatSeconds(p50)} · ${perSecond.toFixed(1)} req/s`, colour: latencyColour(p50) };
+  // Within the first bucket the histogram knows only "below its bound": say that, rather than
+  // the half-way value interpolation would make up.
+  const first = used.find((bucket) => bucket.count > 0);
+  const shown = first && p50 <= first.le && first === used[0] ? `< ${formatSeconds(first.le)}` : formatSeconds(p50);
+  return { p50, text: `p50 ${shown} · ${perSecond.toFixed(1)} req/s`, colour: latencyColour(p50) };
 }
 
 // The stage and arm names, from the server's summary when it has them.

@@ -87,7 +87,7 @@ async function scrape() {
     const parsed = parsePrometheus(await response.text());
     const now = Date.now();
     const seconds = previous ? (now - previousTime) / 1000 : 0;
-    const shape = new ArmsAndStages(summary, parsed);
+    const shape = new ArmsAndStages(summary);
     board.configure(shape.stages.length ? shape.stages : stagesOf(parsed), shape.arms.length ? shape.arms : armsOf(parsed));
     board.add(now / 1000, previous, parsed, seconds);
     paintStages(previous, parsed, seconds);
@@ -129,8 +129,8 @@ ui.signout.addEventListener('click', () => signIn(0));
 setupTheme($('theme'));
 
 (async () => {
-  // No key yet: does the server want one? The summary answers 401 (key needed) or 403 (an
-  // admin key needed).
+  // No key yet: does the server want one? /metrics answers 401 (a key is needed) or 403 (an
+  // admin key is needed) when the pipeline authenticates.
   if (!currentKey()) {
     const probe = await fetch('/metrics').catch(() => null);
     if (probe && (probe.status === 401 || probe.status === 403)) {

@@ -39,7 +39,10 @@ export function describeStage(stage, before, after, seconds) {
 // The stage and arm names, from the server's summary when it has them.
 export class ArmsAndStages {
   constructor(summary) {
-    const names = (list) => (Array.isArray(list) ? list.map((item) => (typeof item === 'string' ? item : item && item.name)).filter(Boolean) : []);
+    const names = (list) => {
+      if (Array.isArray(list)) return list.map((item) => (typeof item === 'string' ? item : item && item.name)).filter(Boolean);
+      return list && typeof list === 'object' ? Object.keys(list) : [];
+    };
     this.stages = names(summary && summary.stages);
     this.arms = names(summary && summary.arms);
   }

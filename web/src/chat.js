@@ -3,8 +3,9 @@
 import './chat.css';
 
 import { AnswerView, userMessage } from './answer_view.js';
-import { apiFetch, apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, probeOpen, storeKey } from './api.js';
-import { interpretEvent, SseParser } from './sse.js';
+import { apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, probeOpen, storeKey } from './api.js';
+import { readCompletion } from './completion_stream.js';
+import { SessionsSidebar } from './sessions_sidebar.js';
 import { setupTheme } from './theme.js';
 import { Typewriter } from './typewriter.js';
 
@@ -18,7 +19,6 @@ const ui = {
 
 const state = {
   needsKey: false,
-  sessionsEnabled: false,
   conversation: null, // { id, title, messages: [{ role, content }], isNew }
   generating: null,   // { controller, view }
   retryTimer: null,
@@ -58,6 +58,19 @@ async function guard(promise) {
 
 // --- Models and conversations. ---
 
+const sidebar = new SessionsSidebar(ui.sessions, ui.sessionsNote, {
+  currentId: () => state.conversation && state.conversation.id,
+  open: (id, title) => openSession(id, title),
+  renamed: (id, title) => {
+    if (state.conversation && state.conversation.id === id) setTitle(title);
+  },
+  deleted: (id) => {
+    if (state.conversation && state.conversation.id === id) newConversation();
+  },
+  failed: (message) => showNotice(message, 'error'),
+  guard,
+});
+
 async function loadModels() {
   const models = await apiJson('/v1/models');
   const previous = ui.model.value;
@@ -71,123 +84,6 @@ async function loadModels() {
   if (previous && [...ui.model.options].some((option) => option.value === previous)) ui.model.value = previous;
 }
 
-async function loadSessions() {
-  let response;
-  try {
-    response = await apiFetch('/v1/sessions?limit=100');
-  } catch (error) {
-    if (error instanceof AuthError && error.status === 401) throw error;
-    response = null;
-  }
-  if (!response || !response.ok) {
-    state.sessionsEnabled = false;
-    ui.sessionsNote.hidden = false;
-    ui.sessionsNote.textContent = 'This pipeline keeps no conversations (no history store): they last until the page reloads.';
-    ui.sessions.replaceChildren();
-    return;
-  }
-  state.sessionsEnabled = true;
-  ui.sessionsNote.hidden = true;
-  const list = await response.json();
-  renderSessions(list.data || []);
-}
-
-function renderSessions(sessions) {
-  ui.sessions.replaceChildren();
-  for (const session of sessions) {
-    const title = session.title || session.id;
-    const item = document.createElement('li');
-    item.className = 'session';
-    item.dataset.id = session.id;
-    if (state.conversation && state.conversation.id === session.id) item.classList.add('current');
-    const open = document.createElement('button');
-    open.type = 'button';
-    open.className = 'open';
-    open.textContent = title;
-    open.title = title;
-    open.setAttribute('aria-label', `Open conversation: ${title}`);
-    open.addEventListener('click', () => openSession(session.id, title));
-    const rename = document.createElement('button');
-    rename.type = 'button';
-    rename.className = 'small icon';
-    rename.textContent = '✎';
-    rename.title = 'Rename';
-    rename.setAttribute('aria-label', `Rename conversation: ${title}`);
-    rename.addEventListener('click', () => startRename(item, session.id, title));
-    const remove = document.createElement('button');
-    remove.type = 'button';
-    remove.className = 'small icon danger';
-    remove.textContent = '✕';
-    remove.title = 'Delete';
-    remove.setAttribute('aria-label', `Delete conversation: ${title}`);
-    remove.addEventListener('click', () => confirmDelete(remove, session.id, title));
-    item.append(open, rename, remove);
-    ui.sessions.append(item);
-  }
-}
-
-function startRename(item, id, title) {
-  const input = document.createElement('input');
-  input.type = 'text';
-  input.value = title;
-  input.setAttribute('aria-label', `New title for ${title} (Enter saves, Escape cancels)`);
-  item.replaceChildren(input);
-  input.focus();
-  input.select();
-  let done = false;
-  const finish = async (save) => {
-    if (done) return;
-    done = true;
-    const value = input.value.trim();
-    if (save && value && value !== title) {
-      try {
-        await guard(apiJson(`/v1/sessions/${encodeURIComponent(id)}`, {
-          method: 'PATCH', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ title: value }),
-        }));
-        if (state.conversation && state.conversation.id === id) setTitle(value);
-      } catch (error) {
-        showNotice(`Renaming failed: ${error.message}`, 'error');
-      }
-    }
-    await loadSessions().catch(() => {});
-  };
-  input.addEventListener('keydown', (event) => {
-    if (event.key === 'Enter' && !event.isComposing) {
-      event.preventDefault();
-      finish(true);
-    } else if (event.key === 'Escape') {
-      event.preventDefault();
-      finish(false);
-    }
-  });
-  input.addEventListener('blur', () => finish(true));
-}
-
-// Deleting takes a second press within 4 s: one stray key must not lose a conversation.
-function confirmDelete(button, id, title) {
-  if (button.dataset.armed !== 'yes') {
-    button.dataset.armed = 'yes';
-    button.textContent = 'Delete?';
-    button.setAttribute('aria-label', `Press again to delete conversation: ${title}`);
-    setTimeout(() => {
-      if (!button.isConnected) return;
-      button.dataset.armed = '';
-      button.textContent = '✕';
-      button.setAttribute('aria-label', `Delete conversation: ${title}`);
-    }, 4000);
-    return;
-  }
-  (async () => {
-    try {
-      await guard(apiJson(`/v1/sessions/${encodeURIComponent(id)}`, { method: 'DELETE' }));
-      if (state.conversation && state.conversation.id === id) newConversation();
-    } catch (error) {
-      showNotice(`Deleting failed: ${error.message}`, 'error');
-    }
-    await loadSessions().catch(() => {});
-  })();
-}
-
 function setTitle(title) {
   if (state.conversation) state.conversation.title = title;
   ui.title.textContent = title || 'New conversation';
@@ -199,7 +95,7 @@ function newConversation() {
   ui.messages.replaceChildren();
   setTitle('');
   showNotice('');
-  for (const item of ui.sessions.children) item.classList.remove('current');
+  sidebar.markCurrent(null);
   ui.prompt.focus();
 }
 
@@ -225,7 +121,7 @@ async function openSession(id, title) {
     if (turn.status && turn.status !== 'completed') view.notice(`This answer was ${turn.status}.`, 'warning');
     state.conversation.messages.push({ role: 'user', content: turn.user ?? '' }, { role: 'assistant', content: turn.assistant ?? '' });
   }
-  for (const item of ui.sessions.children) item.classList.toggle('current', item.dataset.id === id);
+  sidebar.markCurrent(id);
   ui.prompt.focus();
 }
 
@@ -313,9 +209,9 @@ async function ask(text, { fresh }) {
     model: ui.model.value || undefined,
     stream: true,
     stream_options: { include_usage: true },
-    messages: state.sessionsEnabled ? [{ role: 'user', content: text }] : conversation.messages.slice(),
+    messages: sidebar.enabled ? [{ role: 'user', content: text }] : conversation.messages.slice(),
   };
-  if (state.sessionsEnabled) body.session_id = conversation.id;
+  if (sidebar.enabled) body.session_id = conversation.id;
 
   const started = performance.now();
   let firstToken = 0;
@@ -323,7 +219,6 @@ async function ask(text, { fresh }) {
   let contentChunks = 0;
   let usage = null;
   let finishReason = null;
-  const toolCalls = [];
   // Follows the answer down while the reader is at the bottom; scrolling up stops that.
   const follow = () => ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 80;
   const typewriter = new Typewriter((more) => {
@@ -358,45 +253,20 @@ async function ask(text, { fresh }) {
     const arm = response.headers.get('x-chatflow-arm');
     if (arm) view.badge(`arm ${arm}`, 'arm', `A/B arm: ${arm}`);
 
-    let failed = null;
-    const parser = new SseParser(({ data }) => {
-      const event = interpretEvent(data);
-      if (event.error) {
-        failed = event.error;
-        return;
-      }
-      if (event.done) return;
-      const chunk = event.chunk;
-      if (chunk.usage) usage = chunk.usage;
-      if (chunk.chatflow && chunk.chatflow.citations) view.setCitations(chunk.chatflow.citations);
-      for (const choice of chunk.choices || []) {
-        const delta = choice.delta || {};
-        if (delta.reasoning_content) view.appendReasoning(delta.reasoning_content);
-        if (delta.content) {
-          const now = performance.now();
-          if (!firstToken) firstToken = now;
-          lastToken = now;
-          contentChunks += 1;
-          typewriter.push(delta.content);
-        }
-        for (const call of delta.tool_calls || []) {
-          const slot = toolCalls[call.index ?? 0] ??= { name: '', arguments: '' };
-          if (call.function && call.function.name) slot.name += call.function.name;
-          if (call.function && call.function.arguments) slot.arguments += call.function.arguments;
-          view.setToolCalls(toolCalls.filter(Boolean));
-        }
-        if (choice.finish_reason) finishReason = choice.finish_reason;
-      }
+    const failed = await readCompletion(response.body, {
+      content(text) {
+        const now = performance.now();
+        if (!firstToken) firstToken = now;
+        lastToken = now;
+        contentChunks += 1;
+        typewriter.push(text);
+      },
+      reasoning: (text) => view.appendReasoning(text),
+      toolCalls: (calls) => view.setToolCalls(calls),
+      citations: (list) => view.setCitations(list),
+      usage: (value) => { usage = value; },
+      finish: (reason) => { finishReason = reason; },
     });
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder('utf-8');
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parser.push(decoder.decode(value, { stream: true }));
-    }
-    parser.push(decoder.decode());
-    parser.end();
     await typewriter.end();
     if (failed) view.notice(`The answer stopped with an error: ${failed.message || JSON.stringify(failed)}`, 'error');
     if (finishReason === 'content_filter') view.notice('The rest of this answer was withheld by the content filter.', 'warning');
@@ -424,9 +294,9 @@ async function ask(text, { fresh }) {
       state.generating = null;
       setGenerating(false);
     }
-    if (state.sessionsEnabled && conversation === state.conversation) {
+    if (sidebar.enabled && conversation === state.conversation) {
       conversation.isNew = false;
-      loadSessions().catch(() => {});
+      sidebar.reload();
     }
   }
 }
@@ -463,7 +333,7 @@ async function start() {
   try {
     await guard((async () => {
       await loadModels();
-      await loadSessions();
+      await sidebar.load();
     })());
   } catch (error) {
     showNotice(`Could not reach the server: ${error.message}`, 'error');

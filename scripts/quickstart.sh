@@ -21,12 +21,14 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
   libcli11-dev libgtest-dev libutf8proc-dev libspdlog-dev libssl-dev libsqlite3-dev graphviz
-  libxapian-dev python3-jinja2
+  libxapian-dev python3-jinja2 zlib1g-dev
 )
 # The server tests drive it with Node.js and the official openai npm client. A node from
 # elsewhere (nodesource, nvm) is used as it is: Debian's npm package would conflict with it.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-dev); fi
+# The chat page's and dashboard's browser tests drive Debian's chromium (only the tests need it).
+case "${1:-run}" in test*) packages+=(chromium) ;; esac
 
 install_missing_packages() {
   local missing=()
@@ -119,6 +121,7 @@ case "$command" in
     build build -DCMAKE_BUILD_TYPE=Release
     ensure_model
     echo "quickstart: chatflow serve --config configs/default.yaml"
+    [ -f build/web/index.html ] && echo "quickstart: once it is up, the chat page is at / and the dashboard at /dashboard"
     exec ./build/chatflow serve --config configs/default.yaml
     ;;
   test)

@@ -26,7 +26,45 @@ std::optional<std::string> HistoryStoreResource::session_json(const std::string&
                      {"completion_tokens", turn.completion_tokens},
                      {"created", turn.time}});
   }
-  return json::serialize(json::object{{"object", "session"}, {"id", session}, {"turns", turns}});
+  return json::serialize(
+      json::object{{"object", "session"}, {"id", text::repair(session)}, {"turns", turns}});
+}
+
+namespace {
+
+// Stored text came from clients and models: it leaves as valid UTF-8 whatever the file holds.
+SessionInfo info_of(const history::SessionSummary& summary) {
+  return {text::repair(summary.session), text::repair(summary.title), summary.created_at,
+          summary.updated_at, summary.turns};
+}
+
+}  // namespace
+
+std::optional<SessionList> HistoryStoreResource::list_sessions(const std::string& tenant,
+                                                               const std::string& owner,
+                                                               size_t limit,
+                                                               const std::string& after) {
+  auto page = store_->list(tenant, owner, limit, after);
+  if (!page) return std::nullopt;
+  SessionList list;
+  list.has_more = page->has_more;
+  for (const auto& summary : page->sessions)
+    list.sessions.push_back(info_of(summary));
+  return list;
+}
+
+bool HistoryStoreResource::delete_session(const std::string& tenant, const std::string& owner,
+                                          const std::string& session) {
+  return store_->remove({tenant, owner, session});
+}
+
+std::optional<SessionInfo> HistoryStoreResource::rename_session(const std::string& tenant,
+                                                                const std::string& owner,
+                                                                const std::string& session,
+                                                                const std::string& title) {
+  auto summary = store_->rename({tenant, owner, session}, title);
+  if (!summary) return std::nullopt;
+  return info_of(*summary);
 }
 
 namespace {

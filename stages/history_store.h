@@ -16,6 +16,13 @@ class HistoryStoreResource final : public Resource, public HistoryReader, public
   history::HistoryStore& store() { return *store_; }
   std::optional<std::string> session_json(const std::string& tenant, const std::string& owner,
                                           const std::string& session) override;
+  std::optional<SessionList> list_sessions(const std::string& tenant, const std::string& owner,
+                                           size_t limit, const std::string& after) override;
+  bool delete_session(const std::string& tenant, const std::string& owner,
+                      const std::string& session) override;
+  std::optional<SessionInfo> rename_session(const std::string& tenant, const std::string& owner,
+                                            const std::string& session,
+                                            const std::string& title) override;
   StorageStatus storage_status() const override {
     return {"history", store_->lost_turns(), store_->last_failure_time()};
   }

@@ -3,6 +3,7 @@
 // reports. The server finds them in a built pipeline with Pipeline::find<T>().
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,16 +52,44 @@ class CacheAdmin {
   virtual size_t forget(const CacheCorrection& correction) = 0;
 };
 
-// Session history the server can show (GET /v1/sessions/{id}).
+// A session as a list of sessions shows it.
+struct SessionInfo {
+  std::string id;
+  std::string title;       // the title its owner set, else its first user message cut short
+  int64_t created_at = 0;  // Unix seconds of its first turn
+  int64_t updated_at = 0;  // and of its last
+  int64_t turns = 0;
+};
+
+struct SessionList {
+  std::vector<SessionInfo> sessions;
+  bool has_more = false;
+};
+
+// Session history the server can show and manage (/v1/sessions, /v1/sessions/{id}). Every call
+// names the owner (Identity::owner()) in its tenant: another owner's session of the same id is
+// none.
 class HistoryReader {
  public:
   virtual ~HistoryReader() = default;
   // {"object": "session", "id", "turns": [{"user", "assistant", "status", ...}]} of the session
-  // `session` that `owner` (Identity::owner()) keeps in `tenant`; nullopt when there is none
-  // (another owner's session of that id is none too).
+  // `session`; nullopt when there is none.
   virtual std::optional<std::string> session_json(const std::string& tenant,
                                                   const std::string& owner,
                                                   const std::string& session) = 0;
+  // The owner's sessions, latest activity first: at most `limit`, those after the session
+  // `after` (empty: from the latest). nullopt when `after` names none of the owner's sessions.
+  virtual std::optional<SessionList> list_sessions(const std::string& tenant,
+                                                   const std::string& owner, size_t limit,
+                                                   const std::string& after) = 0;
+  // Deletes the session for good; false when there was none.
+  virtual bool delete_session(const std::string& tenant, const std::string& owner,
+                              const std::string& session) = 0;
+  // Sets the session's title; nullopt when there is no such session.
+  virtual std::optional<SessionInfo> rename_session(const std::string& tenant,
+                                                    const std::string& owner,
+                                                    const std::string& session,
+                                                    const std::string& title) = 0;
 };
 
 // How a store's writes have gone: a full disk or a file gone read-only loses writes, which the

@@ -1,4 +1,4 @@
-// chatflow graph FILE --format dot|mermaid: draws a checked pipeline.
+// chatflow graph FILE --format dot|mermaid|svg: draws a checked pipeline.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -23,7 +23,11 @@ int graph_command(const GraphOptions& options) {
     std::cerr << diagnostics.to_string();
     return 1;
   }
-  std::cout << (options.format == "mermaid" ? render_mermaid(*spec) : render_dot(*spec));
+  if (options.format == "svg") {
+    std::cout << render_svg(*spec);
+  } else {
+    std::cout << (options.format == "mermaid" ? render_mermaid(*spec) : render_dot(*spec));
+  }
   return 0;
 }
 
@@ -31,10 +35,11 @@ int graph_command(const GraphOptions& options) {
 
 void add_graph_command(CLI::App& app, CommandBody& selected) {
   auto options = std::make_shared<GraphOptions>();
-  auto* command = app.add_subcommand("graph", "Draw a checked pipeline as Graphviz DOT or Mermaid");
+  auto* command =
+      app.add_subcommand("graph", "Draw a checked pipeline as Graphviz DOT, Mermaid or SVG");
   command->add_option("file", options->file, "pipeline YAML file")->required();
-  command->add_option("--format", options->format, "dot or mermaid")
-      ->check(CLI::IsMember({"dot", "mermaid"}))
+  command->add_option("--format", options->format, "dot, mermaid or svg (laid out by chatflow)")
+      ->check(CLI::IsMember({"dot", "mermaid", "svg"}))
       ->capture_default_str();
   command->callback(
       [&selected, options] { selected = [options] { return graph_command(*options); }; });

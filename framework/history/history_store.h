@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -41,6 +42,20 @@ struct SessionKey {
   auto operator<=>(const SessionKey&) const = default;
 };
 
+// What a list of sessions shows of one.
+struct SessionSummary {
+  std::string session;
+  std::string title;       // the owner's title, else the first user message cut short
+  int64_t created_at = 0;  // the first turn's time (Unix seconds)
+  int64_t updated_at = 0;  // the last turn's
+  int64_t turns = 0;       // all statuses
+};
+
+struct SessionPage {
+  std::vector<SessionSummary> sessions;
+  bool has_more = false;  // more sessions follow the last one
+};
+
 class HistoryStore {
  public:
   virtual ~HistoryStore() = default;
@@ -50,6 +65,22 @@ class HistoryStore {
   // of the process), false when the write failed; otherwise queues it and returns true, and a
   // failed write is only counted (lost_turns) and logged.
   virtual bool append(const SessionKey& key, Turn turn, bool durable) = 0;
+
+  // The sessions `owner` keeps in `tenant`, the one with the latest turn first: at most `limit`,
+  // those after the session `after` in that order (empty: from the first). nullopt when `after`
+  // names no session of the owner. Sees committed turns (a durable append's at once).
+  virtual std::optional<SessionPage> list(const std::string& tenant, const std::string& owner,
+                                          size_t limit, const std::string& after) = 0;
+  // One session's summary; nullopt when it has no turn.
+  virtual std::optional<SessionSummary> summary(const SessionKey& key) = 0;
+  // Deletes the session's turns and title for good (a later append starts a new session);
+  // false when it had no turn. Returns once committed; throws std::runtime_error when the
+  // store could not write.
+  virtual bool remove(const SessionKey& key) = 0;
+  // Gives the session a title that replaces the one made from its first message; nullopt when
+  // it has no turn. Returns once committed; throws std::runtime_error when the store could not
+  // write.
+  virtual std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) = 0;
   // Turns that could not be written since the store opened, and when the last such failure was
   // (Unix seconds, 0 if never).
   virtual int64_t lost_turns() const { return 0; }

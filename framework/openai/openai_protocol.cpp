@@ -238,6 +238,29 @@ CacheCorrection parse_cache_correction(std::string_view body) {
   return correction;
 }
 
+std::string parse_session_title(std::string_view body) {
+  json::value document = parse_object(body);
+  Fields fields(document.get_object());
+  const json::value* value = fields.get("title");
+  fields.refuse_unread({});
+  if (!value) invalid("'title' is required", "title");
+  if (!value->is_string())
+    invalid(std::string("'title' must be a string, got ") + kind_of(*value), "title");
+  std::string_view title(value->get_string().data(), value->get_string().size());
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  size_t first = title.find_first_not_of(kSpace);
+  title = first == std::string_view::npos
+              ? std::string_view()
+              : title.substr(first, title.find_last_not_of(kSpace) - first + 1);
+  size_t characters = text::decode(title).size();
+  if (characters == 0 || characters > kMaxSessionTitle) {
+    invalid("'title' must have 1 to " + std::to_string(kMaxSessionTitle) +
+                " characters besides surrounding whitespace, got " + std::to_string(characters),
+            "title");
+  }
+  return std::string(title);
+}
+
 namespace {
 
 std::string parse_model(const Fields& fields, const std::vector<std::string>& served_models) {

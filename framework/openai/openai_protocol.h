@@ -40,6 +40,12 @@ DetokenizeRequest parse_detokenize_request(std::string_view body);
 // RequestFailure (400).
 CacheCorrection parse_cache_correction(std::string_view body);
 
+// PATCH /v1/sessions/{id}: {"title": "..."}; returns the title without surrounding whitespace,
+// which must leave 1 to kMaxSessionTitle characters. Throws RequestFailure (400; another key is
+// unsupported_parameter).
+inline constexpr size_t kMaxSessionTitle = 200;
+std::string parse_session_title(std::string_view body);
+
 // {"error": {"message", "type", "param", "code"}}
 std::string error_json(const RequestError& error);
 

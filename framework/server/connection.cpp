@@ -132,6 +132,16 @@ void Connection::on_header(beast::error_code error) {
   route_ = find_route(path_, call_.parameter);
   if (route_ && metrics_only_ && route_->pattern != "/metrics" && route_->pattern != "/health")
     route_ = nullptr;
+  if (!route_ && !metrics_only_) {
+    // The chat page and the dashboard: files without data, so no credentials are asked.
+    if (auto page = state_->static_files.answer(method_, path_, headers_)) {
+      if (!parser_->is_done()) {
+        keep_alive_ = false;
+        lingering_ = true;
+      }
+      return respond(*page, "static");
+    }
+  }
   if (!route_) {
     return reject_early(make_error(404, "invalid_request_error",
                                    "no route for " + method_ + " " + path_, "not_found"),

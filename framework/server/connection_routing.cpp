@@ -13,8 +13,10 @@ namespace chatflow::server {
 // wrong method, missing or bad credentials (so no unauthenticated body is ever parsed), a body
 // too large, a body that is not JSON.
 std::optional<EarlyAnswer> Connection::check_before_body(const http::request_header<>& header) {
+  // A path may have a route per method (GET, PATCH and DELETE of /v1/sessions/{id}).
+  route_ = &route_for_method(*route_, method_);
   const Route& route = *route_;
-  std::string allowed(route.method);
+  std::string allowed = allowed_methods(route);
   auto refusal = [](const RequestError& error) {
     return EarlyAnswer{error_response(error), error};
   };
@@ -30,7 +32,7 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
     }
     return EarlyAnswer{response, std::nullopt};
   }
-  if (header.method_string() != allowed) {
+  if (method_ != route.method) {
     RequestError error = make_error(405, "invalid_request_error",
                                     method_ + " is not allowed on " + path_ + "; use " + allowed,
                                     "method_not_allowed");
@@ -60,8 +62,9 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
   }
   bool has_body =
       !parser_->is_done() || parser_->content_length().value_or(0) > 0 || parser_->chunked();
-  bool body_expected =
-      header.method() == http::verb::post || header.method() == http::verb::delete_;
+  bool body_expected = header.method() == http::verb::post ||
+                       header.method() == http::verb::patch ||
+                       header.method() == http::verb::delete_;
   if (body_expected && !(route.body_optional && !has_body)) {
     std::string type = lowercase(header[http::field::content_type]);
     type = type.substr(0, type.find(';'));

@@ -1,10 +1,13 @@
 #include "framework/server/routes.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <boost/json.hpp>
 
+#include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
+#include "framework/text/utf8.h"
 
 namespace chatflow::server {
 namespace json = boost::json;
@@ -154,33 +157,246 @@ Response usage(const RouteCall& call) {
   return Response(200, served.usage->usage_json(tenant));
 }
 
-// GET /v1/sessions/{id}[?user=U | ?key=ID]: the caller's own session; admins may read another
-// owner's session of their tenant by naming the owner. Another owner's session answers 404, as
-// one that does not exist: its id tells nothing.
-Response session(const RouteCall& call) {
+// `text` with each %XX escape made its byte (a '%' without two hex digits stays as it is):
+// session ids are any string a client sent as `session_id`, and reach the path URL-encoded.
+std::string percent_decoded(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string decoded;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      decoded += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      decoded += text[i];
+    }
+  }
+  return decoded;
+}
+
+// The session the path names.
+std::string session_id(const RouteCall& call) {
+  return percent_decoded(call.parameter);
+}
+
+// The history store of the served pipeline, or the 404 every session route answers without one.
+HistoryReader& history_of(const RouteCall& call) {
   if (!call.served->history) {
     throw RequestFailure(make_error(404, "invalid_request_error",
                                     "this pipeline keeps no session history (add a "
                                     "history_store)",
                                     "not_found"));
   }
-  std::string owner = call.caller.owner();
+  return *call.served->history;
+}
+
+// Whose sessions a call means: the caller's own, or for an admin the user (?user=U) or the key
+// without a user (?key=ID) of their tenant that the query names.
+std::string session_owner(const RouteCall& call) {
   std::string user = query_value(call.query, "user");
   std::string key = query_value(call.query, "key");
-  if (!user.empty() || !key.empty()) {
-    if (call.served->authenticator && !call.caller.has_role("admin")) {
-      throw RequestFailure(make_error(403, "permission_error",
-                                      "only admins may read another user's sessions", "forbidden"));
-    }
-    owner = !user.empty() ? "user:" + user : "key:" + key;
+  if (user.empty() && key.empty()) return call.caller.owner();
+  if (call.served->authenticator && !call.caller.has_role("admin")) {
+    throw RequestFailure(make_error(403, "permission_error",
+                                    "only admins may read another user's sessions", "forbidden"));
   }
-  auto found = call.served->history->session_json(call.caller.tenant, owner, call.parameter);
-  if (!found) {
-    throw RequestFailure(make_error(404, "invalid_request_error",
-                                    "no session '" + call.parameter + "'", "session_not_found",
-                                    "id"));
-  }
+  return !user.empty() ? "user:" + user : "key:" + key;
+}
+
+// Another owner's session answers as one that does not exist: its id tells nothing.
+[[noreturn]] void no_session(const RouteCall& call) {
+  throw RequestFailure(make_error(404, "invalid_request_error",
+                                  "no session '" + text::repair(session_id(call)) + "'",
+                                  "session_not_found", "id"));
+}
+
+json::object session_summary_json(const SessionInfo& session) {
+  return {{"id", session.id},
+          {"object", "session"},
+          {"title", session.title},
+          {"created_at", session.created_at},
+          {"updated_at", session.updated_at},
+          {"turns", session.turns}};
+}
+
+// GET /v1/sessions/{id}[?user=U | ?key=ID]: the caller's own session; admins may read another
+// owner's session of their tenant by naming the owner.
+Response session(const RouteCall& call) {
+  HistoryReader& history = history_of(call);
+  auto found = history.session_json(call.caller.tenant, session_owner(call), session_id(call));
+  if (!found) no_session(call);
   return Response(200, *found);
+}
+
+// The value of `name` in the query when the query has it at all (even empty), else nullopt.
+std::optional<std::string> query_parameter(std::string_view query, std::string_view name) {
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t end = std::min(query.find('&', start), query.size());
+    std::string_view pair = query.substr(start, end - start);
+    if (pair == name) return std::string();
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=')
+      return std::string(pair.substr(name.size() + 1));
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+constexpr size_t kDefaultSessionPage = 50;
+constexpr size_t kMaxSessionPage = 200;
+
+size_t session_page_limit(const RouteCall& call) {
+  auto text = query_parameter(call.query, "limit");
+  if (!text) return kDefaultSessionPage;
+  bool digits =
+      !text->empty() && text->size() <= 3 &&
+      std::all_of(text->begin(), text->end(), [](char c) { return c >= '0' && c <= '9'; });
+  size_t limit = digits ? std::stoul(*text) : 0;
+  if (limit < 1 || limit > kMaxSessionPage) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "'limit' must be an integer from 1 to " +
+                                        std::to_string(kMaxSessionPage) + ", got '" + *text + "'",
+                                    "invalid_value", "limit"));
+  }
+  return limit;
+}
+
+// GET /v1/sessions[?limit=N][&after=ID][&user=U | &key=ID]: the caller's sessions, the one
+// with the latest turn first; `after` (the last id of the previous page) pages on.
+Response sessions(const RouteCall& call) {
+  HistoryReader& history = history_of(call);
+  size_t limit = session_page_limit(call);
+  std::string owner = session_owner(call);
+  std::string after = percent_decoded(query_value(call.query, "after"));
+  auto page = history.list_sessions(call.caller.tenant, owner, limit, after);
+  if (!page) {
+    throw RequestFailure(
+        make_error(400, "invalid_request_error",
+                   "'after' names no session of yours: '" + text::repair(after) + "'",
+                   "invalid_value", "after"));
+  }
+  json::array data;
+  for (const auto& session : page->sessions)
+    data.push_back(session_summary_json(session));
+  return Response(200, json::serialize(json::object{
+                           {"object", "list"}, {"data", data}, {"has_more", page->has_more}}));
+}
+
+// DELETE /v1/sessions/{id}: the turns and the title are gone for good; the same id used again
+// starts a new session.
+Response delete_session(const RouteCall& call) {
+  HistoryReader& history = history_of(call);
+  if (!history.delete_session(call.caller.tenant, session_owner(call), session_id(call)))
+    no_session(call);
+  return Response(200, json::serialize(json::object{{"id", text::repair(session_id(call))},
+                                                    {"object", "session.deleted"},
+                                                    {"deleted", true}}));
+}
+
+// PATCH /v1/sessions/{id} {"title": "..."}: renames the session; answers its summary.
+Response rename_session(const RouteCall& call) {
+  HistoryReader& history = history_of(call);
+  std::string title = openai::parse_session_title(call.body);
+  auto renamed =
+      history.rename_session(call.caller.tenant, session_owner(call), session_id(call), title);
+  if (!renamed) no_session(call);
+  return Response(200, json::serialize(session_summary_json(*renamed)));
+}
+
+// GET /v1/dashboard/graph.svg: the served pipeline as `chatflow graph --format svg` draws it.
+Response dashboard_graph(const RouteCall& call) {
+  return Response(200, render_svg(call.served->pipeline->spec()), "image/svg+xml; charset=utf-8");
+}
+
+// The /metrics series the dashboard reads, by what it shows them as.
+json::object dashboard_metric_names() {
+  return {
+      {"stage_duration", "chatflow:stage_duration_seconds"},
+      {"requests_in_flight", "chatflow:requests_in_flight"},
+      {"requests_running", "chatflow:num_requests_running"},
+      {"requests_waiting", "chatflow:num_requests_waiting"},
+      {"time_to_first_token", "chatflow:time_to_first_token_seconds"},
+      {"inter_token_latency", "chatflow:inter_token_latency_seconds"},
+      {"e2e_request_latency", "chatflow:e2e_request_latency_seconds"},
+      {"request_success", "chatflow:request_success_total"},
+      {"request_failure", "chatflow:request_failure_total"},
+      {"http_requests", "chatflow:http_requests_total"},
+      {"generation_tokens", "chatflow:generation_tokens_total"},
+      {"kv_cache_usage", "chatflow:kv_cache_usage_perc"},
+      {"prefix_cache_queries", "chatflow:prefix_cache_queries_total"},
+      {"prefix_cache_hits", "chatflow:prefix_cache_hits_total"},
+      {"annotations", "chatflow:request_annotations_total"},
+      {"tenant_requests", "chatflow:tenant_requests_total"},
+      {"arm_requests", "chatflow:arm_requests_total"},
+      {"arm_e2e_request_latency", "chatflow:arm_e2e_request_latency_seconds"},
+      {"arm_time_to_first_token", "chatflow:arm_time_to_first_token_seconds"},
+  };
+}
+
+// GET /v1/dashboard/summary: what the dashboard needs beside /metrics: the pipeline's stages
+// (type, kind, layer, A/B arm, where each port leads), its arms, models and resources.
+Response dashboard_summary(const RouteCall& call) {
+  const ServedPipeline& served = *call.served;
+  const PipelineSpec& spec = served.pipeline->spec();
+  std::vector<size_t> depths = stage_depths(spec);
+  std::vector<std::string> arms = stage_arms(spec);
+  json::array stages;
+  json::array arm_list;
+  for (size_t i = 0; i < spec.stages.size(); ++i) {
+    const StageSpec& stage = spec.stages[i];
+    json::array outputs;
+    for (const Connection& connection : spec.connections) {
+      if (connection.from_stage != i) continue;
+      const PortInfo& port = stage.type->ports[connection.from_port];
+      std::string to = connection.to_stage == kSinkStage ? std::string("sink")
+                                                         : spec.stages[connection.to_stage].name;
+      outputs.push_back(
+          {{"port", port.name}, {"to", to}, {"stream", port.kind == PortKind::stream}});
+      if (stage.type->name == "ab_split")
+        arm_list.push_back({{"name", port.name}, {"stage", stage.name}, {"first_stage", to}});
+    }
+    json::object entry{{"name", stage.name},
+                       {"type", stage.type->name},
+                       {"kind", stage.type->kind == StageKind::stream ? "stream" : "request"},
+                       {"depth", static_cast<int64_t>(depths[i])},
+                       {"outputs", outputs}};
+    if (!arms[i].empty()) entry["arm"] = arms[i];
+    if (stage.concurrency != kUnlimitedConcurrency)
+      entry["concurrency"] = static_cast<int64_t>(stage.concurrency);
+    stages.push_back(std::move(entry));
+  }
+  json::array models;
+  for (const auto& model : served.models) {
+    models.push_back({{"id", model->model_id()}, {"max_model_len", model->context_length()}});
+  }
+  json::array resources;
+  for (const auto& resource : spec.resources)
+    resources.push_back({{"name", resource.name}, {"type", resource.type->name}});
+  json::array caches;
+  for (const CacheAdmin* cache : served.caches)
+    caches.push_back(json::string(cache->cache_name()));
+  json::object summary{
+      {"object", "dashboard.summary"},
+      {"pipeline", spec.name},
+      {"created", served.created},
+      {"max_in_flight", static_cast<int64_t>(spec.max_in_flight)},
+      {"model", served.model_ids.empty() ? json::value(nullptr) : json::value(served.model_ids[0])},
+      {"models", models},
+      {"stages", stages},
+      {"arms", arm_list},
+      {"resources", resources},
+      {"features",
+       {{"auth", served.authenticator != nullptr},
+        {"history", served.history != nullptr},
+        {"usage", served.usage != nullptr},
+        {"caches", caches}}},
+      {"metrics", dashboard_metric_names()},
+  };
+  return Response(200, json::serialize(summary));
 }
 
 // DELETE /v1/cache: admins correct cached answers (a tenant's conversation, or all of it).
@@ -221,7 +437,27 @@ constexpr Route kRoutes[] = {
     {.pattern = "/tokenize", .method = "POST", .endpoint = tokenize, .off_io_thread = true},
     {.pattern = "/detokenize", .method = "POST", .endpoint = detokenize, .off_io_thread = true},
     {.pattern = "/v1/usage", .method = "GET", .endpoint = usage, .off_io_thread = true},
+    {.pattern = "/v1/sessions", .method = "GET", .endpoint = sessions, .off_io_thread = true},
     {.pattern = "/v1/sessions/{id}", .method = "GET", .endpoint = session, .off_io_thread = true},
+    {.pattern = "/v1/sessions/{id}",
+     .method = "PATCH",
+     .endpoint = rename_session,
+     .off_io_thread = true},
+    {.pattern = "/v1/sessions/{id}",
+     .method = "DELETE",
+     .endpoint = delete_session,
+     .body_optional = true,
+     .off_io_thread = true},
+    {.pattern = "/v1/dashboard/graph.svg",
+     .method = "GET",
+     .access = Access::admin,
+     .endpoint = dashboard_graph,
+     .admin_refusal = "only admins may open the dashboard"},
+    {.pattern = "/v1/dashboard/summary",
+     .method = "GET",
+     .access = Access::admin,
+     .endpoint = dashboard_summary,
+     .admin_refusal = "only admins may open the dashboard"},
     {.pattern = "/v1/cache",
      .method = "DELETE",
      .access = Access::admin,
@@ -259,6 +495,23 @@ const Route* find_route(std::string_view path, std::string& parameter) {
     }
   }
   return nullptr;
+}
+
+const Route& route_for_method(const Route& route, std::string_view method) {
+  for (const Route& candidate : kRoutes) {
+    if (candidate.pattern == route.pattern && candidate.method == method) return candidate;
+  }
+  return route;
+}
+
+std::string allowed_methods(const Route& route) {
+  std::string methods;
+  for (const Route& candidate : kRoutes) {
+    if (candidate.pattern != route.pattern) continue;
+    if (!methods.empty()) methods += ", ";
+    methods += candidate.method;
+  }
+  return methods;
 }
 
 void require_admin(const Route& route, const RouteCall& call) {

@@ -59,9 +59,15 @@ struct Route {
 
 std::span<const Route> routes();
 
-// The route serving `path` (trailing slashes already removed), its {id} into `parameter`; or
-// nullptr.
+// The (first) route serving `path` (trailing slashes already removed), its {id} into
+// `parameter`; or nullptr. route_for_method picks the one for the request's method.
 const Route* find_route(std::string_view path, std::string& parameter);
+
+// The route of `route`'s pattern that answers `method` (a path may have a route per method), or
+// `route` itself when none does: then the answer is a 405 naming allowed_methods(route).
+const Route& route_for_method(const Route& route, std::string_view method);
+// The methods `route`'s pattern answers to: "GET, PATCH, DELETE".
+std::string allowed_methods(const Route& route);
 
 // 403 unless the caller may use an admin route (always, when the pipeline has no auth or lists
 // the path among its public paths).

@@ -43,6 +43,8 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
              "host:port serving only /metrics and /health without credentials; empty: none");
   server.key("cors_origins", &ServerSettings::cors_origins,
              "origins whose browser pages may call the API (\"*\": any); empty: none");
+  server.key("web_root", &ServerSettings::web_root,
+             "folder of the built chat page and dashboard; empty: 'web' beside the executable");
 
   struct ServeFile {
     ServerSettings server;

@@ -35,6 +35,8 @@ struct ServerSettings {
   // Origins (scheme://host[:port]) whose browser pages may call the API; "*" for any. Empty:
   // none, no CORS headers (the chat page is served from the same origin).
   std::vector<std::string> cors_origins;
+  // The built chat page and dashboard (web/build.mjs --out); empty: `web` beside the executable.
+  std::string web_root;
 };
 
 struct ServeConfig {

@@ -22,6 +22,7 @@
 #include "framework/server/metrics.h"
 #include "framework/server/served_pipeline.h"
 #include "framework/server/server_config.h"
+#include "framework/server/static_files.h"
 #include "framework/server/worker_pool.h"
 
 namespace chatflow::server {
@@ -80,6 +81,7 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   std::vector<std::shared_ptr<Connection>> open_connections();
 
   ServerSettings settings;
+  StaticFiles static_files{settings.web_root};  // GET /, /dashboard, /assets/
   net::io_context io;
   tcp::acceptor acceptor;
   std::optional<tcp::acceptor> metrics_acceptor;  // server.metrics_listen

@@ -63,7 +63,9 @@ else
 fi
 "$chatflow" graph graphs/echo.yaml --format mermaid >"$work/graph.mmd"
 check "mermaid output" grep -q "s0 ==>|out| s1" "$work/graph.mmd"
-"$chatflow" graph graphs/echo.yaml --format svg >/dev/null 2>"$work/err"; rc=$?
+"$chatflow" graph graphs/echo.yaml --format svg >"$work/graph.svg"
+check "svg output" grep -q '<g class="stage" data-stage="echo"' "$work/graph.svg"
+"$chatflow" graph graphs/echo.yaml --format png >/dev/null 2>"$work/err"; rc=$?
 check "unknown format is a usage error" test $rc -eq 2
 
 # stages: list, describe, and an unknown type with a suggestion.

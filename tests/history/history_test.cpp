@@ -137,6 +137,165 @@ TEST(HistoryStore, AFailedWriteIsReportedToTheDurableAppendAndCounted) {
   EXPECT_EQ(store->load(key("acme", "s1")).size(), 1u) << "the failed turn is not given back";
 }
 
+// Both backends, for the tests every store must pass alike.
+std::vector<std::unique_ptr<HistoryStore>> both_stores(const std::string& name) {
+  std::vector<std::unique_ptr<HistoryStore>> stores;
+  stores.push_back(make_memory_store());
+  stores.push_back(make_sqlite_store(testing::fresh_path(name)));
+  return stores;
+}
+
+Turn said(const std::string& user, int64_t time = 0) {
+  return {user, "answer", TurnStatus::completed, 1, 1, time};
+}
+
+std::vector<std::string> ids(const SessionPage& page) {
+  std::vector<std::string> out;
+  for (const auto& summary : page.sessions)
+    out.push_back(summary.session);
+  return out;
+}
+
+TEST(HistoryStore, ListsTheOwnersSessionsLatestActivityFirst) {
+  for (auto& store : both_stores("list")) {
+    store->append(key("acme", "a"), said("first of a", 100), true);
+    store->append(key("acme", "b"), said("first of b", 200), true);
+    store->append(key("acme", "c"), said("first of c", 200), true);
+    store->append(key("acme", "a"), said("second of a", 300), true);  // a is the latest again
+    store->append(key("acme", "theirs", "user:u2"), said("not mine"), true);
+    store->append(key("globex", "d"), said("other tenant"), true);
+    auto page = store->list("acme", "user:u1", 50, "");
+    ASSERT_TRUE(page);
+    EXPECT_EQ(ids(*page), (std::vector<std::string>{"a", "c", "b"}));
+    EXPECT_FALSE(page->has_more);
+    const SessionSummary& a = page->sessions[0];
+    EXPECT_EQ(a.title, "first of a") << "the first user message, not the latest";
+    EXPECT_EQ(a.created_at, 100);
+    EXPECT_EQ(a.updated_at, 300);
+    EXPECT_EQ(a.turns, 2);
+    EXPECT_EQ(ids(*store->list("acme", "user:u2", 50, "")), (std::vector<std::string>{"theirs"}));
+    EXPECT_TRUE(store->list("acme", "user:nobody", 50, "")->sessions.empty());
+  }
+}
+
+TEST(HistoryStore, PagesContinueAfterTheLastIdEvenWithinOneSecond) {
+  for (auto& store : both_stores("pages")) {
+    for (int i = 0; i < 7; ++i)
+      store->append(key("acme", "s" + std::to_string(i)), said("m", 1000), true);
+    std::vector<std::string> seen;
+    std::string after;
+    int pages = 0;
+    for (;;) {
+      auto page = store->list("acme", "user:u1", 3, after);
+      ASSERT_TRUE(page);
+      ++pages;
+      auto page_ids = ids(*page);
+      seen.insert(seen.end(), page_ids.begin(), page_ids.end());
+      EXPECT_EQ(page->has_more, pages < 3);
+      if (!page->has_more) break;
+      after = page_ids.back();
+    }
+    EXPECT_EQ(seen, (std::vector<std::string>{"s6", "s5", "s4", "s3", "s2", "s1", "s0"}));
+    EXPECT_FALSE(store->list("acme", "user:u1", 3, "unknown")) << "an unknown cursor";
+    EXPECT_FALSE(store->list("acme", "user:u2", 3, "s1")) << "another owner's session";
+  }
+}
+
+TEST(HistoryStore, ARenamedTitleReplacesTheFirstMessageAndSurvivesReopening) {
+  std::string path = testing::fresh_path("rename");
+  {
+    auto store = make_sqlite_store(path);
+    store->append(key("acme", "s1"), said("What is the capital of France?"), true);
+    auto renamed = store->rename(key("acme", "s1"), "Geography");
+    ASSERT_TRUE(renamed);
+    EXPECT_EQ(renamed->title, "Geography");
+    EXPECT_EQ(renamed->turns, 1);
+    EXPECT_FALSE(store->rename(key("acme", "nope"), "x")) << "no session, no title";
+    EXPECT_FALSE(store->rename(key("acme", "s1", "user:u2"), "x")) << "another owner's";
+    EXPECT_EQ(store->summary(key("acme", "s1", "user:u2")), std::nullopt);
+  }
+  auto reopened = make_sqlite_store(path);
+  EXPECT_EQ(reopened->summary(key("acme", "s1"))->title, "Geography");
+  EXPECT_EQ(reopened->list("acme", "user:u1", 10, "")->sessions.at(0).title, "Geography");
+  EXPECT_FALSE(reopened->summary(key("acme", "nope")));
+}
+
+TEST(HistoryStore, ADeletedSessionIsGoneAndItsIdStartsAfresh) {
+  for (auto& store : both_stores("delete")) {
+    store->append(key("acme", "s1"), said("old question"), true);
+    store->append(key("acme", "s1"), said("more"), false);  // queued, not yet committed
+    store->rename(key("acme", "s1"), "Old");
+    store->append(key("acme", "s2"), said("keep me"), true);
+    EXPECT_FALSE(store->remove(key("acme", "s1", "user:u2"))) << "another owner's is none";
+    EXPECT_TRUE(store->remove(key("acme", "s1")));
+    EXPECT_FALSE(store->remove(key("acme", "s1")));
+    EXPECT_TRUE(store->load(key("acme", "s1")).empty());
+    EXPECT_FALSE(store->summary(key("acme", "s1")));
+    EXPECT_EQ(ids(*store->list("acme", "user:u1", 10, "")), (std::vector<std::string>{"s2"}));
+    store->append(key("acme", "s1"), said("new question"), true);
+    EXPECT_EQ(store->load(key("acme", "s1")).size(), 1u);
+    EXPECT_EQ(store->summary(key("acme", "s1"))->title, "new question") << "the old title went";
+  }
+}
+
+TEST(HistoryStore, DeletedRowsLeaveTheFile) {
+  std::string path = testing::fresh_path("delete-rows");
+  {
+    auto store = make_sqlite_store(path);
+    store->append(key("acme", "s1"), said("secret"), true);
+    store->rename(key("acme", "s1"), "Secret title");
+    ASSERT_TRUE(store->remove(key("acme", "s1")));
+  }
+  sqlite3* database = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &database), SQLITE_OK);
+  auto count = [&](const char* sql) {
+    sqlite3_stmt* statement = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(database, sql, -1, &statement, nullptr), SQLITE_OK);
+    EXPECT_EQ(sqlite3_step(statement), SQLITE_ROW);
+    int rows = sqlite3_column_int(statement, 0);
+    sqlite3_finalize(statement);
+    return rows;
+  };
+  EXPECT_EQ(count("SELECT COUNT(*) FROM turns"), 0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM session_titles"), 0);
+  sqlite3_close(database);
+}
+
+// A file the previous version wrote (turns with owners, no titles table) opens, lists and
+// takes titles.
+TEST(HistoryStore, AFileFromBeforeTitlesIsMigrated) {
+  std::string path = testing::fresh_path("history-v2");
+  {
+    sqlite3* database = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &database), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(database,
+                           "PRAGMA journal_mode=WAL;"
+                           "CREATE TABLE turns (id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, "
+                           "owner TEXT NOT NULL DEFAULT '', session TEXT NOT NULL, time INTEGER "
+                           "NOT NULL, user TEXT NOT NULL, assistant TEXT NOT NULL, status TEXT "
+                           "NOT NULL, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER "
+                           "NOT NULL);"
+                           "CREATE INDEX turns_owner_session ON turns (tenant, owner, session, "
+                           "id);"
+                           "INSERT INTO turns (tenant, owner, session, time, user, assistant, "
+                           "status, prompt_tokens, completion_tokens) VALUES "
+                           "('acme', 'user:u1', 'old', 5, 'An old   question', 'a', 'completed', "
+                           "1, 1);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(database);
+  }
+  auto store = make_sqlite_store(path);
+  auto page = store->list("acme", "user:u1", 10, "");
+  ASSERT_TRUE(page);
+  ASSERT_EQ(page->sessions.size(), 1u);
+  EXPECT_EQ(page->sessions[0].title, "An old question");
+  EXPECT_EQ(page->sessions[0].created_at, 5);
+  ASSERT_TRUE(store->rename(key("acme", "old"), "Renamed"));
+  EXPECT_EQ(store->summary(key("acme", "old"))->title, "Renamed");
+  EXPECT_EQ(store->load(key("acme", "old")).size(), 1u);
+}
+
 // The budget rules against the real tokenizer and chat template of a made-up model, whose
 // byte-level vocabulary makes a Chinese character several tokens.
 class Trim : public ::testing::Test {

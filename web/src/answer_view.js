@@ -1,0 +1,154 @@
+// One assistant answer on the page: its markdown (rendered as it streams), reasoning, tool
+// calls, citations, the numbers under it and its buttons. While streaming, finished blocks are
+// rendered once and appended; only the open last block is rendered again per frame, so the cost
+// of a token does not grow with the answer. The end renders the whole text once more, so the
+// final HTML is exactly markdown-it's for the whole answer.
+import { BlockSplitter, closeOpen } from './markdown_stream.js';
+import { renderMarkdown, renderMarkdownFragment } from './render.js';
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const wholeRenderLimit = 8000; // characters
+
+export class AnswerView {
+  constructor(parent, { onCopy, onRegenerate } = {}) {
+    this.text = '';
+    this.reasoning = '';
+    this.splitter = new BlockSplitter();
+    this.renderedStable = 0;
+    this.root = element('article', 'message assistant');
+    this.root.setAttribute('aria-label', 'Answer');
+    this.root.setAttribute('aria-busy', 'true');
+    this.badges = element('div', 'badges');
+    this.reasoningBox = element('details', 'reasoning');
+    this.reasoningBox.hidden = true;
+    this.reasoningBox.append(element('summary', '', 'Reasoning'));
+    this.reasoningText = element('div', 'reasoning-text');
+    this.reasoningBox.append(this.reasoningText);
+    this.tools = element('div', 'tool-calls');
+    this.tools.hidden = true;
+    this.content = element('div', 'content markdown');
+    this.stable = element('div', 'stable');
+    this.tail = element('div', 'tail');
+    this.content.append(this.stable, this.tail);
+    this.notices = element('div', 'answer-notices');
+    this.citations = element('ol', 'citations');
+    this.citations.hidden = true;
+    this.citations.setAttribute('aria-label', 'References');
+    this.footer = element('div', 'answer-footer');
+    this.stats = element('span', 'stats');
+    this.actions = element('span', 'actions');
+    this.copyButton = element('button', 'small', 'Copy');
+    this.copyButton.type = 'button';
+    this.copyButton.setAttribute('aria-label', 'Copy this answer');
+    this.copyButton.addEventListener('click', () => onCopy && onCopy(this));
+    this.regenerateButton = element('button', 'small', 'Regenerate');
+    this.regenerateButton.type = 'button';
+    this.regenerateButton.setAttribute('aria-label', 'Regenerate this answer');
+    this.regenerateButton.addEventListener('click', () => onRegenerate && onRegenerate(this));
+    this.regenerateButton.hidden = !onRegenerate;
+    this.actions.append(this.copyButton, this.regenerateButton);
+    this.footer.append(this.stats, this.actions);
+    this.root.append(this.badges, this.reasoningBox, this.tools, this.content, this.notices, this.citations, this.footer);
+    parent.append(this.root);
+  }
+
+  // Text the typewriter revealed.
+  appendText(more) {
+    this.text += more;
+    const stable = this.splitter.append(more);
+    if (stable > this.renderedStable) {
+      const block = this.text.slice(this.renderedStable, stable);
+      const rendered = element('div', 'block');
+      rendered.append(renderMarkdownFragment(block));
+      this.stable.append(rendered);
+      this.renderedStable = stable;
+    }
+    const open = this.text.slice(this.renderedStable);
+    if (open.trim()) this.tail.replaceChildren(renderMarkdownFragment(closeOpen(open)));
+    else this.tail.replaceChildren();
+  }
+
+  appendReasoning(more) {
+    this.reasoning += more;
+    this.reasoningBox.hidden = false;
+    this.reasoningText.textContent = this.reasoning;
+  }
+
+  setToolCalls(calls) {
+    this.tools.hidden = calls.length === 0;
+    this.tools.replaceChildren();
+    for (const call of calls) {
+      const box = element('details', 'tool-call');
+      box.open = true;
+      box.append(element('summary', '', `Tool call: ${call.name || '(unnamed)'}`));
+      let args = call.arguments;
+      try {
+        args = JSON.stringify(JSON.parse(call.arguments), null, 2);
+      } catch {
+        // still streaming, or not JSON: shown as it is
+      }
+      box.append(element('pre', 'tool-arguments', args));
+      this.tools.append(box);
+    }
+  }
+
+  setCitations(citations) {
+    this.citations.replaceChildren();
+    for (const citation of citations) {
+      const item = element('li', 'citation');
+      item.value = citation.index;
+      const title = citation.title || citation.document || `document ${citation.index}`;
+      item.append(element('strong', '', title));
+      if (citation.document && citation.document !== title) item.append(element('span', 'hint', ` (${citation.document})`));
+      if (citation.chunk) item.append(element('div', 'citation-chunk', citation.chunk));
+      this.citations.append(item);
+    }
+    this.citations.hidden = citations.length === 0;
+  }
+
+  badge(text, kind, label) {
+    const node = element('span', `badge ${kind}`, text);
+    if (label) node.setAttribute('aria-label', label);
+    node.dataset.kind = kind;
+    this.badges.append(node);
+  }
+
+  notice(text, kind = 'info') {
+    const node = element('p', `answer-notice ${kind}`, text);
+    node.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+    this.notices.append(node);
+  }
+
+  setStats(text) {
+    this.stats.textContent = text;
+  }
+
+  // The whole answer once more, as one document (a link reference or a loose list may span
+  // blocks). A very long answer keeps its blocks instead: rendering ~10k characters again
+  // would be one long task, a visible stall after the last token.
+  finish() {
+    this.root.setAttribute('aria-busy', 'false');
+    if (this.text.length <= wholeRenderLimit || this.renderedStable === 0) {
+      this.content.innerHTML = this.text.trim() ? renderMarkdown(this.text) : '';
+      return;
+    }
+    const open = this.text.slice(this.renderedStable);
+    const last = element('div', 'block');
+    last.innerHTML = open.trim() ? renderMarkdown(open) : '';
+    this.tail.replaceWith(last);
+  }
+}
+
+export function userMessage(parent, text) {
+  const node = element('article', 'message user');
+  node.setAttribute('aria-label', 'Your message');
+  node.append(element('div', 'content', text));
+  parent.append(node);
+  return node;
+}

@@ -1,0 +1,354 @@
+// The chat page: sign-in, model picker, conversations kept by the server (/v1/sessions), and
+// streamed answers read from fetch's body with our own SSE parser (EventSource cannot POST).
+import './chat.css';
+
+import { AnswerView, userMessage } from './answer_view.js';
+import { apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, probeOpen, storeKey } from './api.js';
+import { readCompletion } from './completion_stream.js';
+import { SessionsSidebar } from './sessions_sidebar.js';
+import { setupTheme } from './theme.js';
+import { Typewriter } from './typewriter.js';
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  signin: $('signin'), form: $('signin-form'), input: $('api-key'), messageElement: $('signin-message'),
+  app: $('app'), model: $('model'), sessions: $('sessions'), sessionsNote: $('sessions-note'),
+  newChat: $('new-chat'), messages: $('messages'), notice: $('notice'), composer: $('composer'),
+  prompt: $('prompt'), send: $('send'), signout: $('signout'), title: $('conversation-title'),
+};
+
+const state = {
+  needsKey: false,
+  conversation: null, // { id, title, messages: [{ role, content }], isNew }
+  generating: null,   // { controller, view }
+  retryTimer: null,
+};
+
+function randomId() {
+  if (crypto.randomUUID) return `web-${crypto.randomUUID()}`;
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `web-${[...bytes].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+function showNotice(text, kind = 'info') {
+  ui.notice.hidden = !text;
+  ui.notice.textContent = text || '';
+  ui.notice.className = `notice ${kind}`;
+}
+
+async function signIn(message) {
+  storeKey('');
+  ui.app.hidden = true;
+  await askForKey(ui, message);
+  await start();
+}
+
+// Any call that got a 401 or 403 ends here: back to the sign-in form.
+async function guard(promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    if (error instanceof AuthError && error.status === 401) {
+      signIn('That key was not accepted; enter another.');
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+// --- Models and conversations. ---
+
+const sidebar = new SessionsSidebar(ui.sessions, ui.sessionsNote, {
+  currentId: () => state.conversation && state.conversation.id,
+  open: (id, title) => openSession(id, title),
+  renamed: (id, title) => {
+    if (state.conversation && state.conversation.id === id) setTitle(title);
+  },
+  deleted: (id) => {
+    if (state.conversation && state.conversation.id === id) newConversation();
+  },
+  failed: (message) => showNotice(message, 'error'),
+  guard,
+});
+
+async function loadModels() {
+  const models = await apiJson('/v1/models');
+  const previous = ui.model.value;
+  ui.model.replaceChildren();
+  for (const model of models.data || []) {
+    const option = document.createElement('option');
+    option.value = model.id;
+    option.textContent = model.id;
+    ui.model.append(option);
+  }
+  if (previous && [...ui.model.options].some((option) => option.value === previous)) ui.model.value = previous;
+}
+
+function setTitle(title) {
+  if (state.conversation) state.conversation.title = title;
+  ui.title.textContent = title || 'New conversation';
+}
+
+function newConversation() {
+  if (state.generating) stop();
+  state.conversation = { id: randomId(), title: '', messages: [], isNew: true };
+  ui.messages.replaceChildren();
+  setTitle('');
+  showNotice('');
+  sidebar.markCurrent(null);
+  ui.prompt.focus();
+}
+
+async function openSession(id, title) {
+  if (state.generating) stop();
+  let session;
+  try {
+    session = await guard(apiJson(`/v1/sessions/${encodeURIComponent(id)}`));
+  } catch (error) {
+    showNotice(`Could not open the conversation: ${error.message}`, 'error');
+    return;
+  }
+  if (!session) return;
+  state.conversation = { id, title: session.title || title, messages: [], isNew: false };
+  ui.messages.replaceChildren();
+  setTitle(state.conversation.title);
+  showNotice('');
+  for (const turn of session.turns || []) {
+    userMessage(ui.messages, turn.user ?? '');
+    const view = new AnswerView(ui.messages, { onCopy: copyAnswer });
+    view.text = turn.assistant ?? '';
+    view.finish();
+    if (turn.status && turn.status !== 'completed') view.notice(`This answer was ${turn.status}.`, 'warning');
+    state.conversation.messages.push({ role: 'user', content: turn.user ?? '' }, { role: 'assistant', content: turn.assistant ?? '' });
+  }
+  sidebar.markCurrent(id);
+  ui.prompt.focus();
+}
+
+// --- Sending and streaming. ---
+
+function setGenerating(generating) {
+  ui.prompt.readOnly = generating;
+  ui.prompt.setAttribute('aria-busy', generating ? 'true' : 'false');
+  ui.send.textContent = generating ? 'Stop' : 'Send';
+  ui.send.setAttribute('aria-label', generating ? 'Stop generating' : 'Send message');
+  ui.send.classList.toggle('stop', generating);
+}
+
+function stop() {
+  if (!state.generating) return;
+  state.generating.stopped = true;
+  state.generating.controller.abort();
+}
+
+async function copyAnswer(view) {
+  try {
+    await navigator.clipboard.writeText(view.text);
+    view.copyButton.textContent = 'Copied';
+  } catch {
+    // No clipboard API (an insecure origin): select the text for Ctrl+C instead.
+    const range = document.createRange();
+    range.selectNodeContents(view.content);
+    const selection = getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    view.copyButton.textContent = 'Selected: press Ctrl+C';
+  }
+  setTimeout(() => { view.copyButton.textContent = 'Copy'; }, 2000);
+}
+
+function retryCountdown(seconds) {
+  clearInterval(state.retryTimer);
+  let left = Math.max(1, Math.ceil(seconds));
+  const show = () => {
+    if (left <= 0) {
+      clearInterval(state.retryTimer);
+      ui.send.disabled = false;
+      showNotice('You can send again.', 'info');
+      return;
+    }
+    ui.send.disabled = true;
+    showNotice(`Rate limited: you can send again in ${left} s.`, 'warning');
+    ui.notice.dataset.retryAfter = String(left);
+    left -= 1;
+  };
+  show();
+  state.retryTimer = setInterval(show, 1000);
+}
+
+function submit() {
+  const text = ui.prompt.value;
+  if (state.generating || !text.trim() || ui.send.disabled) return;
+  ui.prompt.value = '';
+  ask(text, { fresh: true });
+}
+
+async function ask(text, { fresh }) {
+  const conversation = state.conversation;
+  if (fresh) {
+    userMessage(ui.messages, text);
+    conversation.messages.push({ role: 'user', content: text });
+    if (!conversation.title) setTitle(text.slice(0, 60));
+  }
+  const view = new AnswerView(ui.messages, {
+    onCopy: copyAnswer,
+    onRegenerate: (answer) => regenerate(answer, text),
+  });
+  for (const old of ui.messages.querySelectorAll('.message.assistant')) {
+    if (old !== view.root) old.querySelector('.actions button:last-child').hidden = true;
+  }
+  view.root.scrollIntoView({ block: 'end' });
+  const controller = new AbortController();
+  const run = { controller, view, stopped: false };
+  state.generating = run;
+  setGenerating(true);
+  showNotice('');
+
+  // With server-side sessions the server holds the earlier turns: only the new message goes.
+  const body = {
+    model: ui.model.value || undefined,
+    stream: true,
+    stream_options: { include_usage: true },
+    messages: sidebar.enabled ? [{ role: 'user', content: text }] : conversation.messages.slice(),
+  };
+  if (sidebar.enabled) body.session_id = conversation.id;
+
+  const started = performance.now();
+  let firstToken = 0;
+  let lastToken = 0;
+  let contentChunks = 0;
+  let usage = null;
+  let finishReason = null;
+  // Follows the answer down while the reader is at the bottom; scrolling up stops that.
+  const follow = () => ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 80;
+  const typewriter = new Typewriter((more) => {
+    const atBottom = follow();
+    view.appendText(more);
+    if (atBottom) ui.messages.scrollTop = ui.messages.scrollHeight;
+  });
+  try {
+    const response = await fetch('/v1/chat/completions', {
+      method: 'POST',
+      headers: authHeaders({ 'Content-Type': 'application/json' }),
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    if (response.status === 401) {
+      view.root.remove();
+      signIn('That key was not accepted; enter another.');
+      return;
+    }
+    if (response.status === 429) {
+      const retry = Number(response.headers.get('retry-after')) || 1;
+      view.notice(await errorMessage(response), 'warning');
+      retryCountdown(retry);
+      return;
+    }
+    if (!response.ok) {
+      view.notice(await errorMessage(response), 'error');
+      return;
+    }
+    const cache = response.headers.get('x-chatflow-cache');
+    if (cache) view.badge(cache === 'miss' || cache === 'bypass' ? `cache ${cache}` : `cached (${cache})`, `cache-${cache}`, `Cache: ${cache}`);
+    const arm = response.headers.get('x-chatflow-arm');
+    if (arm) view.badge(`arm ${arm}`, 'arm', `A/B arm: ${arm}`);
+
+    const failed = await readCompletion(response.body, {
+      content(text) {
+        const now = performance.now();
+        if (!firstToken) firstToken = now;
+        lastToken = now;
+        contentChunks += 1;
+        typewriter.push(text);
+      },
+      reasoning: (text) => view.appendReasoning(text),
+      toolCalls: (calls) => view.setToolCalls(calls),
+      citations: (list) => view.setCitations(list),
+      usage: (value) => { usage = value; },
+      finish: (reason) => { finishReason = reason; },
+    });
+    await typewriter.end();
+    if (failed) view.notice(`The answer stopped with an error: ${failed.message || JSON.stringify(failed)}`, 'error');
+    if (finishReason === 'content_filter') view.notice('The rest of this answer was withheld by the content filter.', 'warning');
+    if (finishReason === 'length') view.notice('The answer reached its length limit.', 'info');
+  } catch (error) {
+    typewriter.flush();
+    if (error.name === 'AbortError' || run.stopped) {
+      view.notice('Stopped.', 'info');
+    } else {
+      view.notice(`The request failed: ${error.message}`, 'error');
+    }
+  } finally {
+    view.finish();
+    const parts = [];
+    if (firstToken) parts.push(`first token ${((firstToken - started) / 1000).toFixed(2)} s`);
+    const tokens = (usage && usage.completion_tokens) || contentChunks;
+    // Over a burst (a cached answer) a rate says nothing.
+    if (firstToken && lastToken - firstToken > 50 && tokens > 1) {
+      parts.push(`${((tokens - 1) / ((lastToken - firstToken) / 1000)).toFixed(1)} tokens/s`);
+    }
+    if (tokens) parts.push(`${tokens} tokens`);
+    view.setStats(parts.join(' · '));
+    if (view.text) conversation.messages.push({ role: 'assistant', content: view.text });
+    if (state.generating === run) {
+      state.generating = null;
+      setGenerating(false);
+    }
+    if (sidebar.enabled && conversation === state.conversation) {
+      conversation.isNew = false;
+      sidebar.reload();
+    }
+  }
+}
+
+function regenerate(view, text) {
+  if (state.generating) return;
+  const messages = state.conversation.messages;
+  if (messages.length && messages[messages.length - 1].role === 'assistant') messages.pop();
+  view.root.remove();
+  ask(text, { fresh: false });
+}
+
+// --- Wiring. ---
+
+ui.prompt.addEventListener('keydown', (event) => {
+  if (event.key !== 'Enter' || event.shiftKey) return;
+  // An IME is composing (Japanese, Chinese...): Enter picks a candidate, it does not send.
+  if (event.isComposing || event.keyCode === 229) return;
+  event.preventDefault();
+  submit();
+});
+ui.composer.addEventListener('submit', (event) => {
+  event.preventDefault();
+  if (state.generating) stop();
+  else submit();
+});
+ui.newChat.addEventListener('click', newConversation);
+ui.signout.addEventListener('click', () => signIn('Signed out. Enter a key to sign in again.'));
+document.addEventListener('keydown', (event) => {
+  if (event.key === 'Escape' && state.generating) stop();
+});
+
+async function start() {
+  try {
+    await guard((async () => {
+      await loadModels();
+      await sidebar.load();
+    })());
+  } catch (error) {
+    showNotice(`Could not reach the server: ${error.message}`, 'error');
+  }
+  if (state.needsKey && !currentKey()) return;
+  ui.signout.hidden = !state.needsKey;
+  ui.app.hidden = false;
+  if (!state.conversation) newConversation();
+}
+
+setupTheme($('theme'));
+(async () => {
+  state.needsKey = !(await probeOpen().catch(() => false));
+  if (state.needsKey && !currentKey()) {
+    await askForKey(ui, 'This server needs an API key.');
+  }
+  await start();
+})();

@@ -1,0 +1,46 @@
+// Reads a streamed chat completion from fetch's body: bytes through TextDecoder (streaming, so
+// a character split across chunks stays whole), events through the SSE parser, and each chunk's
+// parts handed to `on`: content(text), reasoning(text), toolCalls(calls so far),
+// citations(list), usage(usage), finish(reason). Resolves with the error object the server sent
+// mid-stream, if it sent one.
+import { interpretEvent, SseParser } from './sse.js';
+
+export async function readCompletion(body, on) {
+  let failed = null;
+  const toolCalls = [];
+  const parser = new SseParser(({ data }) => {
+    const event = interpretEvent(data);
+    if (event.error) {
+      failed = event.error;
+      return;
+    }
+    if (event.done) return;
+    const chunk = event.chunk;
+    if (chunk.usage) on.usage(chunk.usage);
+    if (chunk.chatflow && chunk.chatflow.citations) on.citations(chunk.chatflow.citations);
+    for (const choice of chunk.choices || []) {
+      const delta = choice.delta || {};
+      if (delta.reasoning_content) on.reasoning(delta.reasoning_content);
+      if (delta.content) on.content(delta.content);
+      if (delta.tool_calls) {
+        for (const call of delta.tool_calls) {
+          const slot = toolCalls[call.index ?? 0] ??= { name: '', arguments: '' };
+          if (call.function && call.function.name) slot.name += call.function.name;
+          if (call.function && call.function.arguments) slot.arguments += call.function.arguments;
+        }
+        on.toolCalls(toolCalls.filter(Boolean));
+      }
+      if (choice.finish_reason) on.finish(choice.finish_reason);
+    }
+  });
+  const reader = body.getReader();
+  const decoder = new TextDecoder('utf-8');
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parser.push(decoder.decode(value, { stream: true }));
+  }
+  parser.push(decoder.decode());
+  parser.end();
+  return failed;
+}

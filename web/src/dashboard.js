@@ -1,0 +1,141 @@
+// The dashboard: the pipeline drawn by the server (/v1/dashboard/graph.svg), its stages
+// coloured by p50 latency and labelled with p50 and req/s, and charts over time, all from
+// /metrics scraped every 2 s. Both need an admin key when the pipeline authenticates.
+import './dashboard.css';
+
+import { apiFetch, AuthError, askForKey, currentKey, errorMessage, storeKey } from './api.js';
+import { ArmsAndStages, describeStage } from './stage_stats.js';
+import { armsOf, ChartBoard, stagesOf } from './charts.js';
+import { parsePrometheus } from './prometheus.js';
+import { sanitizeSvg } from './svg_sanitize.js';
+import { setupTheme } from './theme.js';
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  signin: $('signin'), form: $('signin-form'), input: $('api-key'), messageElement: $('signin-message'),
+  app: $('app'), graph: $('graph'), charts: $('charts'), notice: $('notice'), pipeline: $('pipeline-name'),
+  updated: $('updated'), pause: $('pause'), signout: $('signout'),
+};
+const intervalMs = 2000;
+const board = new ChartBoard(ui.charts);
+let previous = null;
+let previousTime = 0;
+let paused = false;
+let timer = null;
+let summary = null;
+
+function showNotice(text, kind = 'info') {
+  ui.notice.hidden = !text;
+  ui.notice.textContent = text || '';
+  ui.notice.className = `notice ${kind}`;
+}
+
+async function signIn(status) {
+  clearTimeout(timer);
+  storeKey('');
+  ui.app.hidden = true;
+  const message = status === 403
+    ? 'That key is not an admin key: the dashboard needs an admin key.'
+    : status === 401 ? 'That key was not accepted; the dashboard needs an admin key.' : 'The dashboard needs an admin key.';
+  await askForKey(ui, message);
+  await start();
+}
+
+async function loadSummary() {
+  const response = await apiFetch('/v1/dashboard/summary');
+  if (!response.ok) return null;
+  summary = await response.json();
+  const name = (summary.pipeline && (summary.pipeline.name ?? summary.pipeline)) ?? summary.name;
+  if (typeof name === 'string') {
+    ui.pipeline.textContent = `chatflow · ${name}`;
+    document.title = `chatflow dashboard · ${name}`;
+  }
+  return summary;
+}
+
+async function loadGraph() {
+  const response = await apiFetch('/v1/dashboard/graph.svg');
+  if (!response.ok) {
+    ui.graph.textContent = `The pipeline drawing is not available: ${await errorMessage(response)}`;
+    return;
+  }
+  ui.graph.innerHTML = sanitizeSvg(await response.text());
+}
+
+// Colours and labels each stage of the drawing from the interval's numbers.
+function paintStages(before, after, seconds) {
+  for (const group of ui.graph.querySelectorAll('g.stage[data-stage]')) {
+    const stage = group.dataset.stage;
+    const stats = describeStage(stage, before, after, seconds);
+    const rect = group.querySelector('rect');
+    // Through CSSOM (allowed by the CSP, unlike a style attribute), over the stylesheet's fill.
+    if (rect && stats.colour) rect.style.fill = stats.colour;
+    group.classList.toggle('painted', Boolean(stats.colour));
+    const text = group.querySelector('text.stage-stats') || ui.graph.querySelector(`text.stage-stats[data-stage="${CSS.escape(stage)}"]`);
+    if (text) text.textContent = stats.text;
+    group.dataset.p50 = stats.p50 === undefined ? '' : String(stats.p50);
+    const title = group.querySelector('title') || group.appendChild(document.createElementNS('http://www.w3.org/2000/svg', 'title'));
+    title.textContent = `${stage}: ${stats.text || 'no requests yet'}`;
+  }
+}
+
+async function scrape() {
+  if (paused) return;
+  try {
+    const response = await apiFetch('/metrics');
+    if (!response.ok) throw new Error(await errorMessage(response));
+    const parsed = parsePrometheus(await response.text());
+    const now = Date.now();
+    const seconds = previous ? (now - previousTime) / 1000 : 0;
+    const shape = new ArmsAndStages(summary);
+    board.configure(shape.stages.length ? shape.stages : stagesOf(parsed), shape.arms.length ? shape.arms : armsOf(parsed));
+    board.add(now / 1000, previous, parsed, seconds);
+    paintStages(previous, parsed, seconds);
+    previous = parsed;
+    previousTime = now;
+    ui.updated.textContent = `updated ${new Date(now).toLocaleTimeString()}`;
+    if (ui.notice.classList.contains('error')) showNotice('');
+  } catch (error) {
+    if (error instanceof AuthError) return signIn(error.status);
+    showNotice(`Could not read /metrics: ${error.message}`, 'error');
+  } finally {
+    clearTimeout(timer);
+    timer = setTimeout(scrape, intervalMs);
+  }
+}
+
+async function start() {
+  try {
+    await loadSummary();
+    await loadGraph();
+  } catch (error) {
+    if (error instanceof AuthError) return signIn(error.status);
+    showNotice(`Could not reach the server: ${error.message}`, 'error');
+  }
+  ui.signout.hidden = !currentKey();
+  ui.app.hidden = false;
+  previous = null;
+  await scrape();
+}
+
+ui.pause.addEventListener('click', () => {
+  paused = !paused;
+  ui.pause.textContent = paused ? 'Resume' : 'Pause';
+  ui.pause.setAttribute('aria-pressed', String(paused));
+  ui.pause.setAttribute('aria-label', paused ? 'Resume live updates' : 'Pause live updates');
+  if (!paused) scrape();
+});
+ui.signout.addEventListener('click', () => signIn(0));
+setupTheme($('theme'));
+
+(async () => {
+  // No key yet: does the server want one? /metrics answers 401 (a key is needed) or 403 (an
+  // admin key is needed) when the pipeline authenticates.
+  if (!currentKey()) {
+    const probe = await fetch('/metrics').catch(() => null);
+    if (probe && (probe.status === 401 || probe.status === 403)) {
+      await askForKey(ui, 'The dashboard needs an admin key.');
+    }
+  }
+  await start();
+})();

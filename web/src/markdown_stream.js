@@ -1,0 +1,86 @@
+// Markdown that is still being written. Two jobs:
+// - `closeOpen(text)`: what to render for text that stops mid-construct: an open ``` fence, an
+//   open inline `code`, **strong** or _emphasis_ get their closing marks for this render only,
+//   so a half-written answer never flashes raw markup or swallows what follows.
+// - `BlockSplitter`: where the finished blocks end (a blank line outside any fence), so each
+//   finished block is rendered once and only the last, open block is rendered again per frame.
+//   Its work per call is proportional to the new text, so the cost per token stays flat.
+
+const fenceOpen = /^ {0,3}(`{3,}|~{3,})/;
+
+// The fence that `line` opens or closes, if any.
+function fenceOf(line) {
+  const match = fenceOpen.exec(line);
+  return match ? match[1] : null;
+}
+
+export function closeOpen(text) {
+  const lines = text.split('\n');
+  let fence = null;
+  const prose = [];
+  for (const line of lines) {
+    const marker = fenceOf(line);
+    if (fence) {
+      if (marker && marker[0] === fence[0] && marker.length >= fence.length && line.trim() === marker) fence = null;
+      continue;
+    }
+    if (marker) {
+      fence = marker;
+      continue;
+    }
+    prose.push(line);
+  }
+  if (fence) return `${text}${text.endsWith('\n') ? '' : '\n'}${fence}`;
+  // Inline marks of the last paragraph only: earlier ones are finished blocks.
+  const paragraph = prose.slice(prose.lastIndexOf('') + 1).join('\n');
+  let closing = '';
+  // Backticks first: inside an open code span, * and _ are literal.
+  const ticks = (paragraph.match(/`/g) || []).length;
+  let outsideCode = paragraph;
+  if (ticks % 2 === 1) {
+    closing += '`';
+    outsideCode = paragraph.slice(0, paragraph.lastIndexOf('`'));
+  }
+  outsideCode = outsideCode.replace(/`[^`]*`/g, '');
+  const underscores = (outsideCode.match(/(^|[^\p{L}\p{N}_])_(?=\S)|(?<=\S)_(?![\p{L}\p{N}_])/gu) || []).length;
+  if (underscores % 2 === 1 && !/[\s_]$/.test(text)) closing += '_';
+  const stars = (outsideCode.match(/\*\*/g) || []).length;
+  if (stars % 2 === 1) {
+    // "**" alone at the end renders as nothing once closed; drop it instead.
+    if (text.endsWith('**')) return text.slice(0, -2) + closing;
+    closing += '**';
+  }
+  if (closing && /\s$/.test(text)) return text.trimEnd() + closing;
+  return text + closing;
+}
+
+export class BlockSplitter {
+  constructor() {
+    this.text = '';
+    this.scanned = 0;    // complete lines up to here have been looked at
+    this.fence = null;   // the open fence's marker at `scanned`
+    this.stable = 0;     // text before this index is finished blocks
+  }
+
+  // Appends text; returns the index before which the text is finished blocks.
+  append(more) {
+    this.text += more;
+    for (;;) {
+      const newline = this.text.indexOf('\n', this.scanned);
+      if (newline < 0) break;
+      const line = this.text.slice(this.scanned, newline);
+      const marker = fenceOf(line);
+      if (this.fence) {
+        if (marker && marker[0] === this.fence[0] && marker.length >= this.fence.length && line.trim() === marker) {
+          this.fence = null;
+        }
+      } else if (marker) {
+        this.fence = marker;
+      } else if (line.trim() === '' && this.scanned > this.stable) {
+        this.stable = newline + 1;
+      }
+      this.scanned = newline + 1;
+    }
+    return this.stable;
+  }
+}

@@ -1,0 +1,65 @@
+// Markdown to safe HTML: markdown-it with raw HTML off, highlight.js for fenced code (a few
+// common languages, to keep the bundle small), then DOMPurify, so nothing a model writes can run
+// script, carry an event handler or link to javascript:.
+import DOMPurify from 'dompurify';
+import hljs from 'highlight.js/lib/core';
+import bash from 'highlight.js/lib/languages/bash';
+import cpp from 'highlight.js/lib/languages/cpp';
+import javascript from 'highlight.js/lib/languages/javascript';
+import json from 'highlight.js/lib/languages/json';
+import python from 'highlight.js/lib/languages/python';
+import sql from 'highlight.js/lib/languages/sql';
+import typescript from 'highlight.js/lib/languages/typescript';
+import xml from 'highlight.js/lib/languages/xml';
+import yaml from 'highlight.js/lib/languages/yaml';
+import MarkdownIt from 'markdown-it';
+
+for (const [name, language] of Object.entries({ bash, cpp, javascript, json, python, sql, typescript, xml, yaml })) {
+  hljs.registerLanguage(name, language);
+}
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
+}
+
+const markdown = new MarkdownIt({
+  html: false,
+  linkify: true,
+  breaks: false,
+  highlight(code, lang) {
+    const language = lang && hljs.getLanguage(lang) ? lang : null;
+    if (!language) return `<pre><code>${escapeHtml(code)}</code></pre>`;
+    try {
+      const html = hljs.highlight(code, { language, ignoreIllegals: true }).value;
+      return `<pre><code class="hljs language-${escapeHtml(language)}">${html}</code></pre>`;
+    } catch {
+      return `<pre><code>${escapeHtml(code)}</code></pre>`;
+    }
+  },
+});
+
+// Links open in a new tab without handing it this page (and never run script: DOMPurify drops
+// javascript: URLs, markdown-it refuses to make them in the first place).
+DOMPurify.addHook('afterSanitizeAttributes', (node) => {
+  if (node.tagName === 'A' && node.hasAttribute('href')) {
+    node.setAttribute('target', '_blank');
+    node.setAttribute('rel', 'noopener noreferrer');
+  }
+});
+
+const purifyOptions = {
+  USE_PROFILES: { html: true },
+  FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select'],
+  FORBID_ATTR: ['style'],
+};
+
+export function renderMarkdown(text) {
+  return DOMPurify.sanitize(markdown.render(text), purifyOptions);
+}
+
+// The same as nodes ready to insert: no second HTML parse through innerHTML (this runs once per
+// animation frame while an answer streams).
+const fragmentOptions = { ...purifyOptions, RETURN_DOM_FRAGMENT: true };
+export function renderMarkdownFragment(text) {
+  return DOMPurify.sanitize(markdown.render(text), fragmentOptions);
+}

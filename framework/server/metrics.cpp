@@ -95,6 +95,13 @@ std::vector<double> latency_buckets() {
           5.0,   7.5,   10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 600.0};
 }
 
+std::vector<double> stage_latency_buckets() {
+  std::vector<double> buckets = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005};
+  for (double bound : latency_buckets())
+    buckets.push_back(bound);
+  return buckets;
+}
+
 std::vector<double> token_latency_buckets() {
   return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
           0.1,   0.15,   0.2,   0.3,    0.4,  0.5,   0.75, 1.0,   2.5,  5.0,  10.0};

@@ -58,6 +58,8 @@ class Histogram {
 std::vector<double> latency_buckets();
 // Bucket bounds for per-token latencies (1 ms .. 10 s).
 std::vector<double> token_latency_buckets();
+// A stage's time: most stages take microseconds, so the buckets start at 10 µs.
+std::vector<double> stage_latency_buckets();
 
 class MetricsRegistry {
  public:

@@ -55,7 +55,7 @@ RequestMetrics::RequestMetrics(MetricsRegistry& registry, const PipelineSpec& sp
     stage_duration_.push_back(&registry.histogram(
         "chatflow:stage_duration_seconds",
         "Time each stage spent on one request (stream stages: summed over its chunks).",
-        latency_buckets(), {{"pipeline", spec.name}, {"stage", stage.name}}));
+        stage_latency_buckets(), {{"pipeline", spec.name}, {"stage", stage.name}}));
   }
   prompt_tokens_ = &registry.counter("chatflow:prompt_tokens_total",
                                      "Prompt tokens of finished requests.", labels);

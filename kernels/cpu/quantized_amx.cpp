@@ -53,13 +53,6 @@ using detail_quantized::half;
 constexpr int64_t kTileMinTokens = 5;
 constexpr int kTileRows = 16;
 
-inline int32_t sum_lanes(__m256i v) {
-  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  sum = _mm_add_epi32(sum, _mm_unpackhi_epi64(sum, sum));
-  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 1));
-  return _mm_cvtsi128_si32(sum);
-}
-
 // ---- The AVX-512 path: one (row, token) at a time, each block's sum reduced to one int32.
 
 inline constexpr int kPrefetchBytes = 4096;
@@ -283,10 +276,10 @@ struct PackedInputs {
   int64_t tiles;
 };
 
-PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values) {
+PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values,
+                         bool pair_sums_wanted) {
   thread_local std::vector<uint8_t> value_buffer, scale_buffer, sum_buffer;
   const int64_t chunks = (a.columns + 63) / 64;
-  const bool super_blocks = block_values == 256;
   PackedInputs packed;
   packed.tiles = (a.tokens + 2 * kTileRows - 1) / (2 * kTileRows) * 2;
   packed.blocks = a.columns / block_values;
@@ -296,7 +289,7 @@ PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values) {
   auto* scales =
       reinterpret_cast<float*>(scratch(scale_buffer, sizeof(float) * kTileRows * tile_blocks));
   auto* pair_sums = reinterpret_cast<int32_t*>(
-      scratch(sum_buffer, super_blocks ? sizeof(int32_t) * 4 * kTileRows * tile_blocks : 0));
+      scratch(sum_buffer, pair_sums_wanted ? sizeof(int32_t) * 4 * kTileRows * tile_blocks : 0));
   for (int64_t tile = 0; tile < packed.tiles; ++tile) {
     TokenActivations x[kTileRows];
     const int64_t first = tile * kTileRows;
@@ -316,7 +309,7 @@ PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values) {
     for (int64_t b = 0; b < packed.blocks; ++b)
       for (int t = 0; t < 16; ++t)
         tile_scales[b * kTileRows + t] = t < count ? x[t].scales[b] : 0.0f;
-    if (!super_blocks) continue;
+    if (!pair_sums_wanted) continue;
     int32_t* tile_sums = pair_sums + tile * packed.blocks * 4 * kTileRows;
     for (int64_t b = 0; b < packed.blocks; ++b) {
       for (int p = 0; p < 4; ++p) {
@@ -336,7 +329,7 @@ PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values) {
   }
   packed.values = values;
   packed.scales = scales;
-  packed.pair_sums = pair_sums;
+  packed.pair_sums = pair_sums_wanted ? pair_sums : nullptr;
   return packed;
 }
 
@@ -659,7 +652,8 @@ void panel_product(const QuantizedMatmulArgs& a, const PackedInputs& inputs, con
     for (int i = 0; i < kTiles; ++i) {
       const int64_t at = (tile + i) * blocks + b;
       T::accumulate(panel, b, sums[b % 2], i, _mm512_load_ps(inputs.scales + at * kTileRows),
-                    inputs.pair_sums + at * 4 * kTileRows, acc[i][b % kChains]);
+                    inputs.pair_sums ? inputs.pair_sums + at * 4 * kTileRows : nullptr,
+                    acc[i][b % kChains]);
     }
   }
   for (int i = 0; i < kTiles; ++i) {
@@ -680,7 +674,13 @@ void panel_product(const QuantizedMatmulArgs& a, const PackedInputs& inputs, con
 template <class T>
 void tile_matmul(const QuantizedMatmulArgs& a) {
   const int64_t blocks = a.columns / T::kValues;
-  const PackedInputs inputs = pack_inputs(a, T::kValues);
+  if (blocks == 0) {  // an empty sum (the loader refuses such matrices; tiles would read past)
+    for (int64_t t = 0; t < a.tokens; ++t)
+      for (int64_t r = a.row_begin; r < a.row_end; ++r)
+        a.y[t * a.y_stride + r] = 0;
+    return;
+  }
+  const PackedInputs inputs = pack_inputs(a, T::kValues, T::kMinimums);
   Panel panels[kPanelGroup];
   for (int slot = 0; slot < kPanelGroup; ++slot)
     panels[slot] = panel_buffers(slot, a.columns, blocks, T::kPlanes, T::kFactors, T::kMinimums);

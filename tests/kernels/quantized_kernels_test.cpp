@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -134,8 +135,18 @@ TEST(QuantizedActivations, EveryTableWritesTheScalarRoutinesBytes) {
       for (size_t i = 0; i < x.size(); i += 61)
         x[i] *= 30;  // outliers
       for (int64_t i = 32; i < 64; ++i)
-        x[i] = 0;                    // an all-zero block
-      x[70] = 0.5f * (127.0f / 30);  // values that land half-way between two levels
+        x[i] = 0;  // an all-zero block
+      // Not-a-number and infinite inputs: garbage in, but the same garbage on every table.
+      x[130] = std::numeric_limits<float>::quiet_NaN();
+      x[140] = std::numeric_limits<float>::infinity();
+      x[200] = -std::numeric_limits<float>::infinity();
+      uint32_t payload_bits = 0x7FC01234u;  // a NaN with a payload
+      std::memcpy(&x[250], &payload_bits, 4);
+      // A value half-way between two levels of its block (rounded to the even one).
+      float largest = 0;
+      for (int64_t i = 64; i < 64 + layout.block && i < columns; ++i)
+        largest = std::max(largest, std::fabs(x[i]));
+      x[65] = 2.5f / (127.0f / largest);
       std::vector<uint8_t> expected(layout.token_bytes), actual(layout.token_bytes);
       quantize_activations(x.data(), layout, expected.data());
       for (const KernelTable* table : available_tables()) {
@@ -225,20 +236,33 @@ TEST_P(QuantizedMatmul, CloseToTheFloatProduct) {
 
 TEST_P(QuantizedMatmul, ResultOfARowDoesNotDependOnTheBatchOrTheRowRange) {
   const TensorType type = GetParam();
-  const int64_t columns = block_values(type) == kSuperBlock ? 256 : 160;
-  // 37 tokens: two full tiles of 16 and a partial one where a kernel works in tiles.
-  Problem p = make_problem(type, 45, columns, 37);
+  // Three super-blocks, or eleven 32-value blocks (a tail of three after eight: the q8_0 tile
+  // kernel's eight chains wrap). 80 rows: two groups of panels, the second short. 37 tokens:
+  // two full tiles of 16 and a partial one where a kernel works in tiles.
+  const int64_t columns = block_values(type) == kSuperBlock ? 768 : 352;
+  Problem p = make_problem(type, 80, columns, 37);
   for (const KernelTable* table : available_tables()) {
     std::vector<float> together = run(*table, p, 0, p.tokens, 0, p.rows);
-    for (int64_t t = 0; t < p.tokens; ++t) {
-      std::vector<float> alone = run(*table, p, t, 1, 0, p.rows);
-      for (int64_t r = 0; r < p.rows; ++r)
-        ASSERT_EQ(alone[r], together[t * p.rows + r]) << table_name(*table) << " token " << t;
+    // Alone, and in runs of 2, 3 and 4 tokens (the few-token kernels' other lanes).
+    for (int64_t width = 1; width <= 4; ++width) {
+      for (int64_t t = 0; t + width <= p.tokens; t += width) {
+        std::vector<float> few = run(*table, p, t, width, 0, p.rows);
+        for (int64_t i = 0; i < width; ++i)
+          for (int64_t r = 0; r < p.rows; ++r)
+            ASSERT_EQ(few[i * p.rows + r], together[(t + i) * p.rows + r])
+                << table_name(*table) << " token " << t + i << " of " << width << " row " << r;
+      }
     }
-    std::vector<float> partial = run(*table, p, 0, p.tokens, 7, 30);
+    // Tokens 3 .. 23: a batch that starts inside a tile and ends inside another.
+    std::vector<float> middle = run(*table, p, 3, 21, 0, p.rows);
+    for (int64_t i = 0; i < 21; ++i)
+      for (int64_t r = 0; r < p.rows; ++r)
+        ASSERT_EQ(middle[i * p.rows + r], together[(3 + i) * p.rows + r])
+            << table_name(*table) << " token " << 3 + i;
+    std::vector<float> partial = run(*table, p, 0, p.tokens, 5, 75);
     for (int64_t t = 0; t < p.tokens; ++t) {
       for (int64_t r = 0; r < p.rows; ++r) {
-        float expected = r >= 7 && r < 30 ? together[t * p.rows + r] : -1.0f;
+        float expected = r >= 5 && r < 75 ? together[t * p.rows + r] : -1.0f;
         ASSERT_EQ(partial[t * p.rows + r], expected) << table_name(*table) << " row " << r;
       }
     }

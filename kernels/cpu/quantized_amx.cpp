@@ -55,7 +55,7 @@ constexpr int kTileRows = 16;
 
 // ---- The AVX-512 path: one (row, token) at a time, each block's sum reduced to one int32.
 
-inline constexpr int kPrefetchBytes = 4096;
+inline constexpr int kPrefetchBytes = 2048;
 
 // The int32 sums of eight vectors of eight lanes, in one vector (lane i: vector i).
 inline __m256i sum_each(const __m256i v[8]) {
@@ -71,48 +71,73 @@ inline __m256i fold(__m512i v) {
 
 // N tokens (N < kTileMinTokens) against one row, the weights decoded once for all of them and
 // the tokens' block sums reduced together; lane t of the float vectors is token t.
+// Lane j: the sum of block j's eight int32 lanes, block 2k in the low half of z[k] and 2k + 1
+// in its high half.
+inline __m256i sum_blocks(const __m512i z[4]) {
+  const __m512i u =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+  const __m512i v =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+  // Per 128-bit lane L: the sums of lane L of z[0], z[1], z[2], z[3].
+  const __m512i w = _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+  const __m256i low = _mm512_castsi512_si256(w), high = _mm512_extracti64x4_epi64(w, 1);
+  const __m128i even = _mm_add_epi32(_mm256_castsi256_si128(low), _mm256_extracti128_si256(low, 1));
+  const __m128i odd =
+      _mm_add_epi32(_mm256_castsi256_si128(high), _mm256_extracti128_si256(high, 1));
+  return _mm256_set_m128i(_mm_unpackhi_epi32(even, odd), _mm_unpacklo_epi32(even, odd));
+}
+
+// N tokens (N < kTileMinTokens) against one row, the weights decoded once for all of them and
+// the block sums reduced eight blocks at a time; lane j of a token's chains takes the blocks
+// b with b % 8 == j, as the tile path's chains do.
 struct Q8_0Rows {
   static constexpr int64_t kValues = 32;
   template <int N>
   static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* y) {
-    // Lane j of a token's chains takes the blocks b with b % 8 == j.
     __m256 chains[N];
     for (auto& chain : chains)
       chain = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
       const int count = static_cast<int>(std::min<int64_t>(8, blocks - b0));
       const uint8_t* first = row + b0 * 34;
-      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 64, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 128, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 192, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 256, _MM_HINT_T0);
+      for (int line = 0; line < 5; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(first) + kPrefetchBytes + 64 * line,
+                     _MM_HINT_T0);
       const __mmask8 present = static_cast<__mmask8>((1u << count) - 1);
-      // The eight blocks' weight scales (half floats, 34 bytes apart).
-      alignas(16) uint16_t scale_bits[8] = {};
-      for (int j = 0; j < count; ++j)
-        std::memcpy(&scale_bits[j], first + 34 * j, 2);
-      const __m256 weight_scales =
-          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scale_bits)));
-      __m256i levels[8], magnitudes[8];
-      for (int j = 0; j < 8; ++j) {
-        levels[j] =
-            j < count ? detail_quantized::load256(first + 34 * j + 2) : _mm256_setzero_si256();
-        magnitudes[j] = _mm256_abs_epi8(levels[j]);
+      // The eight blocks' weight scales (half floats, 34 bytes apart; missing blocks zero).
+      __m128i scale_bits = _mm_setzero_si128();
+      detail_quantized::unrolled(std::make_integer_sequence<int, 8>{}, [&](auto index) {
+        constexpr int J = decltype(index)::value;
+        uint16_t bits = 0;
+        if (J < count) std::memcpy(&bits, first + 34 * J, 2);
+        scale_bits = _mm_insert_epi16(scale_bits, bits, J);
+      });
+      const __m256 weight_scales = _mm256_cvtph_ps(scale_bits);
+      // Blocks 2k and 2k + 1 in one vector (missing blocks zero).
+      __m512i magnitudes[4];
+      __mmask64 negative[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i even =
+            2 * k < count ? detail_quantized::load256(first + 68 * k + 2) : _mm256_setzero_si256();
+        const __m256i odd = 2 * k + 1 < count ? detail_quantized::load256(first + 68 * k + 36)
+                                              : _mm256_setzero_si256();
+        const __m512i levels = _mm512_inserti64x4(_mm512_castsi256_si512(even), odd, 1);
+        magnitudes[k] = _mm512_abs_epi8(levels);
+        negative[k] = _mm512_movepi8_mask(levels);
       }
       for (int t = 0; t < N; ++t) {
-        __m256i dots[8];
-        for (int j = 0; j < 8; ++j) {
-          const __m256i inputs =
-              j < count ? _mm256_sign_epi8(
-                              detail_quantized::load256(
-                                  reinterpret_cast<const uint8_t*>(x[t].values) + 32 * (b0 + j)),
-                              levels[j])
-                        : _mm256_setzero_si256();
-          dots[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), magnitudes[j], inputs);
+        const auto* values = reinterpret_cast<const uint8_t*>(x[t].values) + 32 * b0;
+        __m512i dots[4];
+        for (int k = 0; k < 4; ++k) {
+          // Past the row's last block the inputs may be anything: their weights are zero.
+          const __mmask64 loaded = 2 * k + 1 < count ? ~0ull : 2 * k < count ? 0xFFFFFFFFull : 0;
+          const __m512i inputs = _mm512_maskz_loadu_epi8(loaded, values + 64 * k);
+          const __m512i signed_inputs =
+              _mm512_mask_sub_epi8(inputs, negative[k], _mm512_setzero_si512(), inputs);
+          dots[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitudes[k], signed_inputs);
         }
         const __m256 input_scales = _mm256_maskz_loadu_ps(present, x[t].scales + b0);
-        chains[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(dots)),
+        chains[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_blocks(dots)),
                                     _mm256_mul_ps(input_scales, weight_scales), chains[t]);
       }
     }
@@ -345,6 +370,10 @@ struct Panel {
   uint8_t* plane[2];
   float* factor[2];        // [block * 16 + row]
   int32_t* minimum_pairs;  // [block][row][pair]
+  // q8_0, a whole panel: the tiles load the levels straight from the rows (block b of row i at
+  // direct + i * direct_stride + 34 * b), nothing unpacked but the scales.
+  const uint8_t* direct = nullptr;
+  size_t direct_stride = 0;
 };
 
 // Panels unpacked together: each input tile pair then serves all of them from the cache.
@@ -423,7 +452,8 @@ struct Q8_0Tiles {
   static constexpr int64_t kValues = 32;
   static constexpr int kChains = 8;
   static constexpr int kPlanes = 1, kFactors = 1, kWeightBytes = 32;
-  static constexpr bool kMinimums = false;
+  static constexpr bool kMinimums = false, kDirect = true;
+  static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * 34;
@@ -431,12 +461,19 @@ struct Q8_0Tiles {
       p.factor[0][b * kTileRows + i] = half(block);
     }
   }
+  static void unpack_scales(const uint8_t* row, int64_t blocks, int i, Panel& p) {
+    for (int64_t b = 0; b < blocks; ++b)
+      p.factor[0][b * kTileRows + i] = half(row + b * 34);
+  }
   template <int kTiles>
   static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
                          BlockSums& sums) {
     _tile_zero(4);
     if constexpr (kTiles == 2) _tile_zero(6);
-    _tile_loadd(0, p.plane[0] + b * kTileRows * 32, 32);
+    if (p.direct)
+      _tile_loadd(0, p.direct + 34 * b, p.direct_stride);
+    else
+      _tile_loadd(0, p.plane[0] + b * kTileRows * 32, 32);
     _tile_loadd(2, inputs0 + 8 * b * 64, 64);
     _tile_dpbssd(4, 0, 2);
     _tile_stored(4, sums.plane[0][0], 64);
@@ -498,7 +535,8 @@ struct Q4KTiles {
   static constexpr int64_t kValues = 256;
   static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 2, kWeightBytes = 64;
-  static constexpr bool kMinimums = true;
+  static constexpr bool kMinimums = true, kDirect = false;
+  static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * 144;
@@ -555,7 +593,8 @@ struct Q6KTiles {
   static constexpr int64_t kValues = 256;
   static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 1, kWeightBytes = 64;
-  static constexpr bool kMinimums = false;
+  static constexpr bool kMinimums = false, kDirect = false;
+  static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * 210;
@@ -600,6 +639,16 @@ struct Q6KTiles {
 template <class T>
 void unpack_panel(const QuantizedMatmulArgs& a, int64_t r0, int rows, int64_t blocks,
                   Panel& panel) {
+  panel.direct = nullptr;
+  if constexpr (T::kDirect) {
+    if (rows == kTileRows) {
+      panel.direct = a.weights + static_cast<size_t>(r0) * a.row_bytes + 2;
+      panel.direct_stride = a.row_bytes;
+      for (int i = 0; i < kTileRows; ++i)
+        T::unpack_scales(a.weights + static_cast<size_t>(r0 + i) * a.row_bytes, blocks, i, panel);
+      return;
+    }
+  }
   for (int i = 0; i < kTileRows; ++i) {
     if (i < rows) {
       T::unpack(a.weights + static_cast<size_t>(r0 + i) * a.row_bytes, blocks, i, panel);
@@ -709,7 +758,8 @@ void tile_matmul(const QuantizedMatmulArgs& a) {
 
 template <class T, class R>
 void matmul(const QuantizedMatmulArgs& a) {
-  static_assert(kTileMinTokens == 5, "one few-token kernel per count below kTileMinTokens");
+  static_assert(T::kTileMinTokens <= kTileMinTokens);
+  if (a.tokens >= T::kTileMinTokens) return tile_matmul<T>(a);
   switch (a.tokens) {
     case 0:
       return;

@@ -65,6 +65,13 @@ inline __m256i sum_each(const __m256i v[8]) {
                           _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+inline int32_t sum_lanes(__m256i v) {
+  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  sum = _mm_add_epi32(sum, _mm_unpackhi_epi64(sum, sum));
+  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 1));
+  return _mm_cvtsi128_si32(sum);
+}
+
 inline __m256i fold(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
@@ -183,6 +190,21 @@ struct KRows {
           dots[t] = _mm512_dpwssd_epi32(dots[t], _mm512_maddubs_epi16(levels, inputs), scales);
         }
       });
+      if constexpr (N == 1) {
+        // One token: two plain reductions, then the same float steps lane 0 takes below.
+        const int32_t corrections = sum_lanes(_mm256_madd_epi16(
+            detail_quantized::load256(reinterpret_cast<const uint8_t*>(x[0].sums + 16 * b)),
+            h.corrections));
+        int32_t products = _mm512_reduce_add_epi32(dots[0]);
+        const float input_scale = x[0].scales[b];
+        if constexpr (!D::kMin) products -= corrections;
+        float total = _mm_cvtss_f32(sums);
+        total = std::fma(static_cast<float>(products), input_scale * h.d, total);
+        if constexpr (D::kMin)
+          total = std::fma(static_cast<float>(corrections), input_scale * -h.dmin, total);
+        sums = _mm_set_ss(total);
+        continue;
+      }
       for (int t = 0; t < N; ++t) {
         const __m256i corrections = _mm256_madd_epi16(
             detail_quantized::load256(reinterpret_cast<const uint8_t*>(x[t].sums + 16 * b)),

@@ -23,7 +23,8 @@ packages=(
   libcli11-dev libgtest-dev libutf8proc-dev libspdlog-dev libssl-dev libsqlite3-dev graphviz
   libxapian-dev python3-jinja2 zlib1g-dev
 )
-# The server tests drive it with Node.js and the official openai npm client. A node from
+# The server tests drive it with Node.js and the official openai npm client; the chat page and
+# dashboard are built with it (Node 18.19 or later: Debian 12's nodejs will do). A node from
 # elsewhere (nodesource, nvm) is used as it is: Debian's npm package would conflict with it.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-dev); fi

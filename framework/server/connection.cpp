@@ -271,11 +271,12 @@ void Connection::write_response(const Response& response, const std::string& req
   head += stage_headers(response.headers);
   if (response.status == 401) head += "WWW-Authenticate: Bearer\r\n";
   if (!request_id.empty()) head += "X-Request-Id: " + request_id + "\r\n";
-  if (response.status != 204) {
-    head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
-  }
+  // 204 and 304 have no body, and a 304 without Content-Length cannot contradict the 200 it
+  // stands for. A HEAD answer says how long the GET body would be and leaves the bytes out.
+  bool bodiless = response.status == 204 || response.status == 304;
+  if (!bodiless) head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-  send(head + response.body);
+  send(bodiless || method_ == "HEAD" ? head : head + response.body);
 }
 
 // Writes a whole response that needed no pipeline, and logs it; then reads the next request or

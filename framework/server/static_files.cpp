@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <zlib.h>
 
 namespace chatflow::server {
@@ -106,10 +107,10 @@ bool etag_matches(std::string_view if_none_match, std::string_view etag) {
 
 namespace static_detail {
 
-std::string gzip(std::string_view bytes) {
+std::string gzip(std::string_view bytes, int level) {
   z_stream stream{};
   // 15 + 16: a gzip wrapper rather than zlib's own.
-  if (deflateInit2(&stream, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
+  if (deflateInit2(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
   std::string out(deflateBound(&stream, bytes.size()) + 32, '\0');
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
   stream.avail_in = static_cast<uInt>(bytes.size());
@@ -204,11 +205,27 @@ std::string content_type_of(std::string_view name) {
 }  // namespace static_detail
 
 StaticFiles::StaticFiles(std::string root)
-    : root_(root.empty() ? executable_directory() / "web" : fs::path(root)) {}
+    : root_(root.empty() ? executable_directory() / "web" : fs::path(root)) {
+  // Everything now, at the best compression: requests then only stat.
+  std::error_code error;
+  if (!fs::is_directory(root_, error)) return;
+  load("index.html", 9);
+  load("dashboard.html", 9);
+  for (fs::directory_iterator it(root_ / "assets", error), end; !error && it != end;
+       it.increment(error)) {
+    std::string file = it->path().filename().string();
+    if (auto asset = asset_name(file); asset && *asset == file) load("assets/" + file, 9);
+  }
+}
 
 bool StaticFiles::owns(std::string_view path) {
   return path == "/" || path == "/index.html" || path == "/dashboard" ||
          path == "/dashboard.html" || path.starts_with("/assets/");
+}
+
+bool StaticFiles::cached(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  return files_.contains(name);
 }
 
 std::optional<Response> StaticFiles::answer(std::string_view method, std::string_view path,
@@ -243,47 +260,95 @@ std::optional<Response> StaticFiles::answer(std::string_view method, std::string
             "in the serve file to a folder built by web/build.mjs. The API works without it.",
         "web_ui_not_built"));
   }
-  auto file = load(name);
+  auto file = load(name, 6);
   if (!file) return not_found(path);
-  Response response = serve(*file, name, headers);
-  if (method == "HEAD") response.body.clear();
-  return response;
+  // HEAD keeps the body: the connection writes its Content-Length and leaves the bytes out.
+  return serve(*file, name, headers);
 }
 
-std::shared_ptr<const StaticFiles::File> StaticFiles::load(const std::string& name) const {
-  fs::path target = root_ / name;
+std::optional<StaticFiles::Stat> StaticFiles::locate(const std::string& name,
+                                                     fs::path& real) const {
   std::error_code error;
   // Only regular files whose real location stays inside the root (no symlink leads out).
-  fs::path real = fs::weakly_canonical(target, error);
+  real = fs::weakly_canonical(root_ / name, error);
   fs::path real_root = fs::weakly_canonical(root_, error);
-  if (error || !fs::is_regular_file(real, error)) return nullptr;
+  if (error || !fs::is_regular_file(real, error)) return std::nullopt;
   auto [end, _] = std::mismatch(real_root.begin(), real_root.end(), real.begin(), real.end());
-  if (end != real_root.end()) return nullptr;
-  auto modified = fs::last_write_time(real, error);
-  auto size = fs::file_size(real, error);
-  if (error) return nullptr;
+  if (end != real_root.end()) return std::nullopt;
+  struct stat info {};
+  if (::stat(real.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+  return Stat{static_cast<int64_t>(info.st_mtim.tv_sec), static_cast<int64_t>(info.st_mtim.tv_nsec),
+              static_cast<uint64_t>(info.st_size), static_cast<uint64_t>(info.st_ino)};
+}
+
+void StaticFiles::forget(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  files_.erase(name);
+}
+
+std::shared_ptr<const StaticFiles::File> StaticFiles::load(const std::string& name,
+                                                           int gzip_level) const {
+  fs::path real;
+  auto stat = locate(name, real);
+  if (!stat) {
+    forget(name);
+    return nullptr;
+  }
+  std::shared_ptr<const File> previous;
   {
     std::lock_guard lock(mutex_);
     auto cached = files_.find(name);
-    if (cached != files_.end() && cached->second->modified == modified &&
-        cached->second->size == size) {
-      return cached->second;
+    if (cached != files_.end()) {
+      if (cached->second->stat == *stat) return cached->second;
+      previous = cached->second;
     }
   }
-  std::ifstream in(real, std::ios::binary);
-  if (!in) return nullptr;
-  auto file = std::make_shared<File>();
-  file->body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  file->modified = modified;
-  file->size = size;
-  file->content_type = static_detail::content_type_of(name);
-  file->etag = "\"" + content_hash(file->body) + "\"";
-  if (compressible(file->content_type) && file->body.size() > 256) {
-    std::string packed = static_detail::gzip(file->body);
-    if (!packed.empty() && packed.size() < file->body.size()) file->gzipped = std::move(packed);
+  // Changed or new. A writer may be at it right now: the bytes count as the file only when the
+  // stat is the same before and after reading and the size matches; a few tries, then what was
+  // read is served once and not kept.
+  std::string body;
+  bool settled = false;
+  for (int attempt = 0; attempt < 3 && !settled; ++attempt) {
+    std::ifstream in(real, std::ios::binary);
+    if (!in) {
+      forget(name);
+      return nullptr;
+    }
+    body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    in.close();
+    auto after = locate(name, real);
+    if (!after) {
+      forget(name);
+      return nullptr;
+    }
+    settled = *after == *stat && body.size() == stat->size;
+    stat = after;
   }
+  if (!settled) return make(name, std::move(body), *stat, nullptr, 0);
+  auto file = make(name, std::move(body), *stat, previous.get(), gzip_level);
   std::lock_guard lock(mutex_);
   files_[name] = file;
+  return file;
+}
+
+// `gzip_level` 0: no compression (a file served once and not kept).
+std::shared_ptr<const StaticFiles::File> StaticFiles::make(const std::string& name,
+                                                           std::string body, const Stat& stat,
+                                                           const File* previous,
+                                                           int gzip_level) const {
+  auto file = std::make_shared<File>();
+  file->stat = stat;
+  file->content_type = static_detail::content_type_of(name);
+  file->etag = "\"" + content_hash(body) + "\"";
+  // Only the time moved (a touch, a rebuild that wrote the same bytes): the same ETag and the
+  // gzip already made.
+  if (previous && previous->etag == file->etag && previous->body == body) {
+    file->gzipped = previous->gzipped;
+  } else if (gzip_level > 0 && compressible(file->content_type) && body.size() > 256) {
+    std::string packed = static_detail::gzip(body, gzip_level);
+    if (!packed.empty() && packed.size() < body.size()) file->gzipped = std::move(packed);
+  }
+  file->body = std::move(body);
   return file;
 }
 

@@ -150,3 +150,35 @@ export async function scriptingProxy(upstream, script) {
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }),
   };
 }
+
+// A pass-through proxy that can turn a key away: while `revoked` is set, every API call (not
+// the page and its assets) answers 401, as the server does once a key is removed. `seen` counts
+// requests by path.
+export async function revokingProxy(upstream) {
+  const target = new URL(upstream);
+  const state = { revoked: false, seen: {} };
+  const server = http.createServer((req, res) => {
+    const route = req.url.split('?')[0];
+    state.seen[route] = (state.seen[route] ?? 0) + 1;
+    const api = route === '/metrics' || route.startsWith('/v1/');
+    if (state.revoked && api) {
+      res.writeHead(401, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'the API key was revoked', type: 'authentication_error', code: 'invalid_api_key' } }));
+      return;
+    }
+    const forward = http.request({
+      host: target.hostname, port: target.port, path: req.url, method: req.method,
+      headers: { ...req.headers, host: target.host },
+    }, (answer) => {
+      res.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(res);
+    });
+    forward.on('error', () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return Object.assign(state, {
+    url: `http://127.0.0.1:${server.address().port}`,
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }),
+  });
+}

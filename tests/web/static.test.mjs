@@ -82,6 +82,31 @@ stages:
     assert.equal((await get(server.port, '/', `If-None-Match: ${page.headers.etag}\r\n`)).status, 304);
   });
 
+  test('HEAD carries the GET length and no body; a 304 carries no Content-Length', async () => {
+    // Read raw: a HEAD answer's Content-Length is not followed by that many bytes.
+    const exchange = async (request) => {
+      const text = (await rawExchange(server.port, Buffer.from(`${request}Host: 127.0.0.1\r\nConnection: close\r\n\r\n`))).toString('latin1');
+      const split = text.indexOf('\r\n\r\n');
+      const headers = Object.fromEntries(text.slice(0, split).split('\r\n').slice(1).map((line) => {
+        const colon = line.indexOf(':');
+        return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()];
+      }));
+      return { status: Number(text.split(' ')[1]), headers, rest: text.slice(split + 4) };
+    };
+    for (const [target, encoding] of [['/', ''], ['/dashboard', 'Accept-Encoding: gzip\r\n']]) {
+      const full = await get(server.port, target, encoding);
+      const head = await exchange(`HEAD ${target} HTTP/1.1\r\n${encoding}`);
+      assert.equal(head.status, 200);
+      assert.equal(head.headers['content-length'], String(full.raw.length), target);
+      assert.equal(head.headers.etag, full.headers.etag);
+      assert.equal(head.rest, '', 'no body after a HEAD answer');
+      const cached = await exchange(`GET ${target} HTTP/1.1\r\n${encoding}If-None-Match: ${full.headers.etag}\r\n`);
+      assert.equal(cached.status, 304);
+      assert.equal(cached.headers['content-length'], undefined);
+      assert.equal(cached.rest, '');
+    }
+  });
+
   test('nothing outside the web root, however the path is written', async () => {
     for (const target of ['/assets/../index.html', '/assets/%2e%2e/index.html', '/assets/%2E%2E%2Findex.html',
       '/assets/..%2f..%2fCMakeCache.txt', '/assets/%00', '/assets/x%00.js', '/assets//etc/passwd',

@@ -1,9 +1,16 @@
 // The web UI's file serving: only files under the root, however the path is spelled; ETag and
-// 304; gzip that inflates back to the file; the security headers on HTML; the not-built answer.
+// 304; gzip that inflates back to the file; the security headers on HTML; the not-built answer;
+// the in-memory copy: kept, replaced when the file changes, dropped when it goes, and never a
+// torn mix while another thread rewrites the file. One StaticFiles per test, as one server has.
 #include "framework/server/static_files.h"
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -37,6 +44,7 @@ class StaticFilesTest : public ::testing::Test {
     write(root_ / "assets" / "plain.css", "body { color: red; }");
     write(base_ / "secret.txt", "the key is 42");
     fs::create_symlink(base_ / "secret.txt", root_ / "assets" / "link.txt");
+    files_ = std::make_unique<StaticFiles>(root_.string());
   }
   void TearDown() override { fs::remove_all(base_); }
 
@@ -44,9 +52,14 @@ class StaticFilesTest : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << text;
   }
 
+  // Moves the file's modification time on by a second (a same-size edit within one clock tick
+  // would otherwise look unchanged).
+  static void touch_later(const fs::path& path) {
+    fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds(1));
+  }
+
   Response get(std::string_view path, HeaderFields headers = {}) {
-    StaticFiles files(root_.string());
-    auto answer = files.answer("GET", path, headers);
+    auto answer = files_->answer("GET", path, headers);
     EXPECT_TRUE(answer.has_value()) << path;
     return answer ? *answer : Response(0, "");
   }
@@ -54,6 +67,7 @@ class StaticFilesTest : public ::testing::Test {
   fs::path base_;
   fs::path root_;
   std::string script_;
+  std::unique_ptr<StaticFiles> files_;
 };
 
 TEST_F(StaticFilesTest, ServesThePagesAndAssetsWithTheirTypes) {
@@ -67,9 +81,8 @@ TEST_F(StaticFilesTest, ServesThePagesAndAssetsWithTheirTypes) {
   EXPECT_EQ(script.content_type, "application/javascript; charset=utf-8");
   EXPECT_EQ(script.body, script_);
   EXPECT_EQ(get("/assets/plain.css").content_type, "text/css; charset=utf-8");
-  StaticFiles files(root_.string());
-  EXPECT_FALSE(files.answer("GET", "/v1/models", {}).has_value());
-  EXPECT_EQ(files.answer("POST", "/", {})->status, 405);
+  EXPECT_FALSE(files_->answer("GET", "/v1/models", {}).has_value());
+  EXPECT_EQ(files_->answer("POST", "/", {})->status, 405);
 }
 
 TEST_F(StaticFilesTest, RefusesEveryPathOutsideTheRoot) {
@@ -100,10 +113,99 @@ TEST_F(StaticFilesTest, HtmlIsRevalidatedWithItsEtag) {
   EXPECT_EQ(get("/", {{"if-none-match", "\"other\""}}).status, 200);
   // A changed file gets a new ETag, and the old one no longer matches.
   write(root_ / "index.html", "<!doctype html><title>new</title>");
-  StaticFiles files(root_.string());
-  Response changed = *files.answer("GET", "/", {{"if-none-match", etag}});
+  Response changed = get("/", {{"if-none-match", etag}});
   EXPECT_EQ(changed.status, 200);
   EXPECT_NE(header(changed, "ETag"), etag);
+}
+
+TEST_F(StaticFilesTest, EveryFileIsInMemoryFromTheStart) {
+  for (const char* name :
+       {"index.html", "dashboard.html", "assets/chat-ABCD1234.js", "assets/plain.css"})
+    EXPECT_TRUE(files_->cached(name)) << name;
+  EXPECT_FALSE(files_->cached("assets/link.txt"));  // leads out of the root
+  // A hit is the same bytes and ETag, from memory.
+  Response first = get("/assets/chat-ABCD1234.js");
+  Response second = get("/assets/chat-ABCD1234.js");
+  EXPECT_EQ(first.body, second.body);
+  EXPECT_EQ(header(first, "ETag"), header(second, "ETag"));
+}
+
+TEST_F(StaticFilesTest, AChangedFileIsServedNewWithANewEtag) {
+  std::string etag = header(get("/assets/plain.css"), "ETag");
+  write(root_ / "assets" / "plain.css", "body { color: blue; margin: 0; }");
+  Response longer = get("/assets/plain.css");
+  EXPECT_EQ(longer.body, "body { color: blue; margin: 0; }");
+  EXPECT_NE(header(longer, "ETag"), etag);
+  // The same size, another content, a later modification time.
+  std::string previous = header(longer, "ETag");
+  write(root_ / "assets" / "plain.css", "body { color: gray; margin: 1; }");
+  touch_later(root_ / "assets" / "plain.css");
+  Response same_size = get("/assets/plain.css");
+  EXPECT_EQ(same_size.body, "body { color: gray; margin: 1; }");
+  EXPECT_NE(header(same_size, "ETag"), previous);
+  // Only the time moved: the ETag stays (it is the content's hash).
+  touch_later(root_ / "assets" / "plain.css");
+  EXPECT_EQ(header(get("/assets/plain.css"), "ETag"), header(same_size, "ETag"));
+  // A file added after start-up is found and kept too.
+  write(root_ / "assets" / "late-1234ABCD.js", script_);
+  EXPECT_EQ(get("/assets/late-1234ABCD.js").body, script_);
+  EXPECT_TRUE(files_->cached("assets/late-1234ABCD.js"));
+}
+
+TEST_F(StaticFilesTest, ADeletedFileIs404AndLeavesMemory) {
+  EXPECT_EQ(get("/assets/chat-ABCD1234.js").status, 200);
+  fs::remove(root_ / "assets" / "chat-ABCD1234.js");
+  Response gone = get("/assets/chat-ABCD1234.js");
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_FALSE(files_->cached("assets/chat-ABCD1234.js"));
+  fs::remove(root_ / "index.html");
+  EXPECT_EQ(get("/").status, 404);
+  EXPECT_FALSE(files_->cached("index.html"));
+}
+
+// 8 threads ask while another replaces the file again and again (as web/build.mjs does: a
+// temporary file renamed over it). Every answer is one whole version with its own ETag.
+TEST_F(StaticFilesTest, ConcurrentRequestsWhileTheFileIsRewrittenSeeWholeVersions) {
+  std::vector<std::string> versions;
+  for (int i = 0; i < 4; ++i)
+    versions.push_back("<!doctype html><title>v" + std::to_string(i) + "</title>" +
+                       std::string(1000 + 700 * i, static_cast<char>('a' + i)));
+  const std::set<std::string> whole(versions.begin(), versions.end());
+  write(root_ / "index.html", versions[0]);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int round = 0; !done; ++round) {
+      fs::path temporary = root_ / ("index.html.tmp" + std::to_string(round % 2));
+      write(temporary, versions[round % versions.size()]);
+      fs::rename(temporary, root_ / "index.html");
+    }
+  });
+  std::atomic<int> torn{0};
+  std::atomic<int> answered{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 8; ++t) {
+    readers.emplace_back([&, t] {
+      HeaderFields headers;
+      if (t % 2) headers.push_back({"accept-encoding", "gzip"});
+      for (int i = 0; i < 200; ++i) {
+        auto response = files_->answer("GET", "/", headers);
+        if (!response || response->status != 200) {
+          torn++;
+          continue;
+        }
+        bool packed = header(*response, "Content-Encoding") == "gzip";
+        std::string body = packed ? static_detail::gunzip(response->body) : response->body;
+        if (!whole.contains(body)) torn++;
+        answered++;
+      }
+    });
+  }
+  for (auto& reader : readers)
+    reader.join();
+  done = true;
+  writer.join();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(answered.load(), 8 * 200);
 }
 
 TEST_F(StaticFilesTest, HashedAssetsAreImmutableOthersRevalidate) {
@@ -151,7 +253,7 @@ TEST_F(StaticFilesTest, HtmlCarriesTheSecurityHeaders) {
 }
 
 TEST_F(StaticFilesTest, AMissingRootSaysHowToBuildIt) {
-  StaticFiles files((base_ / "nowhere").string());
+  StaticFiles files((base_ / "nowhere").string());  // a second server, on a missing root
   auto page = files.answer("GET", "/", {});
   ASSERT_TRUE(page.has_value());
   EXPECT_EQ(page->status, 404);

@@ -1,9 +1,12 @@
 // The chat page's and dashboard's own modules, in Node: the SSE parser on every way an event
 // can be cut, Prometheus text and histogram quantiles, the streaming-markdown helpers, the
-// typewriter's pace.
+// typewriter's pace; and the sanitiser (DOMPurify as the page configures it, needing a DOM: the
+// page's own render.js and svg_sanitize.js bundled into a blank chromium page).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const src = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'web', 'src');
@@ -116,7 +119,18 @@ describe('streaming markdown', () => {
     let stable = 0;
     for (const c of text) stable = splitter.append(c);
     assert.equal(stable, whole);
-    assert.equal(text.slice(0, stable), 'one\n\ntwo\n```\na\n\nb\n```\n\n');
+    // A closed fence ends its block (with the paragraph before it).
+    assert.equal(text.slice(0, stable), 'one\n\ntwo\n```\na\n\nb\n```\n');
+  });
+  test('an open fence: where it starts, and its finished lines', () => {
+    const splitter = new BlockSplitter();
+    splitter.append('Intro\n\nsee:\n```js\nlet a = 1;\nlet b');
+    assert.ok(splitter.fence);
+    assert.equal(splitter.text.slice(splitter.fenceStart, splitter.scanned), '```js\nlet a = 1;\n');
+    assert.equal(splitter.stable, 'Intro\n\n'.length);
+    splitter.append(' = 2;\n```\nafter');
+    assert.equal(splitter.fence, null);
+    assert.equal(splitter.text.slice(splitter.stable), 'after');
   });
 });
 
@@ -153,6 +167,57 @@ describe('typewriter', () => {
     await ended;
     assert.equal(shown.join(''), 'y'.repeat(300));
   });
+  test('a backlog is revealed evenly: every frame, pieces of about the same size', () => {
+    const { writer, shown, step } = harness();
+    writer.push('z'.repeat(2000));
+    const times = [];
+    let time = 0;
+    while (shown.join('').length < 2000 && times.length < 200) {
+      const before = shown.length;
+      step(16);
+      time += 16;
+      if (shown.length > before) times.push(time);
+    }
+    const gaps = times.slice(1).map((t, i) => t - times[i]);
+    assert.ok(Math.max(...gaps) <= 16, `a frame revealed nothing: gaps ${gaps}`);
+    const sizes = shown.map((piece) => piece.length).slice(0, -1); // the last is the remainder
+    const median = [...sizes].sort((a, b) => a - b)[Math.floor(sizes.length / 2)];
+    assert.ok(Math.max(...sizes) <= 1.5 * median && Math.min(...sizes) >= median / 1.5,
+      `uneven pieces: median ${median}, ${Math.min(...sizes)}..${Math.max(...sizes)}`);
+  });
+  test('a steady stream with jittery frames keeps an even rate of characters per millisecond', () => {
+    let time = 0;
+    const frames = [];
+    const revealed = [];
+    const writer = new Typewriter((text) => revealed.push({ time, count: text.length }), { now: () => time, frame: (f) => frames.push(f) });
+    const jitter = [16, 17, 15, 33, 8, 16, 25, 16];
+    for (let i = 0; i < 120; i += 1) {
+      if (i % 5 === 0) writer.push('w'.repeat(40)); // a network chunk every ~5 frames
+      time += jitter[i % jitter.length];
+      for (const frame of frames.splice(0)) frame(time);
+    }
+    const rates = revealed.slice(8, -8).map((r, i, all) => (i ? r.count / (r.time - all[i - 1].time) : null)).filter(Boolean);
+    const sorted = [...rates].sort((a, b) => a - b);
+    const median = sorted[Math.floor(sorted.length / 2)];
+    assert.ok(sorted.at(-1) <= 3 * median, `bursty: median ${median.toFixed(2)}, max ${sorted.at(-1).toFixed(2)} chars/ms`);
+  });
+  test('after end() a long queue drains within 150 ms of frames', async () => {
+    const { writer, shown, step } = harness();
+    writer.push('q'.repeat(20000));
+    step(16);
+    const ended = writer.end();
+    let resolved = false;
+    ended.then(() => { resolved = true; });
+    let elapsed = 0;
+    while (!resolved && elapsed < 1000) {
+      step(16);
+      elapsed += 16;
+      await Promise.resolve();
+    }
+    assert.ok(resolved, 'end() resolved');
+    assert.ok(elapsed <= 150 + 16, `drained after ${elapsed} ms`);
+    assert.equal(shown.join(''), 'q'.repeat(20000));
+  });
   test('never splits a surrogate pair', () => {
     const { writer, shown, step } = harness();
     writer.push('😀'.repeat(50));
@@ -160,5 +225,111 @@ describe('typewriter', () => {
     for (const piece of shown) assert.equal([...piece].join(''), piece, 'whole code points');
     assert.ok(!shown.some((piece) => /[\ud800-\udbff]$/.test(piece)));
     assert.equal(shown.join(''), '😀'.repeat(50));
+  });
+});
+
+// --- The sanitiser, with a real DOM. ---
+
+const nodeModules = process.env.CHATFLOW_WEB_NODE_MODULES || path.join(src, '..', 'node_modules');
+const chromium = process.env.CHATFLOW_CHROMIUM || '/usr/bin/chromium';
+const noBrowser = !fs.existsSync(chromium) ? `no chromium at ${chromium}`
+  : !fs.existsSync(path.join(nodeModules, 'playwright-core')) ? `playwright-core is not in ${nodeModules}` : '';
+if (noBrowser) console.log(`# sanitiser tests skipped: ${noBrowser}`);
+
+// Every event-handler attribute and script URL left in `html`, parsed as the page would.
+function leftovers() {
+  return (html) => {
+    const box = document.createElement('template');
+    box.innerHTML = html;
+    const found = [];
+    for (const node of box.content.querySelectorAll('*')) {
+      if (/^(script|iframe|object|embed|foreignobject|style|form)$/i.test(node.localName)) found.push(`<${node.localName}>`);
+      for (const attribute of node.attributes) {
+        if (/^on/i.test(attribute.name)) found.push(`${node.localName} ${attribute.name}`);
+        if (/^\s*(javascript|vbscript|data:text\/html)/i.test(attribute.value.replace(/[\u0000-\u0020]/g, ''))) found.push(`${node.localName} ${attribute.name}=${attribute.value}`);
+        if (attribute.name === 'style') found.push(`${node.localName} style`);
+      }
+    }
+    return found;
+  };
+}
+
+describe('the sanitiser, in chromium', { skip: noBrowser || false }, () => {
+  let browser;
+  let page;
+  // The page modules bundled into a blank page.
+  before(async () => {
+    const require = createRequire(path.join(nodeModules, 'noop.js'));
+    const { build } = require('esbuild');
+    const bundled = await build({
+      stdin: {
+        contents: "import { renderMarkdown, sanitizeHtml } from './render.js'; import { sanitizeSvg } from './svg_sanitize.js'; window.__web = { renderMarkdown, sanitizeHtml, sanitizeSvg };",
+        resolveDir: src,
+      },
+      bundle: true, write: false, format: 'iife', logLevel: 'silent',
+    });
+    browser = await require('playwright-core').chromium.launch({
+      executablePath: chromium, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    });
+    page = await browser.newPage();
+    await page.setContent('<!doctype html><body></body>');
+    await page.addScriptTag({ content: bundled.outputFiles[0].text });
+    await page.evaluate(`window.__leftovers = (${leftovers.toString()})()`);
+  });
+
+  const check = (fn, input) => page.evaluate(([name, text]) => {
+    const html = window.__web[name](text);
+    return { html, found: window.__leftovers(html) };
+  }, [fn, input]);
+
+  test('markup handed to DOMPurify directly loses handlers and script URLs', async () => {
+    for (const hostile of [
+      '<img src=x onerror=alert(1)>',
+      '<svg onload=alert(1)><circle r=1 /></svg>',
+      '<a href="javascript:alert(1)">x</a>',
+      '<a href="JaVaScRiPt:alert(1)">x</a>',
+      '<a href="&#106;avascript:alert(1)">x</a>',
+      '<a href=" \tjavascript:alert(1)">x</a>',
+      '<iframe src="javascript:alert(1)"></iframe><object data="x"></object>',
+      '<math><mi xlink:href="javascript:alert(1)">x</mi></math>',
+      '<form action="javascript:alert(1)"><button formaction="javascript:alert(1)">b</button></form>',
+      '<p style="background:url(javascript:alert(1))" onclick="alert(1)">p</p><style>*{}</style>',
+      '<details open ontoggle=alert(1)>d</details><body onload=alert(1)>',
+    ]) {
+      const { html, found } = await check('sanitizeHtml', hostile);
+      assert.deepEqual(found, [], `${hostile} -> ${html}`);
+    }
+    const { html } = await check('sanitizeHtml', '<a href="https://example.com">ok</a>');
+    assert.match(html, /href="https:\/\/example.com"/);
+    assert.match(html, /rel="noopener noreferrer"/);
+  });
+
+  test('the page render: hostile markdown comes out inert', async () => {
+    for (const hostile of [
+      '[x](javascript:alert(1))', '[x](JAVASCRIPT:alert(1))', '[x](vbscript:msgbox(1))',
+      '![i](javascript:alert(1))', '[x](data:text/html;base64,PHNjcmlwdD4=)',
+      '<img src=x onerror=alert(1)>', '<script>alert(1)</script>', '[x](<javascript:alert(1)>)',
+      '```html\n<img src=x onerror=alert(1)>\n```', 'auto link javascript:alert(1) www.example.com',
+    ]) {
+      const { html, found } = await check('renderMarkdown', hostile);
+      assert.deepEqual(found, [], `${hostile} -> ${html}`);
+    }
+  });
+
+  test('sanitizeSvg keeps the drawing and drops script and handlers', async () => {
+    const svg = '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script>'
+      + '<style>rect{fill:red}</style><g class="stage" data-stage="echo" onclick="alert(3)"><rect width="10" height="10"/>'
+      + '<text>echo</text></g><a href="javascript:alert(4)"><text>x</text></a>'
+      + '<foreignObject><img src=x onerror=alert(5)></foreignObject>'
+      + '<animate attributeName="href" to="javascript:alert(6)"/></svg>';
+    const { html, found } = await check('sanitizeSvg', svg);
+    assert.deepEqual(found, [], html);
+    assert.match(html, /<g class="stage" data-stage="echo"><rect/);
+    assert.match(html, /<text>echo<\/text>/);
+    assert.doesNotMatch(html, /script|alert/);
+  });
+
+  after(async () => {
+    await browser?.close();
   });
 });

@@ -1,10 +1,13 @@
 // One assistant answer on the page: its markdown (rendered as it streams), reasoning, tool
 // calls, citations, the numbers under it and its buttons. While streaming, finished blocks are
 // rendered once and appended; only the open last block is rendered again per frame, so the cost
-// of a token does not grow with the answer. The end renders the whole text once more, so the
-// final HTML is exactly markdown-it's for the whole answer.
+// of a token does not grow with the answer. Two open blocks could still grow without bound: an
+// open ``` fence keeps its finished lines (highlighted once, appended) and redraws only its
+// last, unfinished line; a long paragraph without blank lines is redrawn at most every 100 ms.
+// The end renders the whole text once more, so the final HTML is exactly markdown-it's for the
+// whole answer.
 import { BlockSplitter, closeOpen } from './markdown_stream.js';
-import { renderMarkdown, renderMarkdownFragment } from './render.js';
+import { codeClass, highlightFragment, renderMarkdown, renderMarkdownFragment } from './render.js';
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -14,6 +17,10 @@ function element(tag, className, text) {
 }
 
 const wholeRenderLimit = 8000; // characters
+const longOpenBlock = 2000;    // characters: an open paragraph this long is redrawn less often
+const longBlockEveryMs = 100;
+// A partial last line that may be becoming the closing fence: not shown as code for a frame.
+const closingSoon = /^ {0,3}(`+|~+)\s*$/;
 
 export class AnswerView {
   constructor(parent, { onCopy, onRegenerate } = {}) {
@@ -36,6 +43,10 @@ export class AnswerView {
     this.stable = element('div', 'stable');
     this.tail = element('div', 'tail');
     this.content.append(this.stable, this.tail);
+    this.openFence = null;  // { start, code, done, partial, info } while a fence streams
+    this.tailDrawnAt = -Infinity;
+    this.redraw = null;     // a pending redraw of a long open paragraph
+    this.finished = false;
     this.notices = element('div', 'answer-notices');
     this.citations = element('ol', 'citations');
     this.citations.hidden = true;
@@ -68,10 +79,65 @@ export class AnswerView {
       rendered.append(renderMarkdownFragment(block));
       this.stable.append(rendered);
       this.renderedStable = stable;
+      this.openFence = null;
+      this.tail.replaceChildren();
+      this.tailDrawnAt = -Infinity;
     }
+    const splitter = this.splitter;
+    if (splitter.fence && splitter.fenceStart >= this.renderedStable) {
+      this.growFence(splitter.fenceStart, splitter.scanned);
+      return;
+    }
+    this.openFence = null;
+    const open = this.text.slice(this.renderedStable);
+    const wait = this.tailDrawnAt + longBlockEveryMs - performance.now();
+    if (open.length > longOpenBlock && wait > 0) {
+      // Drawn soon, even if no more text comes meanwhile (the model may pause).
+      this.redraw ??= setTimeout(() => this.drawTail(), wait);
+      return;
+    }
+    this.drawTail();
+  }
+
+  drawTail() {
+    clearTimeout(this.redraw);
+    this.redraw = null;
+    if (this.openFence || this.finished) return;
+    this.tailDrawnAt = performance.now();
     const open = this.text.slice(this.renderedStable);
     if (open.trim()) this.tail.replaceChildren(renderMarkdownFragment(closeOpen(open)));
     else this.tail.replaceChildren();
+  }
+
+  // The open fence starting at `start`; its lines before `complete` are finished.
+  growFence(start, complete) {
+    let fence = this.openFence;
+    if (!fence || fence.start !== start) {
+      // Prose before the fence in the same block is finished (a fence interrupts a paragraph).
+      const prose = this.text.slice(this.renderedStable, start);
+      const opened = this.text.indexOf('\n', start) + 1;
+      const info = this.text.slice(start, opened).trim().replace(/^(`+|~+)/, '');
+      const pre = element('pre');
+      const code = element('code', codeClass(info));
+      pre.append(code);
+      this.tail.replaceChildren();
+      if (prose.trim()) this.tail.append(renderMarkdownFragment(prose));
+      this.tail.append(pre);
+      fence = { start, code, done: opened, partial: null, info };
+      this.openFence = fence;
+    }
+    if (complete > fence.done) {
+      fence.partial?.remove();
+      fence.partial = null;
+      fence.code.append(highlightFragment(this.text.slice(fence.done, complete), fence.info));
+      fence.done = complete;
+    }
+    const rest = this.text.slice(fence.done);
+    if (!fence.partial) {
+      fence.partial = element('span', 'partial-line');
+      fence.code.append(fence.partial);
+    }
+    fence.partial.replaceChildren(closingSoon.test(rest) ? '' : highlightFragment(rest, fence.info));
   }
 
   appendReasoning(more) {
@@ -133,6 +199,8 @@ export class AnswerView {
   // blocks). A very long answer keeps its blocks instead: rendering ~10k characters again
   // would be one long task, a visible stall after the last token.
   finish() {
+    this.finished = true;
+    clearTimeout(this.redraw);
     this.root.setAttribute('aria-busy', 'false');
     if (this.text.length <= wholeRenderLimit || this.renderedStable === 0) {
       this.content.innerHTML = this.text.trim() ? renderMarkdown(this.text) : '';

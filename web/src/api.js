@@ -75,20 +75,26 @@ export async function probeOpen() {
 }
 
 // Wires a sign-in form: resolves once a key was entered. `message` explains why it is shown.
+// While the form already waits, another call only updates the message and shares the same
+// promise: what the user is typing is kept and one submit signs in once.
+let pendingKey = null;
 export function askForKey({ signin, form, input, messageElement }, message) {
   signin.hidden = false;
   if (message) messageElement.textContent = message;
+  if (pendingKey) return pendingKey;
   input.value = '';
   input.focus();
-  return new Promise((resolve) => {
+  pendingKey = new Promise((resolve) => {
     form.addEventListener('submit', function submit(event) {
       event.preventDefault();
       const key = input.value.trim();
       if (!key) return;
       form.removeEventListener('submit', submit);
+      pendingKey = null;
       storeKey(key);
       signin.hidden = true;
       resolve(key);
     });
   });
+  return pendingKey;
 }

@@ -36,11 +36,19 @@ function showNotice(text, kind = 'info') {
   ui.notice.className = `notice ${kind}`;
 }
 
-async function signIn(message) {
+// Several calls failing with 401 at once share one form and one start() afterwards.
+let signingIn = null;
+function signIn(message) {
   storeKey('');
   ui.app.hidden = true;
-  await askForKey(ui, message);
-  await start();
+  const entered = askForKey(ui, message);
+  if (!signingIn) {
+    signingIn = entered.then(() => {
+      signingIn = null;
+      return start();
+    });
+  }
+  return signingIn;
 }
 
 // Any call that got a 401 or 403 ends here: back to the sign-in form.
@@ -163,6 +171,7 @@ function retryCountdown(seconds) {
   const show = () => {
     if (left <= 0) {
       clearInterval(state.retryTimer);
+      ui.notice.dataset.retryAfter = '0';
       ui.send.disabled = false;
       showNotice('You can send again.', 'info');
       return;
@@ -196,6 +205,14 @@ async function ask(text, { fresh }) {
   });
   for (const old of ui.messages.querySelectorAll('.message.assistant')) {
     if (old !== view.root) old.querySelector('.actions button:last-child').hidden = true;
+  }
+  // A session on the server has already stored this question with its answer (even a stopped
+  // or failed one): asking again would store the question twice, and the session holds no
+  // way to replace a turn. So with sessions the answer cannot be regenerated; ask anew instead.
+  if (sidebar.enabled) {
+    view.regenerateButton.disabled = true;
+    view.regenerateButton.title = 'This conversation is saved on the server, which already keeps this answer; '
+      + 'regenerating would store the question twice. Ask again in a new message instead.';
   }
   view.root.scrollIntoView({ block: 'end' });
   const controller = new AbortController();
@@ -302,7 +319,7 @@ async function ask(text, { fresh }) {
 }
 
 function regenerate(view, text) {
-  if (state.generating) return;
+  if (state.generating || sidebar.enabled) return;
   const messages = state.conversation.messages;
   if (messages.length && messages[messages.length - 1].role === 'assistant') messages.pop();
   view.root.remove();

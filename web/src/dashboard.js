@@ -23,6 +23,11 @@ let previousTime = 0;
 let paused = false;
 let timer = null;
 let summary = null;
+let graphShown = false; // false until a drawing loaded: the next scrape asks again (503 while loading)
+// Each scrape chain carries the run it belongs to; signing in again or resuming starts a new
+// run, and an older chain stops at its next step instead of scheduling a second timer.
+let run = 0;
+let signingIn = null;
 
 function showNotice(text, kind = 'info') {
   ui.notice.hidden = !text;
@@ -30,15 +35,29 @@ function showNotice(text, kind = 'info') {
   ui.notice.className = `notice ${kind}`;
 }
 
-async function signIn(status) {
+function stopScraping() {
+  run += 1;
   clearTimeout(timer);
+  timer = null;
+}
+
+// Back to the form until a key is entered. Nothing is scheduled meanwhile (a scrape would
+// clear what is being typed); a second call while the form waits only updates its message.
+function signIn(status) {
+  stopScraping();
   storeKey('');
   ui.app.hidden = true;
   const message = status === 403
     ? 'That key is not an admin key: the dashboard needs an admin key.'
     : status === 401 ? 'That key was not accepted; the dashboard needs an admin key.' : 'The dashboard needs an admin key.';
-  await askForKey(ui, message);
-  await start();
+  const entered = askForKey(ui, message);
+  if (!signingIn) {
+    signingIn = entered.then(() => {
+      signingIn = null;
+      return start();
+    });
+  }
+  return signingIn;
 }
 
 async function loadSummary() {
@@ -54,12 +73,23 @@ async function loadSummary() {
 }
 
 async function loadGraph() {
+  graphShown = false;
   const response = await apiFetch('/v1/dashboard/graph.svg');
   if (!response.ok) {
     ui.graph.textContent = `The pipeline drawing is not available: ${await errorMessage(response)}`;
     return;
   }
   ui.graph.innerHTML = sanitizeSvg(await response.text());
+  graphShown = true;
+}
+
+// A reloaded pipeline (its `created` moved) has other stages: summary and drawing again. A
+// drawing that failed (503 while the server was loading) is asked for again too.
+async function refreshShape() {
+  const created = summary && summary.created;
+  const fresh = await loadSummary();
+  if (!fresh) return;
+  if (!graphShown || fresh.created !== created) await loadGraph();
 }
 
 // Colours and labels each stage of the drawing from the interval's numbers.
@@ -81,8 +111,12 @@ function paintStages(before, after, seconds) {
 
 async function scrape() {
   if (paused) return;
+  stopScraping();
+  const mine = run;
   try {
+    await refreshShape();
     const response = await apiFetch('/metrics');
+    if (mine !== run) return;
     if (!response.ok) throw new Error(await errorMessage(response));
     const parsed = parsePrometheus(await response.text());
     const now = Date.now();
@@ -96,16 +130,21 @@ async function scrape() {
     ui.updated.textContent = `updated ${new Date(now).toLocaleTimeString()}`;
     if (ui.notice.classList.contains('error')) showNotice('');
   } catch (error) {
-    if (error instanceof AuthError) return signIn(error.status);
+    if (mine !== run) return;
+    // The form waits for a key; start() schedules again once one is entered.
+    if (error instanceof AuthError) {
+      signIn(error.status);
+      return;
+    }
     showNotice(`Could not read /metrics: ${error.message}`, 'error');
-  } finally {
-    clearTimeout(timer);
-    timer = setTimeout(scrape, intervalMs);
   }
+  if (mine !== run || paused) return;
+  timer = setTimeout(scrape, intervalMs);
 }
 
 async function start() {
   try {
+    summary = null;
     await loadSummary();
     await loadGraph();
   } catch (error) {

@@ -4,6 +4,8 @@
 //   so a half-written answer never flashes raw markup or swallows what follows.
 // - `BlockSplitter`: where the finished blocks end (a blank line outside any fence), so each
 //   finished block is rendered once and only the last, open block is rendered again per frame.
+//   A closed fence ends a block too. While a fence is open, `fence` and `fenceStart` say so and
+//   every line before `scanned` is a finished line of its code (the page appends those once).
 //   Its work per call is proportional to the new text, so the cost per token stays flat.
 
 const fenceOpen = /^ {0,3}(`{3,}|~{3,})/;
@@ -59,6 +61,7 @@ export class BlockSplitter {
     this.text = '';
     this.scanned = 0;    // complete lines up to here have been looked at
     this.fence = null;   // the open fence's marker at `scanned`
+    this.fenceStart = 0; // where the open fence's opening line starts
     this.stable = 0;     // text before this index is finished blocks
   }
 
@@ -72,10 +75,14 @@ export class BlockSplitter {
       const marker = fenceOf(line);
       if (this.fence) {
         if (marker && marker[0] === this.fence[0] && marker.length >= this.fence.length && line.trim() === marker) {
+          // A closed fence ends its block (and interrupts a paragraph before it): a long code
+          // block is then rendered once, not again with every token until the next blank line.
           this.fence = null;
+          this.stable = newline + 1;
         }
       } else if (marker) {
         this.fence = marker;
+        this.fenceStart = this.scanned;
       } else if (line.trim() === '' && this.scanned > this.stable) {
         this.stable = newline + 1;
       }

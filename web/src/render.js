@@ -22,12 +22,14 @@ function escapeHtml(text) {
   return text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
 }
 
+const knownLanguage = (lang) => (lang && hljs.getLanguage(lang) ? lang : null);
+
 const markdown = new MarkdownIt({
   html: false,
   linkify: true,
   breaks: false,
   highlight(code, lang) {
-    const language = lang && hljs.getLanguage(lang) ? lang : null;
+    const language = knownLanguage(lang);
     if (!language) return `<pre><code>${escapeHtml(code)}</code></pre>`;
     try {
       const html = hljs.highlight(code, { language, ignoreIllegals: true }).value;
@@ -53,8 +55,14 @@ const purifyOptions = {
   FORBID_ATTR: ['style'],
 };
 
+// HTML as the page lets it in: what markdown-it wrote goes through this (exported for the tests,
+// which feed it markup markdown-it itself would never produce).
+export function sanitizeHtml(html) {
+  return DOMPurify.sanitize(html, purifyOptions);
+}
+
 export function renderMarkdown(text) {
-  return DOMPurify.sanitize(markdown.render(text), purifyOptions);
+  return sanitizeHtml(markdown.render(text));
 }
 
 // The same as nodes ready to insert: no second HTML parse through innerHTML (this runs once per
@@ -62,4 +70,26 @@ export function renderMarkdown(text) {
 const fragmentOptions = { ...purifyOptions, RETURN_DOM_FRAGMENT: true };
 export function renderMarkdownFragment(text) {
   return DOMPurify.sanitize(markdown.render(text), fragmentOptions);
+}
+
+// A fence still being written, a few lines at a time: the class markdown-it's <code> would get
+// for the fence's info string, and those lines highlighted alone (no state carried across
+// pieces, so a comment spanning pieces may look plain until the end renders the whole answer).
+export function codeClass(info) {
+  const language = knownLanguage(info.trim().split(/\s+/)[0]);
+  return language ? `hljs language-${language}` : '';
+}
+
+export function highlightFragment(code, info) {
+  const language = knownLanguage(info.trim().split(/\s+/)[0]);
+  if (language) {
+    try {
+      return DOMPurify.sanitize(hljs.highlight(code, { language, ignoreIllegals: true }).value, fragmentOptions);
+    } catch {
+      // shown plain below
+    }
+  }
+  const fragment = document.createDocumentFragment();
+  fragment.append(code);
+  return fragment;
 }

@@ -1,7 +1,10 @@
 // Fuzzes the quantised block decoders: any bytes as blocks of every computable type, read back
 // as floats and multiplied by every instruction set's integer kernel, which must agree with the
 // scalar kernel (same integers, float sums in another order). Never a crash, an out-of-bounds
-// read, or a disagreement beyond rounding.
+// read, or a disagreement beyond rounding. The same bytes read as floats (NaNs and infinities
+// included) are quantised as activations by every table, which must write the scalar routine's
+// bytes.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -43,6 +46,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int t = 0; t < tokens; ++t)
     quantize_activations(x.data() + t * columns, layout,
                          activations.data() + t * layout.token_bytes);
+  // Every table's activation quantiser against the scalar one, on the input bytes as floats.
+  {
+    std::vector<float> raw(static_cast<size_t>(columns), 0.0f);
+    std::memcpy(raw.data(), data, std::min(size, raw.size() * sizeof(float)));
+    std::vector<uint8_t> expected(layout.token_bytes), actual(layout.token_bytes);
+    quantize_activations(raw.data(), layout, expected.data());
+    const size_t groups = static_cast<size_t>(columns / layout.group);
+    const size_t scales = static_cast<size_t>(columns / layout.block) * 4;
+    for (InstructionSet isa : kInstructionSets) {
+      const KernelTable* table = cpu_kernels(isa);
+      if (!table) continue;
+      table->quantize_activations[static_cast<int>(layout.format)](raw.data(), layout,
+                                                                   actual.data());
+      if (std::memcmp(actual.data(), expected.data(), static_cast<size_t>(columns)) != 0 ||
+          std::memcmp(actual.data() + layout.scales_offset, expected.data() + layout.scales_offset,
+                      scales) != 0 ||
+          std::memcmp(actual.data() + layout.sums_offset, expected.data() + layout.sums_offset,
+                      groups * 2) != 0 ||
+          std::memcmp(actual.data() + layout.scaled_sums_offset,
+                      expected.data() + layout.scaled_sums_offset, groups * 4) != 0)
+        std::abort();
+    }
+  }
   std::vector<float> reference(tokens), y(tokens);
   const KernelTable* scalar = cpu_kernels(InstructionSet::scalar);
   scalar->quantized_matmul[quantized_index(type)]({row.data(), bytes * blocks, columns, 0, 1,

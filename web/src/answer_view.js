@@ -118,7 +118,7 @@ export class AnswerView {
       const opened = this.text.indexOf('\n', start) + 1;
       const info = this.text.slice(start, opened).trim().replace(/^(`+|~+)/, '');
       const pre = element('pre');
-      const code = element('code', codeClass(info));
+      const code = element('code', `${codeClass(info)} streaming`.trim());
       pre.append(code);
       this.tail.replaceChildren();
       if (prose.trim()) this.tail.append(renderMarkdownFragment(prose));
@@ -126,17 +126,19 @@ export class AnswerView {
       fence = { start, code, done: opened, partial: null, info };
       this.openFence = fence;
     }
+    if (!fence.partial) {
+      fence.partial = element('span', 'code-lines partial-line');
+      fence.code.append(fence.partial);
+    }
     if (complete > fence.done) {
-      fence.partial?.remove();
-      fence.partial = null;
-      fence.code.append(highlightFragment(this.text.slice(fence.done, complete), fence.info));
+      // Each piece of lines its own block box (chat.css): the browser lays out the new lines
+      // only, where one growing run of text in the <code> would be laid out whole each frame.
+      const lines = element('span', 'code-lines');
+      lines.append(highlightFragment(this.text.slice(fence.done, complete), fence.info));
+      fence.code.insertBefore(lines, fence.partial);
       fence.done = complete;
     }
     const rest = this.text.slice(fence.done);
-    if (!fence.partial) {
-      fence.partial = element('span', 'partial-line');
-      fence.code.append(fence.partial);
-    }
     fence.partial.replaceChildren(closingSoon.test(rest) ? '' : highlightFragment(rest, fence.info));
   }
 

@@ -153,14 +153,19 @@ export async function scriptingProxy(upstream, script) {
 
 // A pass-through proxy that can turn a key away: while `revoked` is set, every API call (not
 // the page and its assets) answers 401, as the server does once a key is removed. `seen` counts
-// requests by path.
+// requests by path; a path put in `unavailable` answers 503 (a server still loading).
 export async function revokingProxy(upstream) {
   const target = new URL(upstream);
-  const state = { revoked: false, seen: {} };
+  const state = { revoked: false, seen: {}, unavailable: new Set() };
   const server = http.createServer((req, res) => {
     const route = req.url.split('?')[0];
     state.seen[route] = (state.seen[route] ?? 0) + 1;
     const api = route === '/metrics' || route.startsWith('/v1/');
+    if (state.unavailable.has(route)) {
+      res.writeHead(503, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'the pipeline is loading', type: 'server_error' } }));
+      return;
+    }
     if (state.revoked && api) {
       res.writeHead(401, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify({ error: { message: 'the API key was revoked', type: 'authentication_error', code: 'invalid_api_key' } }));

@@ -112,6 +112,26 @@ stages:
     }
   });
 
+  test('a drawing that failed to load (503) is asked for again', async () => {
+    const proxy = await revokingProxy(server.url);
+    try {
+      proxy.unavailable.add('/v1/dashboard/graph.svg');
+      const page = await openPage(browser, `${proxy.url}/dashboard`);
+      await page.waitForSelector('#signin:not([hidden])');
+      await page.fill('#api-key', admin);
+      await page.press('#api-key', 'Enter');
+      await page.waitForFunction(() => /not available/.test(document.querySelector('#graph').textContent));
+      proxy.unavailable.clear();
+      await page.waitForSelector('#graph svg g.stage[data-stage="echo"]', { timeout: 6000 });
+      const asked = proxy.seen['/v1/dashboard/graph.svg'];
+      await page.waitForTimeout(4500);
+      assert.equal(proxy.seen['/v1/dashboard/graph.svg'], asked, 'once it loaded, the drawing is not fetched again');
+      await page.context().close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
   test('an A/B pipeline gets the per-arm chart, with both arms plotted', async () => {
     const pipeline = writeTemp('web-ab.yaml', `version: 1
 name: web-ab

@@ -305,8 +305,10 @@ describe('Stop, rate limits and saved conversations', { skip: reason || false },
           metric(samples, 'chatflow:kv_cache_sequence_blocks') === 0 &&
           metric(samples, 'chatflow:http_requests_total', 'status="499"') === 1 ? samples : undefined;
       }, { what: 'the engine to free the stopped sequence' });
+      // Uncancelled, the request would run to its 16,000 tokens; how many came before the
+      // cancel depends on the machine's speed, so the bound is only well below that.
       const generated = metric(idle, 'chatflow:engine_generated_tokens_total');
-      assert.ok(generated < 4000, `generation went on: ${generated} tokens`);
+      assert.ok(generated < 12000, `generation went on: ${generated} tokens`);
       await lastAnswerDone(page);
       assert.match(await page.textContent('.message.assistant .answer-notices'), /Stopped/);
       assert.equal(await page.textContent('#send'), 'Send');

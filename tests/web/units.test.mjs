@@ -131,6 +131,11 @@ describe('streaming markdown', () => {
     splitter.append(' = 2;\n```\nafter');
     assert.equal(splitter.fence, null);
     assert.equal(splitter.text.slice(splitter.stable), 'after');
+    // Where the fence that closed starts, its closing line and its end (its block may keep the
+    // lines streamed into it).
+    const { start, closingLine, end } = splitter.closed;
+    assert.equal(splitter.text.slice(start, closingLine), '```js\nlet a = 1;\nlet b = 2;\n');
+    assert.equal(splitter.text.slice(closingLine, end), '```\n');
   });
 });
 
@@ -184,6 +189,21 @@ describe('typewriter', () => {
     const median = [...sizes].sort((a, b) => a - b)[Math.floor(sizes.length / 2)];
     assert.ok(Math.max(...sizes) <= 1.5 * median && Math.min(...sizes) >= median / 1.5,
       `uneven pieces: median ${median}, ${Math.min(...sizes)}..${Math.max(...sizes)}`);
+  });
+  test('with everyMs, every other 60 Hz frame reveals, and the backlog is still caught up in time', () => {
+    let time = 0;
+    const frames = [];
+    const revealed = [];
+    const writer = new Typewriter((text) => revealed.push({ time, text }), { everyMs: 33, now: () => time, frame: (f) => frames.push(f) });
+    writer.push('v'.repeat(1000));
+    for (let i = 0; i < 120 && revealed.map((r) => r.text).join('').length < 1000; i += 1) {
+      time += 16.7;
+      for (const frame of frames.splice(0)) frame(time);
+    }
+    assert.equal(revealed.map((r) => r.text).join(''), 'v'.repeat(1000));
+    assert.ok(revealed.at(-1).time <= 600, `caught up at ${revealed.at(-1).time} ms`);
+    const gaps = revealed.slice(1).map((r, i) => r.time - revealed[i].time);
+    assert.ok(gaps.every((gap) => gap > 30 && gap < 35), `gaps ${gaps.map((g) => g.toFixed(1))}`);
   });
   test('a steady stream with jittery frames keeps an even rate of characters per millisecond', () => {
     let time = 0;

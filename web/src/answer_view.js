@@ -4,8 +4,10 @@
 // of a token does not grow with the answer. Two open blocks could still grow without bound: an
 // open ``` fence keeps its finished lines (highlighted once, appended) and redraws only its
 // last, unfinished line; a long paragraph without blank lines is redrawn at most every 100 ms.
-// The end renders the whole text once more, so the final HTML is exactly markdown-it's for the
-// whole answer.
+// Once closed, a long fence keeps those streamed lines as its block (no second highlight.js
+// pass over all of it, which would be one long task). The end renders the whole text once
+// more, so the final HTML is exactly markdown-it's for the whole answer, unless the answer is
+// long (then its blocks stay, and only the last is rendered again).
 import { BlockSplitter, closeOpen } from './markdown_stream.js';
 import { codeClass, highlightFragment, renderMarkdown, renderMarkdownFragment } from './render.js';
 
@@ -17,6 +19,7 @@ function element(tag, className, text) {
 }
 
 const wholeRenderLimit = 8000; // characters
+const keepFenceLength = 4000; // characters: a closed fence this long keeps its streamed code
 const longOpenBlock = 2000;    // characters: an open paragraph this long is redrawn less often
 const longBlockEveryMs = 100;
 // A partial last line that may be becoming the closing fence: not shown as code for a frame.
@@ -73,6 +76,7 @@ export class AnswerView {
   appendText(more) {
     this.text += more;
     const stable = this.splitter.append(more);
+    if (stable > this.renderedStable) this.keepStreamedFence(stable);
     if (stable > this.renderedStable) {
       const block = this.text.slice(this.renderedStable, stable);
       const rendered = element('div', 'block');
@@ -97,6 +101,32 @@ export class AnswerView {
       return;
     }
     this.drawTail();
+  }
+
+  // A long fence that just closed keeps the code streamed into it (highlighted piece by piece)
+  // as its finished block: rendering it whole again, highlight.js over all of it, would be one
+  // long task (~4 ms per 1,000 characters). A short one is rendered whole, as markdown-it does.
+  keepStreamedFence(stable) {
+    const fence = this.openFence;
+    const closed = this.splitter.closed;
+    if (!fence || !closed || closed.start !== fence.start || closed.end > stable) return;
+    if (closed.end - fence.start < keepFenceLength) return;
+    if (closed.closingLine > fence.done) {
+      const lines = element('span', 'code-lines');
+      lines.append(highlightFragment(this.text.slice(fence.done, closed.closingLine), fence.info));
+      fence.code.insertBefore(lines, fence.partial);
+    }
+    fence.partial.remove();
+    // Left in place, not moved into `stable` (out of the document and back in, thousands of
+    // line boxes): the tail becomes the block, and a new stable part and tail follow it.
+    this.tail.className = 'block';
+    this.stable = element('div', 'stable');
+    const tail = element('div', 'tail');
+    this.tail.after(this.stable, tail);
+    this.tail = tail;
+    this.renderedStable = closed.end;
+    this.openFence = null;
+    this.tailDrawnAt = -Infinity;
   }
 
   drawTail() {

@@ -5,6 +5,7 @@ import './chat.css';
 import { AnswerView, userMessage } from './answer_view.js';
 import { apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, probeOpen, storeKey } from './api.js';
 import { readCompletion } from './completion_stream.js';
+import { warmUp } from './render.js';
 import { SessionsSidebar } from './sessions_sidebar.js';
 import { setupTheme } from './theme.js';
 import { Typewriter } from './typewriter.js';
@@ -242,7 +243,7 @@ async function ask(text, { fresh }) {
     const atBottom = follow();
     view.appendText(more);
     if (atBottom) ui.messages.scrollTop = ui.messages.scrollHeight;
-  });
+  }, { everyMs: 33 });
   try {
     const response = await fetch('/v1/chat/completions', {
       method: 'POST',
@@ -362,6 +363,7 @@ async function start() {
 }
 
 setupTheme($('theme'));
+warmUp();
 (async () => {
   state.needsKey = !(await probeOpen().catch(() => false));
   if (state.needsKey && !currentKey()) {

@@ -63,6 +63,7 @@ export class BlockSplitter {
     this.fence = null;   // the open fence's marker at `scanned`
     this.fenceStart = 0; // where the open fence's opening line starts
     this.stable = 0;     // text before this index is finished blocks
+    this.closed = null;  // the last fence closed: { start, closingLine, end }
   }
 
   // Appends text; returns the index before which the text is finished blocks.
@@ -79,6 +80,7 @@ export class BlockSplitter {
           // block is then rendered once, not again with every token until the next blank line.
           this.fence = null;
           this.stable = newline + 1;
+          this.closed = { start: this.fenceStart, closingLine: this.scanned, end: newline + 1 };
         }
       } else if (marker) {
         this.fence = marker;

@@ -93,3 +93,26 @@ export function highlightFragment(code, info) {
   fragment.append(code);
   return fragment;
 }
+
+// Each library's first use is slow: markdown-it and DOMPurify's first render ~20 ms (code not
+// yet compiled by V8), highlight.js compiling a language's grammar on its first block ~20-40
+// ms. Done while the page is idle, one piece per idle callback, so none of it lands in the
+// middle of a streaming answer (the first code block would otherwise stall a frame).
+export function warmUp() {
+  const idle = globalThis.requestIdleCallback ?? ((callback) => setTimeout(callback, 50));
+  const steps = [
+    () => renderMarkdownFragment('Some **bold**, `code` and a [link](https://example.com).\n\n- one\n- two\n'),
+    ...hljs.listLanguages().map((language) => () => highlightFragment('let a = 1; // x\n', language)),
+  ];
+  const next = () => {
+    const step = steps.shift();
+    if (!step) return;
+    try {
+      step();
+    } catch {
+      // only a warm-up
+    }
+    idle(next, { timeout: 2000 });
+  };
+  idle(next, { timeout: 2000 });
+}

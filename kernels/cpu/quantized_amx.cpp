@@ -31,16 +31,6 @@
 namespace chatflow::kernels {
 namespace quantized_amx {
 
-struct Simd {
-  static constexpr int kTokens = 8;
-  static __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_dpbusd_epi32(acc, u, s);
-  }
-  static __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
-    return _mm256_dpwssd_epi32(acc, a, b);
-  }
-};
-
 #include "kernels/cpu/quantized_impl.h"
 #include "kernels/cpu/quantized_wide_k.h"
 
@@ -172,11 +162,7 @@ struct KRows {
     alignas(16) float input_scales[4] = {};
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * D::kBytes;
-      const char* ahead =
-          reinterpret_cast<const char*>(block) + detail_wide::kPrefetchBlocks * D::kBytes;
-      _mm_prefetch(ahead, _MM_HINT_T0);
-      _mm_prefetch(ahead + 64, _MM_HINT_T0);
-      _mm_prefetch(ahead + 128, _MM_HINT_T0);
+      detail_wide::prefetch_ahead<D>(block);
       D::header(block, h);
       __m512i dots[N];
       for (int t = 0; t < N; ++t)

@@ -130,6 +130,15 @@ struct Q6K {
 // loads).
 inline constexpr int kPrefetchBlocks = 32;
 
+// The super-block kPrefetchBlocks ahead of `block` (three lines: up to 210 bytes), on its way.
+template <class D>
+inline void prefetch_ahead(const uint8_t* block) {
+  const char* ahead = reinterpret_cast<const char*>(block) + kPrefetchBlocks * D::kBytes;
+  _mm_prefetch(ahead, _MM_HINT_T0);
+  _mm_prefetch(ahead + 64, _MM_HINT_T0);
+  _mm_prefetch(ahead + 128, _MM_HINT_T0);
+}
+
 template <class D>
 struct WideDots {
   static constexpr int64_t kValues = 256;
@@ -156,10 +165,7 @@ void WideDots<D>::dot(const uint8_t* row, int64_t blocks, const TokenActivations
   alignas(32) float products[8];
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * D::kBytes;
-    const char* ahead = reinterpret_cast<const char*>(block) + kPrefetchBlocks * D::kBytes;
-    _mm_prefetch(ahead, _MM_HINT_T0);
-    _mm_prefetch(ahead + 64, _MM_HINT_T0);
-    _mm_prefetch(ahead + 128, _MM_HINT_T0);
+    prefetch_ahead<D>(block);
     D::header(block, h);
     const __m512 correction_weights = _mm512_mul_ps(
         _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(h.corrections)), _mm512_set1_ps(-h.dmin));

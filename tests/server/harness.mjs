@@ -32,6 +32,22 @@ export const modelStages = `  - {name: tokenize, type: tokenize, config: {model:
   - {name: detokenize, type: detokenize, config: {model: llm}}
 `;
 
+// A pipeline with API keys from `keys`, session history in the SQLite file `database` trimmed to
+// 2,000 tokens, and the model stages; `extra` is more top-level YAML.
+export function sessionPipeline(name, keys, database, extra = '') {
+  return writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+${extra}
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+  history: {type: history_store, backend: sqlite, path: "${database}"}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+}
+
 // The model pipeline of graphs/minimal.yaml over the test model, with `extra` top-level YAML.
 export function modelPipeline(name, extra = '') {
   return writeTemp(`${name}.yaml`, `version: 1

@@ -5,24 +5,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, modelStages, openStream, post, scratchPath, startServer, testModel, waitFor, writeTemp,
+  addKey, openStream, post, scratchPath, sessionPipeline, startServer, waitFor,
 } from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
-
-function sessionPipeline(name, keys, database) {
-  return writeTemp(`${name}.yaml`, `version: 1
-name: ${name}
-max_in_flight: 256
-resources:
-  llm: {type: gguf_model, path: "${testModel}", name: test-model}
-  history: {type: history_store, backend: sqlite, path: "${database}"}
-stages:
-  - {name: auth, type: auth, config: {keys_file: ${keys}}}
-  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
-${modelStages}  - {name: emit, type: sse_emit}
-`);
-}
 
 // The caller's turns of `session`; [] when the caller has no such session (404).
 async function turns(server, key, session, query = '') {
@@ -53,7 +39,7 @@ describe('session history', () => {
     userOne = addKey(keys, 'tenant-a', { user: 'u1' });
     userTwo = addKey(keys, 'tenant-a', { user: 'u2' });
     adminA = addKey(keys, 'tenant-a', { user: 'ops', roles: ['admin'] });
-    pipeline = sessionPipeline('sessions', keys, database);
+    pipeline = sessionPipeline('sessions', keys, database, 'max_in_flight: 256');
   });
 
   const ask = (server, key, session, content, extra = {}) => post(server.url, '/v1/chat/completions', {

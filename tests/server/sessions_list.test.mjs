@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, modelStages, post, scratchPath, startServer, testModel, writeTemp } from './harness.mjs';
+import { addKey, post, scratchPath, sessionPipeline, startServer } from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
 
@@ -34,16 +34,7 @@ describe('session list, rename and delete', () => {
     u1 = addKey(keys, 'tenant-a', { user: 'u1' });
     u2 = addKey(keys, 'tenant-a', { user: 'u2' });
     admin = addKey(keys, 'tenant-a', { user: 'ops', roles: ['admin'] });
-    pipeline = writeTemp('sessions-list.yaml', `version: 1
-name: sessions_list
-resources:
-  llm: {type: gguf_model, path: "${testModel}", name: test-model}
-  history: {type: history_store, backend: sqlite, path: "${database}"}
-stages:
-  - {name: auth, type: auth, config: {keys_file: ${keys}}}
-  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
-${modelStages}  - {name: emit, type: sse_emit}
-`);
+    pipeline = sessionPipeline('sessions_list', keys, database);
     server = await startServer(['--pipeline', pipeline]);
   });
   after(async () => { if (server) await server.stop(); });

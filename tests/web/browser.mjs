@@ -133,15 +133,7 @@ export async function scriptingProxy(upstream, script) {
         return;
       }
     }
-    const forward = http.request({
-      host: target.hostname, port: target.port, path: req.url, method: req.method,
-      headers: { ...req.headers, host: target.host },
-    }, (answer) => {
-      res.writeHead(answer.statusCode, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on('error', () => res.destroy());
-    forward.end(body);
+    forwardTo(target, req, res).end(body);
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -153,6 +145,21 @@ export async function scriptingProxy(upstream, script) {
 
 // A pass-through proxy that can turn a key away: while `revoked` is set, every API call (not
 // the page and its assets) answers 401, as the server does once a key is removed. `seen` counts
+
+// The request `req` sent on to `target` with its headers, the answer piped back into `res`;
+// the caller writes the request's body into what this returns.
+function forwardTo(target, req, res) {
+  const forward = http.request({
+    host: target.hostname, port: target.port, path: req.url, method: req.method,
+    headers: { ...req.headers, host: target.host },
+  }, (answer) => {
+    res.writeHead(answer.statusCode, answer.headers);
+    answer.pipe(res);
+  });
+  forward.on('error', () => res.destroy());
+  return forward;
+}
+
 // requests by path; a path put in `unavailable` answers 503 (a server still loading).
 export async function revokingProxy(upstream) {
   const target = new URL(upstream);
@@ -171,15 +178,7 @@ export async function revokingProxy(upstream) {
       res.end(JSON.stringify({ error: { message: 'the API key was revoked', type: 'authentication_error', code: 'invalid_api_key' } }));
       return;
     }
-    const forward = http.request({
-      host: target.hostname, port: target.port, path: req.url, method: req.method,
-      headers: { ...req.headers, host: target.host },
-    }, (answer) => {
-      res.writeHead(answer.statusCode, answer.headers);
-      answer.pipe(res);
-    });
-    forward.on('error', () => res.destroy());
-    req.pipe(forward);
+    req.pipe(forwardTo(target, req, res));
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return Object.assign(state, {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, metric, modelPipeline, modelStages, scrape, scratchPath, startServer, testModel, waitFor, writeTemp,
+  addKey, metric, modelPipeline, scrape, scratchPath, sessionPipeline, startServer, waitFor, writeTemp,
 } from '../server/harness.mjs';
 import {
   launch, openPage, paints, screenshot, scriptingProxy, skipReason, splitAt, sseEvents, startPaintSampler,
@@ -353,16 +353,7 @@ stages:
   test('sign-in; a reload keeps the conversation list (sessions from the server)', async () => {
     const keys = scratchPath('web-session-keys.yaml');
     const key = addKey(keys, 'web-tenant', { user: 'alice' });
-    const pipeline = writeTemp('web-sessions.yaml', `version: 1
-name: web-sessions
-resources:
-  llm: {type: gguf_model, path: "${testModel}", name: test-model}
-  history: {type: history_store, backend: sqlite, path: "${scratchPath('web-history.db')}"}
-stages:
-  - {name: auth, type: auth, config: {keys_file: ${keys}}}
-  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
-${modelStages}  - {name: emit, type: sse_emit}
-`);
+    const pipeline = sessionPipeline('web-sessions', keys, scratchPath('web-history.db'));
     const server = await startServer(['--pipeline', pipeline]);
     try {
       const page = await openPage(browser, server.url);

@@ -36,8 +36,8 @@ class HistoryTrimStage final : public RequestStage {
     if (session) {
       for (const auto& turn : store_->store().load(session_key(request))) {
         if (turn.status != history::TurnStatus::completed) continue;
-        messages.push_back({"user", turn.user, {}, {}});
-        messages.push_back({"assistant", turn.assistant, {}, {}});
+        messages.push_back({"user", turn.user});
+        messages.push_back({"assistant", turn.assistant});
       }
     }
     for (const auto& message : request.messages) {

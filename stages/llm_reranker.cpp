@@ -31,15 +31,10 @@ class LlmReranker final : public retrieval::Reranker {
       Request probe;
       probe.kind = RequestKind::chat;
       std::string passage = candidate.passage.text.substr(0, kPassageChars);
-      probe.messages = {{"system",
-                         "You judge whether a passage helps answer a question. Reply yes or no.",
-                         {},
-                         {}},
-                        {"user",
-                         "Question: " + query + "\n\nPassage: " + candidate.passage.title + "\n" +
-                             passage + "\n\nIs the passage relevant to the question?",
-                         {},
-                         {}}};
+      probe.messages = {
+          {"system", "You judge whether a passage helps answer a question. Reply yes or no."},
+          {"user", "Question: " + query + "\n\nPassage: " + candidate.passage.title + "\n" +
+                       passage + "\n\nIs the passage relevant to the question?"}};
       prompts.push_back(model_->encode_prompt(probe, true));
     }
     const Request& request = request_;

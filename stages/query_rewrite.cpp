@@ -24,12 +24,9 @@ std::vector<Message> rewrite_messages(const std::vector<Message>& conversation,
     transcript += (message.role == "user" ? "User: " : "Assistant: ") +
                   message.content.substr(0, max_turn_chars) + "\n";
   }
-  return {{"system", instructions, {}, {}},
-          {"user",
-           "Conversation:\n" + transcript + "\nNewest question: " + question +
-               "\n\nStandalone question:",
-           {},
-           {}}};
+  return {{"system", instructions},
+          {"user", "Conversation:\n" + transcript + "\nNewest question: " + question +
+                       "\n\nStandalone question:"}};
 }
 
 namespace {

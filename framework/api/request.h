@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "framework/api/chunk.h"
@@ -34,7 +35,16 @@ struct ToolCall {
   std::string arguments;  // a JSON object's text, as the model wrote it
 };
 
+// Built as {role, content} most of the time: the constructor lets the tool fields default
+// (as an aggregate, every such brace list was a -Wmissing-field-initializers warning).
 struct Message {
+  Message() = default;
+  Message(std::string role, std::string content, std::vector<ToolCall> tool_calls = {},
+          std::string tool_call_id = {})
+      : role(std::move(role)),
+        content(std::move(content)),
+        tool_calls(std::move(tool_calls)),
+        tool_call_id(std::move(tool_call_id)) {}
   std::string role;  // system, user, assistant, tool
   std::string content;
   std::vector<ToolCall> tool_calls;  // assistant: the calls it made

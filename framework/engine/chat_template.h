@@ -33,7 +33,15 @@ struct ChatToolCall {
   std::string arguments;  // JSON text
 };
 
+// Built as {role, content} most of the time; the tool fields default (see chatflow::Message).
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role, std::string content, std::vector<ChatToolCall> tool_calls = {},
+              std::string tool_call_id = {})
+      : role(std::move(role)),
+        content(std::move(content)),
+        tool_calls(std::move(tool_calls)),
+        tool_call_id(std::move(tool_call_id)) {}
   std::string role;  // system, user, assistant, tool (Jinja templates that know tools only)
   std::string content;
   std::vector<ChatToolCall> tool_calls;  // assistant

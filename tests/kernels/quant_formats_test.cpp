@@ -309,8 +309,9 @@ TEST_P(QuantFormats, QuantisingLosesNoMoreThanPlainRounding) {
       8.0 * static_cast<double>(block_bytes(type)) / static_cast<double>(block_values(type));
   double bound = 8.0 * std::pow(2.0, -2.0 * bits);
   EXPECT_LT(error / energy, bound) << to_string(type) << " at " << bits << " bits per value";
-  if (type == TensorType::q8_0 || type == TensorType::q4_0)
+  if (type == TensorType::q8_0 || type == TensorType::q4_0) {
     EXPECT_LE(error, plain_error(type, x) * (1 + 1e-6)) << to_string(type);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllQuantised, QuantFormats, ::testing::ValuesIn(kQuantized),

@@ -193,7 +193,11 @@ class Request : public std::enable_shared_from_this<Request> {
   Request& operator=(const Request&) = delete;
 
   // --- What the caller asks; filled in before submit. ---
-  std::string id;
+  std::string id;  // the completion's id ("chatcmpl-..."), as the response reports it
+  // What names the request in logs and traces: the caller's X-Request-Id when usable, else `id`.
+  std::string request_id;
+  // The client's IP: the TCP peer, or the X-Forwarded-For client behind a trusted proxy.
+  std::string client_address;
   Identity identity;
   std::string model;
   RequestKind kind = RequestKind::chat;

@@ -23,6 +23,7 @@ struct ServeOptions {
   std::optional<std::string> host;
   std::optional<int> port;
   std::optional<std::string> access_log;
+  std::vector<std::string> trusted_proxies;  // empty: the file's
 };
 
 std::string url_host(const std::string& host) {
@@ -110,6 +111,11 @@ int serve_command(const ServeOptions& options) {
   if (options.host) config.server.host = *options.host;
   if (options.port) config.server.port = *options.port;
   if (options.access_log) config.server.access_log = *options.access_log;
+  if (!options.trusted_proxies.empty()) config.server.trusted_proxies = options.trusted_proxies;
+  for (const auto& [key, message] : server::settings_problems(config.server)) {
+    std::cerr << "chatflow: server." << key << ": " << message << "\n";
+    return 2;
+  }
 
   server::HttpServer server(config.server);
   server.listen();  // a port taken or an address not ours: thrown, reported by main
@@ -148,6 +154,10 @@ void add_serve_command(CLI::App& app, CommandBody& selected) {
       ->check(CLI::Range(0, 65535));
   command->add_option("--access-log", options->access_log,
                       "JSON access log: stderr, stdout, off, or a file path");
+  command
+      ->add_option("--trusted-proxies", options->trusted_proxies,
+                   "CIDRs whose X-Forwarded-For/-Proto are believed (overrides the file)")
+      ->delimiter(',');
   command->callback(
       [&selected, options] { selected = [options] { return serve_command(*options); }; });
 }

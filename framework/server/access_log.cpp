@@ -67,6 +67,10 @@ void AccessLog::write(const AccessRecord& record) {
       {"finish_reason",
        record.finish_reason.empty() ? json::value() : json::value(record.finish_reason)},
       {"error", record.error_code.empty() ? json::value() : json::value(record.error_code)}};
+  if (!record.request_id.empty() && record.request_id != record.id)
+    line["request_id"] = record.request_id;
+  if (!record.peer.empty()) line["peer"] = record.peer;
+  if (!record.scheme.empty()) line["scheme"] = record.scheme;
   if (!record.end_user.empty()) line["end_user"] = record.end_user;
   if (!record.annotations.empty()) {
     json::object notes;

@@ -15,9 +15,12 @@ namespace chatflow::server {
 
 struct AccessRecord {
   std::string id;
+  std::string request_id;  // empty or the same as `id`: not logged twice
   std::string method;
   std::string path;
-  std::string remote;
+  std::string remote;  // the client (behind a trusted proxy: the forwarded address)
+  std::string peer;    // the trusted proxy it came through; empty: none
+  std::string scheme;  // as the proxy said the client used it; empty: none
   int status = 0;
   std::string tenant;
   std::string user;

@@ -35,6 +35,7 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state, b
   boost::system::error_code ignored;
   stream_.socket().set_option(tcp::no_delay(true), ignored);
   auto endpoint = stream_.socket().remote_endpoint(ignored);
+  peer_address_ = endpoint.address();
   remote_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
 }
 
@@ -88,6 +89,8 @@ void Connection::read_header() {
   method_ = "-";
   path_ = "-";
   cors_allowed_origin_.clear();
+  request_id_.clear();
+  client_ = ClientAddress{};
   if (state_->draining && !request_) {
     close();
     return;
@@ -116,6 +119,9 @@ void Connection::on_header(beast::error_code error) {
   headers_.clear();
   for (const auto& field : header)
     headers_.emplace_back(lowercase(field.name_string()), std::string(field.value()));
+  client_ = resolve_client(state_->trusted_proxies, peer_address_, header["X-Forwarded-For"],
+                           header["X-Forwarded-Proto"]);
+  request_id_ = usable_request_id(header["X-Request-Id"]).value_or("");
   if (auto problem = transfer_coding_problem(header)) {
     // Where this request ends is unknown, so nothing after it on the connection can be trusted.
     keep_alive_ = false;
@@ -198,6 +204,11 @@ void Connection::reject_body(int status, const std::string& message) {
 
 // --- Writing responses. ---
 
+ExchangeAddresses Connection::exchange_addresses() const {
+  if (!client_.forwarded) return {remote_, {}, {}};
+  return {client_.address, remote_, client_.scheme};
+}
+
 std::string Connection::common_headers() const {
   std::string head = "Server: chatflow\r\nDate: " + http_date() + "\r\n";
   if (!cors_allowed_origin_.empty()) {
@@ -241,7 +252,7 @@ std::string Connection::stream_head(const Request& request) const {
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
       "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n";
   head += common_headers();
-  head += "X-Request-Id: " + request.id + "\r\n";
+  head += "X-Request-Id: " + request.request_id + "\r\n";
   head += stage_headers(request.response_headers());
   if (http10_) {
     head += "Connection: close\r\n\r\n";
@@ -283,13 +294,18 @@ void Connection::write_response(const Response& response, const std::string& req
 // closes.
 void Connection::respond(const Response& response, const std::string& endpoint,
                          const RequestError* error) {
-  write_response(response, {});
+  // A caller's id comes back on every answer, so it can find the request in our logs.
+  write_response(response, request_id_);
   state_->count_http(endpoint, response.status);
   if (endpoint != "/health" && endpoint != "/metrics") {
     AccessRecord record;
+    record.request_id = request_id_;
     record.method = method_;
     record.path = path_;
-    record.remote = remote_;
+    auto addresses = exchange_addresses();
+    record.remote = addresses.remote;
+    record.peer = addresses.peer;
+    record.scheme = addresses.scheme;
     record.status = response.status;
     record.total_ms = static_cast<double>(now_ns() - received_ns_) / 1e6;
     if (error) record.error_code = error->code.empty() ? error->type : error->code;

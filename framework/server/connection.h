@@ -17,6 +17,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "framework/server/forwarded.h"
 #include "framework/server/http_response.h"
 #include "framework/server/routes.h"
 #include "framework/server/server_state.h"
@@ -32,6 +33,13 @@ struct Outcome {
 };
 
 class HttpSink;
+
+// Where an exchange came from, as the access log records it.
+struct ExchangeAddresses {
+  std::string remote;  // the client: ip:port, or the forwarded ip behind a trusted proxy
+  std::string peer;    // the trusted proxy's ip:port; empty when the client connected itself
+  std::string scheme;  // what the proxy says the client used; empty when not forwarded
+};
 
 // A response given before the body was read, with the error it reports (for the access log).
 struct EarlyAnswer {
@@ -85,6 +93,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void client_gone();
 
   // Writing responses.
+  ExchangeAddresses exchange_addresses() const;
   std::string common_headers() const;
   std::string allowed_origin(std::string_view origin) const;
   std::string stream_head(const Request& request) const;
@@ -113,7 +122,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   net::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::string remote_;
+  std::string remote_;  // the TCP peer, ip:port
+  boost::asio::ip::address peer_address_;
 
   std::string outbox_;   // queued while a write is in flight
   std::string sending_;  // the write in flight
@@ -134,6 +144,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string path_;
   std::string query_;
   HeaderFields headers_;
+  ClientAddress client_;             // who sent this exchange (trusted proxies resolved)
+  std::string request_id_;           // the caller's usable X-Request-Id, else empty
   std::string cors_allowed_origin_;  // for this exchange; empty: no CORS headers
   const Route* route_ = nullptr;
   RouteCall call_;

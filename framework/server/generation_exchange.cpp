@@ -24,7 +24,7 @@ class HttpSink final : public Sink {
   struct Exchange {
     std::string method;
     std::string path;
-    std::string remote;
+    ExchangeAddresses addresses;
   };
 
   HttpSink(std::shared_ptr<Connection> connection, uint64_t exchange_id,
@@ -92,9 +92,12 @@ class HttpSink final : public Sink {
   AccessRecord access_record(const Request& request) const {
     AccessRecord record;
     record.id = request.id;
+    record.request_id = request.request_id;
     record.method = exchange_.method;
     record.path = exchange_.path;
-    record.remote = exchange_.remote;
+    record.remote = exchange_.addresses.remote;
+    record.peer = exchange_.addresses.peer;
+    record.scheme = exchange_.addresses.scheme;
     record.status = status_;
     record.tenant = request.identity.tenant;
     record.user = request.identity.user;
@@ -145,6 +148,8 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   auto request = std::make_shared<Request>();
   openai::parse_completion_request(body, kind, *request, served->model_ids);
   request->id = random_id(kind == RequestKind::chat ? "chatcmpl-" : "cmpl-");
+  request->request_id = request_id_.empty() ? request->id : request_id_;
+  request->client_address = client_.address;
   request->headers = std::move(headers_);
   if (request->session_id.empty()) {
     if (auto session = request->header("x-session-id")) request->session_id = std::string(*session);
@@ -157,7 +162,7 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   }
   sink_ = std::make_shared<HttpSink>(shared_from_this(), exchange_, served, state_->access_log,
                                      request->stream, received_ns_,
-                                     HttpSink::Exchange{method_, path_, remote_});
+                                     HttpSink::Exchange{method_, path_, exchange_addresses()});
   request->sink = sink_;
   request_ = request;
   streaming_ = request->stream;
@@ -302,7 +307,7 @@ void Connection::on_complete(uint64_t exchange, Outcome outcome) {
     if (error && error->status == 503 && !has_retry_after) {
       response.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
     }
-    write_response(response, request->id);
+    write_response(response, request->request_id);
   }
   state_->count_http(endpoint_, status);
   sink_->set_status(status);

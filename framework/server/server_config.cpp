@@ -4,9 +4,18 @@
 
 #include "framework/api/config_schema.h"
 #include "framework/api/config_value.h"
+#include "framework/server/forwarded.h"
 #include "framework/text/yaml_reader.h"
 
 namespace chatflow::server {
+
+std::vector<std::pair<std::string, std::string>> settings_problems(const ServerSettings& settings) {
+  std::vector<std::pair<std::string, std::string>> problems;
+  std::string error;
+  if (!TrustedProxies::parse(settings.trusted_proxies, error))
+    problems.emplace_back("trusted_proxies", error);
+  return problems;
+}
 
 std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostics& diagnostics) {
   ConfigValue root = read_yaml_file(path, diagnostics);
@@ -45,6 +54,8 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
              "origins whose browser pages may call the API (\"*\": any); empty: none");
   server.key("web_root", &ServerSettings::web_root,
              "folder of the built chat page and dashboard; empty: 'web' beside the executable");
+  server.key("trusted_proxies", &ServerSettings::trusted_proxies,
+             "CIDRs of proxies whose X-Forwarded-For/-Proto are believed (e.g. 127.0.0.1/32)");
 
   struct ServeFile {
     ServerSettings server;
@@ -64,6 +75,14 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
   }
   auto parsed = std::static_pointer_cast<ServeFile>(
       file.schema()->parse(&root, SourceLocation{path, 1, 1}, context));
+  if (!diagnostics.empty()) return std::nullopt;
+
+  for (const auto& [key, message] : settings_problems(parsed->server)) {
+    const ConfigValue* server_value = root.find("server");
+    const ConfigValue* value = server_value ? server_value->find(key) : nullptr;
+    diagnostics.error(value ? value->where : SourceLocation{path, 1, 1},
+                      "server." + key + ": " + message);
+  }
   if (!diagnostics.empty()) return std::nullopt;
 
   ServeConfig config;

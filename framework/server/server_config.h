@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/api/diagnostics.h"
@@ -37,7 +38,14 @@ struct ServerSettings {
   std::vector<std::string> cors_origins;
   // The built chat page and dashboard (web/build.mjs --out); empty: `web` beside the executable.
   std::string web_root;
+  // Peers (CIDRs or addresses) whose X-Forwarded-For and X-Forwarded-Proto are believed: a
+  // proxy such as nginx in front of the server. Empty: the TCP peer is the client.
+  std::vector<std::string> trusted_proxies;
 };
+
+// Problems with `settings` that the schema cannot see (a trusted proxy that is no CIDR), as
+// (key, message); empty when there are none.
+std::vector<std::pair<std::string, std::string>> settings_problems(const ServerSettings& settings);
 
 struct ServeConfig {
   ServerSettings server;

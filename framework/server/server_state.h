@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include <boost/asio.hpp>
 
 #include "framework/server/access_log.h"
+#include "framework/server/forwarded.h"
 #include "framework/server/http_server.h"
 #include "framework/server/metrics.h"
 #include "framework/server/served_pipeline.h"
@@ -31,6 +33,14 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 class Connection;
+
+// server.trusted_proxies, checked by settings_problems before a server is made.
+inline TrustedProxies parse_trusted_proxies(const std::vector<std::string>& networks) {
+  std::string error;
+  auto proxies = TrustedProxies::parse(networks, error);
+  if (!proxies) throw std::invalid_argument("server.trusted_proxies: " + error);
+  return *proxies;
+}
 
 class ServerState : public std::enable_shared_from_this<ServerState> {
  public:
@@ -82,6 +92,7 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
 
   ServerSettings settings;
   StaticFiles static_files{settings.web_root};  // GET /, /dashboard, /assets/
+  TrustedProxies trusted_proxies = parse_trusted_proxies(settings.trusted_proxies);
   net::io_context io;
   tcp::acceptor acceptor;
   std::optional<tcp::acceptor> metrics_acceptor;  // server.metrics_listen

@@ -257,6 +257,14 @@ check "an unknown quantisation type is a usage error naming the types" sh -c "te
 "$chatflow" quantize "$work/m-q4km.gguf" "$work/x.gguf" q8_0 >"$work/out" 2>&1; rc=$?
 check "requantising needs --allow-requantize" sh -c "test $rc -eq 1 && grep -q 'is already q4_k' '$work/out'"
 
+# serve: a trusted proxy that is no CIDR stops the server before it listens, at its location.
+mkdir -p "$work/serve"
+printf 'server:\n  port: 0\n  trusted_proxies: [127.0.0.1/32, nginx]\npipeline: %s\n' "$PWD/graphs/echo.yaml" >"$work/serve/serve.yaml"
+timeout 20 "$chatflow" serve --config "$work/serve/serve.yaml" >"$work/out" 2>&1; rc=$?
+check "a bad trusted proxy in a serve file is located" sh -c "test $rc -eq 1 && grep -q \"serve.yaml:3:20: error: server.trusted_proxies: 'nginx' is not an IP address or CIDR\" '$work/out'"
+timeout 20 "$chatflow" serve --pipeline graphs/echo.yaml --port 0 --trusted-proxies 10.0.0.0/40 >"$work/out" 2>&1; rc=$?
+check "a bad --trusted-proxies is a usage error" sh -c "test $rc -eq 2 && grep -q \"'10.0.0.0/40': a prefix of 40 bits is longer than an IPv4 address\" '$work/out'"
+
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?
 check "no subcommand is a usage error" test $rc -eq 2

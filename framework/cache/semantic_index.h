@@ -18,6 +18,7 @@ namespace chatflow::cache {
 
 struct SemanticEntry {
   std::vector<float> vector;
+  std::string id;        // shared entries' (Redis): inserting an id the partition holds is a no-op
   std::string question;  // the newest user message, for the verifier
   std::shared_ptr<const CachedAnswer> answer;
 };
@@ -37,8 +38,10 @@ class SemanticIndex {
                                     size_t k) const;
   void insert(const std::string& partition, SemanticEntry entry);
   // Forgets, in every partition whose name starts with `prefix`: everything (no `near`), or the
-  // entries at least `threshold` similar to `near`. Returns how many.
-  size_t forget(const std::string& prefix, const std::vector<float>* near, float threshold);
+  // entries at least `threshold` similar to `near`. Returns how many; their ids go to
+  // `forgotten_ids` when given.
+  size_t forget(const std::string& prefix, const std::vector<float>* near, float threshold,
+                std::vector<std::string>* forgotten_ids = nullptr);
   size_t size(const std::string& partition) const;
 
  private:

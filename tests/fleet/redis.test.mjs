@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, metric, post, scrape, scratchPath, startServer, waitFor, writeTemp,
+  addKey, metric, modelStages, post, scrape, scratchPath, startServer, testModel, waitFor, writeTemp,
 } from '../server/harness.mjs';
 import { freePort, redisServerBinary, startRedis } from './redis_server.mjs';
 
@@ -163,6 +163,63 @@ edges:
     } finally {
       assert.equal((await late.stop()).code, 0);
     }
+  });
+});
+
+describe('hot session turns shared by two replicas', { skip }, () => {
+  let redis;
+  let first;
+  let second;
+  let key;
+  before(async () => {
+    redis = await startRedis();
+    const keys = scratchPath('fleet-session-keys.yaml');
+    key = addKey(keys, 'acme', { user: 'ann' });
+    // Each replica's durable store is its own memory: what one sees of the other's turns came
+    // through Redis.
+    const file = writeTemp('fleet-sessions.yaml', `version: 1
+name: fleet-sessions
+resources:
+  shared: {type: redis, url: "${redis.url}"}
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+  history: {type: history_store, backend: memory, cache: shared}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+    [first, second] = await Promise.all([startServer(['--pipeline', file]), startServer(['--pipeline', file])]);
+  });
+  after(async () => {
+    for (const replica of [first, second]) if (replica) assert.equal((await replica.stop()).code, 0);
+    await redis?.close();
+  });
+
+  const say = (replica, content) => post(replica.url, '/v1/chat/completions', {
+    model: 'test-model', max_tokens: 5, temperature: 0, session_id: 'story', messages: [{ role: 'user', content }],
+  }, as(key));
+  const turnsOn = async (replica) => {
+    const response = await fetch(`${replica.url}/v1/sessions/story`, { headers: as(key) });
+    assert.equal(response.status, 200);
+    return (await response.json()).turns;
+  };
+
+  test('a session continued on the other replica sees its turns', async () => {
+    const opening = await say(first, 'Once upon a time there was a dragon.');
+    assert.equal(opening.status, 200, opening.text);
+    const seen = await turnsOn(second);
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0].user, 'Once upon a time there was a dragon.');
+    assert.equal(seen[0].assistant, opening.json.choices[0].message.content);
+    const alone = await post(second.url, '/v1/chat/completions', {
+      model: 'test-model', max_tokens: 5, temperature: 0, messages: [{ role: 'user', content: 'What was it called?' }],
+    }, as(key));
+    const followUp = await say(second, 'What was it called?');
+    assert.equal(followUp.status, 200, followUp.text);
+    assert.ok(followUp.json.usage.prompt_tokens > alone.json.usage.prompt_tokens + opening.json.usage.completion_tokens,
+      'the follow-up on the second replica was not given the first turn as context');
+    const both = await turnsOn(first);
+    assert.deepEqual(both.map((turn) => turn.user), ['Once upon a time there was a dragon.', 'What was it called?']);
   });
 });
 

@@ -146,7 +146,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
                                                                     const RecordedAnswer& answer) {
           auto cached = cache::cacheable_answer(done, answer, ttl);
           if (!cached) return;
-          cache::SemanticEntry entry{vector, {}, question, std::move(cached)};
+          cache::SemanticEntry entry{vector, question, std::move(cached)};
           if (!shared) {
             index->insert(partition, std::move(entry));
             return;

@@ -17,10 +17,19 @@
 namespace chatflow::cache {
 
 struct SemanticEntry {
+  SemanticEntry() = default;
+  // The id defaults: only shared entries have one.
+  SemanticEntry(std::vector<float> vector, std::string question,
+                std::shared_ptr<const CachedAnswer> answer, std::string id = {})
+      : vector(std::move(vector)),
+        question(std::move(question)),
+        answer(std::move(answer)),
+        id(std::move(id)) {}
+
   std::vector<float> vector;
-  std::string id;        // shared entries' (Redis): inserting an id the partition holds is a no-op
   std::string question;  // the newest user message, for the verifier
   std::shared_ptr<const CachedAnswer> answer;
+  std::string id;  // shared entries' (Redis): inserting an id the partition holds is a no-op
 };
 
 struct SemanticMatch {

@@ -228,7 +228,7 @@ Reply Connection::command(const Command& command) {
 // Returns the connection to the pool when the caller is done, unless it broke.
 class Client::Lease {
  public:
-  Lease(Client& client) : client_(client), connection_(client.borrow()) {}
+  explicit Lease(Client& client) : client_(client), connection_(client.borrow()) {}
   ~Lease() { client_.give_back(std::move(connection_)); }
   Connection& operator*() { return *connection_; }
   Connection* operator->() { return connection_.get(); }

@@ -42,19 +42,21 @@ YAML
 pipeline memory ""
 pipeline redis ", store: shared, on_error: fail_closed"
 
-# Starts `chatflow serve`; prints its URL.
+# Starts `chatflow serve` with pipeline $1 (in this shell, so the trap stops it); sets $url.
 serve() {
   "$chatflow" serve --port 0 --access-log "$work/access-$1.log" --pipeline "$work/$1.yaml" >"$work/out-$1" 2>&1 &
   pids+=($!)
   for _ in $(seq 600); do
     url=$(grep -o 'http://[0-9.:]*' "$work/out-$1" | head -1 || true)
-    [[ -n $url ]] && { echo "$url"; return; }
+    [[ -n $url ]] && return
     sleep 0.1
   done
   echo "the server did not start:" >&2; cat "$work/out-$1" >&2; exit 1
 }
-memory_url=$(serve memory)
-redis_url=$(serve redis)
+serve memory
+memory_url=$url
+serve redis
+redis_url=$url
 
 run() { "$chatflow" bench --url "$1" --requests "$2" --concurrency 1 --max-tokens 8 >/dev/null; }
 run "$memory_url" 200  # warm both up: connections, the script loaded into Redis
@@ -66,7 +68,7 @@ for _ in $(seq "$rounds"); do
   run "$redis_url" "$requests"
 done
 
-values() { grep -o '"total_ms":[0-9.]*' "$1" | cut -d: -f2 | sort -g; }
+values() { grep -F '"path":"/v1/chat/completions"' "$1" | grep -o '"total_ms":[0-9.]*' | cut -d: -f2 | sort -g; }
 quantile() { awk -v q="$1" '{ v[NR] = $1 } END { i = int(NR * q); if (i < 1) i = 1; printf "%.3f", v[i] }'; }
 memory_p50=$(values "$work/access-memory.log" | quantile 0.5)
 redis_p50=$(values "$work/access-redis.log" | quantile 0.5)

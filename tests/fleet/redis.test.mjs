@@ -123,6 +123,9 @@ edges:
     });
     assert.equal(removed.status, 200);
     assert.equal((await removed.json()).deleted.exact, 1);
+    // The semantic cache kept it too (it caches greedy answers as well); its correction reaches
+    // the first replica's index through the stream.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
     const after = await post(first.url, '/v1/chat/completions', request, as(key));
     assert.equal(after.headers.get('x-chatflow-cache'), 'miss', 'the corrected entry was served');
   });

@@ -22,6 +22,8 @@ packages=(
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
   libcli11-dev libgtest-dev libutf8proc-dev libspdlog-dev libssl-dev libsqlite3-dev graphviz
   libxapian-dev python3-jinja2 zlib1g-dev
+  # The redis resource's client (hiredis); redis-server for the tests that start their own.
+  libhiredis-dev redis-server
 )
 # The server tests drive it with Node.js and the official openai npm client; the chat page and
 # dashboard are built with it (Node 18.19 or later: Debian 12's nodejs will do). A node from

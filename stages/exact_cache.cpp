@@ -4,6 +4,11 @@
 // (finish stop or length, nothing filtered or masked) are kept, by default only of deterministic
 // requests (temperature 0 or a seed). A hit streams the stored chunks through port `hit` and the
 // stream stages after it, with `x-chatflow-cache: exact`; a miss goes on through `miss`.
+//
+// With `store: <redis resource>` the entries live in Redis (expiring there) and every replica
+// using it shares them; without, in this process's LRU. Redis failing is a miss (counted as
+// chatflow:request_annotations_total{name="exact_cache",value="store_unavailable"}), never a
+// failed request.
 #include <boost/json.hpp>
 
 #include "framework/api/capabilities.h"
@@ -11,7 +16,10 @@
 #include "framework/api/response_recorder.h"
 #include "framework/cache/conversation.h"
 #include "framework/cache/lru_store.h"
+#include "framework/cache/redis_exact_store.h"
 #include "framework/security/crypto.h"
+#include "framework/storage/failure_log.h"
+#include "stages/redis.h"
 
 namespace chatflow {
 namespace {
@@ -23,6 +31,7 @@ struct ExactCacheConfig {
   bool deterministic_only = true;
   std::string version = "1";
   std::string scope = "user";
+  std::string store;
 };
 
 constexpr PortId kMiss = 0;
@@ -30,11 +39,14 @@ constexpr PortId kHit = 1;
 
 class ExactCacheStage final : public RequestStage, public CacheAdmin {
  public:
-  explicit ExactCacheStage(const ExactCacheConfig& config)
+  ExactCacheStage(const ExactCacheConfig& config, std::shared_ptr<cache::RedisExactStore> shared,
+                  const std::string& who)
       : config_(config),
         scope_(config.scope == "tenant" ? cache::CacheScope::tenant : cache::CacheScope::user),
         store_(std::make_shared<cache::LruStore>(static_cast<size_t>(config.max_entries),
-                                                 static_cast<size_t>(config.max_bytes))) {}
+                                                 static_cast<size_t>(config.max_bytes))),
+        shared_(std::move(shared)),
+        failures_(std::make_shared<storage::FailureLog>(who)) {}
 
   Route process(Request& request, StageIo& io) override {
     const GenerationParams& g = request.generation;
@@ -54,7 +66,7 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
         conversation_digest + '\x1f' + cache::scope_key(request.identity, scope_) + '\x1f' +
         boost::json::serialize(boost::json::string(request.model)) +
         cache::output_parameters_json(request.generation));
-    if (auto answer = store_->get(key)) {
+    if (auto answer = lookup(request, key)) {
       request.set_response_header("x-chatflow-cache", "exact");
       request.annotate("cache", "exact");
       request.usage = answer->usage;
@@ -72,16 +84,27 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
     }
     request.set_response_header("x-chatflow-cache", "miss");
     auto store = store_;
+    auto shared = shared_;
+    auto failures = failures_;
     auto ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(config_.ttl_s));
     // Stored before the last chunk leaves: a client repeating the question at once finds it.
     record_answer(
         request,
-        [store, key, conversation_digest, ttl](const Request& done, const RecordedAnswer& answer) {
+        [store, shared, failures, key, conversation_digest, ttl](const Request& done,
+                                                                 const RecordedAnswer& answer) {
           auto entry = cache::cacheable_answer(done, answer, ttl);
           if (!entry) return;
           entry->conversation = conversation_digest;
-          store->put(key, std::move(entry));
+          if (!shared) {
+            store->put(key, std::move(entry));
+            return;
+          }
+          try {
+            shared->put(key, *entry, std::chrono::duration_cast<std::chrono::milliseconds>(ttl));
+          } catch (const redis::Error& error) {
+            failures->failed(error.what(), "an answer was not cached");
+          }
         },
         nullptr);
     return Route::to(kMiss);
@@ -90,14 +113,12 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
   std::string cache_name() const override { return "exact"; }
 
   size_t forget(const CacheCorrection& correction) override {
+    if (shared_) return forget_shared(correction);
     if (correction.everything) {
       return store_->erase_if(
           [&](const cache::CachedAnswer& entry) { return entry.tenant == correction.tenant; });
     }
-    std::string conversation = cache::conversation_json(
-        correction.messages.empty() ? RequestKind::completion : RequestKind::chat,
-        correction.messages, correction.prompt);
-    std::string digest = security::sha256_hex(key_prefix(correction.tenant) + conversation);
+    std::string digest = conversation_digest(correction);
     return store_->erase_if([&](const cache::CachedAnswer& entry) {
       return entry.tenant == correction.tenant && entry.conversation == digest &&
              (correction.model.empty() || entry.model == correction.model);
@@ -109,9 +130,47 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
     return boost::json::serialize(boost::json::array{config_.version, tenant});
   }
 
+  std::string conversation_digest(const CacheCorrection& correction) const {
+    std::string conversation = cache::conversation_json(
+        correction.messages.empty() ? RequestKind::completion : RequestKind::chat,
+        correction.messages, correction.prompt);
+    return security::sha256_hex(key_prefix(correction.tenant) + conversation);
+  }
+
+  std::shared_ptr<const cache::CachedAnswer> lookup(Request& request, const std::string& key) {
+    if (!shared_) return store_->get(key);
+    try {
+      auto answer = shared_->get(request.identity.tenant, key);
+      failures_->succeeded();
+      return answer;
+    } catch (const redis::Error& error) {
+      request.annotate("exact_cache", "store_unavailable");
+      failures_->failed(error.what(), "requests miss the cache");
+      return nullptr;
+    }
+  }
+
+  // Throws on failure: an admin asking to remove an answer must not hear that it is gone.
+  size_t forget_shared(const CacheCorrection& correction) {
+    try {
+      if (correction.everything) return shared_->forget_tenant(correction.tenant);
+      return shared_->forget_conversation(conversation_digest(correction), correction.model);
+    } catch (const redis::Error& error) {
+      failures_->failed(error.what(), "a correction was refused");
+      throw RequestFailure(RequestError{503,
+                                        "server_error",
+                                        "the exact cache's store is unavailable; nothing was "
+                                        "removed, retry shortly",
+                                        "cache_store_unavailable",
+                                        {}});
+    }
+  }
+
   ExactCacheConfig config_;
   cache::CacheScope scope_;
   std::shared_ptr<cache::LruStore> store_;
+  std::shared_ptr<cache::RedisExactStore> shared_;  // null: the LRU above
+  std::shared_ptr<storage::FailureLog> failures_;
 };
 
 StageTypeInfo exact_cache_stage_type() {
@@ -139,8 +198,21 @@ StageTypeInfo exact_cache_stage_type() {
            "who shares an answer: user (the same user of the tenant; callers without a user "
            "share the tenant's) or tenant")
       .choices({"user", "tenant"});
-  type.create([](const ExactCacheConfig& config, StageContext&) {
-    return std::make_unique<ExactCacheStage>(config);
+  type.config()
+      .key("store", &ExactCacheConfig::store,
+           "a redis resource: entries shared by every replica using it (max_entries and "
+           "max_bytes then do not apply: Redis's maxmemory does); empty: this process's memory")
+      .resource("redis");
+  type.create([](const ExactCacheConfig& config, StageContext& context) {
+    std::shared_ptr<cache::RedisExactStore> shared;
+    std::string who = "exact_cache '" + context.stage_name() + "'";
+    if (!config.store.empty()) {
+      auto redis = context.resource<RedisResource>(config.store);
+      shared =
+          std::make_shared<cache::RedisExactStore>(redis->client(), redis->key_prefix() + "exact:");
+      who += " (" + redis->description() + ")";
+    }
+    return std::make_unique<ExactCacheStage>(config, std::move(shared), who);
   });
   return type.build();
 }

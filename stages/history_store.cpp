@@ -6,7 +6,10 @@
 #include <boost/json.hpp>
 
 #include "framework/api/registry.h"
+#include "framework/history/redis_turn_cache.h"
+#include "framework/storage/failure_log.h"
 #include "framework/text/utf8.h"
+#include "stages/redis.h"
 
 namespace chatflow {
 
@@ -72,7 +75,22 @@ namespace {
 struct HistoryStoreConfig {
   std::string backend = "sqlite";
   std::string path = "var/history.db";
+  std::string cache;
 };
+
+// With `cache: <redis resource>`, the store behind hot session turns in Redis (an hour after a
+// session's last use), so every replica sees a session's latest turns.
+std::unique_ptr<history::HistoryStore> with_turn_cache(std::unique_ptr<history::HistoryStore> store,
+                                                       const HistoryStoreConfig& config,
+                                                       ResourceContext& context) {
+  if (config.cache.empty()) return store;
+  auto redis = context.resource<RedisResource>(config.cache);
+  auto failures = std::make_shared<storage::FailureLog>(
+      "history_store '" + context.resource_name() + "' (" + redis->description() + ")");
+  return std::make_unique<history::RedisTurnCache>(
+      std::move(store), redis->client(), redis->key_prefix() + "session:", std::chrono::hours(1),
+      std::move(failures));
+}
 
 ResourceTypeInfo history_store_resource_type() {
   ResourceTypeBuilder<HistoryStoreConfig> type(
@@ -82,17 +100,25 @@ ResourceTypeInfo history_store_resource_type() {
       .key("backend", &HistoryStoreConfig::backend, "sqlite or memory")
       .choices({"sqlite", "memory"});
   type.config().key("path", &HistoryStoreConfig::path, "the SQLite file");
-  type.create([](const HistoryStoreConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {
-    if (config.backend == "memory")
-      return std::make_shared<HistoryStoreResource>(history::make_memory_store());
-    std::filesystem::path file(config.path);
-    if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-    try {
-      return std::make_shared<HistoryStoreResource>(history::make_sqlite_store(config.path));
-    } catch (const std::runtime_error& error) {
-      throw ConfigError(error.what());
-    }
-  });
+  type.config()
+      .key("cache", &HistoryStoreConfig::cache,
+           "a redis resource keeping recent sessions' turns in front of the store (write-through), "
+           "so every replica sees them")
+      .resource("redis");
+  type.create(
+      [](const HistoryStoreConfig& config, ResourceContext& context) -> std::shared_ptr<Resource> {
+        if (config.backend == "memory")
+          return std::make_shared<HistoryStoreResource>(
+              with_turn_cache(history::make_memory_store(), config, context));
+        std::filesystem::path file(config.path);
+        if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+        try {
+          return std::make_shared<HistoryStoreResource>(
+              with_turn_cache(history::make_sqlite_store(config.path), config, context));
+        } catch (const std::runtime_error& error) {
+          throw ConfigError(error.what());
+        }
+      });
   return type.build();
 }
 

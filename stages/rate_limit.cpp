@@ -3,12 +3,22 @@
 // model's tokenizer) plus max_tokens; when it is over, what it did not use goes back. Over the
 // limit: 429 rate_limit_exceeded with Retry-After. Every response carries OpenAI's
 // x-ratelimit-* headers for the tightest bucket.
+//
+// With `store: <redis resource>` the buckets are shared by every replica naming the same Redis
+// (one atomic Lua script per reservation); while Redis cannot be reached, `on_error` decides:
+// fail_closed answers 503 rate_limiter_unavailable, fail_open lets requests pass uncounted. Both
+// are counted (chatflow:request_annotations_total{name="rate_limit"}) and logged at most every
+// 10 s; the next request after Redis returns is limited again.
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "framework/limits/rate_limiter.h"
+#include "framework/limits/redis_rate_limiter.h"
+#include "framework/storage/failure_log.h"
 #include "stages/gguf_model.h"
+#include "stages/redis.h"
 
 namespace chatflow {
 namespace {
@@ -21,6 +31,8 @@ struct RateLimitConfig {
   double user_tpm = 0;
   double window_s = 60;
   std::map<std::string, std::string> tenants;
+  std::string store;
+  std::string on_error = "fail_closed";
 };
 
 struct Limits {
@@ -68,10 +80,12 @@ std::string reset_text(double seconds) {
 
 class RateLimitStage final : public RequestStage {
  public:
-  RateLimitStage(const RateLimitConfig& config, std::shared_ptr<GgufModel> model)
+  RateLimitStage(const RateLimitConfig& config, std::shared_ptr<GgufModel> model,
+                 std::shared_ptr<limits::RateLimiter> limiter, const std::string& who)
       : config_(config),
         model_(std::move(model)),
-        limiter_(std::make_shared<limits::InMemoryRateLimiter>(config.window_s)) {
+        limiter_(std::move(limiter)),
+        failures_(std::make_shared<storage::FailureLog>(who)) {
     for (const auto& [tenant, text] : config.tenants)
       tenants_[tenant] = parse_limits(text, {config.rpm, config.tpm}, tenant);
   }
@@ -109,7 +123,13 @@ class RateLimitStage final : public RequestStage {
         {user_key + ":requests", user.rpm, 1},
         {user_key + ":tokens", user.tpm, tokens},
     };
-    limits::Reservation reservation = limiter_->reserve(claims);
+    limits::Reservation reservation;
+    try {
+      reservation = limiter_->reserve(claims);
+      failures_->succeeded();
+    } catch (const limits::LimiterUnavailable& error) {
+      return unavailable(request, error.what());
+    }
     set_headers(request, claims, reservation);
     if (!reservation.granted) {
       bool requests_bound = false;
@@ -142,29 +162,60 @@ class RateLimitStage final : public RequestStage {
     // Settle when the request is over: give back the tokens reserved and not used (or take the
     // difference when the prompt grew after this stage).
     auto limiter = limiter_;
+    auto failures = failures_;
+    bool fail_open = config_.on_error == "fail_open";
     std::vector<limits::Claim> token_claims = {claims[1], claims[3]};
     // Spending aside for the request (an agent's steps) takes from the same buckets first.
     auto reserved = std::make_shared<std::atomic<int64_t>>(static_cast<int64_t>(tokens));
-    request.on_reserve([limiter, token_claims, reserved](int64_t extra) {
+    request.on_reserve([limiter, failures, fail_open, token_claims, reserved](int64_t extra) {
       std::vector<limits::Claim> more = token_claims;
       for (auto& claim : more)
         claim.amount = static_cast<double>(extra);
-      if (!limiter->reserve(more).granted) return false;
+      try {
+        if (!limiter->reserve(more).granted) return false;
+      } catch (const limits::LimiterUnavailable& error) {
+        failures->failed(error.what(), fail_open ? "an agent step passes unlimited (fail_open)"
+                                                 : "an agent step is refused (fail_closed)");
+        return fail_open;
+      }
       *reserved += extra;
       return true;
     });
-    request.on_release([limiter, reserved, token_claims](const Request& done) {
+    request.on_release([limiter, failures, reserved, token_claims](const Request& done) {
       double used = static_cast<double>(done.usage.prompt_tokens + done.usage.completion_tokens);
       if (done.usage.prompt_tokens == 0) used = 0;  // never reached the model
       // What the model spent aside for it (an agent's steps) is the caller's too.
       used += static_cast<double>(done.aside_usage.total());
-      for (const auto& claim : token_claims)
-        limiter->refund(claim.bucket, claim.limit, static_cast<double>(reserved->load()) - used);
+      std::vector<limits::Claim> unused = token_claims;
+      for (auto& claim : unused)
+        claim.amount = static_cast<double>(reserved->load()) - used;
+      try {
+        limiter->refund(unused);
+      } catch (const limits::LimiterUnavailable& error) {
+        failures->failed(error.what(), "a request's unused tokens were not given back");
+      }
     });
     return Route::to(0);
   }
 
  private:
+  // The store failed: pass the request uncounted or refuse it, as on_error says.
+  Route unavailable(Request& request, const std::string& error) {
+    if (config_.on_error == "fail_open") {
+      request.annotate("rate_limit", "fail_open");
+      failures_->failed(error, "requests pass unlimited (on_error: fail_open)");
+      return Route::to(0);
+    }
+    request.annotate("rate_limit", "fail_closed");
+    failures_->failed(error, "requests are refused with 503 (on_error: fail_closed)");
+    throw RequestFailure(RequestError{503,
+                                      "server_error",
+                                      "the rate limiter is unavailable, so the request was not "
+                                      "admitted; retry shortly",
+                                      "rate_limiter_unavailable",
+                                      {}});
+  }
+
   static void set_headers(Request& request, const std::vector<limits::Claim>& claims,
                           const limits::Reservation& reservation) {
     // The tightest bucket of each kind (requests: claims 0 and 2, tokens: 1 and 3).
@@ -195,6 +246,7 @@ class RateLimitStage final : public RequestStage {
   RateLimitConfig config_;
   std::shared_ptr<GgufModel> model_;
   std::shared_ptr<limits::RateLimiter> limiter_;
+  std::shared_ptr<storage::FailureLog> failures_;
   std::map<std::string, Limits> tenants_;
 };
 
@@ -228,6 +280,16 @@ StageTypeInfo rate_limit_stage_type() {
       .range(0.001, 86400);
   type.config().key("tenants", &RateLimitConfig::tenants,
                     "per-tenant limits, e.g. {acme: \"rpm=60 tpm=10000\"}");
+  type.config()
+      .key("store", &RateLimitConfig::store,
+           "a redis resource: buckets shared by every replica using it; empty: this process's "
+           "memory")
+      .resource("redis");
+  type.config()
+      .key("on_error", &RateLimitConfig::on_error,
+           "with a store that cannot be reached: fail_closed (503 rate_limiter_unavailable; "
+           "refuses to start without it) or fail_open (requests pass uncounted)")
+      .choices({"fail_closed", "fail_open"});
   type.create([](const RateLimitConfig& config, StageContext& context) {
     std::shared_ptr<GgufModel> model;
     if (!config.model.empty()) model = context.resource<GgufModel>(config.model);
@@ -237,7 +299,31 @@ StageTypeInfo rate_limit_stage_type() {
     if (counts_tokens && !model) {
       throw ConfigError("token limits need 'model' (a gguf_model) to count prompt tokens");
     }
-    return std::make_unique<RateLimitStage>(config, std::move(model));
+    std::shared_ptr<limits::RateLimiter> limiter;
+    std::string who = "rate_limit '" + context.stage_name() + "'";
+    if (config.store.empty()) {
+      limiter = std::make_shared<limits::InMemoryRateLimiter>(config.window_s);
+    } else {
+      auto store = context.resource<RedisResource>(config.store);
+      who += " (" + store->description() + ")";
+      std::string error;
+      // A replica that must share its limits does not quietly start alone.
+      if (!store->client()->ping(&error)) {
+        if (config.on_error == "fail_closed") {
+          throw ConfigError(store->description() + " is unreachable (" + error +
+                            "); with on_error: fail_closed the limits do not start without it "
+                            "(fail_open would start and let requests pass until it answers)");
+        }
+        std::fprintf(stderr,
+                     "chatflow: %s: starting without its store (%s); requests pass "
+                     "unlimited until it answers (on_error: fail_open)\n",
+                     who.c_str(), error.c_str());
+      }
+      limiter = std::make_shared<limits::RedisRateLimiter>(
+          store->client(), store->key_prefix() + "ratelimit:" + context.stage_name() + ":",
+          config.window_s);
+    }
+    return std::make_unique<RateLimitStage>(config, std::move(model), std::move(limiter), who);
   });
   return type.build();
 }

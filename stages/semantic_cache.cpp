@@ -5,6 +5,11 @@
 // so "is it safe" never gets the answer to "is it not safe". Questions about the present or the
 // caller (today, weather, my balance...) bypass the cache. A hit streams through port `hit` with
 // `x-chatflow-cache: semantic` and `x-chatflow-cache-similarity`.
+//
+// With `store: <redis resource>` entries live in Redis and each replica's index follows them
+// (framework/cache/redis_semantic_store.h): an answer cached by one replica is found by the
+// others. While Redis is out of reach the cache misses (counted as
+// chatflow:request_annotations_total{name="semantic_cache",value="store_unavailable"}).
 #include <algorithm>
 #include <cstdio>
 
@@ -12,11 +17,15 @@
 #include "framework/api/registry.h"
 #include "framework/api/response_recorder.h"
 #include "framework/cache/conversation.h"
+#include "framework/cache/redis_semantic_store.h"
 #include "framework/cache/semantic_index.h"
 #include "framework/moderation/rule_list.h"
 #include "framework/security/crypto.h"
+#include "framework/storage/failure_log.h"
+#include "framework/storage/redis_client.h"
 #include "framework/text/normalizer.h"
 #include "stages/embedder.h"
+#include "stages/redis.h"
 
 namespace chatflow {
 namespace {
@@ -31,6 +40,7 @@ struct SemanticCacheConfig {
   std::vector<std::string> bypass;
   bool built_in_bypass = true;
   std::string scope = "user";
+  std::string store;
 };
 
 constexpr PortId kMiss = 0;
@@ -80,12 +90,16 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
  public:
   SemanticCacheStage(const SemanticCacheConfig& config,
                      std::shared_ptr<const embedding::Embedder> embedder,
-                     std::vector<std::shared_ptr<const moderation::RuleList>> bypass)
+                     std::vector<std::shared_ptr<const moderation::RuleList>> bypass,
+                     std::shared_ptr<cache::RedisSemanticStore> shared,
+                     std::shared_ptr<storage::FailureLog> failures)
       : config_(config),
         embedder_(std::move(embedder)),
         index_(std::make_shared<cache::SemanticIndex>(embedder_->dimensions(),
                                                       static_cast<size_t>(config.max_entries))),
-        bypass_(std::move(bypass)) {}
+        bypass_(std::move(bypass)),
+        shared_(std::move(shared)),
+        failures_(std::move(failures)) {}
 
   Route process(Request& request, StageIo& io) override {
     const GenerationParams& g = request.generation;
@@ -106,27 +120,43 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
       request.annotate("semantic_cache", "bypass");
       return Route::to(kMiss);
     }
+    if (shared_ && !shared_->in_step()) {
+      request.annotate("semantic_cache", "store_unavailable");
+      return Route::to(kMiss);
+    }
+    std::shared_ptr<cache::SemanticIndex> index = shared_ ? shared_->index() : index_;
     std::string partition = partition_of(request);
     std::string text = cache::conversation_text(request.kind, request.messages, request.prompt);
     std::vector<float> vector = embedder_->embed(text);
     std::string question = newest_question(request);
     for (const auto& match :
-         index_->search(partition, vector, static_cast<size_t>(config_.candidates))) {
+         index->search(partition, vector, static_cast<size_t>(config_.candidates))) {
       if (match.similarity < config_.threshold) break;
       if (!cache::same_question(question, match.entry->question)) continue;
       return answer(request, io, *match.entry->answer, match.similarity);
     }
-    auto index = index_;
+    auto shared = shared_;
+    auto failures = failures_;
     auto ttl = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(config_.ttl_s));
     // Stored before the last chunk leaves: a client repeating the question at once finds it.
     record_answer(
         request,
-        [index, partition, vector, question, ttl](const Request& done,
-                                                  const RecordedAnswer& answer) {
+        [index, shared, failures, partition, vector, question, ttl](const Request& done,
+                                                                    const RecordedAnswer& answer) {
           auto cached = cache::cacheable_answer(done, answer, ttl);
           if (!cached) return;
-          index->insert(partition, {vector, question, std::move(cached)});
+          cache::SemanticEntry entry{vector, question, std::move(cached)};
+          if (!shared) {
+            index->insert(partition, std::move(entry));
+            return;
+          }
+          try {
+            shared->insert(partition, std::move(entry),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(ttl));
+          } catch (const redis::Error& error) {
+            failures->failed(error.what(), "an answer was cached by this replica only");
+          }
         },
         nullptr);
     return Route::to(kMiss);
@@ -137,11 +167,28 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
   size_t forget(const CacheCorrection& correction) override {
     std::string prefix = correction.tenant + '\x1f';
     if (!correction.model.empty()) prefix += correction.model + '\x1f';
-    if (correction.everything) return index_->forget(prefix, nullptr, 0);
-    RequestKind kind = correction.messages.empty() ? RequestKind::completion : RequestKind::chat;
-    std::vector<float> vector =
-        embedder_->embed(cache::conversation_text(kind, correction.messages, correction.prompt));
-    return index_->forget(prefix, &vector, static_cast<float>(config_.threshold));
+    std::vector<float> vector;
+    if (!correction.everything) {
+      RequestKind kind = correction.messages.empty() ? RequestKind::completion : RequestKind::chat;
+      vector =
+          embedder_->embed(cache::conversation_text(kind, correction.messages, correction.prompt));
+    }
+    const std::vector<float>* near = correction.everything ? nullptr : &vector;
+    auto threshold = static_cast<float>(config_.threshold);
+    if (!shared_) return index_->forget(prefix, near, threshold);
+    try {
+      return shared_->forget(prefix, near, threshold);
+    } catch (const redis::Error& error) {
+      // The other replicas did not hear of it: the admin must know.
+      failures_->failed(error.what(), "a correction reached this replica only");
+      throw RequestFailure(RequestError{503,
+                                        "server_error",
+                                        "the semantic cache's store is unavailable; the "
+                                        "correction did not reach the other replicas, retry "
+                                        "shortly",
+                                        "cache_store_unavailable",
+                                        {}});
+    }
   }
 
  private:
@@ -197,6 +244,8 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
   std::shared_ptr<const embedding::Embedder> embedder_;
   std::shared_ptr<cache::SemanticIndex> index_;
   std::vector<std::shared_ptr<const moderation::RuleList>> bypass_;
+  std::shared_ptr<cache::RedisSemanticStore> shared_;  // null: index_ alone
+  std::shared_ptr<storage::FailureLog> failures_;
 };
 
 StageTypeInfo semantic_cache_stage_type() {
@@ -233,6 +282,11 @@ StageTypeInfo semantic_cache_stage_type() {
            "who shares an answer: user (the same user of the tenant; callers without a user "
            "share the tenant's) or tenant")
       .choices({"user", "tenant"});
+  type.config()
+      .key("store", &SemanticCacheConfig::store,
+           "a redis resource: entries shared by every replica using it, each replica's index "
+           "built from them and kept current; empty: this process's memory")
+      .resource("redis");
   type.create([](const SemanticCacheConfig& config, StageContext& context) {
     std::shared_ptr<const embedding::Embedder> embedder = embedder_named(context, config.embedder);
     std::vector<std::shared_ptr<const moderation::RuleList>> bypass;
@@ -245,7 +299,24 @@ StageTypeInfo semantic_cache_stage_type() {
         throw ConfigError(error.what());
       }
     }
-    return std::make_unique<SemanticCacheStage>(config, std::move(embedder), std::move(bypass));
+    std::string who = "semantic_cache '" + context.stage_name() + "'";
+    std::shared_ptr<cache::RedisSemanticStore> shared;
+    std::shared_ptr<storage::FailureLog> failures;
+    if (!config.store.empty()) {
+      auto redis = context.resource<RedisResource>(config.store);
+      failures = std::make_shared<storage::FailureLog>(who + " (" + redis->description() + ")");
+      cache::RedisSemanticOptions options;
+      // The vector length is part of the keys: another embedder's entries never meet these.
+      options.key_prefix =
+          redis->key_prefix() + "semantic:" + std::to_string(embedder->dimensions()) + ":";
+      options.dimensions = embedder->dimensions();
+      options.max_entries = static_cast<size_t>(config.max_entries);
+      shared = std::make_shared<cache::RedisSemanticStore>(redis->client(), options, failures);
+    } else {
+      failures = std::make_shared<storage::FailureLog>(who);
+    }
+    return std::make_unique<SemanticCacheStage>(config, std::move(embedder), std::move(bypass),
+                                                std::move(shared), std::move(failures));
   });
   return type.build();
 }

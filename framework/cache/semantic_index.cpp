@@ -14,6 +14,7 @@ struct SemanticIndex::Partition {
   embedding::VectorGraph graph;
   std::map<size_t, std::shared_ptr<const SemanticEntry>> entries;  // by label, live only
   std::deque<size_t> order;  // labels, oldest first (dead ones skipped on eviction)
+  std::map<std::string, size_t> labels_by_id;  // entries with an id
   size_t next_label = 0;
 };
 
@@ -57,20 +58,27 @@ void SemanticIndex::insert(const std::string& name, SemanticEntry entry) {
   if (entry.vector.size() != dimensions_) return;
   auto part = partition(name, true);
   std::unique_lock lock(part->mutex);
+  if (!entry.id.empty() && part->labels_by_id.count(entry.id)) return;  // seen (a replica's echo)
   // Make room: the oldest entries go first.
   while (part->entries.size() >= max_entries_ && !part->order.empty()) {
     size_t oldest = part->order.front();
     part->order.pop_front();
-    if (part->entries.erase(oldest)) part->graph.remove(oldest);
+    auto found = part->entries.find(oldest);
+    if (found == part->entries.end()) continue;
+    part->labels_by_id.erase(found->second->id);
+    part->entries.erase(found);
+    part->graph.remove(oldest);
   }
+
   size_t label = part->next_label++;
+  if (!entry.id.empty()) part->labels_by_id.emplace(entry.id, label);
   part->graph.add(entry.vector.data(), label);
   part->entries.emplace(label, std::make_shared<const SemanticEntry>(std::move(entry)));
   part->order.push_back(label);
 }
 
 size_t SemanticIndex::forget(const std::string& prefix, const std::vector<float>* near,
-                             float threshold) {
+                             float threshold, std::vector<std::string>* forgotten_ids) {
   std::vector<std::shared_ptr<Partition>> chosen;
   {
     std::lock_guard lock(mutex_);
@@ -89,6 +97,10 @@ size_t SemanticIndex::forget(const std::string& prefix, const std::vector<float>
         return similarity >= threshold;
       }());
       if (drop) {
+        if (!it->second->id.empty()) {
+          part->labels_by_id.erase(it->second->id);
+          if (forgotten_ids) forgotten_ids->push_back(it->second->id);
+        }
         part->graph.remove(it->first);
         it = part->entries.erase(it);
         ++removed;

@@ -17,9 +17,19 @@
 namespace chatflow::cache {
 
 struct SemanticEntry {
+  SemanticEntry() = default;
+  // The id defaults: only shared entries have one.
+  SemanticEntry(std::vector<float> vector, std::string question,
+                std::shared_ptr<const CachedAnswer> answer, std::string id = {})
+      : vector(std::move(vector)),
+        question(std::move(question)),
+        answer(std::move(answer)),
+        id(std::move(id)) {}
+
   std::vector<float> vector;
   std::string question;  // the newest user message, for the verifier
   std::shared_ptr<const CachedAnswer> answer;
+  std::string id;  // shared entries' (Redis): inserting an id the partition holds is a no-op
 };
 
 struct SemanticMatch {
@@ -37,8 +47,10 @@ class SemanticIndex {
                                     size_t k) const;
   void insert(const std::string& partition, SemanticEntry entry);
   // Forgets, in every partition whose name starts with `prefix`: everything (no `near`), or the
-  // entries at least `threshold` similar to `near`. Returns how many.
-  size_t forget(const std::string& prefix, const std::vector<float>* near, float threshold);
+  // entries at least `threshold` similar to `near`. Returns how many; their ids go to
+  // `forgotten_ids` when given.
+  size_t forget(const std::string& prefix, const std::vector<float>* near, float threshold,
+                std::vector<std::string>* forgotten_ids = nullptr);
   size_t size(const std::string& partition) const;
 
  private:

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,6 +43,18 @@ class RateLimiter {
   virtual Reservation reserve(const std::vector<Claim>& claims) = 0;
   // Returns `amount` units to `bucket` (never above its limit).
   virtual void refund(const std::string& bucket, double limit, double amount) = 0;
+  // Returns each claim's amount to its bucket; a shared backend does it in one round trip.
+  virtual void refund(const std::vector<Claim>& claims) {
+    for (const Claim& claim : claims)
+      refund(claim.bucket, claim.limit, claim.amount);
+  }
+};
+
+// The limiter's store could not be reached or did not answer in time; what the request then
+// gets (pass or 503) is the stage's policy.
+class LimiterUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // One process's buckets, in memory.
@@ -52,6 +65,7 @@ class InMemoryRateLimiter final : public RateLimiter {
 
   Reservation reserve(const std::vector<Claim>& claims) override;
   void refund(const std::string& bucket, double limit, double amount) override;
+  using RateLimiter::refund;
 
   // For tests: the clock the buckets refill by.
   void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }

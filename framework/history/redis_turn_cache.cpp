@@ -1,0 +1,203 @@
+#include "framework/history/redis_turn_cache.h"
+
+#include <ctime>
+
+#include <boost/json.hpp>
+
+#include "framework/security/crypto.h"
+#include "framework/storage/failure_log.h"
+#include "framework/storage/redis_client.h"
+
+namespace chatflow::history {
+namespace json = boost::json;
+namespace {
+
+// A session's list starts with this header, so a session known to have no turns yet is cached
+// too (its first turn then reaches the other replicas through Redis).
+constexpr std::string_view kHeader = "chatflow-turns-1";
+
+// KEYS: the turns, the version. ARGV: the turn, the lifetime in ms. Bumps the version; appends
+// only to a list that exists (a missing one is filled whole from the durable store later).
+const redis::Script kAppend(R"lua(
+redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('RPUSH', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+)lua");
+
+// KEYS: the turns, the version. ARGV: the version seen before the durable read ('' for none),
+// the lifetime, then the turns. Writes only if nothing was appended meanwhile.
+const redis::Script kFill(R"lua(
+local version = redis.call('GET', KEYS[2]) or ''
+if version ~= ARGV[1] or redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+)lua");
+
+}  // namespace
+
+std::string turn_json(const Turn& turn) {
+  return json::serialize(json::object{{"user", turn.user},
+                                      {"assistant", turn.assistant},
+                                      {"status", std::string(to_string(turn.status))},
+                                      {"prompt_tokens", turn.prompt_tokens},
+                                      {"completion_tokens", turn.completion_tokens},
+                                      {"time", turn.time}});
+}
+
+Turn turn_of(const std::string& text) {
+  json::error_code error;
+  json::value parsed = json::parse(text, error);
+  if (error || !parsed.is_object()) throw std::runtime_error("a cached turn is not a JSON object");
+  try {
+    const json::object& object = parsed.as_object();
+    Turn turn;
+    turn.user = object.at("user").as_string();
+    turn.assistant = object.at("assistant").as_string();
+    std::string_view status = object.at("status").as_string();
+    turn.status = status == "completed"   ? TurnStatus::completed
+                  : status == "cancelled" ? TurnStatus::cancelled
+                  : status == "filtered"  ? TurnStatus::filtered
+                                          : TurnStatus::failed;
+    turn.prompt_tokens = object.at("prompt_tokens").as_int64();
+    turn.completion_tokens = object.at("completion_tokens").as_int64();
+    turn.time = object.at("time").as_int64();
+    return turn;
+  } catch (const std::exception& failure) {
+    throw std::runtime_error(std::string("a cached turn has the wrong shape: ") + failure.what());
+  }
+}
+
+RedisTurnCache::RedisTurnCache(std::unique_ptr<HistoryStore> durable,
+                               std::shared_ptr<redis::Client> client, std::string key_prefix,
+                               std::chrono::milliseconds ttl,
+                               std::shared_ptr<storage::FailureLog> failures)
+    : durable_(std::move(durable)),
+      client_(std::move(client)),
+      key_prefix_(std::move(key_prefix)),
+      ttl_(ttl),
+      failures_(std::move(failures)) {}
+
+RedisTurnCache::~RedisTurnCache() = default;
+
+std::string RedisTurnCache::key_of(const SessionKey& key) const {
+  return key_prefix_ +
+         security::sha256_hex(json::serialize(json::array{key.tenant, key.owner, key.session}));
+}
+
+void RedisTurnCache::mark_stale(const SessionKey& key) {
+  std::lock_guard lock(stale_mutex_);
+  stale_.insert(key);
+}
+
+void RedisTurnCache::drop_stale() {
+  std::set<SessionKey> stale;
+  {
+    std::lock_guard lock(stale_mutex_);
+    if (stale_.empty()) return;
+    stale.swap(stale_);
+  }
+  std::vector<redis::Command> commands;
+  for (const auto& key : stale) {
+    commands.push_back({"DEL", key_of(key) + ":turns"});
+    commands.push_back({"INCR", key_of(key) + ":version"});
+  }
+  try {
+    client_->pipeline(commands);
+  } catch (const redis::Error&) {
+    std::lock_guard lock(stale_mutex_);
+    stale_.insert(stale.begin(), stale.end());
+    throw;
+  }
+}
+
+std::vector<Turn> RedisTurnCache::load(const SessionKey& key) {
+  std::string base = key_of(key);
+  std::string ttl = std::to_string(ttl_.count());
+  std::string version;
+  try {
+    drop_stale();
+    std::vector<redis::Reply> replies = client_->pipeline({{"LRANGE", base + ":turns", "0", "-1"},
+                                                           {"GET", base + ":version"},
+                                                           {"PEXPIRE", base + ":turns", ttl}});
+    for (const auto& reply : replies)
+      redis::expect_ok(reply, *client_, "reading session turns");
+    failures_->succeeded();
+    const auto& cached = replies[0].elements;
+    if (!cached.empty()) {
+      std::vector<Turn> turns;
+      try {
+        if (cached[0].text != kHeader) throw std::runtime_error("a cached session has no header");
+        for (size_t i = 1; i < cached.size(); ++i)
+          turns.push_back(turn_of(cached[i].text));
+        return turns;
+      } catch (const std::runtime_error& damaged) {
+        failures_->failed(damaged.what(), "the session is read from the durable store");
+        mark_stale(key);
+      }
+    }
+    if (replies[1].kind == redis::Reply::Kind::string) version = replies[1].text;
+  } catch (const redis::Error& error) {
+    failures_->failed(error.what(), "sessions are read from the durable store");
+    return durable_->load(key);
+  }
+  std::vector<Turn> turns = durable_->load(key);
+  std::vector<std::string> args = {version, ttl, std::string(kHeader)};
+  for (const auto& turn : turns)
+    args.push_back(turn_json(turn));
+  try {
+    client_->run(kFill, {base + ":turns", base + ":version"}, args);
+  } catch (const redis::Error& error) {
+    failures_->failed(error.what(), "a session was not cached");
+  }
+  return turns;
+}
+
+bool RedisTurnCache::append(const SessionKey& key, Turn turn, bool durable) {
+  if (turn.time == 0) turn.time = static_cast<int64_t>(std::time(nullptr));
+  std::string cached = turn_json(turn);
+  if (!durable_->append(key, std::move(turn), durable)) return false;
+  std::string base = key_of(key);
+  try {
+    drop_stale();
+    client_->run(kAppend, {base + ":turns", base + ":version"},
+                 {cached, std::to_string(ttl_.count())});
+  } catch (const redis::Error& error) {
+    // Another replica may hold this session's list without the turn: it goes when Redis is back.
+    mark_stale(key);
+    failures_->failed(error.what(), "the turn is in the durable store only");
+  }
+  return true;
+}
+
+std::optional<SessionPage> RedisTurnCache::list(const std::string& tenant, const std::string& owner,
+                                                size_t limit, const std::string& after) {
+  return durable_->list(tenant, owner, limit, after);
+}
+
+std::optional<SessionSummary> RedisTurnCache::summary(const SessionKey& key) {
+  return durable_->summary(key);
+}
+
+bool RedisTurnCache::remove(const SessionKey& key) {
+  bool removed = durable_->remove(key);
+  mark_stale(key);
+  try {
+    drop_stale();
+  } catch (const redis::Error& error) {
+    failures_->failed(error.what(), "a deleted session's cached turns go when Redis is back");
+  }
+  return removed;
+}
+
+std::optional<SessionSummary> RedisTurnCache::rename(const SessionKey& key,
+                                                     const std::string& title) {
+  return durable_->rename(key, title);
+}
+
+}  // namespace chatflow::history

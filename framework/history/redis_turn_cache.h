@@ -1,0 +1,67 @@
+// Hot session turns in Redis in front of the durable store, so a session continued on another
+// replica sees its turns without each replica reading the durable store on every request.
+// Write-through: a turn goes to the durable store first, then (when the session is cached) to
+// the end of its Redis list. A load reads Redis; a session Redis does not hold is read from the
+// durable store and put there for `ttl` (renewed by every load). Lists, summaries, titles and
+// deletions are the durable store's; a deletion also drops the cached turns.
+//
+// A fill never races an append into a stale list: every append bumps the session's version, and
+// a fill only writes when the version is still the one it saw before reading the durable store.
+// A write this replica could not make in Redis (Redis unreachable) leaves the session marked
+// here, and its cached turns are dropped before this replica uses Redis again.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "framework/history/history_store.h"
+
+namespace chatflow::redis {
+class Client;
+}
+namespace chatflow::storage {
+class FailureLog;
+}
+
+namespace chatflow::history {
+
+class RedisTurnCache final : public HistoryStore {
+ public:
+  RedisTurnCache(std::unique_ptr<HistoryStore> durable, std::shared_ptr<redis::Client> client,
+                 std::string key_prefix, std::chrono::milliseconds ttl,
+                 std::shared_ptr<storage::FailureLog> failures);
+  ~RedisTurnCache() override;
+
+  std::vector<Turn> load(const SessionKey& key) override;
+  bool append(const SessionKey& key, Turn turn, bool durable) override;
+  std::optional<SessionPage> list(const std::string& tenant, const std::string& owner, size_t limit,
+                                  const std::string& after) override;
+  std::optional<SessionSummary> summary(const SessionKey& key) override;
+  bool remove(const SessionKey& key) override;
+  std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override;
+  int64_t lost_turns() const override { return durable_->lost_turns(); }
+  int64_t last_failure_time() const override { return durable_->last_failure_time(); }
+
+ private:
+  std::string key_of(const SessionKey& key) const;
+  // Drops the cached turns of sessions whose last write missed Redis; throws redis::Error.
+  void drop_stale();
+  void mark_stale(const SessionKey& key);
+
+  std::unique_ptr<HistoryStore> durable_;
+  std::shared_ptr<redis::Client> client_;
+  std::string key_prefix_;
+  std::chrono::milliseconds ttl_;
+  std::shared_ptr<storage::FailureLog> failures_;
+  std::mutex stale_mutex_;
+  std::set<SessionKey> stale_;
+};
+
+// One turn as the JSON the cache keeps, and back (std::runtime_error when damaged).
+std::string turn_json(const Turn& turn);
+Turn turn_of(const std::string& json);
+
+}  // namespace chatflow::history

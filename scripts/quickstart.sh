@@ -22,6 +22,9 @@ packages=(
   libtbb-dev libyaml-cpp-dev libboost1.81-dev libboost-json1.81-dev libre2-dev libhnswlib-dev
   libcli11-dev libgtest-dev libutf8proc-dev libspdlog-dev libssl-dev libsqlite3-dev graphviz
   libxapian-dev python3-jinja2 zlib1g-dev
+  # The postgres resource (usage ledger, session history) links libpq; its tests start their
+  # own PostgreSQL server from Debian's package in a temporary directory.
+  libpq-dev postgresql
 )
 # The server tests drive it with Node.js and the official openai npm client; the chat page and
 # dashboard are built with it (Node 18.19 or later: Debian 12's nodejs will do). A node from

@@ -6,7 +6,9 @@
 #include <boost/json.hpp>
 
 #include "framework/api/registry.h"
+#include "framework/history/postgres_history_store.h"
 #include "framework/text/utf8.h"
+#include "stages/postgres.h"
 
 namespace chatflow {
 
@@ -72,27 +74,48 @@ namespace {
 struct HistoryStoreConfig {
   std::string backend = "sqlite";
   std::string path = "var/history.db";
+  std::string database;
 };
 
 ResourceTypeInfo history_store_resource_type() {
   ResourceTypeBuilder<HistoryStoreConfig> type(
       "history_store",
-      "Session turns: SQLite (a file, WAL, one writer thread, batched commits) or memory.");
+      "Session turns: SQLite (a file, WAL, one writer thread, batched commits), PostgreSQL "
+      "(shared by replicas) or memory.");
   type.config()
-      .key("backend", &HistoryStoreConfig::backend, "sqlite or memory")
-      .choices({"sqlite", "memory"});
+      .key("backend", &HistoryStoreConfig::backend, "sqlite, postgres or memory")
+      .choices({"sqlite", "postgres", "memory"});
   type.config().key("path", &HistoryStoreConfig::path, "the SQLite file");
-  type.create([](const HistoryStoreConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {
-    if (config.backend == "memory")
-      return std::make_shared<HistoryStoreResource>(history::make_memory_store());
-    std::filesystem::path file(config.path);
-    if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-    try {
-      return std::make_shared<HistoryStoreResource>(history::make_sqlite_store(config.path));
-    } catch (const std::runtime_error& error) {
-      throw ConfigError(error.what());
-    }
-  });
+  type.config()
+      .key("database", &HistoryStoreConfig::database,
+           "with backend postgres: a postgres resource (declared before this one)")
+      .resource("postgres");
+  type.create(
+      [](const HistoryStoreConfig& config, ResourceContext& context) -> std::shared_ptr<Resource> {
+        if (config.backend != "postgres" && !config.database.empty())
+          throw ConfigError("'database' is for backend postgres; this store's backend is " +
+                            config.backend);
+        if (config.backend == "memory")
+          return std::make_shared<HistoryStoreResource>(history::make_memory_store());
+        if (config.backend == "postgres") {
+          if (config.database.empty())
+            throw ConfigError("backend postgres needs 'database': the name of a postgres resource");
+          auto database = context.resource<PostgresResource>(config.database);
+          try {
+            return std::make_shared<HistoryStoreResource>(
+                history::make_postgres_store(database->client()));
+          } catch (const postgres::PostgresError& error) {
+            throw ConfigError(error.what());
+          }
+        }
+        std::filesystem::path file(config.path);
+        if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+        try {
+          return std::make_shared<HistoryStoreResource>(history::make_sqlite_store(config.path));
+        } catch (const std::runtime_error& error) {
+          throw ConfigError(error.what());
+        }
+      });
   return type.build();
 }
 

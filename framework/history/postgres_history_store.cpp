@@ -129,8 +129,8 @@ class PostgresStore final : public HistoryStore {
     // A queued turn of the same session goes first, so the session keeps its order.
     if (has_pending(key)) drain();
     try {
-      // One statement is one transaction: it has committed when exec returns.
-      insert_turn(*client_->borrow(), key, turn);
+      // Committed when transaction() returns; run again if the connection broke before COMMIT.
+      client_->transaction([&](Connection& connection) { insert_turn(connection, key, turn); });
       return true;
     } catch (const PostgresError& error) {
       count_lost(1, error);

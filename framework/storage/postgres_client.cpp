@@ -256,8 +256,16 @@ void Client::give_back(std::unique_ptr<Connection> connection) {
 }
 
 Result Client::exec(std::string_view sql, const std::vector<Param>& params, std::string_view what) {
-  Lease connection = borrow();
-  return connection->exec(sql, params, what);
+  for (int attempt = 1;; ++attempt) {
+    Lease connection = borrow();
+    try {
+      return connection->exec(sql, params, what);
+    } catch (const PostgresError& error) {
+      // A connection the server closed just before the statement went out (a restart, a
+      // terminated backend) fails it without an answer: once more, on a new connection.
+      if (attempt > 1 || connection->healthy() || !error.connection_failed()) throw;
+    }
+  }
 }
 
 void Client::run_transaction(const std::function<void(Connection&)>& body, int attempts) {

@@ -155,7 +155,9 @@ class Client {
   // opened.
   Lease borrow();
 
-  // One statement on a pooled connection, in its own transaction.
+  // One statement on a pooled connection, in its own transaction. A statement whose connection
+  // broke without an answer is sent once more on a new connection, so it must be safe to run
+  // twice (a read, an upsert); other writes go through transaction().
   Result exec(std::string_view sql, const std::vector<Param>& params = {},
               std::string_view what = {});
 

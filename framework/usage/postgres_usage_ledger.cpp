@@ -121,25 +121,23 @@ bool PostgresUsageLedger::reserve(const std::string& tenant, const std::string& 
   return client_->transaction([&](Connection& connection) {
     lock_tenant(connection, key);
     // One statement, one snapshot: a settlement committing meanwhile is seen either as its hold
-    // or as its usage, never as neither.
+    // or as its usage, never as neither; the hold is added only if it fits. (The request's own
+    // hold is not expired here: the statement could not both delete and extend it.)
     postgres::Result standing = connection.exec(
-        "WITH expired AS (DELETE FROM usage_reservations WHERE tenant = $1 AND expires_at < "
-        "now()) SELECT (SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM "
-        "usage_daily WHERE tenant = $1 AND day >= $2), (SELECT COALESCE(SUM(tokens), 0) FROM "
-        "usage_reservations WHERE tenant = $1 AND expires_at >= now())",
-        {Param::text(key), Param::integer(start)}, "reading the tenant's allowance");
-    int64_t used = standing.integer(0, 0);
-    int64_t held = standing.integer(0, 1);
-    if (used + held + tokens > *allowance) return false;
-    connection.exec(
-        "INSERT INTO usage_reservations (hold_id, tenant, tokens, expires_at) VALUES ($1, $2, $3, "
-        "now() + make_interval(secs => $4::double precision)) ON CONFLICT (hold_id) DO UPDATE SET "
-        "tokens = "
-        "usage_reservations.tokens + EXCLUDED.tokens, expires_at = EXCLUDED.expires_at",
-        {Param::text(hold), Param::text(key), Param::integer(tokens),
-         Param::integer(options_.reservation_ttl.count())},
+        "WITH expired AS (DELETE FROM usage_reservations WHERE tenant = $1 AND expires_at < now() "
+        "AND hold_id <> $3), standing AS (SELECT (SELECT COALESCE(SUM(prompt_tokens + "
+        "completion_tokens), 0) FROM usage_daily WHERE tenant = $1 AND day >= $2) AS used, "
+        "(SELECT COALESCE(SUM(tokens), 0) FROM usage_reservations WHERE tenant = $1 AND "
+        "expires_at >= now()) AS held), added AS (INSERT INTO usage_reservations (hold_id, tenant, "
+        "tokens, expires_at) SELECT $3, $1, $4::bigint, now() + make_interval(secs => "
+        "$6::double precision) FROM standing WHERE used + held + $4::bigint <= $5::bigint ON "
+        "CONFLICT (hold_id) DO UPDATE SET tokens = usage_reservations.tokens + EXCLUDED.tokens, "
+        "expires_at = EXCLUDED.expires_at RETURNING 1) SELECT (SELECT count(*) FROM added) FROM "
+        "standing",
+        {Param::text(key), Param::integer(start), Param::text(hold), Param::integer(tokens),
+         Param::integer(*allowance), Param::integer(options_.reservation_ttl.count())},
         "holding tokens of the tenant's allowance");
-    return true;
+    return standing.integer(0, 0) == 1;
   });
 }
 

@@ -211,15 +211,16 @@ void PostgresUsageLedger::run_writer() {
       queue_.clear();
       writing_ = !batch.empty();
     }
-    if (batch.empty()) {
+    // Busy or not, the holds of tenants that send nothing more go too.
+    if (std::chrono::steady_clock::now() >= next_sweep) {
       try {
         expire_holds();
       } catch (const postgres::PostgresError& error) {
         std::fprintf(stderr, "chatflow: usage ledger: %s\n", error.what());
       }
       next_sweep = std::chrono::steady_clock::now() + options_.sweep_interval;
-      continue;
     }
+    if (batch.empty()) continue;
     bool written = true;
     try {
       write_batch(batch);

@@ -192,3 +192,35 @@ stages:
     });
   });
 });
+
+describe('a ledger whose PostgreSQL goes away', { skip: unavailable ?? false }, () => {
+  test('refuses requests of capped tenants with 503 rather than letting them pass unchecked', async () => {
+    const postgres = await startPostgres();
+    const keys = scratchPath('fleet-postgres-gone-keys.yaml');
+    const capped = addKey(keys, 'capped');
+    const file = writeTemp('fleet-postgres-gone.yaml', `version: 1
+name: echo
+resources:
+  shared: {type: postgres, url: "${postgres.createDatabase('chatflow')}", connect_timeout_s: 2}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: quota, type: quota, config: {ledger: shared, tenants: {capped: "1000"}}}
+  - {name: echo, type: echo}
+  - {name: emit, type: sse_emit}
+`);
+    const server = await startServer(['--pipeline', file]);
+    try {
+      const request = () => post(server.url, '/v1/chat/completions', {
+        model: 'echo', max_tokens: 10, messages: [{ role: 'user', content: 'hello' }],
+      }, as(capped));
+      assert.equal((await request()).status, 200);
+      postgres.stop();
+      const refused = await request();
+      assert.equal(refused.status, 503, refused.text);
+      assert.equal(refused.json.error.code, 'quota_unavailable');
+    } finally {
+      postgres.stop();
+      await server.stop();
+    }
+  });
+});

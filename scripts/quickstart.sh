@@ -24,6 +24,9 @@ packages=(
   libxapian-dev python3-jinja2 zlib1g-dev
   # The redis resource's client (hiredis); redis-server for the tests that start their own.
   libhiredis-dev redis-server
+  # The postgres resource (usage ledger, session history) links libpq; its tests start their
+  # own PostgreSQL server from Debian's package in a temporary directory.
+  libpq-dev postgresql
 )
 # The server tests drive it with Node.js and the official openai npm client; the chat page and
 # dashboard are built with it (Node 18.19 or later: Debian 12's nodejs will do). A node from

@@ -6,9 +6,11 @@
 #include <boost/json.hpp>
 
 #include "framework/api/registry.h"
+#include "framework/history/postgres_history_store.h"
 #include "framework/history/redis_turn_cache.h"
 #include "framework/storage/failure_log.h"
 #include "framework/text/utf8.h"
+#include "stages/postgres.h"
 #include "stages/redis.h"
 
 namespace chatflow {
@@ -75,6 +77,7 @@ namespace {
 struct HistoryStoreConfig {
   std::string backend = "sqlite";
   std::string path = "var/history.db";
+  std::string database;
   std::string cache;
 };
 
@@ -92,14 +95,44 @@ std::unique_ptr<history::HistoryStore> with_turn_cache(std::unique_ptr<history::
       std::move(failures));
 }
 
+std::unique_ptr<history::HistoryStore> durable_store(const HistoryStoreConfig& config,
+                                                     ResourceContext& context) {
+  if (config.backend != "postgres" && !config.database.empty())
+    throw ConfigError("'database' is for backend postgres; this store's backend is " +
+                      config.backend);
+  if (config.backend == "memory") return history::make_memory_store();
+  if (config.backend == "postgres") {
+    if (config.database.empty())
+      throw ConfigError("backend postgres needs 'database': the name of a postgres resource");
+    auto database = context.resource<PostgresResource>(config.database);
+    try {
+      return history::make_postgres_store(database->client());
+    } catch (const postgres::PostgresError& error) {
+      throw ConfigError(error.what());
+    }
+  }
+  std::filesystem::path file(config.path);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  try {
+    return history::make_sqlite_store(config.path);
+  } catch (const std::runtime_error& error) {
+    throw ConfigError(error.what());
+  }
+}
+
 ResourceTypeInfo history_store_resource_type() {
   ResourceTypeBuilder<HistoryStoreConfig> type(
       "history_store",
-      "Session turns: SQLite (a file, WAL, one writer thread, batched commits) or memory.");
+      "Session turns: SQLite (a file, WAL, one writer thread, batched commits), PostgreSQL "
+      "(shared by replicas) or memory, optionally with recent turns in Redis in front.");
   type.config()
-      .key("backend", &HistoryStoreConfig::backend, "sqlite or memory")
-      .choices({"sqlite", "memory"});
+      .key("backend", &HistoryStoreConfig::backend, "sqlite, postgres or memory")
+      .choices({"sqlite", "postgres", "memory"});
   type.config().key("path", &HistoryStoreConfig::path, "the SQLite file");
+  type.config()
+      .key("database", &HistoryStoreConfig::database,
+           "with backend postgres: a postgres resource (declared before this one)")
+      .resource("postgres");
   type.config()
       .key("cache", &HistoryStoreConfig::cache,
            "a redis resource keeping recent sessions' turns in front of the store (write-through), "
@@ -107,17 +140,8 @@ ResourceTypeInfo history_store_resource_type() {
       .resource("redis");
   type.create(
       [](const HistoryStoreConfig& config, ResourceContext& context) -> std::shared_ptr<Resource> {
-        if (config.backend == "memory")
-          return std::make_shared<HistoryStoreResource>(
-              with_turn_cache(history::make_memory_store(), config, context));
-        std::filesystem::path file(config.path);
-        if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-        try {
-          return std::make_shared<HistoryStoreResource>(
-              with_turn_cache(history::make_sqlite_store(config.path), config, context));
-        } catch (const std::runtime_error& error) {
-          throw ConfigError(error.what());
-        }
+        return std::make_shared<HistoryStoreResource>(
+            with_turn_cache(durable_store(config, context), config, context));
       });
   return type.build();
 }

@@ -1,4 +1,4 @@
-// The `history_store` resource: session turns in SQLite (default) or memory.
+// The `history_store` resource: session turns in SQLite (default), PostgreSQL or memory.
 #pragma once
 
 #include <memory>

@@ -1,25 +1,34 @@
-// quota: a token allowance per tenant per period (day, month or total), kept in a SQLite ledger
-// that every finished request appends its prompt and completion tokens to. A request first
-// reserves its prompt (counted with the model's tokenizer when `model` is set, else its bytes,
-// which no tokenizer exceeds) plus max_tokens, and settles to what it used when it is over; a
-// tenant whose reservation would pass the allowance gets 429 insufficient_quota, so concurrent
-// requests can never together spend more than it. The stage is also the server's usage report
-// (GET /v1/usage) and `chatflow usage` reads the same file.
+// quota: a token allowance per tenant per period (day, month or total), kept in a ledger that
+// every finished request appends its prompt and completion tokens to: a SQLite file
+// (`database`, this process alone) or PostgreSQL (`ledger`, shared by every replica). A request
+// first reserves its prompt (counted with the model's tokenizer when `model` is set, else its
+// bytes, which no tokenizer exceeds) plus max_tokens, and settles to what it used when it is
+// over; a tenant whose reservation would pass the allowance gets 429 insufficient_quota, so
+// concurrent requests can never together spend more than it. The stage is also the server's
+// usage report (GET /v1/usage) and `chatflow usage` reads the same ledger.
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include <boost/json.hpp>
 
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
-#include "framework/usage/usage_ledger.h"
+#include "framework/usage/postgres_usage_ledger.h"
+#include "framework/usage/sqlite_usage_ledger.h"
 #include "stages/gguf_model.h"
+#include "stages/postgres.h"
 
 namespace chatflow {
 namespace {
 
+constexpr const char* kDefaultDatabase = "var/usage.db";
+
 struct QuotaConfig {
-  std::string database = "var/usage.db";
+  std::string database;
+  std::string ledger;
+  int64_t reservation_ttl_s = 600;
   std::string period = "month";
   int64_t default_tokens = 0;
   std::map<std::string, std::string> tenants;
@@ -39,7 +48,8 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
     const std::string& tenant = request.identity.tenant;
     std::optional<int64_t> allowance = allowance_of(tenant);
     int64_t reservation = allowance ? prompt_bound(request) + request.generation.max_tokens : 0;
-    if (!ledger_->reserve(tenant, reservation, allowance)) {
+    std::string hold = usage::new_hold_id();
+    if (!reserve(tenant, hold, reservation, allowance)) {
       int64_t used = ledger_->used_tokens(tenant);
       int64_t held = ledger_->reserved_tokens(tenant);
       throw RequestFailure(
@@ -59,13 +69,18 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
     // agents in flight can overshoot the allowance.
     auto held = std::make_shared<std::atomic<int64_t>>(reservation);
     if (allowance) {
-      request.on_reserve([ledger, tenant, allowance, held](int64_t tokens) {
-        if (!ledger->reserve(tenant, tokens, allowance)) return false;
+      request.on_reserve([ledger, tenant, hold, allowance, held](int64_t tokens) {
+        try {
+          if (!ledger->reserve(tenant, hold, tokens, allowance)) return false;
+        } catch (const std::runtime_error& error) {
+          std::fprintf(stderr, "chatflow: quota: %s\n", error.what());
+          return false;
+        }
         *held += tokens;
         return true;
       });
     }
-    request.on_release([ledger, held](const Request& done) {
+    request.on_release([ledger, hold, held](const Request& done) {
       usage::UsageRecord record;
       record.tenant = done.identity.tenant;
       record.user = done.identity.user;
@@ -75,7 +90,7 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
       record.prompt_tokens = done.usage.prompt_tokens + done.aside_usage.prompt_tokens;
       record.completion_tokens = done.usage.completion_tokens + done.aside_usage.completion_tokens;
       record.status = done.error() ? done.error()->status : 200;
-      ledger->settle(done.identity.tenant, held->load(), std::move(record));
+      ledger->settle(done.identity.tenant, hold, held->load(), std::move(record));
     });
     return Route::to(0);
   }
@@ -108,6 +123,22 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
   }
 
  private:
+  // A ledger that cannot be asked (its server down) refuses: the quota is never passed unseen.
+  bool reserve(const std::string& tenant, const std::string& hold, int64_t tokens,
+               std::optional<int64_t> allowance) {
+    try {
+      return ledger_->reserve(tenant, hold, tokens, allowance);
+    } catch (const std::runtime_error& error) {
+      std::fprintf(stderr, "chatflow: quota: %s\n", error.what());
+      throw RequestFailure(RequestError{503,
+                                        "server_error",
+                                        "the usage ledger cannot be reached to check your "
+                                        "tenant's quota; try again later",
+                                        "quota_unavailable",
+                                        {}});
+    }
+  }
+
   // No more prompt tokens than this can reach the model for the request as it stands: exactly
   // so with the model's tokenizer, else its bytes (every token stands for at least one byte).
   int64_t prompt_bound(const Request& request) const {
@@ -136,9 +167,19 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
 StageTypeInfo quota_stage_type() {
   StageTypeBuilder<QuotaConfig> type(
       "quota", StageKind::request,
-      "Per-tenant token allowance per period from a SQLite ledger; 429 insufficient_quota.");
+      "Per-tenant token allowance per period from a SQLite or PostgreSQL ledger; 429 "
+      "insufficient_quota.");
   type.port("out", PortKind::request, "requests of tenants within their quota");
-  type.config().key("database", &QuotaConfig::database, "the SQLite ledger file");
+  type.config().key("database", &QuotaConfig::database,
+                    "the SQLite ledger file (var/usage.db when no ledger is set)");
+  type.config()
+      .key("ledger", &QuotaConfig::ledger,
+           "a postgres resource to keep the ledger in, shared by replicas (instead of database)")
+      .resource("postgres");
+  type.config()
+      .key("reservation_ttl_s", &QuotaConfig::reservation_ttl_s,
+           "with ledger: seconds a request's hold counts if its replica dies before it settles")
+      .range(1, 86400);
   type.config()
       .key("period", &QuotaConfig::period, "what an allowance is per")
       .choices({"day", "month", "total"});
@@ -165,10 +206,26 @@ StageTypeInfo quota_stage_type() {
                           "'");
       }
     }
-    std::filesystem::path file(config.database);
-    if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-    auto ledger =
-        usage::UsageLedger::open(config.database, *usage::period_from_name(config.period));
+    usage::Period period = *usage::period_from_name(config.period);
+    std::shared_ptr<usage::UsageLedger> ledger;
+    if (!config.ledger.empty()) {
+      if (!config.database.empty())
+        throw ConfigError("set one of 'database' (SQLite) and 'ledger' (PostgreSQL), not both");
+      usage::PostgresLedgerOptions options;
+      options.period = period;
+      options.reservation_ttl = std::chrono::seconds(config.reservation_ttl_s);
+      auto database = context.resource<PostgresResource>(config.ledger);
+      try {
+        ledger = std::make_shared<usage::PostgresUsageLedger>(database->client(), options);
+      } catch (const postgres::PostgresError& error) {
+        throw ConfigError(error.what());
+      }
+    } else {
+      std::string path = config.database.empty() ? kDefaultDatabase : config.database;
+      std::filesystem::path file(path);
+      if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+      ledger = usage::SqliteUsageLedger::open(path, period);
+    }
     std::shared_ptr<GgufModel> model;
     if (!config.model.empty()) model = context.resource<GgufModel>(config.model);
     return std::make_unique<QuotaStage>(std::move(ledger), config.default_tokens,

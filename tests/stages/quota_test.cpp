@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/api/capabilities.h"
-#include "framework/usage/usage_ledger.h"
+#include "framework/usage/sqlite_usage_ledger.h"
 #include "support/pipeline_helpers.h"
 #include "support/temp_model.h"
 
@@ -48,7 +48,7 @@ Answer ask(Pipeline& pipeline, const std::string& tenant) {
 // Rows as an earlier run of the server leaves them in the file.
 void write_usage(const std::string& database, usage::Period period,
                  const std::vector<usage::UsageRecord>& rows) {
-  auto ledger = usage::UsageLedger::open(database, period);
+  auto ledger = usage::SqliteUsageLedger::open(database, period);
   for (const auto& row : rows)
     ledger->append(row);
   ledger->flush();
@@ -197,7 +197,7 @@ TEST(Quota, AnAnsweredRequestIsWrittenToTheLedgerAndCountsAtOnce) {
 
   // The row is in the file itself, for the next run of the server: with an allowance one token
   // short of two such requests, the second is refused.
-  auto reopened = usage::UsageLedger::open(database, usage::Period::month);
+  auto reopened = usage::SqliteUsageLedger::open(database, usage::Period::month);
   std::vector<usage::TenantUsage> stored = reopened->report("acme");
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].requests, 1);
@@ -249,7 +249,7 @@ TEST(Quota, ConcurrentRequestsNeverSpendMoreThanTheAllowance) {
   pipeline.reset();  // drains: every request is released and settled
   EXPECT_LE(spent, allowance);
   EXPECT_GE(passed, 5) << "what was settled is free again";
-  auto ledger = usage::UsageLedger::open(fresh, usage::Period::month);
+  auto ledger = usage::SqliteUsageLedger::open(fresh, usage::Period::month);
   EXPECT_LE(ledger->used_tokens("acme"), allowance);
   EXPECT_EQ(ledger->reserved_tokens("acme"), 0);
 }

@@ -1,4 +1,4 @@
-#include "framework/usage/usage_ledger.h"
+#include "framework/usage/sqlite_usage_ledger.h"
 
 #include <filesystem>
 #include <unistd.h>
@@ -14,7 +14,7 @@ TEST(UsageLedger, AppendsTotalsAndPersists) {
   std::string path = testing::temp_path("ledger-" + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   {
-    auto ledger = UsageLedger::open(path, Period::month);
+    auto ledger = SqliteUsageLedger::open(path, Period::month);
     ledger->append({0, "acme", "alice", "r1", "m", 10, 20, 200});
     ledger->append({0, "acme", "bob", "r2", "m", 5, 0, 499});
     ledger->append({0, "globex", "carol", "r3", "m", 7, 8, 200});
@@ -31,10 +31,10 @@ TEST(UsageLedger, AppendsTotalsAndPersists) {
     ledger->append({ledger->period_start() - 86400 * 400, "acme", "", "old", "m", 1000, 0, 200});
   }
   {
-    auto reopened = UsageLedger::open(path, Period::month);
+    auto reopened = SqliteUsageLedger::open(path, Period::month);
     EXPECT_EQ(reopened->used_tokens("acme"), 35) << "totals come back from the file";
   }
-  auto all_time = UsageLedger::open(path, Period::total);
+  auto all_time = SqliteUsageLedger::open(path, Period::total);
   auto rows = all_time->report("acme");
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].requests, 3);

@@ -25,6 +25,22 @@ SpanRecord child_of(const RequestTrace& trace, std::string name, int64_t start_u
   return span;
 }
 
+// "127.0.0.1:41712" or "[::1]:41712" as the semantic conventions' client.address and client.port.
+void add_client_address(const std::string& remote, std::vector<SpanAttribute>& attributes) {
+  size_t colon = remote.rfind(':');
+  if (remote.empty() || colon == std::string::npos) return;
+  std::string address = remote.substr(0, colon);
+  if (address.size() >= 2 && address.front() == '[' && address.back() == ']')
+    address = address.substr(1, address.size() - 2);
+  attributes.push_back({"client.address", address});
+  int64_t port = 0;
+  for (char c : remote.substr(colon + 1)) {
+    if (c < '0' || c > '9') return;
+    port = port * 10 + (c - '0');
+  }
+  attributes.push_back({"client.port", port});
+}
+
 std::string operation_name(RequestKind kind) {
   return kind == RequestKind::chat ? "chat" : "text_completion";
 }
@@ -65,7 +81,7 @@ SpanRecord server_span(const Request& request, const PipelineSpec& spec,
   attributes.push_back({"http.route", exchange.route});
   attributes.push_back({"url.path", exchange.path});
   attributes.push_back({"http.response.status_code", int64_t{exchange.status}});
-  if (!exchange.remote.empty()) attributes.push_back({"client.address", exchange.remote});
+  add_client_address(exchange.remote, attributes);
   attributes.push_back({"chatflow.request_id", request.id});
   attributes.push_back({"chatflow.pipeline", spec.name});
   if (!request.identity.tenant.empty())

@@ -204,6 +204,8 @@ edges:
     assert.equal(attributes['http.request.method'], 'POST');
     assert.equal(attributes['http.route'], '/v1/chat/completions');
     assert.equal(attributes['http.response.status_code'], 200);
+    assert.equal(attributes['client.address'], '127.0.0.1');
+    assert.ok(attributes['client.port'] > 0);
     assert.equal(attributes['chatflow.request_id'], response.json.id);
     assert.equal(attributes['chatflow.tenant'], 'acme');
     assert.equal(attributes['chatflow.user'], 'ada');

@@ -77,6 +77,7 @@ SpanRecord server_span(const Request& request, const PipelineSpec& spec,
   span.start_unix_ns = to_unix(exchange.received_ns);
   span.end_unix_ns = to_unix(request.finished_ns() > 0 ? request.finished_ns() : now_ns());
   auto& attributes = span.attributes;
+  attributes.reserve(32);
   attributes.push_back({"http.request.method", exchange.method});
   attributes.push_back({"http.route", exchange.route});
   attributes.push_back({"url.path", exchange.path});
@@ -126,6 +127,7 @@ void add_stage_spans(const Request& request, const PipelineSpec& spec, const Clo
     SpanRecord span =
         child_of(trace, stage.name, to_unix(timing.first_start_ns), to_unix(timing.last_end_ns));
     bool stream = stage.type->kind == StageKind::stream;
+    span.attributes.reserve(8);
     span.attributes.push_back({"chatflow.stage.name", stage.name});
     span.attributes.push_back({"chatflow.stage.type", stage.type->name});
     span.attributes.push_back({"chatflow.stage.kind", std::string(stream ? "stream" : "request")});

@@ -40,8 +40,9 @@ constexpr int kArrayValues = 1;  // ArrayValue
 
 enum WireType { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
-// Appends protobuf fields to a string. A nested message is written into a buffer of its own
-// first, since its length prefix comes before it.
+// Appends protobuf fields to one buffer. A nested message is written in place after its tag and
+// its length goes in front of it once known (moving the message's bytes by the length's few
+// bytes), so no message is built in a buffer of its own and copied.
 class Writer {
  public:
   void varint(uint64_t value) {
@@ -74,95 +75,105 @@ class Writer {
   void string_field(int number, const std::string& value) {
     bytes_field(number, value.data(), value.size());
   }
-  void message_field(int number, const Writer& message) {
-    bytes_field(number, message.out_.data(), message.out_.size());
+  // Writes field `number` as a message whose fields `body` writes into this writer.
+  template <class Body>
+  void message_field(int number, Body body) {
+    tag(number, kLengthDelimited);
+    size_t start = out_.size();
+    body();
+    size_t size = out_.size() - start;
+    char length[10];
+    size_t length_size = 0;
+    for (uint64_t value = size;; value >>= 7) {
+      length[length_size++] = static_cast<char>(value >= 0x80 ? (value & 0x7f) | 0x80 : value);
+      if (value < 0x80) break;
+    }
+    out_.insert(start, length, length_size);
   }
+  void reserve(size_t bytes) { out_.reserve(bytes); }
   std::string take() { return std::move(out_); }
 
  private:
   std::string out_;
 };
 
-Writer any_value(const AttributeValue& value) {
-  Writer any;
+void write_any_value(Writer& out, const AttributeValue& value) {
   if (const auto* text = std::get_if<std::string>(&value)) {
-    any.string_field(field::kStringValue, *text);
+    out.string_field(field::kStringValue, *text);
   } else if (const auto* integer = std::get_if<int64_t>(&value)) {
-    any.varint_field(field::kIntValue, static_cast<uint64_t>(*integer));
+    out.varint_field(field::kIntValue, static_cast<uint64_t>(*integer));
   } else if (const auto* number = std::get_if<double>(&value)) {
     uint64_t bits;
     std::memcpy(&bits, number, sizeof bits);
-    any.fixed64_field(field::kDoubleValue, bits);
+    out.fixed64_field(field::kDoubleValue, bits);
   } else if (const auto* flag = std::get_if<bool>(&value)) {
-    any.varint_field(field::kBoolValue, *flag ? 1 : 0);
+    out.varint_field(field::kBoolValue, *flag ? 1 : 0);
   } else if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
-    Writer array;
-    for (const auto& item : *list) {
-      Writer element;
-      element.string_field(field::kStringValue, item);
-      array.message_field(field::kArrayValues, element);
-    }
-    any.message_field(field::kArrayValue, array);
+    out.message_field(field::kArrayValue, [&] {
+      for (const auto& item : *list) {
+        out.message_field(field::kArrayValues,
+                          [&] { out.string_field(field::kStringValue, item); });
+      }
+    });
   }
-  return any;
 }
 
-void write_attributes(Writer& owner, int number, const std::vector<SpanAttribute>& attributes) {
+void write_attributes(Writer& out, int number, const std::vector<SpanAttribute>& attributes) {
   for (const auto& attribute : attributes) {
-    Writer key_value;
-    key_value.string_field(field::kKey, attribute.key);
-    key_value.message_field(field::kValue, any_value(attribute.value));
-    owner.message_field(number, key_value);
+    out.message_field(number, [&] {
+      out.string_field(field::kKey, attribute.key);
+      out.message_field(field::kValue, [&] { write_any_value(out, attribute.value); });
+    });
   }
 }
 
-Writer span_message(const SpanRecord& span) {
-  Writer message;
-  message.bytes_field(field::kTraceId, span.trace_id.data(), span.trace_id.size());
-  message.bytes_field(field::kSpanId, span.span_id.data(), span.span_id.size());
-  if (!span.trace_state.empty()) message.string_field(field::kTraceState, span.trace_state);
+void write_span(Writer& out, const SpanRecord& span) {
+  out.bytes_field(field::kTraceId, span.trace_id.data(), span.trace_id.size());
+  out.bytes_field(field::kSpanId, span.span_id.data(), span.span_id.size());
+  if (!span.trace_state.empty()) out.string_field(field::kTraceState, span.trace_state);
   bool root = true;
   for (uint8_t byte : span.parent_span_id)
     root = root && byte == 0;
   if (!root) {
-    message.bytes_field(field::kParentSpanId, span.parent_span_id.data(),
-                        span.parent_span_id.size());
+    out.bytes_field(field::kParentSpanId, span.parent_span_id.data(), span.parent_span_id.size());
   }
-  message.string_field(field::kName, span.name);
-  message.varint_field(field::kKind, static_cast<uint64_t>(span.kind));
-  message.fixed64_field(field::kStartTime, static_cast<uint64_t>(span.start_unix_ns));
-  message.fixed64_field(field::kEndTime, static_cast<uint64_t>(span.end_unix_ns));
-  write_attributes(message, field::kSpanAttributes, span.attributes);
+  out.string_field(field::kName, span.name);
+  out.varint_field(field::kKind, static_cast<uint64_t>(span.kind));
+  out.fixed64_field(field::kStartTime, static_cast<uint64_t>(span.start_unix_ns));
+  out.fixed64_field(field::kEndTime, static_cast<uint64_t>(span.end_unix_ns));
+  write_attributes(out, field::kSpanAttributes, span.attributes);
   if (span.status != SpanStatus::unset) {
-    Writer status;
-    if (!span.status_message.empty())
-      status.string_field(field::kStatusMessage, span.status_message);
-    status.varint_field(field::kStatusCode, static_cast<uint64_t>(span.status));
-    message.message_field(field::kStatus, status);
+    out.message_field(field::kStatus, [&] {
+      if (!span.status_message.empty())
+        out.string_field(field::kStatusMessage, span.status_message);
+      out.varint_field(field::kStatusCode, static_cast<uint64_t>(span.status));
+    });
   }
   // SpanFlags: the W3C trace flags (sampled) in the low byte.
-  message.fixed32_field(field::kFlags, 0x01);
-  return message;
+  out.fixed32_field(field::kFlags, 0x01);
 }
 
 }  // namespace
 
 std::string encode_export_request(const SpanSource& source, std::span<const SpanRecord> spans) {
-  Writer resource;
-  write_attributes(resource, field::kAttributes, source.resource_attributes);
-  Writer scope;
-  scope.string_field(field::kScopeName, source.scope_name);
-  if (!source.scope_version.empty()) scope.string_field(field::kScopeVersion, source.scope_version);
-  Writer scope_spans;
-  scope_spans.message_field(field::kScope, scope);
-  for (const auto& span : spans)
-    scope_spans.message_field(field::kSpans, span_message(span));
-  Writer resource_spans;
-  resource_spans.message_field(field::kResource, resource);
-  resource_spans.message_field(field::kScopeSpans, scope_spans);
-  Writer request;
-  request.message_field(field::kResourceSpans, resource_spans);
-  return request.take();
+  constexpr size_t kTypicalSpanBytes = 400;
+  Writer out;
+  out.reserve(256 + spans.size() * kTypicalSpanBytes);
+  out.message_field(field::kResourceSpans, [&] {
+    out.message_field(field::kResource, [&] {
+      write_attributes(out, field::kAttributes, source.resource_attributes);
+    });
+    out.message_field(field::kScopeSpans, [&] {
+      out.message_field(field::kScope, [&] {
+        out.string_field(field::kScopeName, source.scope_name);
+        if (!source.scope_version.empty())
+          out.string_field(field::kScopeVersion, source.scope_version);
+      });
+      for (const auto& span : spans)
+        out.message_field(field::kSpans, [&] { write_span(out, span); });
+    });
+  });
+  return out.take();
 }
 
 }  // namespace chatflow::tracing

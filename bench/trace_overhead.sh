@@ -45,7 +45,8 @@ serve() {
   "$chatflow" serve --config "$work/$1.yaml" >"$work/out-$1" 2>&1 &
   server=$!
   for _ in $(seq 600); do
-    url=$(grep -o 'http://[0-9.:]*' "$work/out-$1" | head -1 || true)
+    # The line naming the server's own address (the tracing line before it names the collector).
+    url=$(grep -o 'at http://[0-9.:]*' "$work/out-$1" | head -1 | cut -c4- || true)
     [[ -n $url ]] && return
     sleep 0.1
   done
@@ -59,19 +60,21 @@ for round in $(seq "$rounds"); do
     serve "$mode"
     model_args=()
     [[ -n ${MODEL:-} ]] && model_args=(--model "$MODEL")
-    result=$("$chatflow" bench --url "$url" --concurrency "$concurrency" --duration "$duration" \
+    result=$("$chatflow" bench --url "$url/v1" --concurrency "$concurrency" --duration "$duration" \
       --max-tokens "$max_tokens" "${model_args[@]}" --json 2>/dev/null)
-    rate=$(grep -o '"request_throughput":[0-9.e+-]*' <<<"$result" | cut -d: -f2)
-    failed=$(grep -o '"failed_requests":[0-9]*' <<<"$result" | cut -d: -f2)
+    rate=$(grep -o '"request_throughput":[0-9.eE+-]*' <<<"$result" | cut -d: -f2 || true)
+    failed=$(grep -o '"failed_requests":[0-9]*' <<<"$result" | cut -d: -f2 || true)
+    if [[ -z $rate ]]; then echo "chatflow bench gave no result: $result" >&2; exit 1; fi
     extra=""
     if [[ $mode == on ]]; then
       sleep 1.5  # the last batch leaves within export_interval_ms
       metrics=$(curl -s "$url/metrics")
-      exported=$(grep '^chatflow:trace_spans_exported_total' <<<"$metrics" | awk '{print $2}')
-      dropped=$(grep '^chatflow:trace_spans_dropped_total' <<<"$metrics" | awk '{print $2}')
+      exported=$(awk '/^chatflow:trace_spans_exported_total/ {print $2}' <<<"$metrics")
+      dropped=$(awk '/^chatflow:trace_spans_dropped_total/ {print $2}' <<<"$metrics")
       extra="  spans exported $exported, dropped $dropped"
     fi
     stop
+    rate=$(awk -v rate="$rate" 'BEGIN { printf "%.1f", rate + 0 }')  # Boost.JSON writes 1.2E4
     printf 'round %d  tracing %-3s  %10.1f req/s  failed %s%s\n' "$round" "$mode" "$rate" "$failed" "$extra"
     rates[$mode]+="$rate "
   done

@@ -6,6 +6,7 @@
 #   PIPELINE   the pipeline YAML (default: echo + sse_emit, where the server's own cost is the
 #              whole request and tracing's share is largest; graphs/minimal.yaml runs the model)
 #   MODEL      the model id to ask for (default: the first the server lists)
+#   SAMPLING   server.tracing.sampling_ratio of the "on" side (default 1.0: every request)
 #   CONCURRENCY, DURATION (s), ROUNDS, MAX_TOKENS
 # Usage: bench/trace_overhead.sh   (from the checkout, after building into build/; needs node)
 set -euo pipefail
@@ -14,6 +15,7 @@ concurrency=${CONCURRENCY:-16}
 duration=${DURATION:-10}
 rounds=${ROUNDS:-3}
 max_tokens=${MAX_TOKENS:-16}
+sampling=${SAMPLING:-1.0}
 work=$(mktemp -d)
 server=
 receiver=
@@ -38,8 +40,8 @@ for _ in $(seq 100); do [[ -s $work/receiver.port ]] && break; sleep 0.1; done
 collector="http://127.0.0.1:$(cat "$work/receiver.port")/v1/traces"
 
 printf 'server:\n  port: 0\n  access_log: off\npipeline: %s\n' "$PIPELINE" >"$work/off.yaml"
-printf 'server:\n  port: 0\n  access_log: off\n  tracing: {endpoint: "%s", sampling_ratio: 1.0}\npipeline: %s\n' \
-  "$collector" "$PIPELINE" >"$work/on.yaml"
+printf 'server:\n  port: 0\n  access_log: off\n  tracing: {endpoint: "%s", sampling_ratio: %s}\npipeline: %s\n' \
+  "$collector" "$sampling" "$PIPELINE" >"$work/on.yaml"
 
 serve() {
   "$chatflow" serve --config "$work/$1.yaml" >"$work/out-$1" 2>&1 &

@@ -77,15 +77,22 @@ std::vector<std::pair<std::string, std::string>> Request::annotations() const {
   return annotations_;
 }
 
+std::vector<int32_t> Request::annotation_stages() const {
+  std::lock_guard lock(notes_mutex_);
+  return annotation_stages_;
+}
+
 void Request::annotate(std::string key, std::string value) {
   std::lock_guard lock(notes_mutex_);
-  for (auto& [existing_key, existing_value] : annotations_) {
-    if (existing_key == key) {
-      existing_value = std::move(value);
+  for (size_t i = 0; i < annotations_.size(); ++i) {
+    if (annotations_[i].first == key) {
+      annotations_[i].second = std::move(value);
+      annotation_stages_[i] = detail::running_stage;
       return;
     }
   }
   annotations_.emplace_back(std::move(key), std::move(value));
+  annotation_stages_.push_back(detail::running_stage);
 }
 
 std::optional<std::string> Request::annotation(std::string_view key) const {

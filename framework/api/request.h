@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "framework/api/chunk.h"
+#include "framework/api/trace.h"
 
 namespace chatflow {
 
@@ -144,6 +145,10 @@ struct StageTiming {
   int64_t last_end_ns = 0;
   int64_t busy_ns = 0;
   uint32_t calls = 0;
+  // The port the stage passed the request on through (a request port, or the stream port it
+  // wrote to), as an index into its type's ports; -1 when it took none (it failed, or answered
+  // nothing).
+  int32_t port = -1;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -216,6 +221,9 @@ class Request : public std::enable_shared_from_this<Request> {
   Clock::time_point deadline = Clock::time_point::max();
   std::shared_ptr<Sink> sink;
   HeaderFields headers;  // the HTTP request's, when it came over HTTP
+  // Its distributed trace when the server traces requests (null otherwise): code that calls
+  // another service opens a child span there and sends its traceparent (framework/api/trace.h).
+  std::shared_ptr<RequestTrace> trace;
   // Passages a retrieval stage found for the prompt (checked by input moderation as well).
   std::vector<ContextPassage> context_passages;
   // The passages the prompt cites as [1], [2]... (prompt_assembly); the response's
@@ -258,6 +266,10 @@ class Request : public std::enable_shared_from_this<Request> {
   void annotate(std::string key, std::string value);
   std::optional<std::string> annotation(std::string_view key) const;
   std::vector<std::pair<std::string, std::string>> annotations() const;
+  // Beside annotations(), in its order: the stage (its index in the pipeline) that made each
+  // one, or -1 for one made outside a stage (an engine thread, the server). Traces put each
+  // note on its stage's span.
+  std::vector<int32_t> annotation_stages() const;
 
   // Header fields for the HTTP response, whatever its status (e.g. x-ratelimit-*). Safe from any
   // thread; setting a name again replaces its value.
@@ -302,6 +314,7 @@ class Request : public std::enable_shared_from_this<Request> {
 
   mutable std::mutex notes_mutex_;  // annotations, response headers, release callbacks
   std::vector<std::pair<std::string, std::string>> annotations_;
+  std::vector<int32_t> annotation_stages_;
   HeaderFields response_headers_;
   std::vector<std::function<void(const Request&)>> release_callbacks_;
   std::vector<std::function<bool(int64_t)>> reservers_;
@@ -315,6 +328,12 @@ class Request : public std::enable_shared_from_this<Request> {
   int64_t finished_ns_ = 0;
   std::unique_ptr<detail::RequestRuntime> runtime_;  // set by the pipeline at submit
 };
+
+namespace detail {
+// The stage the calling thread runs (its index in the pipeline), or -1: set by the runtime
+// around each stage call, so that an annotation knows which stage made it.
+inline thread_local int32_t running_stage = -1;
+}  // namespace detail
 
 // Steady-clock nanoseconds, the unit of StageTiming.
 inline int64_t now_ns() {

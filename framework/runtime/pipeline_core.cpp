@@ -50,6 +50,20 @@ tbb::task_arena& graph_arena() {
 
 }  // namespace
 
+// Marks the calling thread as running `stage` for the length of one stage call.
+class RunningStage {
+ public:
+  explicit RunningStage(size_t stage) : previous_(running_stage) {
+    running_stage = static_cast<int32_t>(stage);
+  }
+  ~RunningStage() { running_stage = previous_; }
+  RunningStage(const RunningStage&) = delete;
+  RunningStage& operator=(const RunningStage&) = delete;
+
+ private:
+  int32_t previous_;
+};
+
 struct PipelineCore::StageRunner {
   PipelineCore* core;
   size_t index;
@@ -194,6 +208,7 @@ void PipelineCore::process_request(StageRunner& runner, const Envelope& envelope
   Route route = Route::streaming();
   try {
     StageIo io = StageIoAccess::make_io(*this, envelope.request, runner.index);
+    RunningStage running(runner.index);
     route = static_cast<RequestStage*>(runner.stage)->process(request, io);
   } catch (const RequestFailure& failure) {
     request.runtime_->timings[runner.index].record(start, now_ns());
@@ -215,6 +230,7 @@ void PipelineCore::process_request(StageRunner& runner, const Envelope& envelope
            std::nullopt, false);
     return;
   }
+  request.runtime_->timings[runner.index].record_port(route.port());
   runner.node->put(route.port(), envelope);
 }
 
@@ -270,6 +286,7 @@ void PipelineCore::deliver_to_stage(StageRunner& runner, StreamSlot& slot,
   StreamContext context =
       StageIoAccess::make_context(request, slot.state, &emitter, &StreamEmitter::emit);
   try {
+    RunningStage running(runner.index);
     static_cast<StreamStage*>(runner.stage)->process(context, std::move(chunk));
   } catch (const RequestFailure& failure) {
     emitter.fail(failure.error());
@@ -381,6 +398,7 @@ void PipelineCore::route(const std::shared_ptr<Request>& request, size_t stage, 
                                                        ", which is not one of its request ports")));
     return;
   }
+  request->runtime_->timings[stage].record_port(port);
   nodes_[stage]->put(port, Envelope{request, nullptr, 0, nullptr});
 }
 

@@ -78,6 +78,7 @@ struct AtomicStageTiming {
   std::atomic<int64_t> last_end_ns{0};
   std::atomic<int64_t> busy_ns{0};
   std::atomic<uint32_t> calls{0};
+  std::atomic<int32_t> port{-1};
 
   // One writer at a time per request and stage (the request is in one place, or the stream
   // slot is locked), so load-then-store needs no read-modify-write.
@@ -92,7 +93,10 @@ struct AtomicStageTiming {
   StageTiming snapshot() const {
     return {first_start_ns.load(std::memory_order_relaxed),
             last_end_ns.load(std::memory_order_relaxed), busy_ns.load(std::memory_order_relaxed),
-            calls.load(std::memory_order_relaxed)};
+            calls.load(std::memory_order_relaxed), port.load(std::memory_order_relaxed)};
+  }
+  void record_port(PortId taken) {
+    port.store(static_cast<int32_t>(taken), std::memory_order_relaxed);
   }
 };
 

@@ -11,6 +11,7 @@ ChunkWriter StageIoAccess::make_writer(PipelineCore& core, std::shared_ptr<Reque
                                        size_t stage, PortId port) {
   ChunkWriter writer;
   core.acquire_handle();
+  request->runtime_->timings[stage].record_port(port);
   writer.request_ = std::move(request);
   writer.core_ = &core;
   writer.stage_index_ = stage;

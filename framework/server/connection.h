@@ -34,13 +34,6 @@ struct Outcome {
 
 class HttpSink;
 
-// Where an exchange came from, as the access log records it.
-struct ExchangeAddresses {
-  std::string remote;  // the client: ip:port, or the forwarded ip behind a trusted proxy
-  std::string peer;    // the trusted proxy's ip:port; empty when the client connected itself
-  std::string scheme;  // what the proxy says the client used; empty when not forwarded
-};
-
 // A response given before the body was read, with the error it reports (for the access log).
 struct EarlyAnswer {
   Response response;

@@ -46,6 +46,13 @@ struct ClientAddress {
 ClientAddress resolve_client(const TrustedProxies& proxies, const boost::asio::ip::address& peer,
                              std::string_view forwarded_for, std::string_view forwarded_proto);
 
+// Where an exchange came from, as the access log and the trace record it.
+struct ExchangeAddresses {
+  std::string remote;  // the client: ip:port, or the forwarded ip behind a trusted proxy
+  std::string peer;    // the trusted proxy's ip:port; empty when the client connected itself
+  std::string scheme;  // what the proxy says the client used; empty when not forwarded
+};
+
 // The caller's X-Request-Id when it can be used as one (1..128 characters out of letters,
 // digits and -_.:/+=@), else nullopt.
 std::optional<std::string> usable_request_id(std::string_view value);

@@ -9,6 +9,7 @@
 #include "framework/openai/openai_protocol.h"
 #include "framework/server/access_log.h"
 #include "framework/server/connection.h"
+#include "framework/server/request_spans.h"
 
 namespace chatflow::server {
 namespace {
@@ -25,15 +26,18 @@ class HttpSink final : public Sink {
     std::string method;
     std::string path;
     ExchangeAddresses addresses;
+    std::string route;  // the route's pattern, for traces
   };
 
   HttpSink(std::shared_ptr<Connection> connection, uint64_t exchange_id,
            std::shared_ptr<const ServedPipeline> served, std::shared_ptr<AccessLog> access_log,
-           bool stream, int64_t received_ns, Exchange exchange)
+           std::shared_ptr<tracing::Tracer> tracer, bool stream, int64_t received_ns,
+           Exchange exchange)
       : connection_(std::move(connection)),
         exchange_id_(exchange_id),
         served_(std::move(served)),
         access_log_(std::move(access_log)),
+        tracer_(std::move(tracer)),
         stream_(stream),
         exchange_(std::move(exchange)) {
     times_.received_ns = received_ns;
@@ -86,6 +90,12 @@ class HttpSink final : public Sink {
     if (status_ == 0) return;  // never answered through this sink
     served_->metrics->observe_finished(request, times_, status_);
     access_log_->write(access_record(request));
+    if (tracer_ && request.trace && request.trace->sampled()) {
+      tracer_->finish(request_spans(
+          request, served_->pipeline->spec(),
+          TracedExchange{exchange_.method, exchange_.route, exchange_.path, exchange_.addresses,
+                         status_, times_.received_ns, times_.first_token_ns}));
+    }
   }
 
  private:
@@ -125,6 +135,7 @@ class HttpSink final : public Sink {
   uint64_t exchange_id_;
   std::shared_ptr<const ServedPipeline> served_;
   std::shared_ptr<AccessLog> access_log_;
+  std::shared_ptr<tracing::Tracer> tracer_;
   bool stream_;
   Exchange exchange_;
   TokenTimes times_;
@@ -154,15 +165,19 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   if (request->session_id.empty()) {
     if (auto session = request->header("x-session-id")) request->session_id = std::string(*session);
   }
+  if (state_->tracer) {
+    request->trace = state_->tracer->start_request(request->header("traceparent"),
+                                                   request->header("tracestate"));
+  }
   request->created = unix_seconds();
   double timeout = state_->settings.request_timeout_s;
   if (timeout > 0) {
     request->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(timeout));
   }
-  sink_ = std::make_shared<HttpSink>(shared_from_this(), exchange_, served, state_->access_log,
-                                     request->stream, received_ns_,
-                                     HttpSink::Exchange{method_, path_, exchange_addresses()});
+  sink_ = std::make_shared<HttpSink>(
+      shared_from_this(), exchange_, served, state_->access_log, state_->tracer, request->stream,
+      received_ns_, HttpSink::Exchange{method_, path_, exchange_addresses(), endpoint});
   request->sink = sink_;
   request_ = request;
   streaming_ = request->stream;

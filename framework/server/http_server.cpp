@@ -33,6 +33,8 @@ HttpServer::~HttpServer() {
     state_->io.run_for(std::chrono::milliseconds(10));
   }
   state_->join_background();
+  // Every request is released by now, its spans queued: send what fits in the export timeout.
+  if (state_->tracer) state_->tracer->shutdown();
 }
 
 namespace {

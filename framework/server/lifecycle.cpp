@@ -8,12 +8,58 @@
 
 namespace chatflow::server {
 
+namespace {
+
+std::shared_ptr<tracing::Tracer> make_tracer(const TracingSettings& settings) {
+  if (!settings.enabled) return nullptr;
+  std::string error;
+  auto endpoint = tools::parse_http_url(settings.endpoint, error);
+  if (!endpoint) throw std::runtime_error("server.tracing.endpoint: " + error);
+  tracing::ExporterSettings exporter;
+  exporter.url = settings.endpoint;
+  exporter.endpoint = *endpoint;
+  exporter.headers.assign(settings.headers.begin(), settings.headers.end());
+  exporter.source.resource_attributes = {{"service.name", settings.service_name},
+                                         {"telemetry.sdk.name", std::string("chatflow")},
+                                         {"telemetry.sdk.language", std::string("cpp")}};
+  exporter.max_queue_spans = static_cast<size_t>(settings.max_queue_spans);
+  exporter.max_batch_spans = static_cast<size_t>(settings.max_batch_spans);
+  exporter.export_interval = std::chrono::milliseconds(settings.export_interval_ms);
+  exporter.timeout = std::chrono::milliseconds(settings.timeout_ms);
+  spdlog::info("tracing: sending spans to {} (sampling ratio {})", settings.endpoint,
+               settings.sampling_ratio);
+  return std::make_shared<tracing::Tracer>(std::move(exporter), settings.sampling_ratio);
+}
+
+// The exporter's counters, read at scrape time.
+void register_tracing_metrics(MetricsRegistry& metrics,
+                              const std::shared_ptr<tracing::Tracer>& tracer) {
+  if (!tracer) return;
+  auto counter = [&](const char* name, const char* help,
+                     uint64_t (*read)(const tracing::SpanExporter&)) {
+    metrics.sampled(name, "counter", help, [tracer, read]() {
+      return std::vector<std::pair<Labels, double>>{{{}, double(read(tracer->exporter()))}};
+    });
+  };
+  counter("chatflow:trace_spans_exported_total", "Spans the collector accepted.",
+          [](const tracing::SpanExporter& e) { return e.exported_spans(); });
+  counter("chatflow:trace_spans_dropped_total",
+          "Spans never sent: the export queue was full, an export failed, or shutdown came first.",
+          [](const tracing::SpanExporter& e) { return e.dropped_spans(); });
+  counter("chatflow:trace_exports_failed_total",
+          "Exports the collector refused or that could not reach it.",
+          [](const tracing::SpanExporter& e) { return e.failed_exports(); });
+}
+
+}  // namespace
+
 ServerState::ServerState(ServerSettings settings)
     : settings(std::move(settings)),
       io(this->settings.io_threads),
       acceptor(io),
       drain_timer(io),
-      access_log(std::make_shared<AccessLog>(this->settings.access_log)) {}
+      access_log(std::make_shared<AccessLog>(this->settings.access_log)),
+      tracer(make_tracer(this->settings.tracing)) {}
 
 void ServerState::count_http(std::string_view endpoint, int status) {
   metrics
@@ -246,6 +292,7 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
     fresh->storage.push_back(store);
   metrics.clear_samplers();
   register_engine_metrics(metrics, fresh->models, pipeline);
+  register_tracing_metrics(metrics, tracer);
   std::weak_ptr<ServerState> weak = weak_from_this();
   metrics.sampled("chatflow:http_open_connections", "gauge",
                   "TCP connections open (idle keep-alive ones included).", [weak]() {

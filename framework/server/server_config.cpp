@@ -1,13 +1,60 @@
 #include "framework/server/server_config.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "framework/api/config_schema.h"
 #include "framework/api/config_value.h"
 #include "framework/server/forwarded.h"
 #include "framework/text/yaml_reader.h"
+#include "framework/tools/http_post.h"
 
 namespace chatflow::server {
+
+namespace {
+
+// The endpoint (from the file or OpenTelemetry's environment variables) is an http:// URL, and
+// a batch fits in the queue; marks tracing enabled. Errors at the key's file:line:column.
+bool check_tracing(TracingSettings& tracing, const ConfigValue& value, Diagnostics& diagnostics) {
+  const ConfigValue* endpoint_value = value.find("endpoint");
+  std::string source = "server.tracing.endpoint";
+  if (tracing.endpoint.empty()) {
+    if (const char* traces = std::getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); traces && *traces) {
+      tracing.endpoint = traces;
+      source = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+    } else if (const char* base = std::getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); base && *base) {
+      std::string url = base;
+      while (!url.empty() && url.back() == '/')
+        url.pop_back();
+      tracing.endpoint = url + "/v1/traces";
+      source = "OTEL_EXPORTER_OTLP_ENDPOINT";
+    } else {
+      diagnostics.error(value.where,
+                        "server.tracing needs an 'endpoint' (the collector's OTLP/HTTP traces URL, "
+                        "e.g. http://127.0.0.1:4318/v1/traces), or "
+                        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT set");
+      return false;
+    }
+  }
+  std::string error;
+  if (!tools::parse_http_url(tracing.endpoint, error)) {
+    diagnostics.error(endpoint_value ? endpoint_value->where : value.where,
+                      source + " must be an http:// URL of an OTLP/HTTP collector: " + error);
+    return false;
+  }
+  if (tracing.max_batch_spans > tracing.max_queue_spans) {
+    const ConfigValue* batch = value.find("max_batch_spans");
+    diagnostics.error(batch ? batch->where : value.where,
+                      "server.tracing.max_batch_spans (" + std::to_string(tracing.max_batch_spans) +
+                          ") must not exceed max_queue_spans (" +
+                          std::to_string(tracing.max_queue_spans) + ")");
+    return false;
+  }
+  tracing.enabled = true;
+  return true;
+}
+
+}  // namespace
 
 std::vector<std::pair<std::string, std::string>> settings_problems(const ServerSettings& settings) {
   std::vector<std::pair<std::string, std::string>> problems;
@@ -57,6 +104,34 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
   server.key("trusted_proxies", &ServerSettings::trusted_proxies,
              "CIDRs of proxies whose X-Forwarded-For/-Proto are believed (e.g. 127.0.0.1/32)");
 
+  SchemaBuilder<TracingSettings> tracing;
+  tracing.key("endpoint", &TracingSettings::endpoint,
+              "OTLP/HTTP traces URL (http://host:port/v1/traces); empty: "
+              "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT");
+  tracing.key("service_name", &TracingSettings::service_name, "the resource's service.name");
+  tracing
+      .key("sampling_ratio", &TracingSettings::sampling_ratio,
+           "share of new traces recorded; an incoming traceparent's sampled flag decides its own")
+      .range(0, 1);
+  tracing
+      .key("max_queue_spans", &TracingSettings::max_queue_spans,
+           "spans waiting for export at most; past it a request's spans are dropped and counted")
+      .range(1, 10'000'000);
+  tracing.key("max_batch_spans", &TracingSettings::max_batch_spans, "spans per export at most")
+      .range(1, 1'000'000);
+  tracing
+      .key("export_interval_ms", &TracingSettings::export_interval_ms,
+           "how long spans wait for a full batch before they are sent anyway")
+      .range(1, 3'600'000);
+  tracing
+      .key("timeout_ms", &TracingSettings::timeout_ms,
+           "one export's whole exchange; also how long shutdown may spend flushing")
+      .range(1, 600'000);
+  tracing.key("headers", &TracingSettings::headers,
+              "HTTP header fields sent with every export (e.g. a collector's API key)");
+  server.object("tracing", &ServerSettings::tracing, tracing,
+                "OpenTelemetry traces over OTLP/HTTP; off when absent");
+
   struct ServeFile {
     ServerSettings server;
     std::string pipeline;
@@ -87,6 +162,10 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
 
   ServeConfig config;
   config.server = parsed->server;
+  const ConfigValue* server_value = root.find("server");
+  if (const ConfigValue* tracing_value = server_value ? server_value->find("tracing") : nullptr) {
+    if (!check_tracing(config.server.tracing, *tracing_value, diagnostics)) return std::nullopt;
+  }
   std::filesystem::path pipeline(parsed->pipeline);
   if (pipeline.is_relative()) pipeline = std::filesystem::path(path).parent_path() / pipeline;
   config.pipeline = pipeline.lexically_normal().string();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,22 @@
 #include "framework/api/diagnostics.h"
 
 namespace chatflow::server {
+
+// server.tracing: OpenTelemetry traces of every request, sent to a collector over OTLP/HTTP
+// (framework/tracing/). Off when the key is absent.
+struct TracingSettings {
+  bool enabled = false;
+  // http://host:port/v1/traces; empty in the file: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+  // OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces.
+  std::string endpoint;
+  std::string service_name = "chatflow";
+  double sampling_ratio = 1.0;  // of new traces; a caller's traceparent decides for its own
+  int64_t max_queue_spans = 4096;
+  int64_t max_batch_spans = 512;
+  int64_t export_interval_ms = 1000;
+  int64_t timeout_ms = 2000;
+  std::map<std::string, std::string> headers;  // sent with every export (a collector's key)
+};
 
 struct ServerSettings {
   std::string host = "127.0.0.1";
@@ -41,6 +58,7 @@ struct ServerSettings {
   // Peers (CIDRs or addresses) whose X-Forwarded-For and X-Forwarded-Proto are believed: a
   // proxy such as nginx in front of the server. Empty: the TCP peer is the client.
   std::vector<std::string> trusted_proxies;
+  TracingSettings tracing;
 };
 
 // Problems with `settings` that the schema cannot see (a trusted proxy that is no CIDR), as

@@ -26,6 +26,7 @@
 #include "framework/server/server_config.h"
 #include "framework/server/static_files.h"
 #include "framework/server/worker_pool.h"
+#include "framework/tracing/tracer.h"
 
 namespace chatflow::server {
 
@@ -104,6 +105,7 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   MetricsRegistry metrics;
   WorkerPool workers{2, 256};  // side endpoints that must not hold up an I/O thread
   std::shared_ptr<AccessLog> access_log;
+  std::shared_ptr<tracing::Tracer> tracer;  // server.tracing; null when off
   std::atomic<bool> draining{false};
   bool cancelled_in_flight = false;  // io thread of the drain timer only
   std::chrono::steady_clock::time_point drain_deadline;

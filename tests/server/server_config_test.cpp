@@ -1,0 +1,115 @@
+// server.tracing in the serve file: off when absent, every key read, and each mistake reported
+// at its file:line:column.
+#include "framework/server/server_config.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace chatflow::server {
+namespace {
+
+class ServeFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = std::filesystem::temp_directory_path() /
+              ("chatflow-serve-config-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(folder_);
+    std::ofstream(folder_ / "pipeline.yaml") << "version: 1\n";
+    unsetenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+  }
+  void TearDown() override { std::filesystem::remove_all(folder_); }
+
+  std::optional<ServeConfig> load(const std::string& server_yaml) {
+    std::string path = (folder_ / "serve.yaml").string();
+    std::ofstream(path) << "server:\n" << server_yaml << "pipeline: pipeline.yaml\n";
+    diagnostics_ = Diagnostics();
+    return load_serve_config(path, diagnostics_);
+  }
+
+  std::filesystem::path folder_;
+  Diagnostics diagnostics_;
+};
+
+TEST_F(ServeFileTest, TracingIsOffWithoutTheKey) {
+  auto config = load("  port: 0\n");
+  ASSERT_TRUE(config) << diagnostics_.to_string();
+  EXPECT_FALSE(config->server.tracing.enabled);
+}
+
+TEST_F(ServeFileTest, EveryTracingKeyIsRead) {
+  auto config = load(
+      "  tracing:\n"
+      "    endpoint: http://127.0.0.1:4318/v1/traces\n"
+      "    service_name: gateway\n"
+      "    sampling_ratio: 0.25\n"
+      "    max_queue_spans: 100\n"
+      "    max_batch_spans: 10\n"
+      "    export_interval_ms: 50\n"
+      "    timeout_ms: 300\n"
+      "    headers: {x-api-key: secret}\n");
+  ASSERT_TRUE(config) << diagnostics_.to_string();
+  const TracingSettings& tracing = config->server.tracing;
+  EXPECT_TRUE(tracing.enabled);
+  EXPECT_EQ(tracing.endpoint, "http://127.0.0.1:4318/v1/traces");
+  EXPECT_EQ(tracing.service_name, "gateway");
+  EXPECT_DOUBLE_EQ(tracing.sampling_ratio, 0.25);
+  EXPECT_EQ(tracing.max_queue_spans, 100);
+  EXPECT_EQ(tracing.max_batch_spans, 10);
+  EXPECT_EQ(tracing.export_interval_ms, 50);
+  EXPECT_EQ(tracing.timeout_ms, 300);
+  EXPECT_EQ(tracing.headers.at("x-api-key"), "secret");
+}
+
+TEST_F(ServeFileTest, AnHttpsEndpointIsAnErrorAtItsLine) {
+  EXPECT_FALSE(load("  tracing:\n    endpoint: https://collector:4318/v1/traces\n"));
+  ASSERT_EQ(diagnostics_.size(), 1u);
+  const auto& error = diagnostics_.errors()[0];
+  EXPECT_EQ(error.where.line, 3);
+  EXPECT_EQ(error.where.column, 15);
+  EXPECT_NE(error.message.find("https is not supported"), std::string::npos) << error.message;
+}
+
+TEST_F(ServeFileTest, ARatioOutsideZeroToOneIsAnError) {
+  EXPECT_FALSE(
+      load("  tracing:\n    endpoint: http://127.0.0.1:4318/v1/traces\n    sampling_ratio: 1.5\n"));
+  ASSERT_FALSE(diagnostics_.empty());
+  EXPECT_EQ(diagnostics_.errors()[0].where.line, 4);
+  EXPECT_NE(diagnostics_.errors()[0].message.find("sampling_ratio"), std::string::npos)
+      << diagnostics_.to_string();
+}
+
+TEST_F(ServeFileTest, ABatchLargerThanTheQueueIsAnError) {
+  EXPECT_FALSE(
+      load("  tracing:\n    endpoint: http://127.0.0.1:4318/v1/traces\n    max_queue_spans: 10\n"
+           "    max_batch_spans: 20\n"));
+  ASSERT_EQ(diagnostics_.size(), 1u);
+  EXPECT_EQ(diagnostics_.errors()[0].where.line, 5);
+  EXPECT_NE(diagnostics_.errors()[0].message.find("max_batch_spans (20)"), std::string::npos)
+      << diagnostics_.to_string();
+}
+
+TEST_F(ServeFileTest, WithoutAnEndpointTheOpenTelemetryVariablesGiveIt) {
+  EXPECT_FALSE(load("  tracing: {service_name: x}\n"));
+  ASSERT_EQ(diagnostics_.size(), 1u);
+  EXPECT_NE(diagnostics_.errors()[0].message.find("needs an 'endpoint'"), std::string::npos);
+
+  setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/", 1);
+  auto from_base = load("  tracing: {service_name: x}\n");
+  ASSERT_TRUE(from_base) << diagnostics_.to_string();
+  EXPECT_EQ(from_base->server.tracing.endpoint, "http://127.0.0.1:4318/v1/traces");
+
+  setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9999/traces", 1);
+  auto from_traces = load("  tracing: {service_name: x}\n");
+  ASSERT_TRUE(from_traces) << diagnostics_.to_string();
+  EXPECT_EQ(from_traces->server.tracing.endpoint, "http://127.0.0.1:9999/traces");
+  unsetenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+  unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+}
+
+}  // namespace
+}  // namespace chatflow::server

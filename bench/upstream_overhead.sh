@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# What generating through an `upstream` costs: a gateway chatflow (upstream_generate in front of
+# one engine chatflow) against the engine alone, with `chatflow bench` on the same requests.
+# Reports TTFT p50 added (goal: <= 1 ms) and output-token throughput through the gateway as a
+# share of the engine's (goal: >= 90%), each the median of ROUNDS alternating runs.
+# Usage: bench/upstream_overhead.sh        (from the checkout, after building into build/)
+#   CHATFLOW_MODEL=model.gguf   the engine's model (default: a random-weight test model made here)
+#   CONCURRENCY=8 REQUESTS=400 MAX_TOKENS=64 ROUNDS=3
+set -euo pipefail
+chatflow=$(realpath "${CHATFLOW_BIN:-build/chatflow}")
+concurrency=${CONCURRENCY:-8}
+requests=${REQUESTS:-400}
+max_tokens=${MAX_TOKENS:-64}
+rounds=${ROUNDS:-3}
+work=$(mktemp -d)
+pids=()
+trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+model=${CHATFLOW_MODEL:-}
+if [[ -z $model ]]; then
+  model=$work/model.gguf
+  "$chatflow" make-model --dim 128 --layers 2 --heads 4 --ffn 256 --context 16384 -o "$model" >/dev/null
+fi
+
+# Starts `chatflow serve` on a free port; prints its URL.
+serve() {
+  "$chatflow" serve --port 0 --access-log off --pipeline "$2" >"$work/out-$1" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 600); do
+    local url
+    url=$(grep -o 'http://[0-9.:]*' "$work/out-$1" | head -1 || true)
+    if [[ -n $url ]]; then echo "$url"; return; fi
+    sleep 0.1
+  done
+  echo "the server did not start:" >&2; cat "$work/out-$1" >&2; exit 1
+}
+
+cat >"$work/engine.yaml" <<YAML
+version: 1
+name: engine
+max_in_flight: 1024
+resources:
+  llm: {type: gguf_model, path: "$model", name: bench-model}
+stages:
+  - {name: tokenize, type: tokenize, config: {model: llm}}
+  - {name: prefill, type: prefill, config: {model: llm}}
+  - {name: decode, type: decode, config: {model: llm}}
+  - {name: detokenize, type: detokenize, config: {model: llm}}
+  - {name: emit, type: sse_emit}
+YAML
+engine=$(serve engine "$work/engine.yaml")
+
+cat >"$work/gateway.yaml" <<YAML
+version: 1
+name: gateway
+max_in_flight: 1024
+resources:
+  llm: {type: upstream, endpoints: "$engine", model: bench-model}
+stages:
+  - {name: generate, type: upstream_generate, config: {model: llm}}
+  - {name: emit, type: sse_emit}
+YAML
+gateway=$(serve gateway "$work/gateway.yaml")
+
+run() {
+  "$chatflow" bench --url "$1/v1" --model bench-model --concurrency "$concurrency" --requests "$requests" \
+    --max-tokens "$max_tokens" --temperature 0 --json
+}
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
+
+run "$engine" >/dev/null  # warm-up, both paths
+run "$gateway" >/dev/null
+for round in $(seq "$rounds"); do
+  run "$engine" >"$work/engine-$round.json"
+  run "$gateway" >"$work/gateway-$round.json"
+done
+
+python3 - "$work" "$rounds" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def load(kind):
+    return [json.load(open(f"{work}/{kind}-{r}.json")) for r in range(1, rounds + 1)]
+engine, gateway = load("engine"), load("gateway")
+for name, runs in (("engine alone", engine), ("gateway -> engine", gateway)):
+    failed = sum(r["failed_requests"] for r in runs)
+    print(f"{name:20s} TTFT p50 {statistics.median(r['ttft']['p50_ms'] for r in runs):8.3f} ms   "
+          f"output {statistics.median(r['output_throughput'] for r in runs):9.1f} tok/s   "
+          f"requests {statistics.median(r['request_throughput'] for r in runs):7.2f}/s   failed {failed}")
+added = [g["ttft"]["p50_ms"] - e["ttft"]["p50_ms"] for e, g in zip(engine, gateway)]
+ratio = [g["output_throughput"] / e["output_throughput"] for e, g in zip(engine, gateway)]
+print(f"TTFT p50 added: {statistics.median(added):.3f} ms (goal <= 1 ms); per round: "
+      + ", ".join(f"{a:.3f}" for a in added))
+print(f"throughput through the gateway: {100 * statistics.median(ratio):.1f}% of the engine's "
+      "(goal >= 90%); per round: " + ", ".join(f"{100 * r:.1f}%" for r in ratio))
+PY

@@ -247,6 +247,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     stale_retry_left_ = true;
     reframer_ = SseReframer();
     end_ = StreamEnd();
+    pending_.reset();
     error_body_.clear();
     connection_ = client_->take_idle(*endpoint_);
     reused_ = connection_ != nullptr;
@@ -359,6 +360,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
         if (!take(event)) return;
       }
       if (reframer_.ended()) return ended_well();
+      // With an error, transport_failed decides whether what came is delivered or retried.
+      if (!error) deliver_pending();
     } else if (bytes > 0 && error_body_.size() < kMaxErrorBody) {
       error_body_.append(body_buffer_.data(), std::min(bytes, kMaxErrorBody - error_body_.size()));
     }
@@ -382,13 +385,30 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (event.finish_reason) end_.finish_reason = event.finish_reason;
     if (event.usage) end_.usage = event.usage;
     if (!event.has_output()) return true;
-    bool first = !output_started_;
-    output_started_ = true;
-    call_.observer->on_output(event, first, settings().endpoints[*endpoint_].text);
+    // Deltas of plain content that arrived in one read go on as one: the same text, with one
+    // pass through the pipeline instead of one per token when the engine is ahead of us.
+    bool plain = event.reasoning.empty() && event.tool_calls.empty();
+    if (pending_ && pending_plain_ && plain) {
+      pending_->content += event.content;
+      return true;
+    }
+    deliver_pending();
+    pending_ = std::move(event);
+    pending_plain_ = plain;
     return true;
   }
 
+  void deliver_pending() {
+    if (!pending_) return;
+    StreamEvent event = std::move(*pending_);
+    pending_.reset();
+    bool first = !output_started_;
+    output_started_ = true;
+    call_.observer->on_output(event, first, settings().endpoints[*endpoint_].text);
+  }
+
   void ended_well() {
+    deliver_pending();
     cancel_timer_.cancel();
     call_.observer->on_end(end_);
     client_->balancer.release(*endpoint_, EndpointBalancer::Outcome::success, Clock::now());
@@ -452,6 +472,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void stream_failed(const std::string& why) { endpoint_failed(Failure::stream, why); }
 
   void endpoint_failed(Failure failure, const std::string& why) {
+    // Output the client has not seen yet can still be retried elsewhere; after the first
+    // delivery, the client gets all that came before the error.
+    if (output_started_) deliver_pending();
+    pending_.reset();
     const std::string& url = settings().endpoints[*endpoint_].text;
     client_->balancer.release(*endpoint_, EndpointBalancer::Outcome::failure, Clock::now());
     endpoint_.reset();
@@ -499,6 +523,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   std::string error_body_;
   SseReframer reframer_;
   StreamEnd end_;
+  std::optional<StreamEvent> pending_;  // output of the current read not yet delivered
+  bool pending_plain_ = false;
   Clock::time_point first_output_deadline_{};
   bool output_started_ = false;
   bool done_ = false;

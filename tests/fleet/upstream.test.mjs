@@ -12,8 +12,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  metric, modelPipeline, openStream, parseResponse, postBytes, rawExchange, runChatflow, scrape,
-  sseData, startServer, testModel, waitFor, writeTemp,
+  addKey, metric, modelPipeline, openStream, parseResponse, postBytes, rawExchange, runChatflow, scrape,
+  scratchPath, sseData, startServer, testModel, waitFor, writeTemp,
 } from '../server/harness.mjs';
 
 function gatewayPipeline(name, endpoints, {
@@ -151,6 +151,47 @@ describe('a gateway in front of two engine chatflows', () => {
     assert.ok(generated < long.max_tokens / 4, `generation stopped early (${generated} tokens)`);
   });
 
+  test('graphs/gateway.yaml serves: gates, exact cache and moderation in front of the engine', async () => {
+    const keys = scratchPath('gateway-keys.yaml');
+    const key = addKey(keys, 'acme', { user: 'ann' });
+    const variables = {
+      CHATFLOW_UPSTREAM_URLS: engines[0].url,
+      CHATFLOW_UPSTREAM_MODEL: 'test-model',
+      CHATFLOW_TOKENIZER_MODEL: testModel,
+      CHATFLOW_KEYS_FILE: keys,
+      CHATFLOW_HISTORY_DB: scratchPath('gateway-history.db'),
+      CHATFLOW_USAGE_DB: scratchPath('gateway-usage.db'),
+    };
+    Object.assign(process.env, variables);
+    let served;
+    try {
+      const validated = runChatflow(['validate', 'graphs/gateway.yaml']);
+      assert.equal(validated.status, 0, validated.stderr);
+      served = await startServer(['--pipeline', 'graphs/gateway.yaml']);
+    } finally {
+      for (const name of Object.keys(variables)) delete process.env[name];
+    }
+    try {
+      const body = story();
+      const direct = await post(engines[0].port, '/v1/chat/completions', body);
+      const headers = `Authorization: Bearer ${key}\r\n`;
+      const ask = async () => parseResponse(await rawExchange(served.port,
+        postBytes('/v1/chat/completions', JSON.stringify(body), { extraHeaders: headers })));
+      const first = await ask();
+      assert.equal(first.status, 200, first.body);
+      assert.equal(contentOf(first.body), contentOf(direct.body));
+      assert.deepEqual(usageOf(first.body), usageOf(direct.body));
+      const generated = (await engineSamples([engines[0]])).generated;
+      const second = await ask();
+      assert.equal(contentOf(second.body), contentOf(direct.body));
+      assert.equal((await engineSamples([engines[0]])).generated, generated, 'the repeat is an exact-cache hit');
+      const unauthorized = await post(served.port, '/v1/chat/completions', body);
+      assert.equal(unauthorized.status, 401);
+    } finally {
+      await served.stop();
+    }
+  });
+
   test('one engine killed mid-run: its streams end with an error event, new requests fail over', async () => {
     const streams = [openStream(gateway.port, '/v1/chat/completions', long),
       openStream(gateway.port, '/v1/chat/completions', long)];
@@ -218,23 +259,67 @@ describe('upstream failures as OpenAI errors', () => {
     assert.equal(JSON.parse(response.body).error.code, 'no_healthy_upstream');
   });
 
-  test('an engine that never answers: 504 upstream_timeout after first_byte_ms', async () => {
+  test('a tokenizer_only gguf_model counts but refuses to generate', async () => {
+    const file = writeTemp('tokenizer-only.yaml', `version: 1
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model, tokenizer_only: true}
+stages:
+  - {name: tokenize, type: tokenize, config: {model: llm}}
+  - {name: prefill, type: prefill, config: {model: llm}}
+  - {name: decode, type: decode, config: {model: llm}}
+  - {name: detokenize, type: detokenize, config: {model: llm}}
+`);
+    const server = await startServer(['--pipeline', file]);
+    servers.push(server);
+    const response = await post(server.port, '/v1/chat/completions', story());
+    assert.equal(response.status, 500, response.body);
+    assert.equal(JSON.parse(response.body).error.code, 'tokenizer_only_model');
+    const counted = await fetch(`${server.url}/tokenize`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt: 'Once upon a time' }),
+    });
+    assert.equal(counted.status, 200);
+    assert.ok((await counted.json()).count > 0);
+  });
+
+  test('an engine that never answers: 504 upstream_timeout after first_byte_ms; what it was sent', async () => {
     const sockets = new Set();
+    let received = '';
     const silent = net.createServer((socket) => {
       sockets.add(socket);
+      socket.on('data', (data) => { received += data; });
       socket.on('error', () => {});
       socket.on('close', () => sockets.delete(socket));
     });
     await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
     listeners.push({ server: silent, sockets });
-    const gateway = await startServer(['--pipeline', gatewayPipeline('silent', [`http://127.0.0.1:${silent.address().port}`],
-      { upstream: '    first_byte_ms: 300\n    retries: 0\n', health: '{path: ""}' })]);
+    const gateway = await startServer(['--pipeline', gatewayPipeline('silent', [`http://127.0.0.1:${silent.address().port}/engine`],
+      { upstream: '    first_byte_ms: 300\n    retries: 0\n    api_key: sk-test\n', health: '{path: ""}' })]);
     servers.push(gateway);
-    const response = await post(gateway.port, '/v1/chat/completions', story());
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const body = story({ stream: false, stream_options: undefined, stop: ['END'], seed: 3 });
+    const response = parseResponse(await rawExchange(gateway.port, postBytes('/v1/chat/completions', JSON.stringify(body),
+      { extraHeaders: `traceparent: ${traceparent}\r\n` })));
     assert.equal(response.status, 504, response.body);
     const error = JSON.parse(response.body).error;
     assert.equal(error.code, 'upstream_timeout');
     assert.match(error.message, /first_byte_ms \(300 ms\)/);
+
+    const [head, sent] = received.split('\r\n\r\n');
+    const lines = head.split('\r\n');
+    assert.equal(lines[0], 'POST /engine/v1/chat/completions HTTP/1.1');
+    const headers = Object.fromEntries(lines.slice(1).map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+    assert.equal(headers.traceparent, traceparent);
+    assert.equal(headers.authorization, 'Bearer sk-test');
+    assert.equal(headers.accept, 'text/event-stream');
+    const json = JSON.parse(sent);
+    assert.equal(json.model, 'test-model');
+    assert.equal(json.stream, true, 'always streamed from the engine');
+    assert.deepEqual(json.stream_options, { include_usage: true });
+    assert.deepEqual(json.messages, body.messages);
+    assert.equal(json.max_tokens, 24);
+    assert.equal(json.temperature, 0);
+    assert.equal(json.seed, 3);
+    assert.deepEqual(json.stop, ['END']);
   });
 });
 

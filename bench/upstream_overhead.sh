@@ -5,7 +5,10 @@
 # streams, and output-token throughput through the gateway as a share of the engine's at
 # CONCURRENCY (goal: >= 90%), each the median of ROUNDS alternating runs.
 # Usage: bench/upstream_overhead.sh        (from the checkout, after building into build/)
-#   CHATFLOW_MODEL=model.gguf   the engine's model (default: a random-weight test model made here)
+#   CHATFLOW_MODEL=model.gguf   the engine's model (default: a random-weight model made here with
+#                               `chatflow make-model $MODEL_ARGS`, by default the test suite's tiny
+#                               one: the engine is then as fast as its HTTP path, the worst case)
+#   ENGINE_THREADS=0            the engine's compute threads (0: its own choice)
 #   CONCURRENCY=8 REQUESTS=400 MAX_TOKENS=64 ROUNDS=3
 set -euo pipefail
 chatflow=$(realpath "${CHATFLOW_BIN:-build/chatflow}")
@@ -20,7 +23,9 @@ trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf 
 model=${CHATFLOW_MODEL:-}
 if [[ -z $model ]]; then
   model=$work/model.gguf
-  "$chatflow" make-model --dim 128 --layers 2 --heads 4 --ffn 256 --context 16384 -o "$model" >/dev/null
+  # shellcheck disable=SC2086
+  "$chatflow" make-model ${MODEL_ARGS:---dim 128 --layers 2 --heads 4 --ffn 256 --context 16384} \
+    -o "$model" >/dev/null
 fi
 
 # Starts `chatflow serve` on a free port (in this shell, so the trap can stop it); sets $url.
@@ -40,7 +45,7 @@ version: 1
 name: engine
 max_in_flight: 1024
 resources:
-  llm: {type: gguf_model, path: "$model", name: bench-model}
+  llm: {type: gguf_model, path: "$model", name: bench-model, threads: ${ENGINE_THREADS:-0}}
 stages:
   - {name: tokenize, type: tokenize, config: {model: llm}}
   - {name: prefill, type: prefill, config: {model: llm}}

@@ -220,23 +220,24 @@ int64_t UpstreamModel::context_length() const {
   return tokenizer_->context_length();
 }
 
+const GgufModel& UpstreamModel::required_tokenizer() const {
+  if (tokenizer_) return *tokenizer_;
+  throw RequestFailure(RequestError{400,
+                                    "invalid_request_error",
+                                    "the upstream model '" + served_name_ +
+                                        "' has no tokenizer here (set the upstream's tokenizer: "
+                                        "to a gguf_model)",
+                                    "no_tokenizer",
+                                    {}});
+}
+
 std::vector<int32_t> UpstreamModel::tokenize(std::string_view text, bool add_special,
                                              bool parse_special) const {
-  if (!tokenizer_) {
-    throw RequestFailure(RequestError{400,
-                                      "invalid_request_error",
-                                      "the upstream model '" + served_name_ +
-                                          "' has no tokenizer here (set the upstream's "
-                                          "tokenizer: to a gguf_model)",
-                                      "no_tokenizer",
-                                      {}});
-  }
-  return tokenizer_->tokenize(text, add_special, parse_special);
+  return required_tokenizer().tokenize(text, add_special, parse_special);
 }
 
 std::string UpstreamModel::detokenize(std::span<const int32_t> tokens) const {
-  if (!tokenizer_) tokenize({}, false, false);  // the same refusal
-  return tokenizer_->detokenize(tokens);
+  return required_tokenizer().detokenize(tokens);
 }
 
 EngineStats UpstreamModel::engine_stats() const {

@@ -42,6 +42,9 @@ class UpstreamModel final : public Resource, public ServedModel {
   EngineStats engine_stats() const override;
 
  private:
+  // The tokenizer, or the client's 400 no_tokenizer (for /tokenize and /detokenize).
+  const GgufModel& required_tokenizer() const;
+
   upstream::UpstreamClient client_;
   std::string upstream_model_;
   std::string served_name_;

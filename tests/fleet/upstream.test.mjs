@@ -5,7 +5,7 @@
 // statuses, bad configuration fails validation, and llama.cpp's llama-server works as an
 // endpoint when LLAMA_CPP_BIN names its directory.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -366,6 +366,86 @@ stages:
     const result = runChatflow(['validate', 'graphs/gateway.yaml']);
     assert.equal(result.status, 1, 'without CHATFLOW_UPSTREAM_URLS it cannot be read');
     assert.match(result.stderr, /CHATFLOW_UPSTREAM_URLS/);
+  });
+});
+
+// nginx terminating TLS in front of an engine chatflow, with a certificate made here for
+// localhost: the gateway verifies it against tls.ca_file, and refuses it without.
+describe('an https endpoint (nginx terminating TLS)', () => {
+  const nginx = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((file) => fs.existsSync(file));
+  let engine;
+  let proxy;
+  const gateways = [];
+  after(async () => {
+    await Promise.all([...gateways, engine].filter(Boolean).map((server) => server.stop()));
+    if (proxy && proxy.exitCode === null) {
+      proxy.kill('SIGTERM');
+      await new Promise((resolve) => proxy.on('exit', resolve));
+    }
+  });
+
+  test('streams through a verified TLS connection; an unknown certificate is a 502', async (t) => {
+    if (!nginx) {
+      t.skip('nginx is not installed (apt-get install nginx)');
+      return;
+    }
+    const dir = scratchPath('tls');
+    fs.mkdirSync(dir, { recursive: true });
+    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=DNS:localhost', '-keyout', `${dir}/key.pem`, '-out', `${dir}/cert.pem`], { encoding: 'utf8' });
+    assert.equal(made.status, 0, made.stderr);
+    engine = await startServer(['--pipeline', modelPipeline('tls-engine')]);
+    const port = await closedPort();
+    fs.writeFileSync(`${dir}/nginx.conf`, `daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log;
+events {}
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  server {
+    listen 127.0.0.1:${port} ssl;
+    ssl_certificate ${dir}/cert.pem;
+    ssl_certificate_key ${dir}/key.pem;
+    location / {
+      proxy_pass http://127.0.0.1:${engine.port};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+`);
+    proxy = spawn(nginx, ['-p', dir, '-c', `${dir}/nginx.conf`], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    proxy.stderr.on('data', (data) => { stderr += data; });
+    await waitFor(async () => {
+      if (proxy.exitCode !== null) throw new Error(`nginx exited: ${stderr}`);
+      return new Promise((resolve) => {
+        const socket = net.connect(port, '127.0.0.1', () => { socket.destroy(); resolve(true); });
+        socket.on('error', () => resolve(false));
+      });
+    }, { what: 'nginx to listen' });
+    const url = `https://localhost:${port}`;
+    const trusted = await startServer(['--pipeline', gatewayPipeline('tls-trusted', [url],
+      { upstream: `    tls: {ca_file: "${dir}/cert.pem"}\n` })]);
+    gateways.push(trusted);
+    const body = story();
+    const direct = await post(engine.port, '/v1/chat/completions', body);
+    const via = await post(trusted.port, '/v1/chat/completions', body);
+    assert.equal(via.status, 200, via.body);
+    assert.equal(contentOf(via.body), contentOf(direct.body));
+
+    const untrusted = await startServer(['--pipeline', gatewayPipeline('tls-untrusted', [url],
+      { upstream: '    retries: 0\n', health: '{path: ""}' })]);
+    gateways.push(untrusted);
+    const refused = await post(untrusted.port, '/v1/chat/completions', body);
+    assert.equal(refused.status, 502, refused.body);
+    assert.match(JSON.parse(refused.body).error.message, /certificate verify failed/);
   });
 });
 

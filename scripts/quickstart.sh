@@ -30,6 +30,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-dev); fi
 # The chat page's and dashboard's browser tests drive Debian's chromium (only the tests need it).
 case "${1:-run}" in test*) packages+=(chromium) ;; esac
+# The upstream tests put nginx (terminating TLS) in front of an engine, with a certificate the
+# openssl command makes.
+case "${1:-run}" in test*) packages+=(nginx openssl) ;; esac
 
 install_missing_packages() {
   local missing=()

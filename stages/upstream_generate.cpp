@@ -58,6 +58,15 @@ class UpstreamAnswer final : public upstream::StreamObserver {
                  std::shared_ptr<UpstreamModel> model)
       : request_(request), continuation_(std::move(continuation)), model_(std::move(model)) {}
 
+  // A stream that did not end well (the client left, the engine failed) still spent what it
+  // generated: counted here, before the writer lets go of the request, so limits, quota and
+  // metrics charge it as they do a gguf_model's partial answer.
+  ~UpstreamAnswer() override {
+    if (ended_ || generated_.empty()) return;
+    if (auto request = request_.lock())
+      request->usage.completion_tokens = model_->count_text_tokens(generated_);
+  }
+
   void on_output(const upstream::StreamEvent& event, bool first,
                  const std::string& endpoint) override {
     if (first) {
@@ -120,6 +129,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     last.usage = usage;
     writer_.write(std::move(last));
     writer_ = ChunkWriter();
+    ended_ = true;
   }
 
   void on_failure(const RequestError& error, bool) override {
@@ -164,6 +174,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   std::optional<int> open_call_;
   bool arguments_written_ = false;
   std::string generated_;
+  bool ended_ = false;
 };
 
 class UpstreamGenerateStage final : public RequestStage {

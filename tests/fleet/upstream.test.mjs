@@ -136,6 +136,7 @@ describe('a gateway in front of two engine chatflows', () => {
 
   test('a client disconnect cancels the request in the engine', async () => {
     const before = await engineSamples(engines);
+    const chargedBefore = metric(await scrape(gateway.url), 'chatflow:generation_tokens_total') ?? 0;
     const stream = openStream(gateway.port, '/v1/chat/completions', long);
     await stream.waitEvents(3);
     const busy = await engineSamples(engines);
@@ -149,6 +150,13 @@ describe('a gateway in front of two engine chatflows', () => {
     }, { what: 'the engine to drop the cancelled request' });
     const generated = idle.generated - before.generated;
     assert.ok(generated < long.max_tokens / 4, `generation stopped early (${generated} tokens)`);
+    // What the engine streamed before the cancel is charged at the gateway too.
+    // (estimated at 4 bytes a token: this gateway has no tokenizer)
+    const charged = await waitFor(async () => {
+      const total = metric(await scrape(gateway.url), 'chatflow:generation_tokens_total') ?? 0;
+      return total > chargedBefore ? total - chargedBefore : undefined;
+    }, { what: 'the gateway to count the cancelled answer\'s tokens' });
+    assert.ok(charged <= 8 * generated, `${charged} tokens charged, ${generated} generated`);
   });
 
   test('graphs/gateway.yaml serves: gates, exact cache and moderation in front of the engine', async () => {

@@ -34,7 +34,8 @@ packages=(
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
 if [ "${1:-}" = "fuzz" ]; then packages+=(clang libclang-rt-dev); fi
 # The chat page's and dashboard's browser tests drive Debian's chromium (only the tests need it).
-# The fleet tests put Debian's nginx (with a certificate openssl makes) in front of replicas.
+# The fleet and upstream tests put Debian's nginx (with a certificate openssl makes) in front of
+# replicas and engines.
 case "${1:-run}" in test*) packages+=(chromium nginx openssl) ;; esac
 
 install_missing_packages() {

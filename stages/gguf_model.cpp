@@ -52,10 +52,10 @@ std::string read_template_file(const std::string& path) {
 
 // auto: the GGUF's own template (plain when it has none); a built-in name; or a Jinja file. A
 // template the interpreter cannot run is a configuration error with its line and column.
-engine::ChatFormat chat_format_named(const std::string& name, const engine::Model& model) {
+engine::ChatFormat chat_format_named(const std::string& name, const std::string& gguf_template) {
   if (auto kind = engine::chat_template_from_name(name)) return engine::ChatFormat::built_in(*kind);
   bool from_model = name == "auto";
-  std::string source = from_model ? model.config().chat_template : read_template_file(name);
+  std::string source = from_model ? gguf_template : read_template_file(name);
   if (from_model && source.empty())
     return engine::ChatFormat::built_in(engine::ChatTemplate::plain);
   try {
@@ -77,15 +77,41 @@ bool splits_reasoning(const std::string& reasoning_format, const engine::ChatFor
 }  // namespace
 
 GgufModel::GgufModel(const GgufModelConfig& config)
-    : model_(engine::Model::load(config.path)),
-      scheduler_(std::make_unique<engine::Scheduler>(model_, scheduler_config(config, *model_))),
-      chat_format_(chat_format_named(config.chat_template, *model_)),
-      splits_reasoning_(splits_reasoning(config.reasoning_format, chat_format_)),
-      template_tool_format_(chat_format_.renders_tools()
-                                ? openai::tool_call_format_for(chat_format_.source())
-                                : ToolCallFormat::generic),
+    : model_(config.tokenizer_only ? nullptr : engine::Model::load(config.path)),
       name_(config.name.empty() ? std::filesystem::path(config.path).stem().string() : config.name),
-      block_tokens_(config.kv_cache.block_tokens) {}
+      block_tokens_(config.kv_cache.block_tokens) {
+  std::string gguf_template;
+  if (model_) {
+    tokenizer_ = &model_->tokenizer();
+    context_length_ = model_->config().context;
+    gguf_template = model_->config().chat_template;
+    scheduler_ = std::make_unique<engine::Scheduler>(model_, scheduler_config(config, *model_));
+  } else {
+    auto file = engine::GgufFile::open(config.path);
+    engine::ModelConfig metadata = engine::ModelConfig::from_gguf(*file);
+    own_tokenizer_ = std::make_unique<engine::Tokenizer>(engine::Vocabulary::from_gguf(*file));
+    tokenizer_ = own_tokenizer_.get();
+    context_length_ = metadata.context;
+    gguf_template = metadata.chat_template;
+  }
+  chat_format_ = chat_format_named(config.chat_template, gguf_template);
+  splits_reasoning_ = splits_reasoning(config.reasoning_format, chat_format_);
+  template_tool_format_ = chat_format_.renders_tools()
+                              ? openai::tool_call_format_for(chat_format_.source())
+                              : ToolCallFormat::generic;
+}
+
+void GgufModel::require_engine() const {
+  if (scheduler_) return;
+  throw RequestFailure(RequestError{500,
+                                    "server_error",
+                                    "the gguf_model '" + name_ +
+                                        "' is tokenizer_only: it counts tokens, it does not "
+                                        "generate (use an upstream_generate stage, or drop "
+                                        "tokenizer_only)",
+                                    "tokenizer_only_model",
+                                    {}});
+}
 
 std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_generation_prompt,
                                               PromptFacts* facts) const {
@@ -207,7 +233,7 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
 }
 
 int64_t GgufModel::context_length() const {
-  return model_->config().context;
+  return context_length_;
 }
 
 std::vector<int32_t> GgufModel::tokenize(std::string_view text, bool add_special,
@@ -228,11 +254,12 @@ std::string GgufModel::detokenize(std::span<const int32_t> tokens) const {
 }
 
 EngineStats GgufModel::engine_stats() const {
-  return to_engine_stats(scheduler_->stats(), block_tokens_);
+  return to_engine_stats(stats(), block_tokens_);
 }
 
 std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io,
                                                    PortId resume_port) {
+  require_engine();
   engine::SequenceSpec spec = to_sequence_spec(request);
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
@@ -337,6 +364,9 @@ ResourceTypeInfo gguf_model_resource_type() {
       .choices({"auto", "none", "deepseek"});
   type.config().key("name", &GgufModelConfig::name,
                     "the model id the API reports; default: the file name");
+  type.config().key("tokenizer_only", &GgufModelConfig::tokenizer_only,
+                    "read only the vocabulary and chat template (no weights, no scheduler): "
+                    "counts tokens for gates in front of an upstream engine");
   type.config().object("kv_cache", &GgufModelConfig::kv_cache, kv_cache, "the paged KV cache");
   type.config().object("scheduler", &GgufModelConfig::scheduler, scheduler, "continuous batching");
   type.create([](const GgufModelConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {

@@ -43,6 +43,9 @@ struct GgufModelConfig {
   // markers; deepseek: always; none: leave the text as the model wrote it.
   std::string reasoning_format = "auto";
   std::string name;
+  // Only the vocabulary, chat template and context length are read (the weights stay on disk
+  // and no scheduler runs): a model that counts tokens for gates in front of an upstream engine.
+  bool tokenizer_only = false;
   KvCacheConfig kv_cache;
   SchedulerSettings scheduler;
 };
@@ -68,11 +71,15 @@ class GgufModel final : public Resource, public ServedModel {
   // loader's error for a bad file.
   explicit GgufModel(const GgufModelConfig& config);
 
+  // Not for a tokenizer_only model, which has no weights.
   const engine::Model& model() const { return *model_; }
-  const engine::Tokenizer& tokenizer() const { return model_->tokenizer(); }
+  const engine::Tokenizer& tokenizer() const { return *tokenizer_; }
+  bool tokenizer_only() const { return !scheduler_; }
   const engine::ChatFormat& chat_format() const { return chat_format_; }
   const std::string& name() const { return name_; }
-  engine::SchedulerStats stats() const { return scheduler_->stats(); }
+  engine::SchedulerStats stats() const {
+    return scheduler_ ? scheduler_->stats() : engine::SchedulerStats{};
+  }
 
   const std::string& model_id() const override { return name_; }
   int64_t context_length() const override;
@@ -138,8 +145,14 @@ class GgufModel final : public Resource, public ServedModel {
       const GenerationParams& generation, ToolCallFormat tool_format,
       const Request::ReasoningSplit& reasoning) const;
 
-  std::shared_ptr<const engine::Model> model_;
-  std::unique_ptr<engine::Scheduler> scheduler_;
+  // Refuses generation on a tokenizer_only model (RequestFailure 500, or runtime_error aside).
+  void require_engine() const;
+
+  std::shared_ptr<const engine::Model> model_;              // null when tokenizer_only
+  std::unique_ptr<const engine::Tokenizer> own_tokenizer_;  // tokenizer_only
+  const engine::Tokenizer* tokenizer_ = nullptr;
+  int64_t context_length_ = 0;
+  std::unique_ptr<engine::Scheduler> scheduler_;  // null when tokenizer_only
   // Compiled grammars with their token masks, most recently used first: a schema many requests
   // share keeps its masks warm.
   static constexpr size_t kCachedGrammars = 64;

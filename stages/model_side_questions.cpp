@@ -70,7 +70,7 @@ std::string GgufModel::generate_text(std::vector<int32_t> prompt, int64_t max_to
 
 std::string GgufModel::answer_text(std::vector<int32_t> tokens) const {
   // The end-of-sequence token, when it came, is not text.
-  if (!tokens.empty() && model_->tokenizer().vocabulary().is_end_of_generation(tokens.back()))
+  if (!tokens.empty() && tokenizer().vocabulary().is_end_of_generation(tokens.back()))
     tokens.pop_back();
   return text::repair(detokenize(tokens));
 }
@@ -78,6 +78,7 @@ std::string GgufModel::answer_text(std::vector<int32_t> tokens) const {
 GgufModel::AsideAnswer GgufModel::answer_aside(const Request& request, std::vector<int32_t> prompt,
                                                const PromptFacts& facts,
                                                const std::function<bool()>& cancelled) {
+  require_engine();
   engine::SequenceSpec spec = to_sequence_spec(request);
   spec.prompt.assign(prompt.begin(), prompt.end());
   if (auto error = scheduler_->validate(spec)) {
@@ -116,6 +117,7 @@ std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(
 
 std::future<SideAnswer> GgufModel::ask_aside(engine::SequenceSpec spec,
                                              const std::function<bool()>& cancelled) {
+  if (!scheduler_) throw std::runtime_error("the gguf_model '" + name_ + "' is tokenizer_only");
   auto observer = std::make_shared<SideSequence>(cancelled);
   auto result = observer->future();
   if (auto error = scheduler_->submit(std::move(spec), observer)) observer->on_error(*error);

@@ -17,7 +17,7 @@ declare -A allowed=(
   [framework/openai]="framework/openai framework/api framework/grammar framework/text"
   [framework/bridge]="framework/bridge framework/api framework/engine framework/grammar framework/text kernels"
 )
-domain="framework/cache framework/embedding framework/history framework/limits framework/moderation framework/retrieval framework/security framework/tools framework/tracing framework/usage"
+domain="framework/cache framework/embedding framework/history framework/limits framework/moderation framework/retrieval framework/security framework/tools framework/tracing framework/upstream framework/usage"
 for folder in $domain; do
   allowed[$folder]="framework/api framework/text framework/storage kernels $domain"
 done

@@ -1,0 +1,249 @@
+// upstream: see upstream.h. Everything is read and checked when the pipeline is built (validate
+// included); nothing contacts an endpoint until the first health check or request.
+#include "stages/upstream.h"
+
+#include <filesystem>
+
+#include "framework/api/config_value.h"
+
+namespace chatflow {
+namespace {
+
+struct HealthConfig {
+  std::string path = "/health";
+  int64_t interval_ms = 5000;
+  int64_t timeout_ms = 2000;
+};
+
+struct BreakerConfig {
+  int64_t failures = 5;
+  int64_t cooldown_ms = 10000;
+};
+
+struct TlsConfig {
+  bool verify = true;
+  std::string ca_file;
+};
+
+struct UpstreamConfig {
+  ConfigValue endpoints;
+  std::string model;
+  std::string name;
+  std::string api_key;
+  int64_t connect_ms = 2000;
+  int64_t first_byte_ms = 60000;
+  int64_t idle_ms = 30000;
+  int64_t retries = 2;
+  int64_t max_idle_connections = 64;
+  int64_t context_length = 0;
+  std::string tokenizer;
+  HealthConfig health;
+  BreakerConfig circuit_breaker;
+  TlsConfig tls;
+};
+
+// A list of base URLs, or one string of them separated by commas (${CHATFLOW_UPSTREAM_URLS});
+// list items may hold commas too.
+std::vector<upstream::EndpointUrl> read_endpoints(const ConfigValue& value) {
+  std::vector<std::string> texts;
+  if (value.is_scalar()) {
+    texts = upstream::split_endpoint_list(value.text);
+  } else if (value.is_sequence()) {
+    for (const auto& item : value.items) {
+      if (!item.is_scalar())
+        throw ConfigError("endpoints: expected base URLs, but an item is " + item.describe());
+      for (auto& text : upstream::split_endpoint_list(item.text))
+        texts.push_back(std::move(text));
+    }
+  } else if (!value.is_null()) {
+    throw ConfigError("endpoints: expected a list of base URLs or a comma-separated string, got " +
+                      value.describe());
+  }
+  if (texts.empty()) {
+    throw ConfigError(
+        "endpoints: no endpoint given (expected base URLs such as http://10.0.0.5:8000, e.g. "
+        "from CHATFLOW_UPSTREAM_URLS=http://a:8000,http://b:8000)");
+  }
+  std::vector<upstream::EndpointUrl> endpoints;
+  for (const auto& text : texts) {
+    std::string error;
+    auto endpoint = upstream::parse_endpoint_url(text, error);
+    if (!endpoint) throw ConfigError("endpoints: " + error);
+    for (const auto& known : endpoints) {
+      if (known.text == endpoint->text)
+        throw ConfigError("endpoints: '" + text + "' is listed twice");
+    }
+    endpoints.push_back(std::move(*endpoint));
+  }
+  return endpoints;
+}
+
+std::shared_ptr<Resource> create_upstream(const UpstreamConfig& config, ResourceContext& context) {
+  upstream::UpstreamSettings settings;
+  settings.endpoints = read_endpoints(config.endpoints);
+  if (config.model.empty())
+    throw ConfigError("model: the name the engine knows the model by must not be empty");
+  if (!config.health.path.empty() && config.health.path.front() != '/')
+    throw ConfigError("health.path: expected a path starting with '/', got '" + config.health.path +
+                      "'");
+  if (!config.tls.ca_file.empty() && !std::filesystem::exists(config.tls.ca_file))
+    throw ConfigError("tls.ca_file: no such file '" + config.tls.ca_file + "'");
+  settings.api_key = config.api_key;
+  settings.connect_timeout = std::chrono::milliseconds(config.connect_ms);
+  settings.first_byte_timeout = std::chrono::milliseconds(config.first_byte_ms);
+  settings.idle_timeout = std::chrono::milliseconds(config.idle_ms);
+  settings.retries = static_cast<int>(config.retries);
+  settings.max_idle_connections = static_cast<size_t>(config.max_idle_connections);
+  settings.health.path = config.health.path;
+  settings.health.interval =
+      std::chrono::milliseconds(config.health.path.empty() ? 0 : config.health.interval_ms);
+  settings.health.timeout = std::chrono::milliseconds(config.health.timeout_ms);
+  settings.breaker.failure_threshold = static_cast<int>(config.circuit_breaker.failures);
+  settings.breaker.cooldown = std::chrono::milliseconds(config.circuit_breaker.cooldown_ms);
+  settings.verify_tls = config.tls.verify;
+  settings.ca_file = config.tls.ca_file;
+  std::shared_ptr<GgufModel> tokenizer;
+  if (!config.tokenizer.empty()) tokenizer = context.resource<GgufModel>(config.tokenizer);
+  return std::make_shared<UpstreamModel>(std::move(settings), config.model,
+                                         config.name.empty() ? config.model : config.name,
+                                         config.context_length, std::move(tokenizer));
+}
+
+ResourceTypeInfo upstream_resource_type() {
+  ResourceTypeBuilder<UpstreamConfig> type(
+      "upstream",
+      "An OpenAI-compatible engine (vLLM, TGI, llama.cpp's server, another chatflow) at one or "
+      "more endpoints: keep-alive pools, TLS, health checks, circuit breakers, failover before "
+      "the first byte, least-outstanding balancing with session affinity.");
+  SchemaBuilder<HealthConfig> health;
+  health.key("path", &HealthConfig::path,
+             "GET this path on each endpoint; 200 is healthy (/health for vLLM, TGI, llama.cpp "
+             "and chatflow; /v1/models for hosted APIs); empty: no health checks");
+  health.key("interval_ms", &HealthConfig::interval_ms, "time between two checks of an endpoint")
+      .range(50, 3'600'000);
+  health.key("timeout_ms", &HealthConfig::timeout_ms, "a check not answered in this time fails")
+      .range(1, 600'000);
+  SchemaBuilder<BreakerConfig> breaker;
+  breaker
+      .key("failures", &BreakerConfig::failures,
+           "failed calls in a row that open the endpoint's breaker")
+      .range(1, 1'000'000);
+  breaker
+      .key("cooldown_ms", &BreakerConfig::cooldown_ms,
+           "how long an open breaker keeps calls away before one trial call")
+      .range(1, 86'400'000);
+  SchemaBuilder<TlsConfig> tls;
+  tls.key("verify", &TlsConfig::verify,
+          "verify https endpoints' certificates and host names (off only for testing)");
+  tls.key("ca_file", &TlsConfig::ca_file,
+          "PEM file of the certificate authorities to trust; empty: the system's");
+  type.config()
+      .key("endpoints", &UpstreamConfig::endpoints,
+           "base URLs (http:// or https://), as a list or one comma-separated string such as "
+           "${CHATFLOW_UPSTREAM_URLS}")
+      .required();
+  type.config()
+      .key("model", &UpstreamConfig::model, "the model name the engine knows (sent as \"model\")")
+      .required();
+  type.config().key("name", &UpstreamConfig::name,
+                    "the model id clients ask for; default: the same as model");
+  type.config().key("api_key", &UpstreamConfig::api_key,
+                    "sent as Authorization: Bearer to every endpoint; empty: none");
+  type.config()
+      .key("connect_ms", &UpstreamConfig::connect_ms, "connecting (and TLS) at most this long")
+      .range(1, 600'000);
+  type.config()
+      .key("first_byte_ms", &UpstreamConfig::first_byte_ms,
+           "from the request sent to the engine's first output at most this long (its queue and "
+           "prefill)")
+      .range(1, 86'400'000);
+  type.config()
+      .key("idle_ms", &UpstreamConfig::idle_ms,
+           "once streaming, at most this long without a byte from the engine")
+      .range(1, 86'400'000);
+  type.config()
+      .key("retries", &UpstreamConfig::retries,
+           "more endpoints tried when one fails before the first output")
+      .range(0, 100);
+  type.config()
+      .key("max_idle_connections", &UpstreamConfig::max_idle_connections,
+           "keep-alive connections kept per endpoint")
+      .range(0, 100'000);
+  type.config()
+      .key("context_length", &UpstreamConfig::context_length,
+           "the context /v1/models reports; 0: the tokenizer's, else unknown")
+      .at_least(0);
+  type.config()
+      .key("tokenizer", &UpstreamConfig::tokenizer,
+           "a gguf_model whose tokenizer counts tokens as the engine does (when the engine "
+           "reports no usage); empty: estimated")
+      .resource("gguf_model");
+  type.config().object("health", &UpstreamConfig::health, health, "health checks");
+  type.config().object("circuit_breaker", &UpstreamConfig::circuit_breaker, breaker,
+                       "per-endpoint circuit breaker");
+  type.config().object("tls", &UpstreamConfig::tls, tls, "https endpoints");
+  type.create(create_upstream);
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(upstream_resource_type);
+
+}  // namespace
+
+UpstreamModel::UpstreamModel(upstream::UpstreamSettings settings, std::string upstream_model,
+                             std::string served_name, int64_t context_length,
+                             std::shared_ptr<GgufModel> tokenizer)
+    : client_(std::move(settings)),
+      upstream_model_(std::move(upstream_model)),
+      served_name_(std::move(served_name)),
+      context_length_(context_length),
+      tokenizer_(std::move(tokenizer)) {}
+
+int64_t UpstreamModel::count_prompt_tokens(const Request& request) const {
+  if (tokenizer_) return static_cast<int64_t>(tokenizer_->encode_prompt(request, true).size());
+  int64_t bytes = static_cast<int64_t>(request.prompt.size());
+  int64_t messages = 0;
+  for (const auto& message : request.messages) {
+    bytes += static_cast<int64_t>(message.content.size());
+    ++messages;
+  }
+  return (bytes + 3) / 4 + 4 * messages;
+}
+
+int64_t UpstreamModel::count_text_tokens(const std::string& text) const {
+  if (tokenizer_) return static_cast<int64_t>(tokenizer_->tokenize(text, false, false).size());
+  return (static_cast<int64_t>(text.size()) + 3) / 4;
+}
+
+int64_t UpstreamModel::context_length() const {
+  if (context_length_ > 0 || !tokenizer_) return context_length_;
+  return tokenizer_->context_length();
+}
+
+const GgufModel& UpstreamModel::required_tokenizer() const {
+  if (tokenizer_) return *tokenizer_;
+  throw RequestFailure(RequestError{400,
+                                    "invalid_request_error",
+                                    "the upstream model '" + served_name_ +
+                                        "' has no tokenizer here (set the upstream's tokenizer: "
+                                        "to a gguf_model)",
+                                    "no_tokenizer",
+                                    {}});
+}
+
+std::vector<int32_t> UpstreamModel::tokenize(std::string_view text, bool add_special,
+                                             bool parse_special) const {
+  return required_tokenizer().tokenize(text, add_special, parse_special);
+}
+
+std::string UpstreamModel::detokenize(std::span<const int32_t> tokens) const {
+  return required_tokenizer().detokenize(tokens);
+}
+
+EngineStats UpstreamModel::engine_stats() const {
+  EngineStats stats;
+  stats.running = client_.outstanding();
+  return stats;
+}
+
+}  // namespace chatflow

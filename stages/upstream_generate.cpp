@@ -1,0 +1,240 @@
+// upstream_generate: generates the answer through an `upstream` resource, an OpenAI-compatible
+// engine, in place of tokenize → prefill → decode → detokenize.
+//
+// Design: the stage is one request stage whose stream port carries text deltas, exactly what
+// detokenize emits for a gguf_model, so everything after it (output_moderation, sse_emit, the
+// caches and session history recording the answer, usage, metrics) works unchanged. Like
+// prefill, it defers the request until the engine's first output, so until then a failure is
+// still an HTTP error with its own status (502 upstream error, 504 timeout, 503 no healthy
+// endpoint) and the client may retry on another endpoint; after it, a failure ends the stream
+// with an error event, as an engine error does.
+//
+// The engine's structured deltas are written back into the text form chatflow's stream uses,
+// and the request is told how to read it, as a chat template would tell it: reasoning
+// (reasoning_content) becomes "<think>...</think>" before the content, with the request's
+// reasoning split on when the answer starts with reasoning; tool calls become Hermes
+// "<tool_call>{"name", "arguments"}</tool_call>" blocks, with the request's tool format Hermes
+// when it offers tools. sse_emit then streams them as reasoning_content and tool_calls again,
+// moderation screens them, and history hands them back. What is lost: the engine's tool call
+// ids (chatflow makes new ones) and log-probabilities (refused with a 400).
+//
+// Usage: the engine's usage event (stream_options.include_usage); when it sends none, tokens are
+// counted with the upstream's tokenizer, else estimated (upstream.h).
+#include <boost/json.hpp>
+
+#include "framework/upstream/request_body.h"
+#include "stages/upstream.h"
+
+namespace chatflow {
+namespace {
+
+struct UpstreamGenerateConfig {
+  std::string model;
+};
+
+constexpr PortId kOut = 0;
+
+FinishReason finish_reason_of(const std::optional<std::string>& reason) {
+  if (reason == "length") return FinishReason::length;
+  if (reason == "content_filter") return FinishReason::content_filter;
+  return FinishReason::stop;  // stop, tool_calls, eos, or none given
+}
+
+// Same session, same endpoint: the session's own id, else the caller.
+std::string affinity_key(const Request& request) {
+  const Identity& identity = request.identity;
+  if (!request.session_id.empty())
+    return "session:" + identity.tenant + "/" + identity.owner() + "/" + request.session_id;
+  if (!identity.user.empty()) return "user:" + identity.tenant + "/" + identity.user;
+  if (!identity.key_id.empty()) return "key:" + identity.key_id;
+  return {};
+}
+
+// One request's answer as the engine streams it, written into the pipeline's stream. Runs on
+// the upstream client's thread only.
+class UpstreamAnswer final : public upstream::StreamObserver {
+ public:
+  UpstreamAnswer(std::shared_ptr<Request> request, Continuation continuation,
+                 std::shared_ptr<UpstreamModel> model)
+      : request_(request), continuation_(std::move(continuation)), model_(std::move(model)) {}
+
+  // A stream that did not end well (the client left, the engine failed) still spent what it
+  // generated: counted here, before the writer lets go of the request, so limits, quota and
+  // metrics charge it as they do a gguf_model's partial answer.
+  ~UpstreamAnswer() override {
+    if (ended_ || generated_.empty()) return;
+    if (auto request = request_.lock())
+      request->usage.completion_tokens = model_->count_text_tokens(generated_);
+  }
+
+  void on_output(const upstream::StreamEvent& event, bool first,
+                 const std::string& endpoint) override {
+    if (first) {
+      auto request = request_.lock();
+      if (!request) return;
+      request->annotate("upstream", endpoint);
+      request->generation_times.first_token_ns = now_ns();
+      // Written before the first chunk travels, so every later stage reads the answer so.
+      if (!event.reasoning.empty() && request->kind == RequestKind::chat)
+        request->reasoning = {true, false};
+      splits_reasoning_ = request->reasoning.enabled;
+      writer_ = continuation_.resume_streaming(kOut);
+    }
+    if (!writer_) return;  // the request is gone; the client stops the call at its next poll
+    std::string text;
+    if (!event.reasoning.empty()) {
+      if (splits_reasoning_ && !reasoning_done_) {
+        if (!in_reasoning_) text += "<think>";
+        in_reasoning_ = true;
+      }
+      text += event.reasoning;
+    }
+    if (!event.content.empty()) {
+      text += close_reasoning() + close_call();
+      text += event.content;
+    }
+    for (const auto& piece : event.tool_calls) {
+      text += close_reasoning();
+      if (!open_call_ || *open_call_ != piece.index) {
+        text += close_call();
+        text +=
+            "<tool_call>\n{\"name\": " + boost::json::serialize(boost::json::value(piece.name)) +
+            ", \"arguments\": ";
+        open_call_ = piece.index;
+      }
+      text += piece.arguments;
+      arguments_written_ = arguments_written_ || !piece.arguments.empty();
+    }
+    generated_ += text;
+    writer_.write(Chunk::delta(std::move(text)));
+  }
+
+  void on_end(const upstream::StreamEnd& end) override {
+    auto request = request_.lock();
+    if (!request) return;
+    request->generation_times.finished_ns = now_ns();
+    if (!writer_) writer_ = continuation_.resume_streaming(kOut);  // an empty answer
+    Chunk last;
+    last.text = close_reasoning() + close_call();
+    generated_ += last.text;
+    Usage usage = request->usage;  // the prompt as counted before the call
+    if (end.usage && end.usage->prompt_tokens > 0) {
+      usage = *end.usage;
+    } else {
+      usage.completion_tokens = model_->count_text_tokens(generated_);
+    }
+    // Written before the last chunk travels: nothing reads the usage before it.
+    request->usage = usage;
+    last.finish = finish_reason_of(end.finish_reason);
+    last.usage = usage;
+    writer_.write(std::move(last));
+    writer_ = ChunkWriter();
+    ended_ = true;
+  }
+
+  void on_failure(const RequestError& error, bool) override {
+    if (auto request = request_.lock()) request->generation_times.finished_ns = now_ns();
+    if (writer_) {
+      writer_.fail(error);
+      writer_ = ChunkWriter();
+    } else if (continuation_) {
+      continuation_.fail(error);
+    }
+  }
+
+  bool cancelled() const override {
+    auto request = request_.lock();
+    if (!request || request->cancelled() || request->finished()) return true;
+    return writer_ && writer_.stopped();
+  }
+
+ private:
+  std::string close_reasoning() {
+    if (!in_reasoning_) return {};
+    in_reasoning_ = false;
+    reasoning_done_ = true;
+    return "</think>";
+  }
+
+  std::string close_call() {
+    if (!open_call_) return {};
+    open_call_.reset();
+    std::string text = arguments_written_ ? "}\n</tool_call>" : "{}}\n</tool_call>";
+    arguments_written_ = false;
+    return text;
+  }
+
+  std::weak_ptr<Request> request_;
+  Continuation continuation_;
+  std::shared_ptr<UpstreamModel> model_;
+  ChunkWriter writer_;
+  bool splits_reasoning_ = false;
+  bool in_reasoning_ = false;
+  bool reasoning_done_ = false;
+  std::optional<int> open_call_;
+  bool arguments_written_ = false;
+  std::string generated_;
+  bool ended_ = false;
+};
+
+class UpstreamGenerateStage final : public RequestStage {
+ public:
+  explicit UpstreamGenerateStage(std::shared_ptr<UpstreamModel> model) : model_(std::move(model)) {}
+
+  Route process(Request& request, StageIo& io) override {
+    const GenerationParams& generation = request.generation;
+    if (generation.logprobs || generation.top_logprobs > 0) {
+      throw RequestFailure(RequestError{400, "invalid_request_error",
+                                        "logprobs are not available through this pipeline's "
+                                        "upstream engine",
+                                        "unsupported_parameter", "logprobs"});
+    }
+    if (request.kind == RequestKind::chat && request.messages.empty()) {
+      throw RequestFailure(RequestError{400,
+                                        "invalid_request_error",
+                                        "'messages' must contain at least one message",
+                                        {},
+                                        "messages"});
+    }
+    if (request.kind == RequestKind::chat && !generation.tools.empty() &&
+        generation.tool_choice != ToolChoice::none) {
+      request.tool_format = ToolCallFormat::hermes;
+    }
+    request.usage.prompt_tokens = model_->count_prompt_tokens(request);
+    upstream::UpstreamCall call;
+    call.path = upstream::request_path(request);
+    call.body = upstream::request_body(request, model_->upstream_model());
+    call.affinity_key = affinity_key(request);
+    for (const char* name : {"traceparent", "tracestate", "x-request-id"}) {
+      if (auto value = request.header(name)) call.headers.emplace_back(name, std::string(*value));
+    }
+    request.generation_times.queued_ns = now_ns();
+    call.observer = std::make_shared<UpstreamAnswer>(io.request_ptr(), io.defer(), model_);
+    model_->client().start(std::move(call));
+    return Route::deferred();
+  }
+
+ private:
+  std::shared_ptr<UpstreamModel> model_;
+};
+
+StageTypeInfo upstream_generate_stage_type() {
+  StageTypeBuilder<UpstreamGenerateConfig> type(
+      "upstream_generate", StageKind::request,
+      "Generates the answer through an upstream engine (OpenAI-compatible); streams text "
+      "deltas as detokenize does.");
+  type.port("out", PortKind::stream, "text deltas, once the engine's first output exists");
+  type.config()
+      .key("model", &UpstreamGenerateConfig::model, "an upstream resource")
+      .required()
+      .resource("upstream");
+  type.create([](const UpstreamGenerateConfig& config, StageContext& context) {
+    return std::make_unique<UpstreamGenerateStage>(context.resource<UpstreamModel>(config.model));
+  });
+  return type.build();
+}
+
+CHATFLOW_REGISTER_TYPE(upstream_generate_stage_type);
+
+}  // namespace
+}  // namespace chatflow

@@ -22,6 +22,7 @@
 // counted with the upstream's tokenizer, else estimated (upstream.h).
 #include <boost/json.hpp>
 
+#include "framework/api/trace.h"
 #include "framework/upstream/request_body.h"
 #include "stages/upstream.h"
 
@@ -55,8 +56,11 @@ std::string affinity_key(const Request& request) {
 class UpstreamAnswer final : public upstream::StreamObserver {
  public:
   UpstreamAnswer(std::shared_ptr<Request> request, Continuation continuation,
-                 std::shared_ptr<UpstreamModel> model)
-      : request_(request), continuation_(std::move(continuation)), model_(std::move(model)) {}
+                 std::shared_ptr<UpstreamModel> model, ChildSpan span)
+      : request_(request),
+        continuation_(std::move(continuation)),
+        model_(std::move(model)),
+        span_(std::move(span)) {}
 
   // A stream that did not end well (the client left, the engine failed) still spent what it
   // generated: counted here, before the writer lets go of the request, so limits, quota and
@@ -73,6 +77,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
       auto request = request_.lock();
       if (!request) return;
       request->annotate("upstream", endpoint);
+      span_.set_attribute("server.address", endpoint);
       request->generation_times.first_token_ns = now_ns();
       // Written before the first chunk travels, so every later stage reads the answer so.
       if (!event.reasoning.empty() && request->kind == RequestKind::chat)
@@ -127,6 +132,11 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     request->usage = usage;
     last.finish = finish_reason_of(end.finish_reason);
     last.usage = usage;
+    // Ended before the last chunk: the request's spans are taken once it finishes.
+    span_.set_attribute("http.response.status_code", int64_t{200});
+    span_.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens);
+    span_.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens);
+    span_.end();
     writer_.write(std::move(last));
     writer_ = ChunkWriter();
     ended_ = true;
@@ -134,6 +144,9 @@ class UpstreamAnswer final : public upstream::StreamObserver {
 
   void on_failure(const RequestError& error, bool) override {
     if (auto request = request_.lock()) request->generation_times.finished_ns = now_ns();
+    span_.set_attribute("http.response.status_code", int64_t{error.status});
+    span_.set_error(error.message);
+    span_.end();
     if (writer_) {
       writer_.fail(error);
       writer_ = ChunkWriter();
@@ -144,8 +157,13 @@ class UpstreamAnswer final : public upstream::StreamObserver {
 
   bool cancelled() const override {
     auto request = request_.lock();
-    if (!request || request->cancelled() || request->finished()) return true;
-    return writer_ && writer_.stopped();
+    bool over =
+        !request || request->cancelled() || request->finished() || (writer_ && writer_.stopped());
+    if (over) {
+      span_.set_error("cancelled");
+      span_.end();
+    }
+    return over;
   }
 
  private:
@@ -167,6 +185,9 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   std::weak_ptr<Request> request_;
   Continuation continuation_;
   std::shared_ptr<UpstreamModel> model_;
+  // The call as a CLIENT span of the request's trace (records nothing when tracing is off);
+  // cancelled() ends it too, which is const to the client.
+  mutable ChildSpan span_;
   ChunkWriter writer_;
   bool splits_reasoning_ = false;
   bool in_reasoning_ = false;
@@ -205,11 +226,26 @@ class UpstreamGenerateStage final : public RequestStage {
     call.path = upstream::request_path(request);
     call.body = upstream::request_body(request, model_->upstream_model());
     call.affinity_key = affinity_key(request);
-    for (const char* name : {"traceparent", "tracestate", "x-request-id"}) {
-      if (auto value = request.header(name)) call.headers.emplace_back(name, std::string(*value));
+    ChildSpan span;
+    if (request.trace) {
+      span = request.trace->start_child("POST " + call.path, SpanKind::client);
+      span.set_attribute("http.request.method", std::string("POST"));
+      span.set_attribute(
+          "gen_ai.operation.name",
+          std::string(request.kind == RequestKind::chat ? "chat" : "text_completion"));
+      span.set_attribute("gen_ai.request.model", model_->upstream_model());
+      call.headers.emplace_back("traceparent", span.traceparent());
+      if (!span.tracestate().empty()) call.headers.emplace_back("tracestate", span.tracestate());
+    } else {
+      // Tracing off here: the caller's trace still goes on through us to the engine.
+      for (const char* name : {"traceparent", "tracestate"}) {
+        if (auto value = request.header(name)) call.headers.emplace_back(name, std::string(*value));
+      }
     }
+    if (!request.request_id.empty()) call.headers.emplace_back("x-request-id", request.request_id);
     request.generation_times.queued_ns = now_ns();
-    call.observer = std::make_shared<UpstreamAnswer>(io.request_ptr(), io.defer(), model_);
+    call.observer =
+        std::make_shared<UpstreamAnswer>(io.request_ptr(), io.defer(), model_, std::move(span));
     model_->client().start(std::move(call));
     return Route::deferred();
   }

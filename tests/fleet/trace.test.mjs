@@ -340,3 +340,76 @@ describe('a collector that is not there', () => {
     }
   });
 });
+
+describe('one trace from the client through a gateway into its upstream engine', () => {
+  let receiver;
+  let engine;
+  let gateway;
+  before(async () => {
+    receiver = await startReceiver();
+    const enginePipeline = writeTemp('trace-engine.yaml', `version: 1
+name: engine
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+stages:
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+    engine = await startServer(['--config', serveFile('trace-engine', enginePipeline, {
+      endpoint: receiver.url, service_name: 'engine', export_interval_ms: 50,
+    })]);
+    const gatewayPipeline = writeTemp('trace-gateway.yaml', `version: 1
+name: gateway
+resources:
+  llm: {type: upstream, endpoints: "${engine.url}", model: test-model}
+stages:
+  - {name: generate, type: upstream_generate, config: {model: llm}}
+  - {name: emit, type: sse_emit}
+`);
+    gateway = await startServer(['--config', serveFile('trace-gateway', gatewayPipeline, {
+      endpoint: receiver.url, service_name: 'gateway', export_interval_ms: 50,
+    })]);
+  });
+  after(async () => {
+    if (gateway) assert.equal((await gateway.stop()).code, 0);
+    if (engine) assert.equal((await engine.stop()).code, 0);
+    await receiver?.close();
+  });
+
+  test("the engine's server span is the child of the gateway's client span", async () => {
+    const clientTrace = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const clientSpan = '00f067aa0ba902b7';
+    const response = await ask(gateway.url, {
+      traceparent: `00-${clientTrace}-${clientSpan}-01`,
+      'X-Request-Id': 'trace-through-1',
+    });
+    assert.equal(response.status, 200, response.text);
+    assert.equal(response.headers.get('x-request-id'), 'trace-through-1');
+    const spans = await waitFor(() => {
+      const found = receiver.of(clientTrace);
+      const servers = found.filter((span) => span.kind === SERVER);
+      return servers.length === 2 && found.some((span) => span.kind === 3) && found;
+    }, { what: 'the gateway and engine spans of the client trace' });
+    assert.deepEqual(receiver.problems, []);
+    const byService = (service) => spans.filter((span) => span.resource['service.name'] === service);
+    const gatewayServer = byService('gateway').find((span) => span.kind === SERVER);
+    const call = byService('gateway').find((span) => span.kind === 3);
+    const engineServer = byService('engine').find((span) => span.kind === SERVER);
+    assert.ok(gatewayServer && call && engineServer, spans.map((span) => `${span.resource['service.name']}:${span.name}`).join(', '));
+
+    assert.equal(gatewayServer.parentSpanId, clientSpan);
+    assert.equal(call.parentSpanId, gatewayServer.spanId);
+    assert.equal(call.name, 'POST /v1/chat/completions');
+    assert.equal(call.attributes['server.address'], engine.url);
+    assert.equal(call.attributes['http.response.status_code'], 200);
+    assert.equal(call.attributes['gen_ai.request.model'], 'test-model');
+    assert.equal(engineServer.parentSpanId, call.spanId, 'the engine continues the call span');
+    // Both ends name the request by the caller's id; the call lies within the gateway's span
+    // (one process's clock: the engine's times are not compared with the gateway's).
+    assert.equal(gatewayServer.attributes['chatflow.request_id'], 'trace-through-1');
+    assert.equal(engineServer.attributes['chatflow.request_id'], 'trace-through-1');
+    assert.ok(call.start >= gatewayServer.start && call.end <= gatewayServer.end);
+    // The engine's own stages hang under its server span.
+    const engineStages = byService('engine').filter((span) => span.kind === INTERNAL && span.parentSpanId === engineServer.spanId);
+    assert.ok(engineStages.some((span) => span.name.includes('decode')), engineStages.map((span) => span.name).join(', '));
+  });
+});

@@ -67,8 +67,13 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   // metrics charge it as they do a gguf_model's partial answer.
   ~UpstreamAnswer() override {
     if (ended_ || generated_.empty()) return;
-    if (auto request = request_.lock())
-      request->usage.completion_tokens = model_->count_text_tokens(generated_);
+    try {
+      if (auto request = request_.lock())
+        request->usage.completion_tokens = model_->count_text_tokens(generated_);
+    } catch (const std::exception&) {
+      // Counting failed (out of memory): the partial answer goes uncharged rather than the
+      // client thread ending the process.
+    }
   }
 
   void on_output(const upstream::StreamEvent& event, bool first,

@@ -1,5 +1,7 @@
 #include "framework/upstream/sse_reframer.h"
 
+#include <algorithm>
+
 #include <boost/json.hpp>
 
 namespace chatflow::upstream {
@@ -15,8 +17,11 @@ std::string string_at(const json::object& object, std::string_view key) {
 int64_t integer_at(const json::object& object, std::string_view key) {
   const json::value* value = object.if_contains(key);
   if (!value) return 0;
-  if (value->is_int64()) return value->as_int64();
-  if (value->is_uint64()) return static_cast<int64_t>(value->as_uint64());
+  // An engine's counts are bounded here so that no sum of them downstream can overflow.
+  constexpr int64_t kMostTokens = int64_t{1} << 40;
+  if (value->is_int64()) return std::clamp<int64_t>(value->as_int64(), 0, kMostTokens);
+  if (value->is_uint64())
+    return static_cast<int64_t>(std::min<uint64_t>(value->as_uint64(), kMostTokens));
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -214,8 +215,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void abandon() {
     if (done_) return;
     done_ = true;
+    // Closed, not released: a read or write is still pending on it and completes (aborted) into
+    // its buffers; the exchange, kept alive by that handler, frees it afterwards.
     if (connection_) connection_->close();
-    connection_.reset();
     if (endpoint_)
       client_->balancer.release(*endpoint_, EndpointBalancer::Outcome::abandoned, Clock::now());
     endpoint_.reset();
@@ -616,7 +618,17 @@ UpstreamClient::UpstreamClient(UpstreamSettings settings)
     for (size_t i = 0; i < impl_->settings.endpoints.size(); ++i)
       impl_->schedule_health_check(i, std::chrono::milliseconds(0));
   }
-  impl_->thread = std::thread([impl = impl_.get()] { impl->io.run(); });
+  impl_->thread = std::thread([impl = impl_] {
+    // A handler that throws must not end the process: log it and keep serving the other calls.
+    for (;;) {
+      try {
+        impl->io.run();
+        return;
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "chatflow: upstream client: %s\n", error.what());
+      }
+    }
+  });
 }
 
 UpstreamClient::~UpstreamClient() {
@@ -632,7 +644,13 @@ UpstreamClient::~UpstreamClient() {
     impl->work.reset();
   });
   // Calls still running see `stopping` at their next cancel poll and close their connections.
-  impl_->thread.join();
+  // The last owner of a pipeline can be a request released on this client's own thread: that
+  // thread cannot join itself, and it ends once its work is gone (the lambda holds impl_).
+  if (impl_->thread.get_id() == std::this_thread::get_id()) {
+    impl_->thread.detach();
+  } else {
+    impl_->thread.join();
+  }
 }
 
 void UpstreamClient::start(UpstreamCall call) {

@@ -68,7 +68,10 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   ~UpstreamAnswer() override {
     if (ended_ || generated_.empty()) return;
     try {
-      if (auto request = request_.lock())
+      // Only once the request ended in an error (cancelled, timed out): then nothing but its
+      // release reads the usage. A stream a stage stopped is still being finished elsewhere.
+      auto request = request_.lock();
+      if (request && request->finished() && request->error())
         request->usage.completion_tokens = model_->count_text_tokens(generated_);
     } catch (const std::exception&) {
       // Counting failed (out of memory): the partial answer goes uncharged rather than the
@@ -133,8 +136,8 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     } else {
       usage.completion_tokens = model_->count_text_tokens(generated_);
     }
-    // Written before the last chunk travels: nothing reads the usage before it.
-    request->usage = usage;
+    // The last chunk carries it; the runtime writes it into the request when the chunk reaches
+    // the sink (this thread writing the request would race stages reading it).
     last.finish = finish_reason_of(end.finish_reason);
     last.usage = usage;
     // Ended before the last chunk: the request's spans are taken once it finishes.

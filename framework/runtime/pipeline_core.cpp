@@ -310,6 +310,10 @@ void PipelineCore::deliver_to_sink(StreamSlot&, const Envelope& envelope) {
     return;
   }
   const Chunk& chunk = *envelope.chunk;
+  // The final chunk's usage is the request's from here on: every stream stage is done with it,
+  // and a stage whose answer came from another thread (an upstream engine) cannot have written
+  // the request without racing the stages reading it.
+  if (chunk.is_final() && chunk.usage) request.usage = *chunk.usage;
   try {
     if (request.sink) request.sink->on_chunk(request, chunk);
   } catch (const RequestFailure& failure) {

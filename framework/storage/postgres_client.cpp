@@ -194,10 +194,26 @@ std::unique_ptr<Connection> Client::connect() {
   // Notices ("relation already exists, skipping") are not for chatflow's log.
   std::string settings = "-c statement_timeout=" + std::to_string(options_.statement_timeout_ms) +
                          " -c client_min_messages=warning";
+  // statement_timeout is the server's: a server that vanished from the network (no reset, no
+  // answer) would hold a call for ever. TCP keepalives and a user timeout end such a call from
+  // this side, a little after the statement timeout would have.
+  int64_t unanswered_ms =
+      options_.statement_timeout_ms > 0 ? options_.statement_timeout_ms + 5000 : 60000;
+  std::string user_timeout = std::to_string(unanswered_ms);
   // The URL comes first so that the settings after it win over the same ones inside it.
-  const char* keywords[] = {"dbname", "connect_timeout", "options", "application_name", nullptr};
-  const char* values[] = {options_.url.c_str(), timeout.c_str(), settings.c_str(), "chatflow",
-                          nullptr};
+  const char* keywords[] = {"dbname",
+                            "connect_timeout",
+                            "options",
+                            "application_name",
+                            "keepalives",
+                            "keepalives_idle",
+                            "keepalives_interval",
+                            "keepalives_count",
+                            "tcp_user_timeout",
+                            nullptr};
+  const char* values[] = {
+      options_.url.c_str(), timeout.c_str(), settings.c_str(), "chatflow", "1", "10", "5", "3",
+      user_timeout.c_str(), nullptr};
   pg_conn* connection = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (PQstatus(connection) != CONNECTION_OK) {
     std::string message = server_message(connection);

@@ -1,32 +1,38 @@
 #include "framework/limits/redis_rate_limiter.h"
 
 #include <cmath>
+#include <string>
 
 #include "framework/storage/redis_client.h"
 
 namespace chatflow::limits {
 namespace {
 
-// KEYS: the buckets. ARGV: window in seconds, key lifetime in ms, then limit and amount per key.
-// Each bucket is a hash {level, updated (µs of Redis's clock)}; a missing one is full. Returns
-// {granted, never, retry_after_s, then remaining and seconds_to_full per key}; numbers that may
-// have fractions travel as strings (RESP2 would cut a Lua number to an integer).
-const redis::Script kReserve(R"lua(
+// What both scripts begin with: Redis's clock, and a bucket's level refilled up to now.
+constexpr const char* kBucketPrelude = R"lua(
 local function text(x) return string.format('%.17g', x) end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local window = tonumber(ARGV[1])
+local function refilled(key, limit)
+  local state = redis.call('HMGET', key, 'level', 'updated')
+  if not state[1] then return limit end
+  local elapsed = math.max(0, now - tonumber(state[2])) / 1000000
+  return math.min(limit, tonumber(state[1]) + elapsed * limit / window)
+end
+)lua";
+
+// KEYS: the buckets. ARGV: window in seconds, key lifetime in ms, then limit and amount per key.
+// Each bucket is a hash {level, updated (µs of Redis's clock)}; a missing one is full. Returns
+// {granted, never, retry_after_s, then remaining and seconds_to_full per key}; numbers that may
+// have fractions travel as strings (RESP2 would cut a Lua number to an integer).
+const redis::Script kReserve(std::string(kBucketPrelude) + R"lua(
 local lifetime = ARGV[2]
 local levels = {}
 local granted, never, retry = 1, 0, 0
 for i = 1, #KEYS do
   local limit, amount = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
-  local state = redis.call('HMGET', KEYS[i], 'level', 'updated')
-  local level = limit
-  if state[1] then
-    local elapsed = math.max(0, now - tonumber(state[2])) / 1000000
-    level = math.min(limit, tonumber(state[1]) + elapsed * limit / window)
-  end
+  local level = refilled(KEYS[i], limit)
   levels[i] = level
   if amount > limit then
     granted, never = 0, 1
@@ -52,19 +58,10 @@ return result
 
 // KEYS: the buckets. ARGV: window, key lifetime, then limit and amount per key: the amount goes
 // back (never above the limit; a negative amount takes more).
-const redis::Script kRefund(R"lua(
-local function text(x) return string.format('%.17g', x) end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local window = tonumber(ARGV[1])
+const redis::Script kRefund(std::string(kBucketPrelude) + R"lua(
 for i = 1, #KEYS do
   local limit, amount = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
-  local state = redis.call('HMGET', KEYS[i], 'level', 'updated')
-  local level = limit
-  if state[1] then
-    local elapsed = math.max(0, now - tonumber(state[2])) / 1000000
-    level = math.min(limit, tonumber(state[1]) + elapsed * limit / window)
-  end
+  local level = refilled(KEYS[i], limit)
   level = math.min(limit, level + amount)
   redis.call('HSET', KEYS[i], 'level', text(level), 'updated', text(now))
   redis.call('PEXPIRE', KEYS[i], ARGV[2])

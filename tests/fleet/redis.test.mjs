@@ -304,6 +304,9 @@ describe('starting while Redis is unreachable', { skip }, () => {
       });
     const degraded = await startServer(['--pipeline', limitsPipeline('fleet-start-open', keys, url, 'fail_open')]);
     try {
+      // Standard error is a pipe of its own: the warning may arrive after the ready line.
+      await waitFor(() => /starting without its store/.test(degraded.stderr()),
+        { what: `the fail_open warning on standard error (${degraded.stderr()})` });
       assert.match(degraded.stderr(), /starting without its store/);
       const response = await post(degraded.url, '/v1/chat/completions', ask('hello'), as(key));
       assert.equal(response.status, 200, response.text);

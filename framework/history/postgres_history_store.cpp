@@ -251,7 +251,7 @@ class PostgresStore final : public HistoryStore {
     written_.wait(lock, [&] { return queue_.empty() && writing_.empty(); });
   }
 
-  void count_lost(int64_t turns, const PostgresError& error) {
+  void count_lost(int64_t turns, const std::exception& error) {
     std::fprintf(stderr, "chatflow: history: %s (%lld turns lost)\n", error.what(),
                  static_cast<long long>(turns));
     std::lock_guard lock(mutex_);
@@ -273,7 +273,8 @@ class PostgresStore final : public HistoryStore {
           for (const Pending& pending : writing_)
             insert_turn(connection, pending.key, pending.turn);
         });
-      } catch (const PostgresError& error) {
+      } catch (const std::exception& error) {
+        // Any failure, not only the database's: an escaping exception would end the process.
         count_lost(static_cast<int64_t>(writing_.size()), error);
       }
       {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <thread>
 
 #include "framework/text/utf8.h"
 
@@ -87,16 +88,15 @@ PostgresUsageLedger::PostgresUsageLedger(std::shared_ptr<postgres::Client> clien
                                          PostgresLedgerOptions options)
     : UsageLedger(options.period), client_(std::move(client)), options_(options) {
   client_->migrate("usage", migrations());
-  writer_ = std::thread([this] { run_writer(); });
+  // Busy or not, the writer also removes the holds of tenants that send nothing more.
+  writer_ = std::make_unique<storage::BatchWriter<Settlement>>(
+      "usage ledger", [this](std::vector<Settlement>& batch) { write_batch(batch); },
+      [this] { expire_holds(); },
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.sweep_interval));
 }
 
 PostgresUsageLedger::~PostgresUsageLedger() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  work_.notify_all();
-  writer_.join();
+  writer_.reset();  // writes what is queued
 }
 
 void PostgresUsageLedger::append(UsageRecord record) {
@@ -152,26 +152,19 @@ int64_t PostgresUsageLedger::reserved_tokens(const std::string& tenant) {
 void PostgresUsageLedger::settle(const std::string&, const std::string& hold, int64_t,
                                  UsageRecord record) {
   if (record.time == 0) record.time = unix_now();
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({hold, std::move(record)});
-  }
-  work_.notify_one();
+  writer_->push({hold, std::move(record)});
 }
 
 int64_t PostgresUsageLedger::lost_rows() {
-  std::lock_guard lock(mutex_);
-  return lost_rows_;
+  return writer_->lost();
 }
 
 int64_t PostgresUsageLedger::last_failure_time() {
-  std::lock_guard lock(mutex_);
-  return last_failure_time_;
+  return writer_->last_failure_time();
 }
 
 void PostgresUsageLedger::flush() {
-  std::unique_lock lock(mutex_);
-  written_.wait(lock, [&] { return queue_.empty() && !writing_; });
+  writer_->flush();
 }
 
 std::vector<TenantUsage> PostgresUsageLedger::report(const std::string& tenant) {
@@ -197,48 +190,6 @@ int64_t PostgresUsageLedger::expire_holds() {
       ->exec("DELETE FROM usage_reservations WHERE expires_at < now()", {},
              "removing expired holds")
       .changed_rows();
-}
-
-void PostgresUsageLedger::run_writer() {
-  auto next_sweep = std::chrono::steady_clock::now();
-  while (true) {
-    std::vector<Settlement> batch;
-    {
-      std::unique_lock lock(mutex_);
-      work_.wait_until(lock, next_sweep, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty() && stopping_) return;
-      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-      queue_.clear();
-      writing_ = !batch.empty();
-    }
-    // Busy or not, the holds of tenants that send nothing more go too.
-    if (std::chrono::steady_clock::now() >= next_sweep) {
-      try {
-        expire_holds();
-      } catch (const postgres::PostgresError& error) {
-        std::fprintf(stderr, "chatflow: usage ledger: %s\n", error.what());
-      }
-      next_sweep = std::chrono::steady_clock::now() + options_.sweep_interval;
-    }
-    if (batch.empty()) continue;
-    bool written = true;
-    try {
-      write_batch(batch);
-    } catch (const postgres::PostgresError& error) {
-      written = false;
-      std::fprintf(stderr, "chatflow: usage ledger: %s (%zu rows lost)\n", error.what(),
-                   batch.size());
-    }
-    {
-      std::lock_guard lock(mutex_);
-      writing_ = false;
-      if (!written) {
-        lost_rows_ += static_cast<int64_t>(batch.size());
-        last_failure_time_ = unix_now();
-      }
-    }
-    written_.notify_all();
-  }
 }
 
 void PostgresUsageLedger::write_batch(std::vector<Settlement>& batch) {

@@ -15,12 +15,9 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
-#include <thread>
 
+#include "framework/storage/batch_writer.h"
 #include "framework/storage/postgres_client.h"
 #include "framework/usage/usage_ledger.h"
 
@@ -64,21 +61,11 @@ class PostgresUsageLedger final : public UsageLedger {
     std::string hold;
     UsageRecord record;
   };
-  void run_writer();
   void write_batch(std::vector<Settlement>& batch);
 
   std::shared_ptr<postgres::Client> client_;
   PostgresLedgerOptions options_;
-
-  std::mutex mutex_;
-  std::condition_variable work_;
-  std::condition_variable written_;
-  std::deque<Settlement> queue_;
-  bool writing_ = false;
-  bool stopping_ = false;
-  int64_t lost_rows_ = 0;
-  int64_t last_failure_time_ = 0;
-  std::thread writer_;
+  std::unique_ptr<storage::BatchWriter<Settlement>> writer_;
 };
 
 }  // namespace chatflow::usage

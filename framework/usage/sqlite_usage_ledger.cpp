@@ -1,7 +1,6 @@
 #include "framework/usage/sqlite_usage_ledger.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <ctime>
 #include <stdexcept>
 
@@ -72,16 +71,12 @@ SqliteUsageLedger::SqliteUsageLedger(const std::string& path, Period period)
     std::lock_guard lock(mutex_);
     roll_period_locked();
   }
-  writer_ = std::thread([this] { run_writer(); });
+  writer_ = std::make_unique<storage::BatchWriter<UsageRecord>>(
+      "usage ledger " + path, [this](std::vector<UsageRecord>& batch) { write_batch(batch); });
 }
 
 SqliteUsageLedger::~SqliteUsageLedger() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  work_.notify_all();
-  writer_.join();
+  writer_.reset();  // writes what is queued
   sqlite3_close(database_);
 }
 
@@ -109,9 +104,8 @@ void SqliteUsageLedger::append(UsageRecord record) {
     roll_period_locked();
     if (record.time >= totals_period_start_)
       totals_[record.tenant] += record.prompt_tokens + record.completion_tokens;
-    queue_.push_back(std::move(record));
   }
-  work_.notify_one();
+  writer_->push(std::move(record));
 }
 
 bool SqliteUsageLedger::reserve(const std::string& tenant, const std::string&, int64_t tokens,
@@ -145,13 +139,11 @@ void SqliteUsageLedger::settle(const std::string& tenant, const std::string&, in
 }
 
 int64_t SqliteUsageLedger::lost_rows() {
-  std::lock_guard lock(mutex_);
-  return lost_rows_;
+  return writer_->lost();
 }
 
 int64_t SqliteUsageLedger::last_failure_time() {
-  std::lock_guard lock(mutex_);
-  return last_failure_time_;
+  return writer_->last_failure_time();
 }
 
 int64_t SqliteUsageLedger::used_tokens(const std::string& tenant) {
@@ -162,8 +154,7 @@ int64_t SqliteUsageLedger::used_tokens(const std::string& tenant) {
 }
 
 void SqliteUsageLedger::flush() {
-  std::unique_lock lock(mutex_);
-  written_.wait(lock, [&] { return queue_.empty() && !writing_; });
+  writer_->flush();
 }
 
 std::vector<TenantUsage> SqliteUsageLedger::report(const std::string& tenant) {
@@ -187,37 +178,6 @@ std::vector<TenantUsage> SqliteUsageLedger::report(const std::string& tenant) {
     rows.push_back(std::move(row));
   }
   return rows;
-}
-
-void SqliteUsageLedger::run_writer() {
-  while (true) {
-    std::vector<UsageRecord> batch;
-    {
-      std::unique_lock lock(mutex_);
-      work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty() && stopping_) return;
-      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-      queue_.clear();
-      writing_ = true;
-    }
-    bool written = true;
-    try {
-      write_batch(batch);
-    } catch (const std::exception& error) {
-      written = false;
-      std::fprintf(stderr, "chatflow: usage ledger %s: %s (%zu rows lost)\n", path_.c_str(),
-                   error.what(), batch.size());
-    }
-    {
-      std::lock_guard lock(mutex_);
-      writing_ = false;
-      if (!written) {
-        lost_rows_ += static_cast<int64_t>(batch.size());
-        last_failure_time_ = unix_now();
-      }
-    }
-    written_.notify_all();
-  }
 }
 
 void SqliteUsageLedger::write_batch(const std::vector<UsageRecord>& batch) {

@@ -4,13 +4,11 @@
 // flight are kept in memory. One ledger per database file per process.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 
+#include "framework/storage/batch_writer.h"
 #include "framework/usage/usage_ledger.h"
 
 struct sqlite3;
@@ -40,7 +38,6 @@ class SqliteUsageLedger final : public UsageLedger {
 
  private:
   SqliteUsageLedger(const std::string& path, Period period);
-  void run_writer();
   void write_batch(const std::vector<UsageRecord>& batch);
   void roll_period_locked();
 
@@ -49,18 +46,11 @@ class SqliteUsageLedger final : public UsageLedger {
   std::mutex database_mutex_;
 
   std::mutex mutex_;
-  std::condition_variable work_;
-  std::condition_variable written_;
-  std::deque<UsageRecord> queue_;
-  bool writing_ = false;
-  bool stopping_ = false;
   std::map<std::string, int64_t> totals_;    // current period
   std::map<std::string, int64_t> reserved_;  // held by requests in flight
-  int64_t lost_rows_ = 0;
-  int64_t last_failure_time_ = 0;
   int64_t totals_period_start_ = 0;
   bool totals_loaded_ = false;
-  std::thread writer_;
+  std::unique_ptr<storage::BatchWriter<UsageRecord>> writer_;
 };
 
 }  // namespace chatflow::usage

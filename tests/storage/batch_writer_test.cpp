@@ -1,0 +1,95 @@
+#include "framework/storage/batch_writer.h"
+
+#include <atomic>
+#include <new>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+namespace chatflow::storage {
+namespace {
+
+using Writer = BatchWriter<int>;
+
+TEST(BatchWriter, WritesEveryItemInOrderBeforeFlushReturns) {
+  std::vector<int> written;  // the writer's thread only, until flush() returns
+  Writer writer("test store", [&](std::vector<int>& batch) {
+    written.insert(written.end(), batch.begin(), batch.end());
+  });
+  for (int i = 0; i < 100; ++i)
+    writer.push(i);
+  writer.flush();
+  ASSERT_EQ(written.size(), 100u);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(written[i], i);
+  EXPECT_EQ(writer.lost(), 0);
+  EXPECT_EQ(writer.last_failure_time(), 0);
+}
+
+// Whatever a write throws, the batch is counted lost and the writer goes on with the next one.
+TEST(BatchWriter, AFailedBatchOfAnyKindIsCountedAndTheNextIsWritten) {
+  std::atomic<int> calls{0};
+  std::vector<int> written;
+  Writer writer("test store", [&](std::vector<int>& batch) {
+    int call = calls++;
+    if (call == 0) throw std::bad_alloc();
+    if (call == 1) throw 42;  // not even a std::exception
+    if (call == 2) throw std::runtime_error("disk full");
+    written.insert(written.end(), batch.begin(), batch.end());
+  });
+  testing::internal::CaptureStderr();
+  writer.push(1);
+  writer.flush();
+  writer.push(2);
+  writer.push(3);
+  writer.flush();
+  writer.push(4);
+  writer.flush();
+  std::string messages = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(writer.lost(), 4);
+  EXPECT_GT(writer.last_failure_time(), 0);
+  EXPECT_NE(messages.find("chatflow: test store: std::bad_alloc (1 rows lost)"), std::string::npos)
+      << messages;
+  EXPECT_NE(messages.find("an unknown failure"), std::string::npos) << messages;
+  EXPECT_NE(messages.find("disk full (1 rows lost)"), std::string::npos) << messages;
+  writer.push(5);
+  writer.flush();
+  EXPECT_EQ(written, std::vector<int>{5});
+  EXPECT_EQ(writer.lost(), 4);
+}
+
+TEST(BatchWriter, StoppingWritesWhatIsQueued) {
+  std::vector<int> written;
+  {
+    Writer writer("test store", [&](std::vector<int>& batch) {
+      written.insert(written.end(), batch.begin(), batch.end());
+    });
+    for (int i = 0; i < 10; ++i)
+      writer.push(i);
+  }
+  EXPECT_EQ(written.size(), 10u);
+}
+
+TEST(BatchWriter, UpkeepRunsAtStartAndAgainWhileIdleAndItsFailuresAreOnlyLogged) {
+  std::atomic<int> upkeeps{0};
+  testing::internal::CaptureStderr();
+  {
+    Writer writer(
+        "test store", [](std::vector<int>&) {},
+        [&] {
+          if (upkeeps++ == 0) throw std::runtime_error("no server");
+        },
+        std::chrono::milliseconds(5));
+    for (int spins = 0; upkeeps < 3 && spins < 2000; ++spins)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    writer.push(1);
+    writer.flush();
+    EXPECT_EQ(writer.lost(), 0);
+  }
+  std::string messages = testing::internal::GetCapturedStderr();
+  EXPECT_GE(upkeeps.load(), 3);
+  EXPECT_NE(messages.find("chatflow: test store: no server\n"), std::string::npos) << messages;
+}
+
+}  // namespace
+}  // namespace chatflow::storage

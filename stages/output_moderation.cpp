@@ -55,7 +55,7 @@ class OutputModerationStage final : public StreamStage {
     Request& request = context.request();
     auto& held = context.state<HeldText>();
     held.pending += chunk.text;
-    held.tokens += static_cast<int64_t>(chunk.token_ids.size());
+    held.tokens += chunk.token_count();
     std::vector<Span> spans = find(held.pending);
 
     const Span* abort = nullptr;
@@ -94,6 +94,7 @@ class OutputModerationStage final : public StreamStage {
     out.text = masked(held.pending, spans, release, held);
     held.pending.erase(0, release);
     out.token_ids = std::move(chunk.token_ids);
+    out.tokens_without_ids = chunk.tokens_without_ids;
     out.logprobs = std::move(chunk.logprobs);
     out.finish = chunk.finish;
     out.usage = chunk.usage;

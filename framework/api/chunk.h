@@ -44,8 +44,13 @@ struct Chunk {
   std::vector<TokenLogprob> logprobs;  // one per token, when the request asked for them
   std::optional<Usage> usage;          // on the last chunk: the request's token counts
   std::string encoded;  // the chunk as the client receives it (SSE bytes), if an emitter stage ran
+  // Tokens this delta came from when their ids are not known (an upstream engine's text).
+  int64_t tokens_without_ids = 0;
 
   bool is_final() const { return finish.has_value(); }
+  int64_t token_count() const {
+    return token_ids.empty() ? tokens_without_ids : static_cast<int64_t>(token_ids.size());
+  }
 
   // A text delta and the tokens it came from.
   static Chunk delta(std::string text, std::vector<int32_t> tokens = {}) {

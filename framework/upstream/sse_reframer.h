@@ -33,6 +33,9 @@ struct StreamEvent {
   std::optional<std::string> finish_reason;  // as the engine wrote it: stop, length, tool_calls...
   std::optional<Usage> usage;
   std::string error;  // error: the engine's message (or why the event could not be read)
+  // Engine events this one stands for, when several that came together were merged; each is a
+  // token for the engines this talks to (llama.cpp's server, vLLM, chatflow).
+  int64_t pieces = 1;
 
   // Whether the event carries anything the client would see.
   bool has_output() const { return !content.empty() || !reasoning.empty() || !tool_calls.empty(); }

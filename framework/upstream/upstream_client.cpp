@@ -392,6 +392,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     bool plain = event.reasoning.empty() && event.tool_calls.empty();
     if (pending_ && pending_plain_ && plain) {
       pending_->content += event.content;
+      pending_->pieces += event.pieces;
       return true;
     }
     deliver_pending();

@@ -52,12 +52,14 @@ std::string affinity_key(const Request& request) {
 }
 
 // One request's answer as the engine streams it, written into the pipeline's stream. Runs on
-// the upstream client's thread only.
+// the upstream client's thread, and is destroyed on its releaser: it holds the request so that
+// the last reference, and with it the request's release work, is never let go of on the thread
+// every call's stream depends on.
 class UpstreamAnswer final : public upstream::StreamObserver {
  public:
   UpstreamAnswer(std::shared_ptr<Request> request, Continuation continuation,
                  std::shared_ptr<UpstreamModel> model, ChildSpan span)
-      : request_(request),
+      : request_(std::move(request)),
         continuation_(std::move(continuation)),
         model_(std::move(model)),
         span_(std::move(span)) {}
@@ -69,10 +71,10 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     if (ended_ || generated_.empty()) return;
     try {
       // Only once the request ended in an error (cancelled, timed out): then nothing but its
-      // release reads the usage. A stream a stage stopped is still being finished elsewhere.
-      auto request = request_.lock();
-      if (request && request->finished() && request->error())
-        request->usage.completion_tokens = model_->count_text_tokens(generated_);
+      // release reads the usage. A stream a stage stopped (output moderation) is finished
+      // elsewhere, with the tokens it counted.
+      if (request_->finished() && request_->error())
+        request_->usage.completion_tokens = model_->count_text_tokens(generated_);
     } catch (const std::exception&) {
       // Counting failed (out of memory): the partial answer goes uncharged rather than the
       // client thread ending the process.
@@ -82,8 +84,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   void on_output(const upstream::StreamEvent& event, bool first,
                  const std::string& endpoint) override {
     if (first) {
-      auto request = request_.lock();
-      if (!request) return;
+      Request* request = request_.get();
       request->annotate("upstream", endpoint);
       span_.set_attribute("server.address", endpoint);
       request->generation_times.first_token_ns = now_ns();
@@ -119,12 +120,13 @@ class UpstreamAnswer final : public upstream::StreamObserver {
       arguments_written_ = arguments_written_ || !piece.arguments.empty();
     }
     generated_ += text;
-    writer_.write(Chunk::delta(std::move(text)));
+    Chunk chunk = Chunk::delta(std::move(text));
+    chunk.tokens_without_ids = event.pieces;
+    writer_.write(std::move(chunk));
   }
 
   void on_end(const upstream::StreamEnd& end) override {
-    auto request = request_.lock();
-    if (!request) return;
+    Request* request = request_.get();
     request->generation_times.finished_ns = now_ns();
     if (!writer_) writer_ = continuation_.resume_streaming(kOut);  // an empty answer
     Chunk last;
@@ -151,7 +153,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   }
 
   void on_failure(const RequestError& error, bool) override {
-    if (auto request = request_.lock()) request->generation_times.finished_ns = now_ns();
+    request_->generation_times.finished_ns = now_ns();
     span_.set_attribute("http.response.status_code", int64_t{error.status});
     span_.set_error(error.message);
     span_.end();
@@ -164,9 +166,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   }
 
   bool cancelled() const override {
-    auto request = request_.lock();
-    bool over =
-        !request || request->cancelled() || request->finished() || (writer_ && writer_.stopped());
+    bool over = request_->cancelled() || request_->finished() || (writer_ && writer_.stopped());
     if (over) {
       span_.set_error("cancelled");
       span_.end();
@@ -190,7 +190,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     return text;
   }
 
-  std::weak_ptr<Request> request_;
+  std::shared_ptr<Request> request_;
   Continuation continuation_;
   std::shared_ptr<UpstreamModel> model_;
   // The call as a CLIENT span of the request's trace (records nothing when tracing is off);

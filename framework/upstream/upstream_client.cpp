@@ -2,7 +2,10 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -132,6 +135,39 @@ struct UpstreamClient::Impl : std::enable_shared_from_this<UpstreamClient::Impl>
   void schedule_health_check(size_t endpoint, std::chrono::milliseconds delay);
   void check_health(size_t endpoint);
 
+  // Observers are let go of on a thread of their own, not this client's: the last reference to
+  // a request runs its release work (a Redis refund, a ledger settle), which must not hold up
+  // every other call's stream. Once the releaser has stopped, the caller lets go itself.
+  void release(std::shared_ptr<StreamObserver> observer) {
+    if (!observer) return;
+    {
+      std::lock_guard lock(release_mutex);
+      if (!releases_stopped) {
+        to_release.push_back(std::move(observer));
+        release_wake.notify_one();
+        return;
+      }
+    }
+    observer.reset();
+  }
+
+  void run_releases() {
+    std::unique_lock lock(release_mutex);
+    while (true) {
+      release_wake.wait(lock, [&] { return releases_stopped || !to_release.empty(); });
+      if (to_release.empty()) return;
+      std::shared_ptr<StreamObserver> observer = std::move(to_release.front());
+      to_release.pop_front();
+      lock.unlock();
+      try {
+        observer.reset();
+      } catch (...) {
+        // A destructor that throws ends only its own release, not the releaser.
+      }
+      lock.lock();
+    }
+  }
+
   UpstreamSettings settings;
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work;
@@ -141,6 +177,11 @@ struct UpstreamClient::Impl : std::enable_shared_from_this<UpstreamClient::Impl>
   std::vector<std::unique_ptr<asio::steady_timer>> health_timers;
   std::atomic<bool> stopping{false};
   std::thread thread;
+  std::mutex release_mutex;
+  std::condition_variable release_wake;
+  std::deque<std::shared_ptr<StreamObserver>> to_release;
+  bool releases_stopped = false;
+  std::thread release_thread;
 };
 
 template <class Done>
@@ -150,10 +191,23 @@ void UpstreamClient::Impl::connect(size_t endpoint, std::chrono::milliseconds ti
       std::make_unique<Connection>(io, url.tls ? &tls_context : nullptr, endpoint));
   auto resolver = std::make_shared<tcp::resolver>(io);
   auto deadline = Clock::now() + timeout;
+  // Name resolution counts against the same deadline: the resolver itself has none, and a
+  // silent DNS server would hold the call for as long as the system's resolver retries.
+  auto resolve_timer = std::make_shared<asio::steady_timer>(io, deadline);
+  auto resolved = std::make_shared<bool>(false);
+  resolve_timer->async_wait([resolver, resolved, done](beast::error_code error) mutable {
+    if (error || *resolved) return;
+    *resolved = true;
+    resolver->cancel();
+    done(beast::error::timeout, std::unique_ptr<Connection>());
+  });
   resolver->async_resolve(
       url.host, url.port,
-      [this, resolver, connection, deadline, &url, done](
+      [this, resolver, resolve_timer, resolved, connection, deadline, &url, done](
           beast::error_code error, tcp::resolver::results_type results) mutable {
+        if (*resolved) return;  // too late: the call has already failed
+        *resolved = true;
+        resolve_timer->cancel();
         if (error) return done(error, std::unique_ptr<Connection>());
         Connection& stream = **connection;
         stream.tcp().expires_at(deadline);
@@ -205,7 +259,14 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void watch_cancel() {
     cancel_timer_.expires_after(kCancelPoll);
     cancel_timer_.async_wait([self = shared_from_this()](beast::error_code error) {
-      if (error || self->done_ || !self->call_.observer) return;
+      if (error || self->done_) return;
+      if (self->draining_) {
+        // The answer is delivered, the body's end still awaited: at shutdown, closing the
+        // connection ends that read instead of waiting out idle_ms.
+        if (self->client_->stopping && self->connection_) return self->connection_->close();
+        return self->watch_cancel();
+      }
+      if (!self->call_.observer) return;
       if (self->call_.observer->cancelled() || self->client_->stopping) return self->abandon();
       self->watch_cancel();
     });
@@ -227,7 +288,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void finish() {
     done_ = true;
     cancel_timer_.cancel();
-    call_.observer.reset();  // lets go of the request
+    client_->release(std::move(call_.observer));  // lets go of the request
   }
 
   void attempt() {
@@ -412,11 +473,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   void ended_well() {
     deliver_pending();
-    cancel_timer_.cancel();
     call_.observer->on_end(end_);
     client_->balancer.release(*endpoint_, EndpointBalancer::Outcome::success, Clock::now());
     endpoint_.reset();
-    call_.observer.reset();
+    client_->release(std::move(call_.observer));
     if (parser_->is_done()) {
       release_connection();
       return finish();
@@ -619,6 +679,7 @@ UpstreamClient::UpstreamClient(UpstreamSettings settings)
     for (size_t i = 0; i < impl_->settings.endpoints.size(); ++i)
       impl_->schedule_health_check(i, std::chrono::milliseconds(0));
   }
+  impl_->release_thread = std::thread([impl = impl_] { impl->run_releases(); });
   impl_->thread = std::thread([impl = impl_] {
     // A handler that throws must not end the process: log it and keep serving the other calls.
     for (;;) {
@@ -651,6 +712,18 @@ UpstreamClient::~UpstreamClient() {
     impl_->thread.detach();
   } else {
     impl_->thread.join();
+  }
+  // What is queued is still released; then the releaser ends. It can be the releaser that lets
+  // go of the last pipeline, and it cannot join itself either.
+  {
+    std::lock_guard lock(impl_->release_mutex);
+    impl_->releases_stopped = true;
+  }
+  impl_->release_wake.notify_all();
+  if (impl_->release_thread.get_id() == std::this_thread::get_id()) {
+    impl_->release_thread.detach();
+  } else {
+    impl_->release_thread.join();
   }
 }
 

@@ -54,7 +54,8 @@ struct StreamEnd {
   std::optional<Usage> usage;
 };
 
-// The caller's side of one call; every method runs on the client's thread, in order.
+// The caller's side of one call; every method runs on the client's thread, in order, and the
+// observer is destroyed on the client's releaser thread (see Impl::release).
 class StreamObserver {
  public:
   virtual ~StreamObserver() = default;

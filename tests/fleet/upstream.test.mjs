@@ -17,7 +17,7 @@ import {
 } from '../server/harness.mjs';
 
 function gatewayPipeline(name, endpoints, {
-  upstream = '', stages = '', health = '{interval_ms: 200, timeout_ms: 500}',
+  upstream = '', stages = '', after = '', health = '{interval_ms: 200, timeout_ms: 500}',
 } = {}) {
   return writeTemp(`${name}.yaml`, `version: 1
 name: ${name}
@@ -31,9 +31,32 @@ resources:
 ${upstream}
 stages:
 ${stages}  - {name: generate, type: upstream_generate, config: {model: llm}}
-  - {name: emit, type: sse_emit}
+${after}  - {name: emit, type: sse_emit}
 `);
 }
+
+// An engine on a raw socket that answers every request with a 200 event stream of `events`
+// (objects, or strings sent as they are), in HTTP/1.1 chunks, and never ends the body: what
+// comes after is the gateway's doing.
+async function endlessEngine(events) {
+  const sockets = new Set();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.on('close', () => sockets.delete(socket));
+    socket.once('data', () => {
+      socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n');
+      for (const event of events) {
+        const text = `data: ${typeof event === 'string' ? event : JSON.stringify(event)}\n\n`;
+        socket.write(`${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`);
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, sockets, url: `http://127.0.0.1:${server.address().port}` };
+}
+
+const delta = (content, extra = {}) => ({ choices: [{ index: 0, delta: { content }, ...extra }] });
 
 // A port nobody listens on.
 async function closedPort() {
@@ -287,6 +310,43 @@ stages:
     });
     assert.equal(counted.status, 200);
     assert.ok((await counted.json()).count > 0);
+  });
+
+  test('output moderation stopping an engine\'s answer charges the tokens the engine streamed', async () => {
+    // Three events, then silence: the answer ends only because moderation stops it.
+    const engine = await endlessEngine([delta('one'), delta(' two'), delta(' forbidden')]);
+    listeners.push(engine);
+    const words = writeTemp('forbidden.patterns', 'forbidden\n');
+    const gateway = await startServer(['--pipeline', gatewayPipeline('moderated', [engine.url], {
+      health: '{path: ""}',
+      after: `  - {name: guard, type: output_moderation, config: {lists: {${words}: abort}, pii: [], notice: "[stopped]"}}\n`,
+    })]);
+    servers.push(gateway);
+    const response = await post(gateway.port, '/v1/chat/completions', story());
+    assert.equal(response.status, 200, response.body);
+    assert.deepEqual(finishOf(response.body), ['content_filter']);
+    assert.equal(contentOf(response.body), 'one two [stopped]');
+    assert.equal(usageOf(response.body).completion_tokens, 3, response.body);
+  });
+
+  test('an engine that keeps its body open after [DONE]: the answer is whole and shutdown does not wait for it', async () => {
+    const engine = await endlessEngine([delta('hello'), delta(' world'), delta('', { finish_reason: 'stop' }),
+      { choices: [], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } }, '[DONE]']);
+    listeners.push(engine);
+    const gateway = await startServer(['--pipeline', gatewayPipeline('draining', [engine.url], {
+      health: '{path: ""}', upstream: '    idle_ms: 120000\n',
+    })]);
+    servers.push(gateway);
+    const response = await post(gateway.port, '/v1/chat/completions', story());
+    assert.equal(response.status, 200, response.body);
+    assert.equal(contentOf(response.body), 'hello world');
+    assert.deepEqual(usageOf(response.body), { prompt_tokens: 5, completion_tokens: 2 });
+    // The connection still waits for the body's end; stopping closes it instead of waiting out
+    // idle_ms (two minutes), which this bound would catch.
+    const stopping = Date.now();
+    const { code } = await gateway.stop();
+    assert.equal(code, 0);
+    assert.ok(Date.now() - stopping < 30000, `stopped in ${Date.now() - stopping} ms`);
   });
 
   test('an engine that never answers: 504 upstream_timeout after first_byte_ms; what it was sent', async () => {

@@ -133,7 +133,7 @@ class PostgresStore final : public HistoryStore {
       client_->transaction([&](Connection& connection) { insert_turn(connection, key, turn); });
       return true;
     } catch (const PostgresError& error) {
-      count_lost(1, error);
+      count_lost(1, error.what());
       return false;
     }
   }
@@ -251,8 +251,8 @@ class PostgresStore final : public HistoryStore {
     written_.wait(lock, [&] { return queue_.empty() && writing_.empty(); });
   }
 
-  void count_lost(int64_t turns, const std::exception& error) {
-    std::fprintf(stderr, "chatflow: history: %s (%lld turns lost)\n", error.what(),
+  void count_lost(int64_t turns, const char* why) {
+    std::fprintf(stderr, "chatflow: history: %s (%lld turns lost)\n", why,
                  static_cast<long long>(turns));
     std::lock_guard lock(mutex_);
     lost_ += turns;
@@ -275,7 +275,9 @@ class PostgresStore final : public HistoryStore {
         });
       } catch (const std::exception& error) {
         // Any failure, not only the database's: an escaping exception would end the process.
-        count_lost(static_cast<int64_t>(writing_.size()), error);
+        count_lost(static_cast<int64_t>(writing_.size()), error.what());
+      } catch (...) {
+        count_lost(static_cast<int64_t>(writing_.size()), "an unknown failure");
       }
       {
         std::lock_guard lock(mutex_);

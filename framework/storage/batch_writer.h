@@ -13,19 +13,18 @@
 #include <deque>
 #include <exception>
 #include <functional>
-#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
-#include <vector>
 
 namespace chatflow::storage {
 
 template <class Item>
 class BatchWriter {
  public:
-  using Write = std::function<void(std::vector<Item>& batch)>;  // throws when not written
+  using Batch = std::deque<Item>;
+  using Write = std::function<void(Batch& batch)>;  // throws when not written
   using Upkeep = std::function<void()>;
 
   // `what` names the store in messages ("usage ledger var/usage.db"). `upkeep` is work the
@@ -79,7 +78,7 @@ class BatchWriter {
     const bool upkeep = upkeep_ && upkeep_interval_.count() > 0;
     auto next_upkeep = std::chrono::steady_clock::now();
     while (true) {
-      std::vector<Item> batch;
+      Batch batch;  // taken by swapping: nothing here allocates outside attempt()
       {
         std::unique_lock lock(mutex_);
         auto ready = [&] { return stopping_ || !queue_.empty(); };
@@ -89,18 +88,15 @@ class BatchWriter {
           work_.wait(lock, ready);
         }
         if (queue_.empty() && stopping_) return;
-        batch.assign(std::make_move_iterator(queue_.begin()),
-                     std::make_move_iterator(queue_.end()));
-        queue_.clear();
+        batch.swap(queue_);
         writing_ = !batch.empty();
       }
       if (upkeep && std::chrono::steady_clock::now() >= next_upkeep) {
-        attempt(upkeep_, "");
+        attempt(upkeep_, 0);
         next_upkeep = std::chrono::steady_clock::now() + upkeep_interval_;
       }
       if (batch.empty()) continue;
-      bool written =
-          attempt([&] { write_(batch); }, " (" + std::to_string(batch.size()) + " rows lost)");
+      bool written = attempt([&] { write_(batch); }, batch.size());
       {
         std::lock_guard lock(mutex_);
         writing_ = false;
@@ -113,20 +109,26 @@ class BatchWriter {
     }
   }
 
-  // Runs `work`; false (and a log line ending in `consequence`) when it threw.
+  // Runs `work`; false (and a log line, with the `lost` rows it cost) when it threw.
   template <class Work>
-  bool attempt(Work&& work, const std::string& consequence) {
+  bool attempt(Work&& work, size_t lost) {
     try {
       work();
       return true;
     } catch (const std::exception& error) {
-      std::fprintf(stderr, "chatflow: %s: %s%s\n", what_.c_str(), error.what(),
-                   consequence.c_str());
+      log_failure(error.what(), lost);
     } catch (...) {
-      std::fprintf(stderr, "chatflow: %s: an unknown failure%s\n", what_.c_str(),
-                   consequence.c_str());
+      log_failure("an unknown failure", lost);
     }
     return false;
+  }
+
+  void log_failure(const char* why, size_t lost) const {
+    if (lost == 0) {
+      std::fprintf(stderr, "chatflow: %s: %s\n", what_.c_str(), why);
+    } else {
+      std::fprintf(stderr, "chatflow: %s: %s (%zu rows lost)\n", what_.c_str(), why, lost);
+    }
   }
 
   std::string what_;

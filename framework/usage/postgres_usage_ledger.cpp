@@ -90,7 +90,7 @@ PostgresUsageLedger::PostgresUsageLedger(std::shared_ptr<postgres::Client> clien
   client_->migrate("usage", migrations());
   // Busy or not, the writer also removes the holds of tenants that send nothing more.
   writer_ = std::make_unique<storage::BatchWriter<Settlement>>(
-      "usage ledger", [this](std::vector<Settlement>& batch) { write_batch(batch); },
+      "usage ledger", [this](std::deque<Settlement>& batch) { write_batch(batch); },
       [this] { expire_holds(); },
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.sweep_interval));
 }
@@ -192,7 +192,7 @@ int64_t PostgresUsageLedger::expire_holds() {
       .changed_rows();
 }
 
-void PostgresUsageLedger::write_batch(std::vector<Settlement>& batch) {
+void PostgresUsageLedger::write_batch(std::deque<Settlement>& batch) {
   // Tenants in one order in every batch: two replicas' batches then wait on each other's
   // usage_daily rows instead of deadlocking.
   std::stable_sort(batch.begin(), batch.end(), [](const Settlement& a, const Settlement& b) {

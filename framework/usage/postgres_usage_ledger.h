@@ -61,7 +61,7 @@ class PostgresUsageLedger final : public UsageLedger {
     std::string hold;
     UsageRecord record;
   };
-  void write_batch(std::vector<Settlement>& batch);
+  void write_batch(std::deque<Settlement>& batch);
 
   std::shared_ptr<postgres::Client> client_;
   PostgresLedgerOptions options_;

@@ -72,7 +72,7 @@ SqliteUsageLedger::SqliteUsageLedger(const std::string& path, Period period)
     roll_period_locked();
   }
   writer_ = std::make_unique<storage::BatchWriter<UsageRecord>>(
-      "usage ledger " + path, [this](std::vector<UsageRecord>& batch) { write_batch(batch); });
+      "usage ledger " + path, [this](std::deque<UsageRecord>& batch) { write_batch(batch); });
 }
 
 SqliteUsageLedger::~SqliteUsageLedger() {
@@ -180,7 +180,7 @@ std::vector<TenantUsage> SqliteUsageLedger::report(const std::string& tenant) {
   return rows;
 }
 
-void SqliteUsageLedger::write_batch(const std::vector<UsageRecord>& batch) {
+void SqliteUsageLedger::write_batch(const std::deque<UsageRecord>& batch) {
   std::lock_guard database_lock(database_mutex_);
   sqlite::exec(database_, "BEGIN");
   try {

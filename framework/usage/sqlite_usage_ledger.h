@@ -38,7 +38,7 @@ class SqliteUsageLedger final : public UsageLedger {
 
  private:
   SqliteUsageLedger(const std::string& path, Period period);
-  void write_batch(const std::vector<UsageRecord>& batch);
+  void write_batch(const std::deque<UsageRecord>& batch);
   void roll_period_locked();
 
   std::string path_;

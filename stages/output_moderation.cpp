@@ -104,7 +104,7 @@ class OutputModerationStage final : public StreamStage {
         value += (value.empty() ? "" : ",") + what;
       request.annotate("output_moderation", "masked:" + value);
     }
-    if (!out.text.empty() || out.is_final() || !out.token_ids.empty()) context.emit(std::move(out));
+    if (!out.text.empty() || out.is_final() || out.token_count() > 0) context.emit(std::move(out));
   }
 
  private:

@@ -94,7 +94,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
       splits_reasoning_ = request->reasoning.enabled;
       writer_ = continuation_.resume_streaming(kOut);
     }
-    if (!writer_) return;  // the request is gone; the client stops the call at its next poll
+    if (!writer_) return;  // the request ended before its first output (nothing to resume)
     std::string text;
     if (!event.reasoning.empty()) {
       if (splits_reasoning_ && !reasoning_done_) {
@@ -163,6 +163,11 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     } else if (continuation_) {
       continuation_.fail(error);
     }
+  }
+
+  void on_abandoned() override {
+    writer_ = ChunkWriter();
+    continuation_ = Continuation();  // a request not over yet fails as abandoned
   }
 
   bool cancelled() const override {

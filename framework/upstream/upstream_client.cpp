@@ -151,6 +151,21 @@ struct UpstreamClient::Impl : std::enable_shared_from_this<UpstreamClient::Impl>
     observer.reset();
   }
 
+  // What is queued is still released; then the releaser ends. It can be the releaser that lets
+  // go of the last pipeline, and it cannot join itself.
+  void stop_releases() {
+    {
+      std::lock_guard lock(release_mutex);
+      releases_stopped = true;
+    }
+    release_wake.notify_all();
+    if (release_thread.get_id() == std::this_thread::get_id()) {
+      release_thread.detach();
+    } else {
+      release_thread.join();
+    }
+  }
+
   void run_releases() {
     std::unique_lock lock(release_mutex);
     while (true) {
@@ -159,11 +174,7 @@ struct UpstreamClient::Impl : std::enable_shared_from_this<UpstreamClient::Impl>
       std::shared_ptr<StreamObserver> observer = std::move(to_release.front());
       to_release.pop_front();
       lock.unlock();
-      try {
-        observer.reset();
-      } catch (...) {
-        // A destructor that throws ends only its own release, not the releaser.
-      }
+      observer.reset();
       lock.lock();
     }
   }
@@ -276,6 +287,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void abandon() {
     if (done_) return;
     done_ = true;
+    // What holds the pipeline goes now; only the request waits for the releaser.
+    if (call_.observer) call_.observer->on_abandoned();
     // Closed, not released: a read or write is still pending on it and completes (aborted) into
     // its buffers; the exchange, kept alive by that handler, frees it afterwards.
     if (connection_) connection_->close();
@@ -680,17 +693,22 @@ UpstreamClient::UpstreamClient(UpstreamSettings settings)
       impl_->schedule_health_check(i, std::chrono::milliseconds(0));
   }
   impl_->release_thread = std::thread([impl = impl_] { impl->run_releases(); });
-  impl_->thread = std::thread([impl = impl_] {
-    // A handler that throws must not end the process: log it and keep serving the other calls.
-    for (;;) {
-      try {
-        impl->io.run();
-        return;
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "chatflow: upstream client: %s\n", error.what());
+  try {
+    impl_->thread = std::thread([impl = impl_] {
+      // A handler that throws must not end the process: log it and keep serving the other calls.
+      for (;;) {
+        try {
+          impl->io.run();
+          return;
+        } catch (const std::exception& error) {
+          std::fprintf(stderr, "chatflow: upstream client: %s\n", error.what());
+        }
       }
-    }
-  });
+    });
+  } catch (...) {
+    impl_->stop_releases();  // no thread left waiting for ever
+    throw;
+  }
 }
 
 UpstreamClient::~UpstreamClient() {
@@ -706,25 +724,15 @@ UpstreamClient::~UpstreamClient() {
     impl->work.reset();
   });
   // Calls still running see `stopping` at their next cancel poll and close their connections.
-  // The last owner of a pipeline can be a request released on this client's own thread: that
-  // thread cannot join itself, and it ends once its work is gone (the lambda holds impl_).
+  // The last owner of a pipeline can be a request released on this client's own thread (or on
+  // its releaser, below): that thread cannot join itself, and it ends once its work is gone
+  // (the lambda holds impl_).
   if (impl_->thread.get_id() == std::this_thread::get_id()) {
     impl_->thread.detach();
   } else {
     impl_->thread.join();
   }
-  // What is queued is still released; then the releaser ends. It can be the releaser that lets
-  // go of the last pipeline, and it cannot join itself either.
-  {
-    std::lock_guard lock(impl_->release_mutex);
-    impl_->releases_stopped = true;
-  }
-  impl_->release_wake.notify_all();
-  if (impl_->release_thread.get_id() == std::this_thread::get_id()) {
-    impl_->release_thread.detach();
-  } else {
-    impl_->release_thread.join();
-  }
+  impl_->stop_releases();
 }
 
 void UpstreamClient::start(UpstreamCall call) {

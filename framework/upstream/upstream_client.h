@@ -65,8 +65,11 @@ class StreamObserver {
   virtual void on_end(const StreamEnd& end) = 0;
   // The call failed; `after_output` when some output was already passed on.
   virtual void on_failure(const RequestError& error, bool after_output) = 0;
-  // Polled while the call runs; true ends it without another word to the observer.
+  // Polled while the call runs; true ends it, and the observer hears only on_abandoned().
   virtual bool cancelled() const = 0;
+  // The call was given up (cancelled, or the client is stopping): let go at once of what holds
+  // the pipeline. The observer itself is destroyed later, on the releaser.
+  virtual void on_abandoned() {}
 };
 
 struct UpstreamCall {

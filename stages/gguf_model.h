@@ -87,6 +87,7 @@ class GgufModel final : public Resource, public ServedModel {
                                 bool parse_special) const override;
   std::string detokenize(std::span<const int32_t> tokens) const override;
   EngineStats engine_stats() const override;
+  bool generates() const override { return !tokenizer_only(); }
 
   // The request's prompt as token ids: chat messages through the chat template (control tokens
   // only where the template wrote them), a completion prompt as it is. Throws RequestFailure

@@ -38,6 +38,9 @@ class ServedModel {
   // Throws std::out_of_range naming the first id outside the vocabulary.
   virtual std::string detokenize(std::span<const int32_t> tokens) const = 0;
   virtual EngineStats engine_stats() const = 0;
+  // False for a model that only counts tokens (a gguf_model with tokenizer_only: true, which a
+  // gateway keeps beside its upstream): clients are not offered it while another model generates.
+  virtual bool generates() const { return true; }
 };
 
 }  // namespace chatflow

@@ -1,6 +1,8 @@
 // The server's life around its connections: accepting them, the signals (SIGTERM/SIGINT drain,
 // SIGHUP reloads), draining on shutdown, and installing a pipeline (at start or on reload) while
 // the one before finishes what it has.
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "framework/server/connection.h"
@@ -277,9 +279,14 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
   for (const auto& resource_spec : pipeline->spec().resources) {
     auto model =
         std::dynamic_pointer_cast<const ServedModel>(pipeline->resource(resource_spec.name));
-    if (!model) continue;
-    fresh->models.push_back(model);
-    fresh->model_ids.push_back(model->model_id());
+    if (model) fresh->models.push_back(model);
+  }
+  // The models that generate are the ones clients may name; a counting-only model only when
+  // nothing else is there (its /tokenize still answers to its name).
+  bool any_generates = std::any_of(fresh->models.begin(), fresh->models.end(),
+                                   [](const auto& model) { return model->generates(); });
+  for (const auto& model : fresh->models) {
+    if (model->generates() || !any_generates) fresh->model_ids.push_back(model->model_id());
   }
   // A pipeline without a model (echo) still answers to its own name.
   if (fresh->model_ids.empty()) fresh->model_ids.push_back(pipeline->spec().name);

@@ -218,6 +218,10 @@ describe('a gateway in front of two engine chatflows', () => {
       assert.equal((await engineSamples([engines[0]])).generated, generated, 'the repeat is an exact-cache hit');
       const unauthorized = await post(served.port, '/v1/chat/completions', body);
       assert.equal(unauthorized.status, 401);
+      // The engine's model is offered; the tokenizer the gates count with is not.
+      const listed = await fetch(`${served.url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } });
+      assert.equal(listed.status, 200);
+      assert.deepEqual((await listed.json()).data.map((model) => model.id), ['test-model']);
     } finally {
       await served.stop();
     }

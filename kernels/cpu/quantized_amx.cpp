@@ -42,6 +42,9 @@ using detail_quantized::half;
 // token's product is bound by reading the weights, which that path streams with prefetch.
 constexpr int64_t kTileMinTokens = 5;
 constexpr int kTileRows = 16;
+// Up to this many tokens, q4_k takes the split-sub-block tiles (Q4KSplitTiles): half a tile's
+// columns would be padding anyway, and its weights need no scaling as they are unpacked.
+constexpr int kSplitTokens = 8;
 
 // ---- The AVX-512 path: one (row, token) at a time, each block's sum reduced to one int32.
 
@@ -312,6 +315,9 @@ inline void transpose16(__m512i r[16]) {
 // zero): per tile, columns / 4 rows of 64 bytes (row k / 4 holds values k .. k + 3 of each
 // token), each block's 16 input scales, and for the 256-value format each sub-block pair's
 // int8 sums as int16 pairs (s_2p, s_2p+1) per token.
+// With `split_sub_blocks` (at most kSplitTokens tokens, one tile): column t of the values holds
+// token t's even 32-value sub-blocks (the odd ones zero) and column 8 + t its odd ones, so one
+// multiply by unscaled levels gives each sub-block's sum apart; scales and sums stay per token.
 struct PackedInputs {
   const uint8_t* values;
   const float* scales;
@@ -321,12 +327,12 @@ struct PackedInputs {
   int64_t tiles;
 };
 
-PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values,
-                         bool pair_sums_wanted) {
+PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values, bool pair_sums_wanted,
+                         bool split_sub_blocks = false) {
   thread_local std::vector<uint8_t> value_buffer, scale_buffer, sum_buffer;
   const int64_t chunks = (a.columns + 63) / 64;
   PackedInputs packed;
-  packed.tiles = (a.tokens + 2 * kTileRows - 1) / (2 * kTileRows) * 2;
+  packed.tiles = split_sub_blocks ? 1 : (a.tokens + 2 * kTileRows - 1) / (2 * kTileRows) * 2;
   packed.blocks = a.columns / block_values;
   packed.tile_bytes = static_cast<size_t>(chunks) * kTileRows * 64;
   const size_t tile_blocks = static_cast<size_t>(packed.blocks * packed.tiles);
@@ -344,8 +350,17 @@ PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values,
     uint8_t* out = values + tile * packed.tile_bytes;
     for (int64_t c = 0; c < chunks; ++c) {
       __m512i rows[16];
-      for (int t = 0; t < 16; ++t)
-        rows[t] = t < count ? _mm512_loadu_si512(x[t].values + 64 * c) : _mm512_setzero_si512();
+      if (split_sub_blocks) {
+        constexpr __mmask64 kEven = 0x00000000FFFFFFFFull, kOdd = ~kEven;
+        for (int t = 0; t < kSplitTokens; ++t) {
+          const bool real = t < count;
+          rows[t] = _mm512_maskz_loadu_epi8(real ? kEven : 0, x[t].values + 64 * c);
+          rows[kSplitTokens + t] = _mm512_maskz_loadu_epi8(real ? kOdd : 0, x[t].values + 64 * c);
+        }
+      } else {
+        for (int t = 0; t < 16; ++t)
+          rows[t] = t < count ? _mm512_loadu_si512(x[t].values + 64 * c) : _mm512_setzero_si512();
+      }
       transpose16(rows);
       for (int i = 0; i < 16; ++i)
         _mm512_store_si512(out + (16 * c + i) * 64, rows[i]);
@@ -390,6 +405,7 @@ struct Panel {
   uint8_t* plane[2];
   float* factor[2];        // [block * 16 + row]
   int32_t* minimum_pairs;  // [block][row][pair]
+  uint8_t* sub_scales;     // [block][row][8]: the split path's q4_k sub-block scales
   // q8_0, a whole panel: the tiles load the levels straight from the rows (block b of row i at
   // direct + i * direct_stride + 34 * b), nothing unpacked but the scales.
   const uint8_t* direct = nullptr;
@@ -400,9 +416,9 @@ struct Panel {
 constexpr int kPanelGroup = 4;
 
 Panel panel_buffers(int slot, int64_t columns, int64_t blocks, int planes, int factors,
-                    bool minimums) {
+                    bool minimums, bool sub_scales = false) {
   thread_local std::vector<uint8_t> plane_buffers[kPanelGroup], factor_buffers[kPanelGroup],
-      minimum_buffers[kPanelGroup];
+      minimum_buffers[kPanelGroup], sub_scale_buffers[kPanelGroup];
   std::vector<uint8_t>& plane_buffer = plane_buffers[slot];
   std::vector<uint8_t>& factor_buffer = factor_buffers[slot];
   std::vector<uint8_t>& minimum_buffer = minimum_buffers[slot];
@@ -418,6 +434,10 @@ Panel panel_buffers(int slot, int64_t columns, int64_t blocks, int planes, int f
   if (minimums) {
     panel.minimum_pairs = reinterpret_cast<int32_t*>(
         scratch(minimum_buffer, sizeof(int32_t) * 4 * kTileRows * static_cast<size_t>(blocks)));
+  }
+  if (sub_scales) {
+    panel.sub_scales =
+        scratch(sub_scale_buffers[slot], 8 * kTileRows * static_cast<size_t>(blocks));
   }
   return panel;
 }
@@ -472,7 +492,7 @@ struct Q8_0Tiles {
   static constexpr int64_t kValues = 32;
   static constexpr int kChains = 8;
   static constexpr int kPlanes = 1, kFactors = 1, kWeightBytes = 32;
-  static constexpr bool kMinimums = false, kDirect = true;
+  static constexpr bool kMinimums = false, kDirect = true, kSplit = false;
   static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -551,24 +571,53 @@ inline void super_block_sums(const Panel& p, int64_t b, const uint8_t* inputs0,
   }
 }
 
+// A q4_k block's sub-block scales (bytes 0-7) and minimums (8-15), six bits each.
+inline __m128i q4k_scale_bytes(const uint8_t* block) {
+  uint32_t packed[3];
+  std::memcpy(packed, block + 4, 12);
+  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+  return _mm_setr_epi32(
+      static_cast<int>(packed[0] & low6),
+      static_cast<int>((packed[2] & low4) | (((packed[0] >> 6) & low2) << 4)),
+      static_cast<int>(packed[1] & low6),
+      static_cast<int>(((packed[2] >> 4) & low4) | (((packed[1] >> 6) & low2) << 4)));
+}
+
+// The minimums as int16 pairs (m_2p, m_2p+1), and the block's two float factors.
+inline void q4k_minimums_and_factors(const uint8_t* block, __m128i bytes, int64_t b, int i,
+                                     Panel& p) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p.minimum_pairs + (b * kTileRows + i) * 4),
+                   _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8)));
+  p.factor[0][b * kTileRows + i] = half(block);
+  p.factor[1][b * kTileRows + i] = -half(block + 2);
+}
+
+// Row r's super-block result from its scaled sum `scaled` (lane t: token t): the same two fmas
+// per (row, token) on every q4_k path.
+inline __m512 q4k_accumulate_row(const Panel& p, int64_t b, int r, __m512i scaled, __m512 scales,
+                                 const __m512i pair_sums[4], __m512 acc) {
+  const int32_t* m = p.minimum_pairs + (b * kTileRows + r) * 4;
+  __m512i minimums =
+      _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair_sums[0], _mm512_set1_epi32(m[0]));
+  minimums = _mm512_dpwssd_epi32(minimums, pair_sums[1], _mm512_set1_epi32(m[1]));
+  minimums = _mm512_dpwssd_epi32(minimums, pair_sums[2], _mm512_set1_epi32(m[2]));
+  minimums = _mm512_dpwssd_epi32(minimums, pair_sums[3], _mm512_set1_epi32(m[3]));
+  const __m512 scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[0][b * 16 + r]));
+  const __m512 min_scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[1][b * 16 + r]));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(scaled), scale, acc);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(minimums), min_scale, acc);
+}
+
 struct Q4KTiles {
   static constexpr int64_t kValues = 256;
   static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 2, kWeightBytes = 64;
-  static constexpr bool kMinimums = true, kDirect = false;
+  static constexpr bool kMinimums = true, kDirect = false, kSplit = false;
   static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * 144;
-      // Bytes 0-7: the sub-blocks' 6-bit scales; 8-15: their minimums; the rest zero.
-      uint32_t packed[3];
-      std::memcpy(packed, block + 4, 12);
-      const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-      const __m128i bytes = _mm_setr_epi32(
-          static_cast<int>(packed[0] & low6),
-          static_cast<int>((packed[2] & low4) | (((packed[0] >> 6) & low2) << 4)),
-          static_cast<int>(packed[1] & low6),
-          static_cast<int>(((packed[2] >> 4) & low4) | (((packed[1] >> 6) & low2) << 4)));
+      const __m128i bytes = q4k_scale_bytes(block);
       const __m512i source = _mm512_zextsi128_si512(bytes);
       detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
         constexpr int P = decltype(pair)::value;
@@ -578,11 +627,7 @@ struct Q4KTiles {
                       _mm512_permutexvar_epi8(spread_index<2 * P, 32, true, 16>(), source),
                       _mm512_setzero_si512(), p.plane[0] + at, p.plane[1] + at);
       });
-      // The minimums as int16 pairs (m_2p, m_2p+1).
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p.minimum_pairs + (b * kTileRows + i) * 4),
-                       _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8)));
-      p.factor[0][b * kTileRows + i] = half(block);
-      p.factor[1][b * kTileRows + i] = -half(block + 2);
+      q4k_minimums_and_factors(block, bytes, b, i, p);
     }
   }
   template <int kTiles>
@@ -593,18 +638,90 @@ struct Q4KTiles {
   // pair_sums: this input tile's [pair][token] sums of this block.
   static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int i, __m512 scales,
                          const int32_t* pair_sums, __m512 acc[16]) {
-    const __m512i s0 = _mm512_load_si512(pair_sums), s1 = _mm512_load_si512(pair_sums + 16),
-                  s2 = _mm512_load_si512(pair_sums + 32), s3 = _mm512_load_si512(pair_sums + 48);
+    const __m512i pairs[4] = {_mm512_load_si512(pair_sums), _mm512_load_si512(pair_sums + 16),
+                              _mm512_load_si512(pair_sums + 32), _mm512_load_si512(pair_sums + 48)};
+    for (int r = 0; r < kTileRows; ++r)
+      acc[r] = q4k_accumulate_row(p, b, r, two_plane_sum(sums, i, r), scales, pairs, acc[r]);
+  }
+};
+
+// q4_k for at most kSplitTokens tokens: the tiles multiply the unscaled levels (0..15, one plane)
+// by inputs split into even and odd sub-blocks (pack_inputs' split_sub_blocks), so tile row r
+// holds row r's sum of each sub-block for every token apart; the vector units scale and add
+// them. The same exact integer sum_k sc_j q_k a_k as Q4KTiles' two planes, at a quarter of the
+// unpacking work.
+struct Q4KSplitTiles {
+  static constexpr int64_t kValues = 256;
+  static constexpr int kChains = 1;
+  static constexpr int kPlanes = 1, kFactors = 2, kWeightBytes = 64;
+  static constexpr bool kMinimums = true, kDirect = false, kSplit = true;
+  static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * 144;
+      const __m128i bytes = q4k_scale_bytes(block);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(p.sub_scales + (b * kTileRows + i) * 8), bytes);
+      detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
+        constexpr int P = decltype(pair)::value;
+        _mm512_store_si512(p.plane[0] + step_offset(4 * b + P, i, 64),
+                           detail_wide::Q4K::levels<P>(block));
+      });
+      q4k_minimums_and_factors(block, bytes, b, i, p);
+    }
+  }
+  // One input tile: step s's sums into tile 4 + s, stored as sums.plane[s / 2][s % 2]. Weight
+  // and input tiles alternate between steps so that a load need not wait for the multiply
+  // before it.
+  template <int kTiles>
+  static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t*,
+                         BlockSums& sums) {
+    static_assert(kTiles == 1);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    const uint8_t* weights = p.plane[0] + static_cast<size_t>(4 * b * kTileRows * 64);
+    const uint8_t* inputs = inputs0 + static_cast<size_t>(64 * b * 64);
+    _tile_loadd(0, weights, 64);
+    _tile_loadd(2, inputs, 64);
+    _tile_loadd(1, weights + kTileRows * 64, 64);
+    _tile_loadd(3, inputs + 16 * 64, 64);
+    _tile_dpbusd(4, 0, 2);
+    _tile_dpbusd(5, 1, 3);
+    _tile_loadd(0, weights + 2 * kTileRows * 64, 64);
+    _tile_loadd(2, inputs + 32 * 64, 64);
+    _tile_loadd(1, weights + 3 * kTileRows * 64, 64);
+    _tile_loadd(3, inputs + 48 * 64, 64);
+    _tile_dpbusd(6, 0, 2);
+    _tile_dpbusd(7, 1, 3);
+    _tile_stored(4, sums.plane[0][0], 64);
+    _tile_stored(5, sums.plane[0][1], 64);
+    _tile_stored(6, sums.plane[1][0], 64);
+    _tile_stored(7, sums.plane[1][1], 64);
+  }
+  static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int, __m512 scales,
+                         const int32_t* pair_sums, __m512 acc[16]) {
+    const __m512i pairs[4] = {_mm512_load_si512(pair_sums), _mm512_load_si512(pair_sums + 16),
+                              _mm512_load_si512(pair_sums + 32), _mm512_load_si512(pair_sums + 48)};
+    // Lanes 0-7 of step s's sums are sub-block 2s, lanes 8-15 sub-block 2s + 1.
+    const __m512i step_scales[4] = {
+        _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+        _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+        _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
+        _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
     for (int r = 0; r < kTileRows; ++r) {
-      const int32_t* m = p.minimum_pairs + (b * kTileRows + r) * 4;
-      __m512i minimums = _mm512_dpwssd_epi32(_mm512_setzero_si512(), s0, _mm512_set1_epi32(m[0]));
-      minimums = _mm512_dpwssd_epi32(minimums, s1, _mm512_set1_epi32(m[1]));
-      minimums = _mm512_dpwssd_epi32(minimums, s2, _mm512_set1_epi32(m[2]));
-      minimums = _mm512_dpwssd_epi32(minimums, s3, _mm512_set1_epi32(m[3]));
-      const __m512 scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[0][b * 16 + r]));
-      const __m512 min_scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[1][b * 16 + r]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(two_plane_sum(sums, i, r)), scale, acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(minimums), min_scale, acc[r]);
+      const __m512i sub_scales = _mm512_cvtepu8_epi32(_mm_loadl_epi64(
+          reinterpret_cast<const __m128i*>(p.sub_scales + (b * kTileRows + r) * 8)));
+      __m512i scaled = _mm512_setzero_si512();
+      for (int step = 0; step < 4; ++step) {
+        const __m512i step_sums = _mm512_load_si512(sums.plane[step / 2][step % 2] + 16 * r);
+        scaled = _mm512_add_epi32(
+            scaled,
+            _mm512_mullo_epi32(step_sums, _mm512_permutexvar_epi32(step_scales[step], sub_scales)));
+      }
+      // Token t's even and odd sub-blocks together (lanes 8-15 then repeat 0-7, and their
+      // input scales are zero).
+      scaled = _mm512_add_epi32(scaled, _mm512_shuffle_i32x4(scaled, scaled, 0x4E));
+      acc[r] = q4k_accumulate_row(p, b, r, scaled, scales, pairs, acc[r]);
     }
   }
 };
@@ -613,7 +730,7 @@ struct Q6KTiles {
   static constexpr int64_t kValues = 256;
   static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 1, kWeightBytes = 64;
-  static constexpr bool kMinimums = false, kDirect = false;
+  static constexpr bool kMinimums = false, kDirect = false, kSplit = false;
   static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -683,6 +800,9 @@ void unpack_panel(const QuantizedMatmulArgs& a, int64_t r0, int rows, int64_t bl
     if constexpr (T::kMinimums)
       for (int64_t b = 0; b < blocks; ++b)
         std::memset(panel.minimum_pairs + (b * kTileRows + i) * 4, 0, 16);
+    if constexpr (T::kSplit)
+      for (int64_t b = 0; b < blocks; ++b)
+        std::memset(panel.sub_scales + (b * kTileRows + i) * 8, 0, 8);
   }
 }
 
@@ -749,10 +869,12 @@ void tile_matmul(const QuantizedMatmulArgs& a) {
         a.y[t * a.y_stride + r] = 0;
     return;
   }
-  const PackedInputs inputs = pack_inputs(a, T::kValues, T::kMinimums);
+  const PackedInputs inputs = pack_inputs(a, T::kValues, T::kMinimums, T::kSplit);
   Panel panels[kPanelGroup];
-  for (int slot = 0; slot < kPanelGroup; ++slot)
-    panels[slot] = panel_buffers(slot, a.columns, blocks, T::kPlanes, T::kFactors, T::kMinimums);
+  for (int slot = 0; slot < kPanelGroup; ++slot) {
+    panels[slot] =
+        panel_buffers(slot, a.columns, blocks, T::kPlanes, T::kFactors, T::kMinimums, T::kSplit);
+  }
   configure_tiles(T::kWeightBytes);
   BlockSums sums[2];
   for (int64_t g0 = a.row_begin; g0 < a.row_end; g0 += kPanelGroup * kTileRows) {
@@ -766,19 +888,26 @@ void tile_matmul(const QuantizedMatmulArgs& a) {
       // The last pair may hold one tile of tokens and one of padding.
       const bool pair = (tile + 1) * kTileRows < a.tokens;
       for (int p = 0; p < count; ++p) {
-        if (pair)
-          panel_product<T, 2>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
-        else
-          panel_product<T, 1>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
+        if constexpr (!T::kSplit) {
+          if (pair) {
+            panel_product<T, 2>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
+            continue;
+          }
+        }
+        panel_product<T, 1>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
       }
     }
   }
   _tile_release();
 }
 
-template <class T, class R>
+// `Few`: the tiles for kTileMinTokens .. kSplitTokens tokens (T itself where no type has its own).
+template <class T, class R, class Few = T>
 void matmul(const QuantizedMatmulArgs& a) {
   static_assert(T::kTileMinTokens <= kTileMinTokens);
+  if constexpr (Few::kSplit) {
+    if (a.tokens >= kTileMinTokens && a.tokens <= kSplitTokens) return tile_matmul<Few>(a);
+  }
   if (a.tokens >= T::kTileMinTokens) return tile_matmul<T>(a);
   switch (a.tokens) {
     case 0:
@@ -801,7 +930,7 @@ void matmul(const QuantizedMatmulArgs& a) {
 constexpr QuantizedKernels make_table() {
   QuantizedKernels table{"amx-int8", {}};
   table.matmul[4] = &matmul<Q8_0Tiles, Q8_0Rows>;
-  table.matmul[8] = &matmul<Q4KTiles, KRows<detail_wide::Q4K>>;
+  table.matmul[8] = &matmul<Q4KTiles, KRows<detail_wide::Q4K>, Q4KSplitTiles>;
   table.matmul[10] = &matmul<Q6KTiles, KRows<detail_wide::Q6K>>;
   return table;
 }

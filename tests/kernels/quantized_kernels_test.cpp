@@ -243,8 +243,9 @@ TEST_P(QuantizedMatmul, ResultOfARowDoesNotDependOnTheBatchOrTheRowRange) {
   Problem p = make_problem(type, 80, columns, 37);
   for (const KernelTable* table : available_tables()) {
     std::vector<float> together = run(*table, p, 0, p.tokens, 0, p.rows);
-    // Alone, and in runs of 2, 3 and 4 tokens (the few-token kernels' other lanes).
-    for (int64_t width = 1; width <= 4; ++width) {
+    // Alone, and in runs of 2 .. 8 tokens (the few-token kernels' other lanes, and the tiles
+    // that take up to eight tokens).
+    for (int64_t width = 1; width <= 8; ++width) {
       for (int64_t t = 0; t + width <= p.tokens; t += width) {
         std::vector<float> few = run(*table, p, t, width, 0, p.rows);
         for (int64_t i = 0; i < width; ++i)

@@ -315,9 +315,10 @@ inline void transpose16(__m512i r[16]) {
 // zero): per tile, columns / 4 rows of 64 bytes (row k / 4 holds values k .. k + 3 of each
 // token), each block's 16 input scales, and for the 256-value format each sub-block pair's
 // int8 sums as int16 pairs (s_2p, s_2p+1) per token.
-// With `split_sub_blocks` (at most kSplitTokens tokens, one tile): column t of the values holds
-// token t's even 32-value sub-blocks (the odd ones zero) and column 8 + t its odd ones, so one
-// multiply by unscaled levels gives each sub-block's sum apart; scales and sums stay per token.
+// With `split_groups` G (2 or 4; at most kSplitTokens tokens): each 64-value step is cut into G
+// groups of 64 / G values, and column g * (16 / G) + t of a value tile holds token t's group g
+// (the other groups zero), 16 / G tokens per value tile (so G / 2 of them), so one multiply by
+// unscaled levels gives each group's sum apart. Scales and sums stay one tile, per token.
 struct PackedInputs {
   const uint8_t* values;
   const float* scales;
@@ -328,15 +329,17 @@ struct PackedInputs {
 };
 
 PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values, bool pair_sums_wanted,
-                         bool split_sub_blocks = false) {
+                         int split_groups = 0) {
   thread_local std::vector<uint8_t> value_buffer, scale_buffer, sum_buffer;
   const int64_t chunks = (a.columns + 63) / 64;
   PackedInputs packed;
-  packed.tiles = split_sub_blocks ? 1 : (a.tokens + 2 * kTileRows - 1) / (2 * kTileRows) * 2;
+  packed.tiles = split_groups ? 1 : (a.tokens + 2 * kTileRows - 1) / (2 * kTileRows) * 2;
+  const int value_tiles = split_groups ? std::max(split_groups / 2, 1) : 1;
   packed.blocks = a.columns / block_values;
   packed.tile_bytes = static_cast<size_t>(chunks) * kTileRows * 64;
   const size_t tile_blocks = static_cast<size_t>(packed.blocks * packed.tiles);
-  uint8_t* values = scratch(value_buffer, packed.tile_bytes * static_cast<size_t>(packed.tiles));
+  uint8_t* values =
+      scratch(value_buffer, packed.tile_bytes * static_cast<size_t>(packed.tiles * value_tiles));
   auto* scales =
       reinterpret_cast<float*>(scratch(scale_buffer, sizeof(float) * kTileRows * tile_blocks));
   auto* pair_sums = reinterpret_cast<int32_t*>(
@@ -347,23 +350,28 @@ PackedInputs pack_inputs(const QuantizedMatmulArgs& a, int64_t block_values, boo
     const int count = static_cast<int>(std::clamp<int64_t>(a.tokens - first, 0, kTileRows));
     for (int t = 0; t < count; ++t)
       x[t] = token_activations(a.x, *a.layout, first + t);
-    uint8_t* out = values + tile * packed.tile_bytes;
-    for (int64_t c = 0; c < chunks; ++c) {
-      __m512i rows[16];
-      if (split_sub_blocks) {
-        constexpr __mmask64 kEven = 0x00000000FFFFFFFFull, kOdd = ~kEven;
-        for (int t = 0; t < kSplitTokens; ++t) {
-          const bool real = t < count;
-          rows[t] = _mm512_maskz_loadu_epi8(real ? kEven : 0, x[t].values + 64 * c);
-          rows[kSplitTokens + t] = _mm512_maskz_loadu_epi8(real ? kOdd : 0, x[t].values + 64 * c);
+    for (int v = 0; v < value_tiles; ++v) {
+      uint8_t* out = values + (tile * value_tiles + v) * packed.tile_bytes;
+      for (int64_t c = 0; c < chunks; ++c) {
+        __m512i rows[16];
+        if (split_groups) {
+          const int per_tile = kTileRows / split_groups, width = 64 / split_groups;
+          for (int g = 0; g < split_groups; ++g) {
+            const auto group = static_cast<__mmask64>(((1ull << width) - 1) << (g * width));
+            for (int t = 0; t < per_tile; ++t) {
+              const int token = v * per_tile + t;
+              rows[g * per_tile + t] = _mm512_maskz_loadu_epi8(
+                  token < count ? group : 0, x[std::min(token, kTileRows - 1)].values + 64 * c);
+            }
+          }
+        } else {
+          for (int t = 0; t < 16; ++t)
+            rows[t] = t < count ? _mm512_loadu_si512(x[t].values + 64 * c) : _mm512_setzero_si512();
         }
-      } else {
-        for (int t = 0; t < 16; ++t)
-          rows[t] = t < count ? _mm512_loadu_si512(x[t].values + 64 * c) : _mm512_setzero_si512();
+        transpose16(rows);
+        for (int i = 0; i < 16; ++i)
+          _mm512_store_si512(out + (16 * c + i) * 64, rows[i]);
       }
-      transpose16(rows);
-      for (int i = 0; i < 16; ++i)
-        _mm512_store_si512(out + (16 * c + i) * 64, rows[i]);
     }
     float* tile_scales = scales + tile * packed.blocks * kTileRows;
     for (int64_t b = 0; b < packed.blocks; ++b)
@@ -405,7 +413,7 @@ struct Panel {
   uint8_t* plane[2];
   float* factor[2];        // [block * 16 + row]
   int32_t* minimum_pairs;  // [block][row][pair]
-  uint8_t* sub_scales;     // [block][row][8]: the split path's q4_k sub-block scales
+  uint8_t* sub_scales;     // [block][row][16]: the split paths' scales (q4_k's 8, q6_k's 16)
   // q8_0, a whole panel: the tiles load the levels straight from the rows (block b of row i at
   // direct + i * direct_stride + 34 * b), nothing unpacked but the scales.
   const uint8_t* direct = nullptr;
@@ -437,14 +445,15 @@ Panel panel_buffers(int slot, int64_t columns, int64_t blocks, int planes, int f
   }
   if (sub_scales) {
     panel.sub_scales =
-        scratch(sub_scale_buffers[slot], 8 * kTileRows * static_cast<size_t>(blocks));
+        scratch(sub_scale_buffers[slot], 16 * kTileRows * static_cast<size_t>(blocks));
   }
   return panel;
 }
 
-// Both input tiles' sums of one block, through the 16 x 16 int32 tiles.
+// Both input tiles' sums of one block, through the 16 x 16 int32 tiles: [input tile][plane],
+// or for q6_k's split path [step][value tile].
 struct BlockSums {
-  alignas(64) int32_t plane[2][2][kTileRows * 16];  // [input tile][plane]
+  alignas(64) int32_t plane[4][2][kTileRows * 16];
 };
 
 // The two-plane sums (low + 256 x high) of row r for input tile i.
@@ -492,7 +501,8 @@ struct Q8_0Tiles {
   static constexpr int64_t kValues = 32;
   static constexpr int kChains = 8;
   static constexpr int kPlanes = 1, kFactors = 1, kWeightBytes = 32;
-  static constexpr bool kMinimums = false, kDirect = true, kSplit = false;
+  static constexpr bool kMinimums = false, kDirect = true;
+  static constexpr int kSplitGroups = 0;
   static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -612,7 +622,8 @@ struct Q4KTiles {
   static constexpr int64_t kValues = 256;
   static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 2, kWeightBytes = 64;
-  static constexpr bool kMinimums = true, kDirect = false, kSplit = false;
+  static constexpr bool kMinimums = true, kDirect = false;
+  static constexpr int kSplitGroups = 0;
   static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -646,7 +657,7 @@ struct Q4KTiles {
 };
 
 // q4_k for at most kSplitTokens tokens: the tiles multiply the unscaled levels (0..15, one plane)
-// by inputs split into even and odd sub-blocks (pack_inputs' split_sub_blocks), so tile row r
+// by inputs split into even and odd sub-blocks (pack_inputs' split_groups 2), so tile row r
 // holds row r's sum of each sub-block for every token apart; the vector units scale and add
 // them. The same exact integer sum_k sc_j q_k a_k as Q4KTiles' two planes, at a quarter of the
 // unpacking work.
@@ -654,12 +665,13 @@ struct Q4KSplitTiles {
   static constexpr int64_t kValues = 256;
   static constexpr int kChains = 1;
   static constexpr int kPlanes = 1, kFactors = 2, kWeightBytes = 64;
-  static constexpr bool kMinimums = true, kDirect = false, kSplit = true;
+  static constexpr bool kMinimums = true, kDirect = false;
+  static constexpr int kSplitGroups = 2;  // the even and odd 32-value sub-blocks
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * 144;
       const __m128i bytes = q4k_scale_bytes(block);
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(p.sub_scales + (b * kTileRows + i) * 8), bytes);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(p.sub_scales + (b * kTileRows + i) * 16), bytes);
       detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
         constexpr int P = decltype(pair)::value;
         _mm512_store_si512(p.plane[0] + step_offset(4 * b + P, i, 64),
@@ -710,7 +722,7 @@ struct Q4KSplitTiles {
         _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
     for (int r = 0; r < kTileRows; ++r) {
       const __m512i sub_scales = _mm512_cvtepu8_epi32(_mm_loadl_epi64(
-          reinterpret_cast<const __m128i*>(p.sub_scales + (b * kTileRows + r) * 8)));
+          reinterpret_cast<const __m128i*>(p.sub_scales + (b * kTileRows + r) * 16)));
       __m512i scaled = _mm512_setzero_si512();
       for (int step = 0; step < 4; ++step) {
         const __m512i step_sums = _mm512_load_si512(sums.plane[step / 2][step % 2] + 16 * r);
@@ -730,7 +742,8 @@ struct Q6KTiles {
   static constexpr int64_t kValues = 256;
   static constexpr int kChains = 1;
   static constexpr int kPlanes = 2, kFactors = 1, kWeightBytes = 64;
-  static constexpr bool kMinimums = false, kDirect = false, kSplit = false;
+  static constexpr bool kMinimums = false, kDirect = false;
+  static constexpr int kSplitGroups = 0;
   static constexpr int64_t kTileMinTokens = 5;
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
@@ -773,6 +786,91 @@ struct Q6KTiles {
   }
 };
 
+// q6_k for at most kSplitTokens tokens, as Q4KSplitTiles: the tiles multiply the levels less 32
+// (signed bytes, one plane) by inputs split into the four 16-value groups of each step
+// (split_groups 4: four tokens per value tile, two tiles), and the vector units apply the
+// groups' scales. The same exact integer sum_k sc_g (q_k - 32) a_k as Q6KTiles' two planes.
+struct Q6KSplitTiles {
+  static constexpr int64_t kValues = 256;
+  static constexpr int kChains = 1;
+  static constexpr int kPlanes = 1, kFactors = 1, kWeightBytes = 64;
+  static constexpr bool kMinimums = false, kDirect = false;
+  static constexpr int kSplitGroups = 4;
+  static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * 210;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p.sub_scales + (b * kTileRows + i) * 16),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192)));
+      detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
+        constexpr int P = decltype(pair)::value;
+        _mm512_store_si512(
+            p.plane[0] + step_offset(4 * b + P, i, 64),
+            _mm512_sub_epi8(detail_wide::Q6K::levels<P>(block), _mm512_set1_epi8(32)));
+      });
+      p.factor[0][b * kTileRows + i] = half(block + 208);
+    }
+  }
+  // Steps two at a time: step s's sums for value tile v into tile 4 + 2 (s % 2) + v, stored as
+  // sums.plane[s][v].
+  template <int kTiles>
+  static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
+                         BlockSums& sums) {
+    static_assert(kTiles == 1);
+    const uint8_t* weights = p.plane[0] + static_cast<size_t>(4 * b * kTileRows * 64);
+    const size_t row = static_cast<size_t>(64 * b * 64);
+    for (int s = 0; s < 4; s += 2) {
+      _tile_zero(4);
+      _tile_zero(5);
+      _tile_zero(6);
+      _tile_zero(7);
+      _tile_loadd(0, weights + s * kTileRows * 64, 64);
+      _tile_loadd(2, inputs0 + row + 16 * s * 64, 64);
+      _tile_loadd(3, inputs1 + row + 16 * s * 64, 64);
+      _tile_dpbssd(4, 0, 2);
+      _tile_dpbssd(5, 0, 3);
+      _tile_loadd(1, weights + (s + 1) * kTileRows * 64, 64);
+      _tile_loadd(2, inputs0 + row + 16 * (s + 1) * 64, 64);
+      _tile_loadd(3, inputs1 + row + 16 * (s + 1) * 64, 64);
+      _tile_dpbssd(6, 1, 2);
+      _tile_dpbssd(7, 1, 3);
+      _tile_stored(4, sums.plane[s][0], 64);
+      _tile_stored(5, sums.plane[s][1], 64);
+      _tile_stored(6, sums.plane[s + 1][0], 64);
+      _tile_stored(7, sums.plane[s + 1][1], 64);
+    }
+  }
+  static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int, __m512 scales,
+                         const int32_t*, __m512 acc[16]) {
+    // Lanes 4g .. 4g + 3 of step s's sums are group 4s + g of four tokens.
+    const __m512i step_groups[4] = {
+        _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+        _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
+        _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
+        _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12)};
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512i group_scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(p.sub_scales + (b * kTileRows + r) * 16)));
+      __m512i scaled[2];
+      for (int v = 0; v < 2; ++v) {
+        __m512i total = _mm512_setzero_si512();
+        for (int step = 0; step < 4; ++step) {
+          total = _mm512_add_epi32(
+              total, _mm512_mullo_epi32(_mm512_load_si512(sums.plane[step][v] + 16 * r),
+                                        _mm512_permutexvar_epi32(step_groups[step], group_scales)));
+        }
+        // A token's four groups together: every 128-bit lane then holds the four tokens.
+        total = _mm512_add_epi32(total, _mm512_shuffle_i32x4(total, total, 0x4E));
+        scaled[v] = _mm512_add_epi32(total, _mm512_shuffle_i32x4(total, total, 0xB1));
+      }
+      // Tokens 0-3 from the first value tile, 4-7 from the second (lanes 8-15 have no input
+      // scale).
+      const __m512i sum = _mm512_mask_blend_epi32(0xFFF0, scaled[0], scaled[1]);
+      const __m512 scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[0][b * 16 + r]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[r]);
+    }
+  }
+};
+
 template <class T>
 void unpack_panel(const QuantizedMatmulArgs& a, int64_t r0, int rows, int64_t blocks,
                   Panel& panel) {
@@ -800,9 +898,9 @@ void unpack_panel(const QuantizedMatmulArgs& a, int64_t r0, int rows, int64_t bl
     if constexpr (T::kMinimums)
       for (int64_t b = 0; b < blocks; ++b)
         std::memset(panel.minimum_pairs + (b * kTileRows + i) * 4, 0, 16);
-    if constexpr (T::kSplit)
+    if constexpr (T::kSplitGroups > 0)
       for (int64_t b = 0; b < blocks; ++b)
-        std::memset(panel.sub_scales + (b * kTileRows + i) * 8, 0, 8);
+        std::memset(panel.sub_scales + (b * kTileRows + i) * 16, 0, 16);
   }
 }
 
@@ -869,11 +967,11 @@ void tile_matmul(const QuantizedMatmulArgs& a) {
         a.y[t * a.y_stride + r] = 0;
     return;
   }
-  const PackedInputs inputs = pack_inputs(a, T::kValues, T::kMinimums, T::kSplit);
+  const PackedInputs inputs = pack_inputs(a, T::kValues, T::kMinimums, T::kSplitGroups);
   Panel panels[kPanelGroup];
   for (int slot = 0; slot < kPanelGroup; ++slot) {
-    panels[slot] =
-        panel_buffers(slot, a.columns, blocks, T::kPlanes, T::kFactors, T::kMinimums, T::kSplit);
+    panels[slot] = panel_buffers(slot, a.columns, blocks, T::kPlanes, T::kFactors, T::kMinimums,
+                                 T::kSplitGroups > 0);
   }
   configure_tiles(T::kWeightBytes);
   BlockSums sums[2];
@@ -888,7 +986,7 @@ void tile_matmul(const QuantizedMatmulArgs& a) {
       // The last pair may hold one tile of tokens and one of padding.
       const bool pair = (tile + 1) * kTileRows < a.tokens;
       for (int p = 0; p < count; ++p) {
-        if constexpr (!T::kSplit) {
+        if constexpr (T::kSplitGroups == 0) {
           if (pair) {
             panel_product<T, 2>(a, inputs, panels[p], g0 + p * kTileRows, rows[p], tile, sums);
             continue;
@@ -905,7 +1003,7 @@ void tile_matmul(const QuantizedMatmulArgs& a) {
 template <class T, class R, class Few = T>
 void matmul(const QuantizedMatmulArgs& a) {
   static_assert(T::kTileMinTokens <= kTileMinTokens);
-  if constexpr (Few::kSplit) {
+  if constexpr (Few::kSplitGroups > 0) {
     if (a.tokens >= kTileMinTokens && a.tokens <= kSplitTokens) return tile_matmul<Few>(a);
   }
   if (a.tokens >= T::kTileMinTokens) return tile_matmul<T>(a);
@@ -931,7 +1029,7 @@ constexpr QuantizedKernels make_table() {
   QuantizedKernels table{"amx-int8", {}};
   table.matmul[4] = &matmul<Q8_0Tiles, Q8_0Rows>;
   table.matmul[8] = &matmul<Q4KTiles, KRows<detail_wide::Q4K>, Q4KSplitTiles>;
-  table.matmul[10] = &matmul<Q6KTiles, KRows<detail_wide::Q6K>>;
+  table.matmul[10] = &matmul<Q6KTiles, KRows<detail_wide::Q6K>, Q6KSplitTiles>;
   return table;
 }
 

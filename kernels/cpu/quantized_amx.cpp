@@ -656,6 +656,18 @@ struct Q4KTiles {
   }
 };
 
+// A split path's integer sum of one row: over a super-block's four steps, each step's sums times
+// the scales `lanes` picks for its lanes from `scales`.
+inline __m512i scaled_step_sums(const int32_t* const steps[4], const __m512i lanes[4],
+                                __m512i scales) {
+  __m512i total = _mm512_setzero_si512();
+  for (int s = 0; s < 4; ++s) {
+    total = _mm512_add_epi32(total, _mm512_mullo_epi32(_mm512_load_si512(steps[s]),
+                                                       _mm512_permutexvar_epi32(lanes[s], scales)));
+  }
+  return total;
+}
+
 // q4_k for at most kSplitTokens tokens: the tiles multiply the unscaled levels (0..15, one plane)
 // by inputs split into even and odd sub-blocks (pack_inputs' split_groups 2), so tile row r
 // holds row r's sum of each sub-block for every token apart; the vector units scale and add
@@ -723,13 +735,9 @@ struct Q4KSplitTiles {
     for (int r = 0; r < kTileRows; ++r) {
       const __m512i sub_scales = _mm512_cvtepu8_epi32(_mm_loadl_epi64(
           reinterpret_cast<const __m128i*>(p.sub_scales + (b * kTileRows + r) * 16)));
-      __m512i scaled = _mm512_setzero_si512();
-      for (int step = 0; step < 4; ++step) {
-        const __m512i step_sums = _mm512_load_si512(sums.plane[step / 2][step % 2] + 16 * r);
-        scaled = _mm512_add_epi32(
-            scaled,
-            _mm512_mullo_epi32(step_sums, _mm512_permutexvar_epi32(step_scales[step], sub_scales)));
-      }
+      const int32_t* steps[4] = {sums.plane[0][0] + 16 * r, sums.plane[0][1] + 16 * r,
+                                 sums.plane[1][0] + 16 * r, sums.plane[1][1] + 16 * r};
+      __m512i scaled = scaled_step_sums(steps, step_scales, sub_scales);
       // Token t's even and odd sub-blocks together (lanes 8-15 then repeat 0-7, and their
       // input scales are zero).
       scaled = _mm512_add_epi32(scaled, _mm512_shuffle_i32x4(scaled, scaled, 0x4E));
@@ -852,12 +860,9 @@ struct Q6KSplitTiles {
           reinterpret_cast<const __m128i*>(p.sub_scales + (b * kTileRows + r) * 16)));
       __m512i scaled[2];
       for (int v = 0; v < 2; ++v) {
-        __m512i total = _mm512_setzero_si512();
-        for (int step = 0; step < 4; ++step) {
-          total = _mm512_add_epi32(
-              total, _mm512_mullo_epi32(_mm512_load_si512(sums.plane[step][v] + 16 * r),
-                                        _mm512_permutexvar_epi32(step_groups[step], group_scales)));
-        }
+        const int32_t* steps[4] = {sums.plane[0][v] + 16 * r, sums.plane[1][v] + 16 * r,
+                                   sums.plane[2][v] + 16 * r, sums.plane[3][v] + 16 * r};
+        __m512i total = scaled_step_sums(steps, step_groups, group_scales);
         // A token's four groups together: every 128-bit lane then holds the four tokens.
         total = _mm512_add_epi32(total, _mm512_shuffle_i32x4(total, total, 0x4E));
         scaled[v] = _mm512_add_epi32(total, _mm512_shuffle_i32x4(total, total, 0xB1));

@@ -413,7 +413,7 @@ struct Panel {
   uint8_t* plane[2];
   float* factor[2];        // [block * 16 + row]
   int32_t* minimum_pairs;  // [block][row][pair]
-  uint8_t* sub_scales;     // [block][row][16]: the split paths' scales (q4_k's 8, q6_k's 16)
+  uint8_t* sub_scales;     // [block][row][16]: the split path's scales (q4_k's 8)
   // q8_0, a whole panel: the tiles load the levels straight from the rows (block b of row i at
   // direct + i * direct_stride + 34 * b), nothing unpacked but the scales.
   const uint8_t* direct = nullptr;
@@ -450,10 +450,9 @@ Panel panel_buffers(int slot, int64_t columns, int64_t blocks, int planes, int f
   return panel;
 }
 
-// Both input tiles' sums of one block, through the 16 x 16 int32 tiles: [input tile][plane],
-// or for q6_k's split path [step][value tile].
+// Both input tiles' sums of one block, through the 16 x 16 int32 tiles.
 struct BlockSums {
-  alignas(64) int32_t plane[4][2][kTileRows * 16];
+  alignas(64) int32_t plane[2][2][kTileRows * 16];  // [input tile][plane]
 };
 
 // The two-plane sums (low + 256 x high) of row r for input tile i.
@@ -794,88 +793,6 @@ struct Q6KTiles {
   }
 };
 
-// q6_k for at most kSplitTokens tokens, as Q4KSplitTiles: the tiles multiply the levels less 32
-// (signed bytes, one plane) by inputs split into the four 16-value groups of each step
-// (split_groups 4: four tokens per value tile, two tiles), and the vector units apply the
-// groups' scales. The same exact integer sum_k sc_g (q_k - 32) a_k as Q6KTiles' two planes.
-struct Q6KSplitTiles {
-  static constexpr int64_t kValues = 256;
-  static constexpr int kChains = 1;
-  static constexpr int kPlanes = 1, kFactors = 1, kWeightBytes = 64;
-  static constexpr bool kMinimums = false, kDirect = false;
-  static constexpr int kSplitGroups = 4;
-  static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = row + b * 210;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(p.sub_scales + (b * kTileRows + i) * 16),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192)));
-      detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
-        constexpr int P = decltype(pair)::value;
-        _mm512_store_si512(
-            p.plane[0] + step_offset(4 * b + P, i, 64),
-            _mm512_sub_epi8(detail_wide::Q6K::levels<P>(block), _mm512_set1_epi8(32)));
-      });
-      p.factor[0][b * kTileRows + i] = half(block + 208);
-    }
-  }
-  // Steps two at a time: step s's sums for value tile v into tile 4 + 2 (s % 2) + v, stored as
-  // sums.plane[s][v].
-  template <int kTiles>
-  static void block_sums(const Panel& p, int64_t b, const uint8_t* inputs0, const uint8_t* inputs1,
-                         BlockSums& sums) {
-    static_assert(kTiles == 1);
-    const uint8_t* weights = p.plane[0] + static_cast<size_t>(4 * b * kTileRows * 64);
-    const size_t row = static_cast<size_t>(64 * b * 64);
-    for (int s = 0; s < 4; s += 2) {
-      _tile_zero(4);
-      _tile_zero(5);
-      _tile_zero(6);
-      _tile_zero(7);
-      _tile_loadd(0, weights + s * kTileRows * 64, 64);
-      _tile_loadd(2, inputs0 + row + 16 * s * 64, 64);
-      _tile_loadd(3, inputs1 + row + 16 * s * 64, 64);
-      _tile_dpbssd(4, 0, 2);
-      _tile_dpbssd(5, 0, 3);
-      _tile_loadd(1, weights + (s + 1) * kTileRows * 64, 64);
-      _tile_loadd(2, inputs0 + row + 16 * (s + 1) * 64, 64);
-      _tile_loadd(3, inputs1 + row + 16 * (s + 1) * 64, 64);
-      _tile_dpbssd(6, 1, 2);
-      _tile_dpbssd(7, 1, 3);
-      _tile_stored(4, sums.plane[s][0], 64);
-      _tile_stored(5, sums.plane[s][1], 64);
-      _tile_stored(6, sums.plane[s + 1][0], 64);
-      _tile_stored(7, sums.plane[s + 1][1], 64);
-    }
-  }
-  static void accumulate(const Panel& p, int64_t b, const BlockSums& sums, int, __m512 scales,
-                         const int32_t*, __m512 acc[16]) {
-    // Lanes 4g .. 4g + 3 of step s's sums are group 4s + g of four tokens.
-    const __m512i step_groups[4] = {
-        _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-        _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
-        _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
-        _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12)};
-    for (int r = 0; r < kTileRows; ++r) {
-      const __m512i group_scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(p.sub_scales + (b * kTileRows + r) * 16)));
-      __m512i scaled[2];
-      for (int v = 0; v < 2; ++v) {
-        const int32_t* steps[4] = {sums.plane[0][v] + 16 * r, sums.plane[1][v] + 16 * r,
-                                   sums.plane[2][v] + 16 * r, sums.plane[3][v] + 16 * r};
-        __m512i total = scaled_step_sums(steps, step_groups, group_scales);
-        // A token's four groups together: every 128-bit lane then holds the four tokens.
-        total = _mm512_add_epi32(total, _mm512_shuffle_i32x4(total, total, 0x4E));
-        scaled[v] = _mm512_add_epi32(total, _mm512_shuffle_i32x4(total, total, 0xB1));
-      }
-      // Tokens 0-3 from the first value tile, 4-7 from the second (lanes 8-15 have no input
-      // scale).
-      const __m512i sum = _mm512_mask_blend_epi32(0xFFF0, scaled[0], scaled[1]);
-      const __m512 scale = _mm512_mul_ps(scales, _mm512_set1_ps(p.factor[0][b * 16 + r]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[r]);
-    }
-  }
-};
-
 template <class T>
 void unpack_panel(const QuantizedMatmulArgs& a, int64_t r0, int rows, int64_t blocks,
                   Panel& panel) {
@@ -1034,7 +951,7 @@ constexpr QuantizedKernels make_table() {
   QuantizedKernels table{"amx-int8", {}};
   table.matmul[4] = &matmul<Q8_0Tiles, Q8_0Rows>;
   table.matmul[8] = &matmul<Q4KTiles, KRows<detail_wide::Q4K>, Q4KSplitTiles>;
-  table.matmul[10] = &matmul<Q6KTiles, KRows<detail_wide::Q6K>, Q6KSplitTiles>;
+  table.matmul[10] = &matmul<Q6KTiles, KRows<detail_wide::Q6K>>;
   return table;
 }
 

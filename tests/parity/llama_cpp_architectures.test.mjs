@@ -8,7 +8,7 @@
 // position; and chatflow quantize's q4_k_m mix gives every tensor llama-quantize's type, with
 // llama-perplexity on it within 1% of on llama-quantize's file. Needs LLAMA_CPP_BIN (a build without AMX, see llama_cpp_parity.test.mjs); skips
 // without it. phi3 needs ../shared's Phi-3 vocabulary (b4748 looks up Phi-3's special tokens).
-import { test, describe, before } from 'node:test';
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -20,6 +20,11 @@ const chatflow = process.env.CHATFLOW_BIN;
 const sourceDir = process.env.CHATFLOW_SOURCE_DIR;
 const skip = !bin ? 'LLAMA_CPP_BIN is not set (llama.cpp b4748 bin folder with llama-quantize and llama-perplexity)' : false;
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'chatflow-architectures-'));
+// Its models are gigabytes: removed when the tests end (CHATFLOW_KEEP_WORK=1 keeps them to look at).
+after(() => {
+  if (process.env.CHATFLOW_KEEP_WORK) console.log(`kept ${work}`);
+  else fs.rmSync(work, { recursive: true, force: true });
+});
 const threads = String(Math.max(1, os.cpus().length));
 const vocabDir = path.join(sourceDir ?? '.', '..', 'shared', 'models', 'vocab');
 const spm = path.join(vocabDir, 'ggml-vocab-llama-spm.gguf');

@@ -9,7 +9,7 @@
 // -DGGML_AVX_VNNI=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON): its AMX kernels quantise the
 // activations their own way, and on the qwen2 q4_1 file its two builds differ by 0.6%
 // (38692.6 with AMX, 38930.1 without; chatflow 38921.8).
-import { test, describe, before } from 'node:test';
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -21,6 +21,11 @@ const chatflow = process.env.CHATFLOW_BIN;
 const sourceDir = process.env.CHATFLOW_SOURCE_DIR;
 const skip = !bin ? 'LLAMA_CPP_BIN is not set (llama.cpp b4748 bin folder with llama-quantize and llama-perplexity)' : false;
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'chatflow-parity-'));
+// Its models are gigabytes: removed when the tests end (CHATFLOW_KEEP_WORK=1 keeps them to look at).
+after(() => {
+  if (process.env.CHATFLOW_KEEP_WORK) console.log(`kept ${work}`);
+  else fs.rmSync(work, { recursive: true, force: true });
+});
 const threads = String(Math.max(1, os.cpus().length));
 
 function run(program, args) {

@@ -13,9 +13,22 @@
 namespace chatflow {
 namespace {
 
+// The templates go in one folder per test process, removed when it ends.
+const std::filesystem::path& template_folder() {
+  static const struct Folder {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("chatflow-templates-" + std::to_string(::getpid()));
+    Folder() { std::filesystem::create_directories(path); }
+    ~Folder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } folder;
+  return folder.path;
+}
+
 std::string write_template(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() /
-              ("chatflow-" + std::to_string(::getpid()) + "-" + name);
+  auto path = template_folder() / name;
   std::ofstream(path) << text;
   return path.string();
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <immintrin.h>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quant_blocks.h"

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <immintrin.h>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quant_blocks.h"
@@ -37,7 +38,7 @@ constexpr QuantizedKernels make_table() {
   table.matmul[2] = &Tiled<Simd, WideLegacyDots<detail_quantized::Q5_0>>::matmul;
   table.matmul[4] = &Tiled<Simd, WideLegacyDots<detail_quantized::Q8_0>>::matmul;
   table.matmul[5] = &Tiled<Simd, WideLegacyDots<detail_quantized::Iq4Nl>>::matmul;
-  table.matmul[8] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q4K>>::matmul;
+  table.matmul[8] = &Tiled<Simd, detail_wide::Q4KSubBlockDots>::matmul;
   table.matmul[9] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q5K>>::matmul;
   table.matmul[10] = &Tiled<Simd, detail_wide::WideDots<detail_wide::Q6K>>::matmul;
   return table;

@@ -11,7 +11,8 @@
 // lanes, converted and scaled by d_weight * d_activation into eight float lanes with one fused
 // multiply-add; the lanes summed in one fixed order at the end. Whatever the number of tokens
 // sharing a block, each token's operations are these, so batching never changes a result.
-// (The including file includes <utility>, <cstring>, <cmath>, <algorithm> and <immintrin.h>.)
+// (The including file includes <utility>, <cstring>, <cmath>, <algorithm>, <vector> and
+// <immintrin.h>.)
 
 namespace detail_quantized {
 
@@ -331,12 +332,25 @@ struct Tiled {
     const int64_t blocks = a.columns / F::kValues;
     TokenActivations x[S::kTokens];
     float out[S::kTokens];
+    // F::kArranged: F reads each token's values in an order of its own, arranged once here.
+    const int8_t* arranged = nullptr;
+    if constexpr (requires { F::kArranged; }) {
+      thread_local std::vector<int8_t> buffer;
+      buffer.resize(static_cast<size_t>(a.tokens * a.columns));
+      for (int64_t t = 0; t < a.tokens; ++t)
+        F::arrange(token_activations(a.x, *a.layout, t).values, blocks,
+                   buffer.data() + t * a.columns);
+      arranged = buffer.data();
+    }
     for (int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRowChunk) {
       const int64_t r1 = std::min(r0 + kRowChunk, a.row_end);
       for (int64_t t0 = 0; t0 < a.tokens; t0 += S::kTokens) {
         const int n = static_cast<int>(std::min<int64_t>(S::kTokens, a.tokens - t0));
         for (int t = 0; t < n; ++t)
           x[t] = token_activations(a.x, *a.layout, t0 + t);
+        if (arranged != nullptr)
+          for (int t = 0; t < n; ++t)
+            x[t].values = arranged + (t0 + t) * a.columns;
         for (int64_t r = r0; r < r1; ++r) {
           dispatch(n, std::make_integer_sequence<int, S::kTokens>{},
                    a.weights + static_cast<size_t>(r) * a.row_bytes, blocks, x, out);

@@ -201,4 +201,92 @@ void WideDots<D>::dot(const uint8_t* row, int64_t blocks, const TokenActivations
     out[t] = _mm512_reduce_add_ps(sums[t]);
 }
 
+// q4_k with every int32 lane of a super-block's dot product holding one sub-block throughout,
+// so one vpdpbusd per 64 values and token sums the products and one multiply per token applies
+// all eight scales, where WideDots takes a maddubs and a vpdpwssd per 64 values.
+//
+// Value step Q (of four) takes from each of the 16 eight-byte words m of the packed levels
+// the words Q, Q + 4, Q + 8 and Q + 12: their low nibbles are values 8Q .. 8Q + 7 of the
+// sub-blocks 0, 2, 4, 6, their high nibbles of 1, 3, 5, 7, so lanes 2k and 2k + 1 hold
+// sub-block kSubBlockOfPair[k] in every step. The activations are arranged once per call
+// (arrange) into the same order. A lane sums 16 products of a level (0..15) and an int8
+// (|a| <= 127), so it fits an int16 and vpmaddwd applies its scale exactly.
+struct Q4KSubBlockDots {
+  static constexpr int64_t kValues = 256;
+  static constexpr bool kArranged = true;
+
+  // Word 8Q + k of an arranged block is word 8 (k % 4) + 4 (k / 4) + Q of the activations.
+  static void arrange(const int8_t* values, int64_t blocks, int8_t* out) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int8_t* in = values + 256 * b;
+      int8_t* to = out + 256 * b;
+      for (int q = 0; q < 4; ++q)
+        for (int k = 0; k < 8; ++k)
+          std::memcpy(to + 8 * (8 * q + k), in + 8 * (8 * (k % 4) + 4 * (k / 4) + q), 8);
+    }
+  }
+
+  template <int Q>
+  static __m512i levels(__m512i low_words, __m512i high_words) {
+    const __m512i words = _mm512_permutex2var_epi64(
+        low_words, _mm512_setr_epi64(Q, Q + 4, Q + 8, Q + 12, Q, Q + 4, Q + 8, Q + 12), high_words);
+    return _mm512_and_si512(_mm512_srlv_epi64(words, _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm512_set1_epi8(0x0F));
+  }
+
+  template <int N>
+  static void dot(const uint8_t* row, int64_t blocks, const TokenActivations* x, float* out);
+};
+
+template <int N>
+void Q4KSubBlockDots::dot(const uint8_t* row, int64_t blocks, const TokenActivations* x,
+                          float* out) {
+  __m512 sums[N];
+  for (int t = 0; t < N; ++t)
+    sums[t] = _mm512_setzero_ps();
+  // Byte j of the eight scales (or minimums) is sub-block j's: lane pairs take them in the
+  // order the steps give (0, 2, 4, 6, 1, 3, 5, 7); the group corrections in the natural order.
+  const __m128i lane_order = _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 1, 1, 3, 3, 5, 5, 7, 7);
+  const __m128i group_order = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + b * Q4K::kBytes;
+    prefetch_ahead<Q4K>(block);
+    uint32_t w0, w1, w2;
+    std::memcpy(&w0, block + 4, 4);
+    std::memcpy(&w1, block + 8, 4);
+    std::memcpy(&w2, block + 12, 4);
+    const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    const __m128i scale_bytes = _mm_setr_epi32(
+        static_cast<int>(w0 & low6), static_cast<int>((w2 & low4) | (((w0 >> 6) & low2) << 4)),
+        static_cast<int>(w1 & low6),
+        static_cast<int>(((w2 >> 4) & low4) | (((w1 >> 6) & low2) << 4)));
+    const __m512i scales = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(scale_bytes, lane_order));
+    const __m512 correction_weights = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_shuffle_epi8(_mm_srli_si128(scale_bytes, 8), group_order))),
+        _mm512_set1_ps(-half(block + 2)));
+    const float d = half(block);
+    const __m512i low_words = load512(block + 16), high_words = load512(block + 80);
+    const __m512i levels[4] = {Q4KSubBlockDots::levels<0>(low_words, high_words),
+                               Q4KSubBlockDots::levels<1>(low_words, high_words),
+                               Q4KSubBlockDots::levels<2>(low_words, high_words),
+                               Q4KSubBlockDots::levels<3>(low_words, high_words)};
+#pragma GCC unroll 8
+    for (int t = 0; t < N; ++t) {
+      const auto* inputs = reinterpret_cast<const uint8_t*>(x[t].values + 256 * b);
+      __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[0], load512(inputs));
+      dots = _mm512_dpbusd_epi32(dots, levels[1], load512(inputs + 64));
+      dots = _mm512_dpbusd_epi32(dots, levels[2], load512(inputs + 128));
+      dots = _mm512_dpbusd_epi32(dots, levels[3], load512(inputs + 192));
+      const __m512i scaled = _mm512_madd_epi16(dots, scales);
+      sums[t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(scaled), _mm512_set1_ps(x[t].scales[b] * d), sums[t]);
+      sums[t] =
+          _mm512_fmadd_ps(correction_weights, _mm512_loadu_ps(x[t].scaled_sums + 16 * b), sums[t]);
+    }
+  }
+  for (int t = 0; t < N; ++t)
+    out[t] = _mm512_reduce_add_ps(sums[t]);
+}
+
 }  // namespace detail_wide

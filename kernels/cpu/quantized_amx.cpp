@@ -580,18 +580,6 @@ inline void super_block_sums(const Panel& p, int64_t b, const uint8_t* inputs0,
   }
 }
 
-// A q4_k block's sub-block scales (bytes 0-7) and minimums (8-15), six bits each.
-inline __m128i q4k_scale_bytes(const uint8_t* block) {
-  uint32_t packed[3];
-  std::memcpy(packed, block + 4, 12);
-  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-  return _mm_setr_epi32(
-      static_cast<int>(packed[0] & low6),
-      static_cast<int>((packed[2] & low4) | (((packed[0] >> 6) & low2) << 4)),
-      static_cast<int>(packed[1] & low6),
-      static_cast<int>(((packed[2] >> 4) & low4) | (((packed[1] >> 6) & low2) << 4)));
-}
-
 // The minimums as int16 pairs (m_2p, m_2p+1), and the block's two float factors.
 inline void q4k_minimums_and_factors(const uint8_t* block, __m128i bytes, int64_t b, int i,
                                      Panel& p) {
@@ -627,7 +615,7 @@ struct Q4KTiles {
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * 144;
-      const __m128i bytes = q4k_scale_bytes(block);
+      const __m128i bytes = detail_wide::k4_scale_bytes(block + 4);
       const __m512i source = _mm512_zextsi128_si512(bytes);
       detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
         constexpr int P = decltype(pair)::value;
@@ -681,7 +669,7 @@ struct Q4KSplitTiles {
   static void unpack(const uint8_t* row, int64_t blocks, int i, Panel& p) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = row + b * 144;
-      const __m128i bytes = q4k_scale_bytes(block);
+      const __m128i bytes = detail_wide::k4_scale_bytes(block + 4);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(p.sub_scales + (b * kTileRows + i) * 16), bytes);
       detail_quantized::unrolled(std::make_integer_sequence<int, 4>{}, [&](auto pair) {
         constexpr int P = decltype(pair)::value;

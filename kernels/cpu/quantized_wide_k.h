@@ -37,19 +37,21 @@ struct WideHeader {
   __m256i corrections;  // 16 int16, one per group
 };
 
-// q4_k and q5_k: 6-bit scales and mins of eight sub-blocks, packed in 12 bytes.
-inline void k4_scales(const uint8_t* packed, WideHeader& h) {
-  uint32_t a, b, c;
-  std::memcpy(&a, packed, 4);
-  std::memcpy(&b, packed + 4, 4);
-  std::memcpy(&c, packed + 8, 4);
+// q4_k and q5_k: the 6-bit scales and mins of eight sub-blocks, packed in 12 bytes, as bytes
+// (0-7: sub-block j's scale, 8-15: its min).
+inline __m128i k4_scale_bytes(const uint8_t* packed) {
+  uint32_t words[3];
+  std::memcpy(words, packed, 12);
   const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-  const uint32_t scales_low = a & low6;
-  const uint32_t scales_high = (c & low4) | (((a >> 6) & low2) << 4);
-  const uint32_t mins_low = b & low6;
-  const uint32_t mins_high = ((c >> 4) & low4) | (((b >> 6) & low2) << 4);
-  const __m128i bytes = _mm_setr_epi32(static_cast<int>(scales_low), static_cast<int>(scales_high),
-                                       static_cast<int>(mins_low), static_cast<int>(mins_high));
+  return _mm_setr_epi32(
+      static_cast<int>(words[0] & low6),
+      static_cast<int>((words[2] & low4) | (((words[0] >> 6) & low2) << 4)),
+      static_cast<int>(words[1] & low6),
+      static_cast<int>(((words[2] >> 4) & low4) | (((words[1] >> 6) & low2) << 4)));
+}
+
+inline void k4_scales(const uint8_t* packed, WideHeader& h) {
+  const __m128i bytes = k4_scale_bytes(packed);
   const __m128i words_scales = _mm_cvtepu8_epi16(bytes);  // 8 sub-block scales
   const __m128i words_mins = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
   // Each sub-block is two groups of 16.
@@ -208,7 +210,7 @@ void WideDots<D>::dot(const uint8_t* row, int64_t blocks, const TokenActivations
 // Value step Q (of four) takes from each of the 16 eight-byte words m of the packed levels
 // the words Q, Q + 4, Q + 8 and Q + 12: their low nibbles are values 8Q .. 8Q + 7 of the
 // sub-blocks 0, 2, 4, 6, their high nibbles of 1, 3, 5, 7, so lanes 2k and 2k + 1 hold
-// sub-block kSubBlockOfPair[k] in every step. The activations are arranged once per call
+// sub-block (0, 2, 4, 6, 1, 3, 5, 7)[k] in every step. The activations are arranged once per call
 // (arrange) into the same order. A lane sums 16 products of a level (0..15) and an int8
 // (|a| <= 127), so it fits an int16 and vpmaddwd applies its scale exactly.
 struct Q4KSubBlockDots {
@@ -251,15 +253,7 @@ void Q4KSubBlockDots::dot(const uint8_t* row, int64_t blocks, const TokenActivat
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block = row + b * Q4K::kBytes;
     prefetch_ahead<Q4K>(block);
-    uint32_t w0, w1, w2;
-    std::memcpy(&w0, block + 4, 4);
-    std::memcpy(&w1, block + 8, 4);
-    std::memcpy(&w2, block + 12, 4);
-    const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
-    const __m128i scale_bytes = _mm_setr_epi32(
-        static_cast<int>(w0 & low6), static_cast<int>((w2 & low4) | (((w0 >> 6) & low2) << 4)),
-        static_cast<int>(w1 & low6),
-        static_cast<int>(((w2 >> 4) & low4) | (((w1 >> 6) & low2) << 4)));
+    const __m128i scale_bytes = k4_scale_bytes(block + 4);
     const __m512i scales = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(scale_bytes, lane_order));
     const __m512 correction_weights = _mm512_mul_ps(
         _mm512_cvtepi32_ps(

@@ -2,7 +2,8 @@
 // rope_freqs and with YaRN, qwen2 with and without YaRN, the mixtures of experts (llama with
 // experts as Mixtral has them, qwen2moe with its shared expert), gemma2 (26 layers: b4748 only loads
 // Gemma 2's published depths), phi3 with short and with long (LongRoPE) factors. For each, in
-// f32, f16 and (llama-quantize) q4_k_m: chatflow's perplexity within 0.5% of llama-perplexity's,
+// f32, f16 and (llama-quantize) q4_k_m: chatflow's perplexity within 0.5% of llama-perplexity's
+// (2% for gemma2's q4_k_m, see its entry),
 // and, stricter, the KL divergence of chatflow's next-token distributions from the ones
 // llama-perplexity saved (--kl-divergence-base) with the top token the same at every scored
 // position; and chatflow quantize's q4_k_m mix gives every tensor llama-quantize's type, with
@@ -61,7 +62,14 @@ const families = [
   { name: 'qwen2-yarn', args: ['--arch', 'qwen2', '--layers', '2', '--weight-scale', '0.05', '--rope-scaling', 'yarn'], vocab: spm },
   { name: 'mixtral', args: ['--arch', 'llama', '--layers', '2', '--weight-scale', '0.05', '--experts', '4', '--experts-used', '2'], vocab: spm },
   { name: 'qwen2moe', args: ['--arch', 'qwen2moe', '--layers', '2', '--weight-scale', '0.05', '--experts', '4', '--experts-used', '2'], vocab: spm },
-  { name: 'gemma2', args: ['--arch', 'gemma2', '--layers', '26', '--sliding-window', '48', '--weight-scale', '0.02'], vocab: spm },
+  // 26 layers compound the 8-bit activation rounding: a last-bit difference in a product turns
+  // into a whole quantisation step a few layers on. Summing the same exact integer products in
+  // another float order (avx512_vnni's q4_k kernel before and after its lanes held sub-blocks)
+  // moved chatflow's q4_k_m perplexity from -0.69% to -1.24% of llama.cpp's, and the avx2 and
+  // avx512 kernel sets gave +0.38% and -0.93%, all with the same KL (6.1-6.2e-4) and top token.
+  // So the quantised perplexity gets 2% here; the KL and top-token checks stay as strict.
+  { name: 'gemma2', args: ['--arch', 'gemma2', '--layers', '26', '--sliding-window', '48', '--weight-scale', '0.02'], vocab: spm,
+    quantisedPerplexityTolerance: 0.02 },
   { name: 'phi3', args: ['--arch', 'phi3', '--layers', '2', '--weight-scale', '0.05', '--sliding-window', '48'], vocab: phi3Vocab },
   { name: 'phi3-longrope', args: ['--arch', 'phi3', '--layers', '2', '--weight-scale', '0.05', '--sliding-window', '48', '--rope-scaling', 'longrope'], vocab: phi3Vocab },
 ];
@@ -76,7 +84,8 @@ for (const family of families) {
       run(chatflow, ['make-model', ...shape, ...family.args, '--type', 'f32', '--vocab-from', family.vocab, '-o', f32]);
     });
     for (const type of ['f32', 'f16', 'q4_k_m']) {
-      test(`${type}: perplexity within 0.5%, same next-token distributions`, (t) => {
+      const tolerance = type === 'q4_k_m' ? (family.quantisedPerplexityTolerance ?? 0.005) : 0.005;
+      test(`${type}: perplexity within ${tolerance * 100}%, same next-token distributions`, (t) => {
         let model = f32;
         if (type !== 'f32') {
           model = path.join(work, `${family.name}-${type}.gguf`);
@@ -88,7 +97,7 @@ for (const family of families) {
         t.diagnostic(`${family.name} ${type}: llama-perplexity ${reference.toFixed(4)}, chatflow ${ours.perplexity.toFixed(4)} ` +
           `(${((ours.perplexity / reference - 1) * 100).toFixed(4)}%), KL ${ours.kl_divergence.toExponential(2)}, ` +
           `top token ${(ours.top_token_agreement * 100).toFixed(2)}%`);
-        assert.ok(Math.abs(ours.perplexity - reference) <= 0.005 * reference,
+        assert.ok(Math.abs(ours.perplexity - reference) <= tolerance * reference,
           `chatflow's perplexity ${ours.perplexity} vs llama-perplexity's ${reference}`);
         // Quantised, the two engines round activations to 8 bits each its own way; on these calm
         // random models, whose next-token distributions are nearly flat, that flips near-ties.

@@ -35,6 +35,7 @@ void add_eval_retrieval_command(CLI::App& app, CommandBody& selected);
 void add_bench_retrieval_command(CLI::App& app, CommandBody& selected);  // bench/retrieval.cpp
 void add_bench_command(CLI::App& app, CommandBody& selected);            // bench/serving_load.cpp
 void add_bench_graph_command(CLI::App& app, CommandBody& selected);      // bench/graph_overhead.cpp
+void add_bench_kernels_command(CLI::App& app, CommandBody& selected);    // bench/kernel_speed.cpp
 void add_bench_ledger_command(CLI::App& app, CommandBody& selected);     // bench/ledger_cost.cpp
 void add_inspect_command(CLI::App& app, CommandBody& selected);
 void add_tokenize_command(CLI::App& app, CommandBody& selected);    // tokenize_command.cpp

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   add_bench_retrieval_command(app, selected);
   add_bench_command(app, selected);
   add_bench_graph_command(app, selected);
+  add_bench_kernels_command(app, selected);
   add_bench_ledger_command(app, selected);
   add_inspect_command(app, selected);
   add_tokenize_command(app, selected);

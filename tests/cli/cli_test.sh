@@ -268,6 +268,14 @@ check "a bad --trusted-proxies is a usage error" sh -c "test $rc -eq 2 && grep -
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?
 check "no subcommand is a usage error" test $rc -eq 2
+# bench-kernels: one table row per (rows, tokens) pair; a type without an integer kernel is refused.
+"$chatflow" bench-kernels --type q4_k --rows 16 --columns 512 --tokens 1,3 --seconds 0.01 >"$work/out"; rc=$?
+check "bench-kernels exits 0" test $rc -eq 0
+check "bench-kernels measures both token counts" test "$(grep -cE '^\| 16 \| [0-9.]+ \| (1|3) \| [0-9.]+ \| [0-9.]+ \|$' "$work/out")" -eq 2
+"$chatflow" bench-kernels --type f16 2>"$work/err"; rc=$?
+check "bench-kernels refuses f16" test $rc -eq 1
+check "bench-kernels names the types it takes" grep -q "not a type with an integer kernel" "$work/err"
+
 "$chatflow" run graphs/echo.yaml >/dev/null 2>&1; rc=$?
 check "missing --prompt is a usage error" test $rc -eq 2
 

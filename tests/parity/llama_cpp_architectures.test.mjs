@@ -84,7 +84,7 @@ for (const family of families) {
       run(chatflow, ['make-model', ...shape, ...family.args, '--type', 'f32', '--vocab-from', family.vocab, '-o', f32]);
     });
     for (const type of ['f32', 'f16', 'q4_k_m']) {
-      const tolerance = type === 'q4_k_m' ? (family.quantisedPerplexityTolerance ?? 0.005) : 0.005;
+      const tolerance = (type === 'q4_k_m' && family.quantisedPerplexityTolerance) || 0.005;
       test(`${type}: perplexity within ${tolerance * 100}%, same next-token distributions`, (t) => {
         let model = f32;
         if (type !== 'f32') {

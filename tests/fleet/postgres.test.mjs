@@ -6,7 +6,7 @@ import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, modelStages, post, postBytes, runChatflow, scratchPath, sseData, startServer, testModel, writeTemp,
+  addKey, modelStages, post, postBytes, runChatflow, scratchPath, sseData, startServer, testModel, waitFor, writeTemp,
 } from '../server/harness.mjs';
 import { postgresUnavailable, startPostgres } from './postgres_server.mjs';
 
@@ -95,10 +95,17 @@ describe('two replicas sharing PostgreSQL', { skip: unavailable ?? false }, () =
     const spent = served.reduce((sum, response) => sum + response.json.usage.total_tokens, 0);
     assert.ok(spent <= allowance, `the served requests spent ${spent} of ${allowance}`);
 
-    // Every replica reports the same ledger, which holds exactly what was served.
+    // Every replica reports the same ledger, which holds exactly what was served once each
+    // replica's writer thread has settled (a response goes out before its settlement commits).
     for (const replica of replicas) {
-      const response = await fetch(`${replica.url}/v1/usage?tenant=capped`, { headers: as(admin) });
-      const { data } = await response.json();
+      const usage = async () => {
+        const response = await fetch(`${replica.url}/v1/usage?tenant=capped`, { headers: as(admin) });
+        return (await response.json()).data;
+      };
+      const data = await waitFor(async () => {
+        const rows = await usage();
+        return rows.length === 1 && rows[0].requests >= served.length ? rows : undefined;
+      }, { what: `the ledger of ${replica.url} to hold the ${served.length} served requests` });
       assert.equal(data.length, 1);
       assert.equal(data[0].requests, served.length);
       assert.equal(data[0].total_tokens, spent);

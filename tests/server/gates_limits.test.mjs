@@ -146,7 +146,11 @@ describe('token reservation and quota', () => {
     assert.equal(refused.json.error.type, 'insufficient_quota');
     // Refused as soon as what a request may use no longer fits: the allowance is never passed.
     assert.match(refused.json.error.message, /quota of 60 tokens this month has \d+ left, and this request may use \d+/);
-    const { body } = await usageOf(admin, '?tenant=globex');
+    // A response leaves before the ledger's writer commits its row.
+    const body = await waitFor(async () => {
+      const { body: usage } = await usageOf(admin, '?tenant=globex');
+      return usage.data.length === 1 && usage.data[0].total_tokens > 0 ? usage : undefined;
+    }, { what: "globex's ledger row" });
     assert.ok(body.data[0].total_tokens > 0 && body.data[0].total_tokens <= 60, JSON.stringify(body));
     assert.equal(body.data[0].quota_tokens, 60);
     assert.equal(body.data[0].remaining_tokens, 60 - body.data[0].total_tokens);
@@ -154,7 +158,10 @@ describe('token reservation and quota', () => {
   });
 
   test('/v1/usage: admins see every tenant, others only their own', async () => {
-    const all = await usageOf(admin);
+    const all = await waitFor(async () => {
+      const usage = await usageOf(admin);
+      return usage.status !== 200 || usage.body.data.length >= 2 ? usage : undefined;
+    }, { what: 'the ledger rows of both tenants' });
     assert.equal(all.status, 200);
     assert.deepEqual(all.body.data.map((row) => row.tenant).sort(), ['acme', 'globex']);
     assert.equal(all.body.period, 'month');

@@ -332,14 +332,17 @@ struct Tiled {
     const int64_t blocks = a.columns / F::kValues;
     TokenActivations x[S::kTokens];
     float out[S::kTokens];
-    // F::kArranged: F reads each token's values in an order of its own, arranged once here.
+    // F::kArranged: F reads each token's values in an order of its own (F::arranged_bytes(blocks)
+    // of them per token), arranged once here.
     const int8_t* arranged = nullptr;
+    int64_t arranged_stride = 0;
     if constexpr (requires { F::kArranged; }) {
       thread_local std::vector<int8_t> buffer;
-      buffer.resize(static_cast<size_t>(a.tokens * a.columns));
+      arranged_stride = F::arranged_bytes(blocks);
+      buffer.resize(static_cast<size_t>(a.tokens * arranged_stride));
       for (int64_t t = 0; t < a.tokens; ++t)
         F::arrange(token_activations(a.x, *a.layout, t).values, blocks,
-                   buffer.data() + t * a.columns);
+                   buffer.data() + t * arranged_stride);
       arranged = buffer.data();
     }
     for (int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRowChunk) {
@@ -350,7 +353,7 @@ struct Tiled {
           x[t] = token_activations(a.x, *a.layout, t0 + t);
         if (arranged != nullptr)
           for (int t = 0; t < n; ++t)
-            x[t].values = arranged + (t0 + t) * a.columns;
+            x[t].values = arranged + (t0 + t) * arranged_stride;
         for (int64_t r = r0; r < r1; ++r) {
           dispatch(n, std::make_integer_sequence<int, S::kTokens>{},
                    a.weights + static_cast<size_t>(r) * a.row_bytes, blocks, x, out);

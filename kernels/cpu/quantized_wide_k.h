@@ -217,6 +217,7 @@ struct Q4KSubBlockDots {
   static constexpr int64_t kValues = 256;
   static constexpr bool kArranged = true;
 
+  static int64_t arranged_bytes(int64_t blocks) { return 256 * blocks; }
   // Word 8Q + k of an arranged block is word 8 (k % 4) + 4 (k / 4) + Q of the activations.
   static void arrange(const int8_t* values, int64_t blocks, int8_t* out) {
     for (int64_t b = 0; b < blocks; ++b) {

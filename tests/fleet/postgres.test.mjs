@@ -98,12 +98,9 @@ describe('two replicas sharing PostgreSQL', { skip: unavailable ?? false }, () =
     // Every replica reports the same ledger, which holds exactly what was served once each
     // replica's writer thread has settled (a response goes out before its settlement commits).
     for (const replica of replicas) {
-      const usage = async () => {
-        const response = await fetch(`${replica.url}/v1/usage?tenant=capped`, { headers: as(admin) });
-        return (await response.json()).data;
-      };
       const data = await waitFor(async () => {
-        const rows = await usage();
+        const response = await fetch(`${replica.url}/v1/usage?tenant=capped`, { headers: as(admin) });
+        const rows = (await response.json()).data;
         return rows.length === 1 && rows[0].requests >= served.length ? rows : undefined;
       }, { what: `the ledger of ${replica.url} to hold the ${served.length} served requests` });
       assert.equal(data.length, 1);

@@ -19,6 +19,14 @@ SchemaError::SchemaError(std::string keyword, std::string pointer, std::string m
       pointer_(std::move(pointer)),
       detail_(std::move(message)) {}
 
+void WorkBudget::check() const {
+  if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed))
+    throw GrammarWorkCancelled();
+  if (deadline != std::chrono::steady_clock::time_point::max() &&
+      std::chrono::steady_clock::now() > deadline)
+    throw GrammarLimitExceeded("the grammar's work ran past its time budget");
+}
+
 std::vector<CodepointRange> normalize_ranges(std::vector<CodepointRange> ranges, bool negated) {
   std::vector<CodepointRange> merged;
   std::sort(ranges.begin(), ranges.end());
@@ -99,7 +107,8 @@ constexpr int kMaxRepeat = 1'000'000;
 // they are used); literals, sets and sequences are written inline.
 class Lowering {
  public:
-  explicit Lowering(const std::vector<Node>& nodes) : nodes_(nodes), node_rule_(nodes.size(), -1) {}
+  Lowering(const std::vector<Node>& nodes, size_t max_symbols)
+      : nodes_(nodes), node_rule_(nodes.size(), -1), max_symbols_(max_symbols) {}
 
   uint32_t lower_root(int32_t root) {
     uint32_t rule = new_rule();
@@ -119,6 +128,16 @@ class Lowering {
     return static_cast<uint32_t>(rules_.size() - 1);
   }
 
+  // Counts what lowering writes as it goes, so a schema whose grammar would be huge (counted
+  // repeats nested through shared sequences) is refused before it takes the memory.
+  void count(size_t symbols) {
+    emitted_ += symbols;
+    if (emitted_ > max_symbols_)
+      throw GrammarLimitExceeded("the grammar would need more than " +
+                                 std::to_string(max_symbols_) +
+                                 " symbols (counted repeats and long literals add up)");
+  }
+
   uint32_t charset(const std::vector<CodepointRange>& ranges) {
     auto [it, inserted] =
         charset_index_.try_emplace(ranges, static_cast<uint32_t>(charsets_.size()));
@@ -132,10 +151,12 @@ class Lowering {
       case Node::Kind::empty:
         return;
       case Node::Kind::literal:
+        count(node.text.size());
         for (char32_t c : node.text)
           out.push_back({Grammar::SymbolKind::charset, charset({{c, c}})});
         return;
       case Node::Kind::chars:
+        count(1);
         out.push_back({Grammar::SymbolKind::charset, charset(node.ranges)});
         return;
       case Node::Kind::sequence:
@@ -144,6 +165,7 @@ class Lowering {
         return;
       case Node::Kind::choice:
       case Node::Kind::rule:
+        count(1);
         out.push_back({Grammar::SymbolKind::rule, rule_of(id)});
         return;
       case Node::Kind::repeat:
@@ -163,6 +185,7 @@ class Lowering {
     for (int32_t child : node.children) {
       Alternative alternative;
       lower_into(child, alternative);
+      count(1);  // its end
       alternatives.push_back(std::move(alternative));
     }
     rules_[rule] = std::move(alternatives);
@@ -178,6 +201,7 @@ class Lowering {
       rules_[rule].push_back(std::move(item));
       item = {{Grammar::SymbolKind::rule, rule}};
     }
+    count(item.size() * static_cast<size_t>(node.min));
     for (int i = 0; i < node.min; ++i)
       out.insert(out.end(), item.begin(), item.end());
     if (node.max == node.min) return;
@@ -196,6 +220,7 @@ class Lowering {
     }
     std::vector<uint32_t> levels;
     for (int level = 1; level <= node.max - node.min; ++level) {
+      count(item.size() + 3);
       uint32_t rule = new_rule();
       Alternative more = item;
       if (!levels.empty()) more.push_back({Grammar::SymbolKind::rule, levels.back()});
@@ -210,6 +235,8 @@ class Lowering {
   const std::vector<Node>& nodes_;
   std::vector<int64_t> node_rule_;
   std::map<std::vector<CodepointRange>, uint32_t> charset_index_;
+  size_t max_symbols_;
+  size_t emitted_ = 0;
 };
 
 // Rules with at least one alternative that finishes; alternatives using any other are dropped.
@@ -354,10 +381,18 @@ GrammarBuilder::Expr GrammarBuilder::sequence(std::vector<Expr> items) {
 }
 
 GrammarBuilder::Expr GrammarBuilder::choice(std::vector<Expr> alternatives) {
-  if (alternatives.size() == 1) return alternatives[0];
+  // The same expression twice is one reading kept twice over (an anyOf of one $ref repeated),
+  // which only multiplies the matcher's work.
+  std::vector<Expr> distinct;
+  for (Expr alternative : alternatives) {
+    bool seen = std::any_of(distinct.begin(), distinct.end(),
+                            [&](Expr earlier) { return earlier.id == alternative.id; });
+    if (!seen) distinct.push_back(alternative);
+  }
+  if (distinct.size() == 1) return distinct[0];
   Node node;
   node.kind = Node::Kind::choice;
-  for (Expr alternative : alternatives)
+  for (Expr alternative : distinct)
     node.children.push_back(alternative.id);
   if (node.children.empty()) return chars({});  // no alternative: nothing matches
   return add(std::move(node));
@@ -392,10 +427,10 @@ void GrammarBuilder::define(Expr rule, Expr body) {
   node.children = {body.id};
 }
 
-std::shared_ptr<const Grammar> GrammarBuilder::build(Expr root) {
+std::shared_ptr<const Grammar> GrammarBuilder::build(Expr root, const GrammarLimits& limits) {
   if (root.id < 0 || static_cast<size_t>(root.id) >= nodes_.size())
     throw std::invalid_argument("grammar: an expression from another builder");
-  Lowering lowering(nodes_);
+  Lowering lowering(nodes_, limits.max_symbols);
   uint32_t root_rule = lowering.lower_root(root.id);
   auto& rules = lowering.rules_;
   std::vector<bool> productive = prune_unproductive(rules, lowering.charsets_);
@@ -404,6 +439,7 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(Expr root) {
 
   auto grammar = std::make_shared<Grammar>();
   grammar->root_ = root_rule;
+  grammar->limits_ = limits;
   for (const auto& alternatives : rules) {
     grammar->rule_alternatives_.push_back(
         static_cast<uint32_t>(grammar->alternative_starts_.size()));
@@ -445,11 +481,12 @@ GrammarBuilder::Expr GrammarBuilder::any_json_value() {
   return json_->any_value();
 }
 
-std::shared_ptr<const Grammar> compile_json_schema(const boost::json::value& schema) {
+std::shared_ptr<const Grammar> compile_json_schema(const boost::json::value& schema,
+                                                   const GrammarLimits& limits) {
   GrammarBuilder builder;
   GrammarBuilder::Expr root = builder.json_schema(schema);
   try {
-    return builder.build(root);
+    return builder.build(root, limits);
   } catch (const std::invalid_argument& error) {
     // The schema compiler refuses $ref cycles itself; this is the grammar's own safety net.
     bool empty = std::string_view(error.what()).find("no sentence") != std::string_view::npos;

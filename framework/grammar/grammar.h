@@ -5,6 +5,8 @@
 // shared as std::shared_ptr<const Grammar> by every Matcher and TokenMasker over it.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,6 +36,39 @@ class SchemaError : public std::runtime_error {
   std::string detail_;
 };
 
+// What one grammar may cost, so that one request's schema cannot take the engine's memory or
+// time: its size when built (GrammarBuilder::build), the parse stacks one state of it may hold
+// (each a reading of the text so far that is still alive: overlapping anyOf branches and
+// unanchored patterns with long repeats multiply them), and the working memory of computing one
+// state's successors or token mask.
+struct GrammarLimits {
+  size_t max_symbols = 1'000'000;
+  size_t max_stacks = 4096;
+  size_t max_work_bytes = size_t{64} << 20;
+};
+
+// The grammar is larger or more ambiguous than its GrammarLimits allow, or work on it ran past
+// its WorkBudget's deadline. The message says which limit and what it was.
+class GrammarLimitExceeded : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Work on a grammar stopped because its WorkBudget was cancelled (whoever wanted it left).
+class GrammarWorkCancelled : public std::runtime_error {
+ public:
+  GrammarWorkCancelled() : std::runtime_error("grammar work cancelled") {}
+};
+
+// When long work on a grammar (a token mask) gives up: past `deadline` (GrammarLimitExceeded),
+// or once `*cancelled` is set from another thread (GrammarWorkCancelled). Checked every few
+// hundred steps of the work.
+struct WorkBudget {
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  const std::atomic<bool>* cancelled = nullptr;
+  void check() const;
+};
+
 // Code points first..last, inclusive.
 struct CodepointRange {
   uint32_t first;
@@ -61,6 +96,7 @@ class Grammar {
   }
   uint32_t root() const { return root_; }
   size_t rule_count() const { return rule_alternatives_.size() - 1; }
+  const GrammarLimits& limits() const { return limits_; }
 
   bool charset_contains(uint32_t charset, uint32_t code_point) const;
   bool charset_intersects(uint32_t charset, uint32_t first, uint32_t last) const;
@@ -83,6 +119,7 @@ class Grammar {
   std::vector<std::vector<uint32_t>> repeat_levels_;
   std::vector<std::pair<uint32_t, uint32_t>> rule_spans_;  // rule -> its symbols [first, last)
   uint32_t root_ = 0;
+  GrammarLimits limits_;
 };
 
 class GrammarBuilder {
@@ -115,8 +152,10 @@ class GrammarBuilder {
   Expr regex(std::string_view pattern);  // the whole text matches; throws SchemaError (pointer "")
 
   // Throws std::invalid_argument when the grammar is left-recursive (a rule reaches itself
-  // without consuming input) or accepts no sentence at all.
-  std::shared_ptr<const Grammar> build(Expr root);
+  // without consuming input) or accepts no sentence at all, and GrammarLimitExceeded when it
+  // would need more than limits.max_symbols symbols. Every state of the grammar is held to
+  // `limits` from then on.
+  std::shared_ptr<const Grammar> build(Expr root, const GrammarLimits& limits = {});
 
   struct Node;
 
@@ -128,6 +167,13 @@ class GrammarBuilder {
   std::unique_ptr<class JsonGrammar> json_;
 };
 
-std::shared_ptr<const Grammar> compile_json_schema(const boost::json::value& schema);
+std::shared_ptr<const Grammar> compile_json_schema(const boost::json::value& schema,
+                                                   const GrammarLimits& limits = {});
+
+// Throws GrammarLimitExceeded when a few hundred code points, each chosen to keep as many
+// readings alive as possible, take the grammar past limits().max_stacks: a grammar that is
+// refused before it is used rather than failing part-way through an answer. A heuristic: it
+// follows one text, not all of them.
+void probe_ambiguity(const Grammar& grammar, size_t code_points = 128);
 
 }  // namespace chatflow::grammar

@@ -4,7 +4,6 @@
 // and a $ref cycle that writes no JSON text on the way round is refused rather than looped on.
 #include "framework/grammar/json_schema.h"
 
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -273,8 +272,13 @@ class SchemaCompiler {
       if (std::string_view(keyword) == "allOf" && array.size() != 1)
         throw SchemaError("allOf", at, "only a single member is supported");
       std::vector<Expr> alternatives;
-      for (size_t i = 0; i < array.size(); ++i)
-        alternatives.push_back(compile(array[i], child(at, std::to_string(i)), depth + 1));
+      std::set<std::string> members_seen;
+      for (size_t i = 0; i < array.size(); ++i) {
+        Expr member = compile(array[i], child(at, std::to_string(i)), depth + 1);
+        // A member equal to an earlier one allows nothing more, but would double the readings
+        // a matcher keeps (oneOf is enforced as anyOf, so the same holds there).
+        if (members_seen.insert(json::serialize(array[i])).second) alternatives.push_back(member);
+      }
       return b_.choice(std::move(alternatives));
     }
     std::vector<std::string> types = read_types(object, pointer);

@@ -388,27 +388,56 @@ class RegexEmitter {
   std::map<std::vector<CodepointRange>, Expr> memo_;
 };
 
-std::string json_escape(uint32_t c) {
+// How JSON writes a character it must escape: `\` then one of these, or `\u00` and two
+// lowercase hex digits.
+char short_escape(uint32_t c) {
   switch (c) {
     case '"':
-      return "\\\"";
+      return '"';
     case '\\':
-      return "\\\\";
+      return '\\';
     case '\b':
-      return "\\b";
+      return 'b';
     case '\f':
-      return "\\f";
+      return 'f';
     case '\n':
-      return "\\n";
+      return 'n';
     case '\r':
-      return "\\r";
+      return 'r';
     case '\t':
-      return "\\t";
-    default: {
-      static const char kHex[] = "0123456789abcdef";
-      return std::string("\\u00") + kHex[c >> 4] + kHex[c & 15];
+      return 't';
+    default:
+      return 0;
+  }
+}
+
+// The escapes of the characters in `escaped` (each below 0x60), as one expression shaped like a
+// trie: `\` (a short escape | u00 (0 digit | 1 digit)), so that a matcher following it keeps at
+// most two readings where a choice of thirty literals would keep thirty.
+Expr escapes(GrammarBuilder& builder, const std::vector<uint32_t>& escaped) {
+  std::vector<CodepointRange> shorts;
+  std::vector<CodepointRange> low_digits[2];  // \u000X, \u001X
+  constexpr char kHex[] = "0123456789abcdef";
+  for (uint32_t c : escaped) {
+    if (char letter = short_escape(c)) {
+      shorts.push_back({static_cast<uint32_t>(letter), static_cast<uint32_t>(letter)});
+    } else {
+      auto digit = static_cast<uint32_t>(kHex[c & 15]);
+      low_digits[c >> 4].push_back({digit, digit});
     }
   }
+  std::vector<Expr> after_backslash;
+  if (!shorts.empty()) after_backslash.push_back(builder.chars(shorts));
+  std::vector<Expr> after_u00;
+  for (uint32_t high = 0; high < 2; ++high) {
+    if (low_digits[high].empty()) continue;
+    after_u00.push_back(builder.sequence(
+        {builder.literal(std::string(1, kHex[high])), builder.chars(low_digits[high])}));
+  }
+  if (!after_u00.empty())
+    after_backslash.push_back(
+        builder.sequence({builder.literal("u00"), builder.choice(std::move(after_u00))}));
+  return builder.sequence({builder.literal("\\"), builder.choice(std::move(after_backslash))});
 }
 
 }  // namespace
@@ -418,12 +447,13 @@ Expr encode_chars(GrammarBuilder& builder, const std::vector<CodepointRange>& ra
   if (text == RegexText::plain) return builder.chars(ranges);
   std::vector<CodepointRange> safe;
   std::vector<Expr> alternatives;
+  std::vector<uint32_t> escaped;
   for (CodepointRange range : ranges) {
     for (uint32_t c = range.first; c <= std::min<uint32_t>(range.last, 0x5C); ++c)
-      if (c < 0x20 || c == '"' || c == '\\')
-        alternatives.push_back(builder.literal(json_escape(c)));
+      if (c < 0x20 || c == '"' || c == '\\') escaped.push_back(c);
     safe.push_back(range);
   }
+  if (!escaped.empty()) alternatives.push_back(escapes(builder, escaped));
   safe = normalize_ranges(std::move(safe), false);
   std::vector<CodepointRange> specials = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
   std::vector<CodepointRange> allowed;
@@ -446,6 +476,14 @@ Expr compile_regex(GrammarBuilder& builder, std::string_view pattern, RegexText 
   Expr anything = builder.repeat(emitter.chars(normalize_ranges({}, true)), 0, -1);
   std::vector<Expr> alternatives;
   for (const Branch& branch : branches) {
+    // A body that can match nothing is found in any text (with either end free): the branch is
+    // just `anything`, which a matcher follows as one reading rather than one per start and
+    // length (.{0,1000} unanchored would keep a thousand readings alive).
+    if (search && nullable(branch.body) && !(branch.anchored_start && branch.anchored_end)) {
+      emitter.emit(branch.body);  // still refused where it would be refused whole
+      alternatives.push_back(anything);
+      continue;
+    }
     std::vector<Expr> parts;
     if (search && !branch.anchored_start) parts.push_back(anything);
     parts.push_back(emitter.emit(branch.body));

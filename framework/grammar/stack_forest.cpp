@@ -43,19 +43,38 @@ size_t StackForest::VectorHash::operator()(const std::vector<int32_t>& v) const 
   return static_cast<size_t>(hash);
 }
 
+void StackForest::charge(size_t bytes) {
+  bytes_ += bytes;
+  size_t limit = grammar_.limits().max_work_bytes;
+  if (bytes_ > limit)
+    throw GrammarLimitExceeded("the grammar's parse states took more than " +
+                               std::to_string(limit >> 20) + " MiB of working memory");
+}
+
+// The byte counts below are what each entry costs with its share of the hash tables.
 int32_t StackForest::frame(uint32_t position, int32_t below) {
   uint64_t key = (static_cast<uint64_t>(position) << 32) | static_cast<uint32_t>(below + 1);
   auto [it, inserted] = node_index_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
-  if (inserted) nodes_.push_back({position, below});
+  if (inserted) {
+    nodes_.push_back({position, below});
+    charge(sizeof(Frame) + 40);
+  }
   return it->second;
 }
 
 int32_t StackForest::set_of(std::vector<int32_t>& members) {
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
+  size_t limit = grammar_.limits().max_stacks;
+  if (members.size() > limit)
+    throw GrammarLimitExceeded(
+        "the grammar keeps more than " + std::to_string(limit) +
+        " readings of the text alive at once (anyOf branches that overlap, or an unanchored "
+        "pattern with a long repeat: anchor it with ^...$ or make the branches distinct)");
   auto it = set_index_.find(members);
   if (it != set_index_.end()) return it->second;
   int32_t id = static_cast<int32_t>(sets_.size());
+  charge(2 * members.size() * sizeof(int32_t) + 96);
   sets_.push_back(members);
   set_index_.emplace(members, id);
   return id;
@@ -65,10 +84,34 @@ int32_t StackForest::walk_of(int32_t set, uint32_t pending) {
   uint64_t key = (static_cast<uint64_t>(set) << 32) | pending;
   auto [it, inserted] = walk_index_.try_emplace(key, static_cast<int32_t>(walks_.size()));
   if (inserted) {
+    charge(256 * sizeof(int32_t) + sizeof(WalkState) + 40);
     walks_.push_back({set, pending});
     steps_.resize(walks_.size() * 256, kUnknown);
   }
   return it->second;
+}
+
+std::vector<uint32_t> StackForest::sample_next(int32_t walk, size_t limit) const {
+  std::vector<uint32_t> code_points;
+  if (walks_[walk].pending != 0) return code_points;
+  auto symbols = grammar_.symbols();
+  std::vector<uint32_t> seen;
+  for (int32_t member : sets_[walks_[walk].set]) {
+    if (member == kFinished) continue;
+    uint32_t charset = symbols[nodes_[member].position].value;
+    if (std::find(seen.begin(), seen.end(), charset) != seen.end()) continue;
+    seen.push_back(charset);
+    for (uint32_t c = 0; c < 128; ++c) {  // ASCII first: what JSON text is mostly made of
+      if (grammar_.charset_contains(charset, c)) {
+        code_points.push_back(c);
+        break;
+      }
+    }
+    if (code_points.size() >= limit) break;
+  }
+  std::sort(code_points.begin(), code_points.end());
+  code_points.erase(std::unique(code_points.begin(), code_points.end()), code_points.end());
+  return code_points;
 }
 
 int32_t StackForest::close(std::vector<int32_t>& seeds) {
@@ -240,6 +283,24 @@ size_t Matcher::hash() const {
   for (uint32_t x : state_)
     hash = (hash ^ x) * 0x100000001b3ULL;
   return static_cast<size_t>(hash);
+}
+
+}  // namespace chatflow::grammar
+
+namespace chatflow::grammar {
+
+void probe_ambiguity(const Grammar& grammar, size_t code_points) {
+  StackForest forest(grammar);
+  int32_t walk = forest.initial();
+  for (size_t i = 0; i < code_points && walk >= 0; ++i) {
+    int32_t widest = StackForest::kDead;
+    for (uint32_t code_point : forest.sample_next(walk, 16)) {
+      int32_t next = forest.step(walk, static_cast<uint8_t>(code_point));
+      if (next >= 0 && (widest < 0 || forest.stack_count(next) > forest.stack_count(widest)))
+        widest = next;
+    }
+    walk = widest;
+  }
 }
 
 }  // namespace chatflow::grammar

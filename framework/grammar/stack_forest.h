@@ -19,6 +19,8 @@ class StackForest {
   static constexpr int32_t kFinished = -2;  // the empty stack: a complete sentence
   static constexpr int32_t kUnknown = -3;   // a step not yet taken
 
+  // Throws GrammarLimitExceeded when a state would hold more than grammar.limits().max_stacks
+  // stacks, or the forest would take more than max_work_bytes.
   explicit StackForest(const Grammar& grammar) : grammar_(grammar) {}
 
   int32_t initial();
@@ -35,6 +37,11 @@ class StackForest {
   }
 
   size_t node_count() const { return nodes_.size(); }
+  // The stacks of a walk state (a finished sentence counting as one).
+  size_t stack_count(int32_t walk) const { return sets_[walks_[walk].set].size(); }
+  // The code points the tops of a walk state's stacks accept, one per distinct character set
+  // (the first of the set), at most `limit` of them; none while a code point is incomplete.
+  std::vector<uint32_t> sample_next(int32_t walk, size_t limit) const;
 
  private:
   struct Frame {
@@ -57,7 +64,11 @@ class StackForest {
   bool any_top_intersects(int32_t set, uint32_t first, uint32_t last) const;
   int32_t compute_step(int32_t walk, uint8_t byte);
 
+  // What the forest holds, roughly in bytes, against the grammar's max_work_bytes.
+  void charge(size_t bytes);
+
   const Grammar& grammar_;
+  size_t bytes_ = 0;
   std::vector<Frame> nodes_;
   std::unordered_map<uint64_t, int32_t> node_index_;
   std::vector<std::vector<int32_t>> sets_;

@@ -80,8 +80,8 @@ size_t TokenMasker::KeyHash::operator()(const std::vector<uint32_t>& key) const 
   return static_cast<size_t>(hash);
 }
 
-std::shared_ptr<const std::vector<uint64_t>> TokenMasker::allowed(const Matcher& state) {
-  // The key: the state with its positions clamped (see Grammar::clamped_positions).
+// The state with its positions clamped (see Grammar::clamped_positions).
+std::vector<uint32_t> TokenMasker::key_of(const Matcher& state) const {
   std::vector<uint32_t> key = state.state();
   size_t at = 1;
   for (uint32_t stack = 0; stack < key[0]; ++stack) {
@@ -89,6 +89,22 @@ std::shared_ptr<const std::vector<uint64_t>> TokenMasker::allowed(const Matcher&
     for (uint32_t i = 0; i < length; ++i, ++at)
       key[at] = clamp_[key[at]];
   }
+  return key;
+}
+
+std::shared_ptr<const std::vector<uint64_t>> TokenMasker::cached(const Matcher& state) {
+  std::vector<uint32_t> key = key_of(state);
+  std::lock_guard lock(mutex_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return nullptr;
+  recent_.splice(recent_.begin(), recent_, it->second);
+  ++stats_.hits;
+  return it->second->second;
+}
+
+std::shared_ptr<const std::vector<uint64_t>> TokenMasker::allowed(const Matcher& state,
+                                                                  const WorkBudget& budget) {
+  std::vector<uint32_t> key = key_of(state);
   {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(key);
@@ -98,7 +114,7 @@ std::shared_ptr<const std::vector<uint64_t>> TokenMasker::allowed(const Matcher&
       return it->second->second;
     }
   }
-  Mask mask = compute(key);
+  Mask mask = compute(key, budget);
   std::lock_guard lock(mutex_);
   ++stats_.misses;
   if (cache_.count(key) == 0) {
@@ -117,14 +133,20 @@ TokenMasker::Stats TokenMasker::stats() const {
   return stats_;
 }
 
-TokenMasker::Mask TokenMasker::compute(const std::vector<uint32_t>& key) const {
+TokenMasker::Mask TokenMasker::compute(const std::vector<uint32_t>& key,
+                                       const WorkBudget& budget) const {
   const TokenTable& table = *tokens_;
+  budget.check();
   auto mask = std::make_shared<std::vector<uint64_t>>((table.token_bytes.size() + 63) / 64, 0);
   StackForest forest(*grammar_);
   int32_t root = forest.import(key);
   std::vector<std::pair<uint32_t, int32_t>> path;  // (subtree end, walk state) of the ancestors
   size_t count = table.trie_byte.size();
+  size_t visits = 0;
   for (size_t i = 0; i < count;) {
+    // A step of an ambiguous grammar may take milliseconds: look at the clock and the cancel
+    // flag often enough that either stops the walk promptly.
+    if (++visits % 64 == 0) budget.check();
     while (!path.empty() && path.back().first <= i)
       path.pop_back();
     int32_t parent = path.empty() ? root : path.back().second;

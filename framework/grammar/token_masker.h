@@ -38,8 +38,12 @@ class TokenMasker {
               size_t cache_capacity = 4096);
 
   // Bit i (word i / 64, bit i % 64) set: token i can come next from `state` (advance would
-  // succeed). Cached per state, least recently used dropped first.
-  std::shared_ptr<const std::vector<uint64_t>> allowed(const Matcher& state);
+  // succeed). Cached per state, least recently used dropped first. A mask not cached is computed
+  // within `budget` and the grammar's limits (GrammarLimitExceeded, GrammarWorkCancelled).
+  std::shared_ptr<const std::vector<uint64_t>> allowed(const Matcher& state,
+                                                       const WorkBudget& budget = {});
+  // The cached mask of `state`, or null: a lookup that never computes.
+  std::shared_ptr<const std::vector<uint64_t>> cached(const Matcher& state);
 
   struct Stats {
     uint64_t hits = 0;
@@ -54,7 +58,8 @@ class TokenMasker {
   struct KeyHash {
     size_t operator()(const std::vector<uint32_t>& key) const;
   };
-  Mask compute(const std::vector<uint32_t>& key) const;
+  std::vector<uint32_t> key_of(const Matcher& state) const;
+  Mask compute(const std::vector<uint32_t>& key, const WorkBudget& budget) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenTable> tokens_;

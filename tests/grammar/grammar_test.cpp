@@ -4,6 +4,7 @@
 #include "framework/grammar/grammar.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <regex>
@@ -648,6 +649,124 @@ TEST(TokenMasker, ApplyMaskForbidsTheRest) {
   apply_mask(mask, logits.data(), logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     EXPECT_EQ(std::isinf(logits[i]), !(i == 0 || i == 2 || i == 65)) << i;
+}
+
+// --- what one grammar may cost (GrammarLimits, WorkBudget) ---
+
+// An anyOf of `count` copies of {"type": "string", "pattern": PATTERN}.
+std::string any_of_patterns(int count, const std::string& pattern) {
+  json::array members;
+  for (int i = 0; i < count; ++i)
+    members.push_back(json::object{{"type", "string"}, {"pattern", pattern}});
+  return json::serialize(json::object{{"anyOf", members}});
+}
+
+size_t readings(const Matcher& matcher) {
+  return matcher.state()[0];
+}
+
+TEST(GrammarLimits, AnUnanchoredPatternThatCanMatchNothingIsOneReadingOfAnyText) {
+  // The outside probe's schema: 50 branches of .{0,1000}, unanchored. Each such pattern matches
+  // every string, so it holds as many readings as one `^.*$`, however long the text.
+  auto probe = compile_json_schema(json::parse(any_of_patterns(50, ".{0,1000}")));
+  auto plain = schema(R"({"type":"string","pattern":"^.*$"})");
+  std::string text = "\"" + std::string(300, 'x');
+  Matcher probed(probe);
+  Matcher single(plain);
+  ASSERT_TRUE(probed.advance(text));
+  ASSERT_TRUE(single.advance(text));
+  EXPECT_EQ(readings(probed), readings(single));
+  EXPECT_TRUE(accepts(probe, text + "\""));
+  EXPECT_FALSE(accepts(probe, text + "\n\""));  // '.' is not a line break
+  EXPECT_FALSE(accepts(probe, text)) << "still a JSON string: it must close";
+}
+
+TEST(GrammarLimits, RepeatedAnyOfMembersAddNoReadings) {
+  auto once = compile_json_schema(json::parse(any_of_patterns(1, "x.{0,20}")));
+  auto many = compile_json_schema(json::parse(any_of_patterns(50, "x.{0,20}")));
+  Matcher one(once), fifty(many);
+  ASSERT_TRUE(one.advance("\"axxb"));
+  ASSERT_TRUE(fifty.advance("\"axxb"));
+  EXPECT_EQ(one.state(), fifty.state());
+}
+
+TEST(GrammarLimits, AStateWithMoreReadingsThanItsLimitIsRefused) {
+  GrammarBuilder b;
+  std::vector<GrammarBuilder::Expr> words;
+  for (int i = 0; i < 20; ++i)
+    words.push_back(b.sequence({b.literal("a"), b.literal(std::to_string(i))}));
+  GrammarLimits limits;
+  limits.max_stacks = 8;
+  auto grammar = b.build(b.choice(words), limits);
+  EXPECT_THROW(Matcher{grammar}, GrammarLimitExceeded);  // 20 readings at the start
+  limits.max_stacks = 20;
+  auto roomy = b.build(b.choice(words), limits);
+  Matcher matcher(roomy);
+  EXPECT_TRUE(matcher.advance("a1"));
+}
+
+TEST(GrammarLimits, ProbeRefusesAGrammarWhoseReadingsMultiplyAsItGoes) {
+  // Unanchored x.{0,1000} fifty times over (distinct members, so none is dropped): every 'x'
+  // opens fifty more readings.
+  json::array members;
+  for (int i = 0; i < 50; ++i)
+    members.push_back(
+        json::object{{"type", "string"}, {"pattern", "x.{0," + std::to_string(900 + i) + "}"}});
+  auto grammar = compile_json_schema(json::object{{"anyOf", members}});
+  EXPECT_THROW(probe_ambiguity(*grammar), GrammarLimitExceeded);
+  EXPECT_NO_THROW(probe_ambiguity(*schema(kWalkSchemas[0])));
+  EXPECT_NO_THROW(probe_ambiguity(*schema(R"({"type":"string","pattern":"x.{0,1000}"})")));
+}
+
+TEST(GrammarLimits, BuildRefusesAGrammarLargerThanItsSymbolBudget) {
+  GrammarBuilder b;
+  auto root = b.repeat(b.literal("abc"), 0, 1000);
+  GrammarLimits limits;
+  limits.max_symbols = 2000;
+  EXPECT_THROW(b.build(root, limits), GrammarLimitExceeded);
+  limits.max_symbols = 20000;
+  EXPECT_NO_THROW(b.build(root, limits));
+}
+
+TEST(TokenMasker, CancelledWorkStopsAndCachesNothing) {
+  auto grammar = schema(kWalkSchemas[0]);
+  TokenMasker masker(grammar, make_token_table(small_vocabulary()));
+  Matcher state(grammar);
+  std::atomic<bool> cancelled{true};
+  EXPECT_THROW(masker.allowed(state, {std::chrono::steady_clock::time_point::max(), &cancelled}),
+               GrammarWorkCancelled);
+  EXPECT_EQ(masker.cached(state), nullptr);
+  cancelled = false;
+  auto mask = masker.allowed(state, {std::chrono::steady_clock::time_point::max(), &cancelled});
+  EXPECT_EQ(masker.cached(state), mask);
+}
+
+TEST(TokenMasker, WorkPastItsDeadlineIsRefused) {
+  auto grammar = schema(kWalkSchemas[0]);
+  TokenMasker masker(grammar, make_token_table(small_vocabulary()));
+  Matcher state(grammar);
+  EXPECT_THROW(masker.allowed(state, {std::chrono::steady_clock::now(), nullptr}),
+               GrammarLimitExceeded);
+  EXPECT_EQ(masker.cached(state), nullptr);
+}
+
+TEST(TokenMasker, WorkingMemoryIsBounded) {
+  // Every token of a vocabulary of long words is a new parse state of a counted repeat.
+  std::vector<std::string> vocabulary;
+  for (int i = 0; i < 2000; ++i)
+    vocabulary.push_back("\"" + std::to_string(i * 7919) +
+                         std::string(static_cast<size_t>(i % 40), 'a'));
+  GrammarLimits limits;
+  limits.max_work_bytes = 16 << 10;
+  GrammarBuilder b;
+  auto text = b.sequence({b.literal("\""), b.repeat(b.chars({{'0', '9'}, {'a', 'z'}}), 0, 500)});
+  auto tight = b.build(text, limits);
+  TokenMasker masker(tight, make_token_table(vocabulary));
+  EXPECT_THROW(masker.allowed(Matcher(tight)), GrammarLimitExceeded);
+  limits.max_work_bytes = 64 << 20;
+  auto roomy = b.build(text, limits);
+  TokenMasker roomy_masker(roomy, make_token_table(vocabulary));
+  EXPECT_EQ(*roomy_masker.allowed(Matcher(roomy)), brute_force_mask(Matcher(roomy), vocabulary));
 }
 
 // --- random walks end in valid JSON ---

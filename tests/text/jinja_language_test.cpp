@@ -1,11 +1,16 @@
 // The Jinja language as jinja2 documents it, with transformers' settings (trim_blocks,
 // lstrip_blocks, loop controls, the immutable sandbox). Expected outputs are written by hand
 // from jinja2's behaviour.
+#include <chrono>
+#include <memory>
+#include <optional>
+
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
 #include "framework/text/jinja/chat_inputs.h"
 #include "framework/text/jinja/json.h"
+#include "framework/text/jinja/render_budget.h"
 #include "framework/text/jinja/template.h"
 
 namespace chatflow::jinja {
@@ -332,6 +337,121 @@ TEST(JinjaErrors, NestingTooDeepIsRefusedNotACrash) {
   std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
   EXPECT_NE(syntax_error(deep).message().find("nesting deeper than"), std::string::npos);
   EXPECT_EQ(render("{{ " + std::string(50, '(') + "1" + std::string(50, ')') + " }}"), "1");
+}
+
+// 20,000 links of one kind after `x`, on the template's second line.
+std::string chain(std::string_view link) {
+  std::string source = "line one\n{{ x";
+  for (int i = 0; i < 20000; ++i)
+    source += link;
+  return source + " }}";
+}
+
+TEST(JinjaErrors, LongChainsAreSyntaxErrorsWithTheirPositionNotAStackOverflow) {
+  for (std::string_view link : {" + 1", " ~ 'a'", "|string", ".attribute", "[0]", "()"}) {
+    SyntaxError error = syntax_error(chain(link));
+    EXPECT_EQ(error.position().line, 2) << link;
+    EXPECT_GT(error.position().column, 3) << link;
+    EXPECT_NE(error.message().find("expression nested deeper than 256 levels"), std::string::npos)
+        << link << ": " << error.what();
+  }
+  std::string long_but_fine = "{{ 'a'";
+  for (int i = 0; i < 200; ++i)
+    long_but_fine += " ~ 'a'";
+  EXPECT_EQ(render(long_but_fine + " }}"), std::string(201, 'a'));
+}
+
+std::string render_error_within(std::string_view source, const RenderLimits& limits) {
+  Environment environment;
+  environment.limits = limits;
+  try {
+    Template::parse(source).render({}, environment);
+  } catch (const RenderError& error) {
+    EXPECT_EQ(error.kind(), RenderError::Kind::limit) << error.what();
+    return error.what();
+  }
+  return "(no error)";
+}
+
+TEST(JinjaLimits, TextOverTheSizeBudgetIsARenderError) {
+  // 20 MiB of output from a loop, and 100 MB in one string: each over the default 16 MiB.
+  EXPECT_NE(render_error("{% for i in range(100000) %}{{ 'x' * 210 }}{% endfor %}")
+                .find("more than 16 MiB"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ 'x' * 100000000 }}").find("more than 16 MiB"), std::string::npos);
+  EXPECT_NE(render_error("{{ [1, 2] * 10000000 }}").find("more than 16 MiB"), std::string::npos);
+  EXPECT_NE(render_error("{{ '%9999999999999s' % 'x' }}").find("more than 16 MiB"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ 'x'.center(99999999999) }}").find("more than 16 MiB"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ [[[1]]]|tojson(indent=10000000) }}").find("more than 16 MiB"),
+            std::string::npos);
+  EXPECT_NE(render_error("{{ [1]|batch(10**12, 'x')|list|length }}").find("more than 16 MiB"),
+            std::string::npos);
+  RenderLimits small;
+  small.max_bytes = 1000;
+  EXPECT_NE(render_error_within("{{ 'y' * 600 }}{{ 'y' * 600 }}", small).find("1000 bytes"),
+            std::string::npos);
+  EXPECT_EQ(render("{% for i in range(1000) %}{{ 'x' * 100 }}{% endfor %}").size(), 100000u);
+}
+
+TEST(JinjaLimits, NothingRepeatedAndWidePaddingCostNoTime) {
+  EXPECT_EQ(render("[{{ '' * 10**12 }}{{ [] * 10**12 }}]"), "[[]]");
+  EXPECT_EQ(render("{{ ('%01000000d' % 7)|length }}"), "1000000");
+}
+
+TEST(JinjaLimits, StepsAndTimeAreBounded) {
+  const char* forever =
+      "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+  RenderLimits steps;
+  steps.max_steps = 100000;
+  EXPECT_NE(render_error_within(forever, steps).find("more than 100000 steps"), std::string::npos);
+  RenderLimits time;
+  time.max_time = std::chrono::milliseconds(50);
+  EXPECT_NE(render_error_within(forever, time).find("more than 50 ms"), std::string::npos);
+}
+
+TEST(JinjaLimits, NestingAtRenderTimeIsBounded) {
+  // Lists wrapped in lists by a loop: deeper than the default 512 levels.
+  EXPECT_NE(render_error("{% set box = namespace(v=[]) %}{% for i in range(2000) %}"
+                         "{% set box.v = [box.v] %}{% endfor %}{{ box.v|length }}")
+                .find("nests lists, dicts or namespaces deeper than 512"),
+            std::string::npos);
+  EXPECT_EQ(render("{% set box = namespace(v=[]) %}{% for i in range(100) %}"
+                   "{% set box.v = [box.v] %}{% endfor %}{{ box.v|length }}"),
+            "1");
+  RenderLimits shallow;
+  shallow.max_depth = 20;
+  std::string deep = "{{ 1";
+  for (int i = 0; i < 30; ++i)
+    deep += " + 1";
+  EXPECT_NE(render_error_within(deep + " }}", shallow).find("deeper than 20 levels"),
+            std::string::npos);
+}
+
+// An object that records whether the render let go of what it held.
+class Holder final : public Object {
+ public:
+  explicit Holder(bool& released) : released_(released) {}
+  std::string_view type_name() const override { return "Holder"; }
+  std::optional<Value> attribute(std::string_view) const override { return std::nullopt; }
+  void release_values() override { released_ = true; }
+
+ private:
+  bool& released_;
+};
+
+TEST(JinjaLimits, ObjectsMadeDuringARenderLetGoOfTheirValuesWhenItEnds) {
+  bool released = false;
+  auto holder = std::make_shared<Holder>(released);
+  {
+    RenderBudget budget({});
+    RenderBudget::adopt(holder);
+    EXPECT_FALSE(released);
+  }
+  EXPECT_TRUE(released);
+  // A namespace holding itself renders, and the render still ends.
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me is defined }}"), "True");
 }
 
 TEST(JinjaErrors, AnOutOfRangeFormatIndexIsARenderError) {

@@ -1,8 +1,10 @@
 // Attribute and item access, slicing, `in`, and the arithmetic operators, with Python's rules.
 #include <cmath>
+#include <cstdint>
 
 #include "framework/text/jinja/interpreter.h"
 #include "framework/text/jinja/methods.h"
+#include "framework/text/jinja/render_budget.h"
 #include "framework/text/jinja/string_format.h"
 #include "framework/text/jinja/string_functions.h"
 
@@ -151,7 +153,19 @@ int64_t integer_of(const Value& value) {
   return value.is_bool() ? int64_t{value.as_bool()} : value.as_int();
 }
 
+// The bytes `count` copies of `size` bytes take, saturating (checked against the render's
+// budget before anything is built).
+size_t repeated_bytes(size_t size, int64_t count) {
+  if (count <= 0 || size == 0) return 0;
+  auto copies = static_cast<size_t>(count);
+  return size > SIZE_MAX / copies ? SIZE_MAX : size * copies;
+}
+
 Value repeat(const Value& sequence, int64_t times) {
+  size_t unit = sequence.is_string() ? sequence.as_string().size()
+                                     : sequence.as_list().items.size() * kItemBytes;
+  RenderBudget::check_bytes(repeated_bytes(unit, times));
+  if (unit == 0) times = 0;  // nothing to repeat however often: no loop of 10**12 empty copies
   if (sequence.is_string()) {
     TrackedString out;
     for (int64_t i = 0; i < times; ++i)

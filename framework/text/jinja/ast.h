@@ -41,6 +41,10 @@ struct Expression {
   virtual ~Expression() = default;
   ExpressionKind kind;
   SourcePosition position;
+  // The longest path down to a leaf (a leaf is 1): evaluation recurses this deep, so the parser
+  // refuses a tree deeper than its limit (a chain of 20,000 `~` is a syntax error, not a stack
+  // overflow at the first render).
+  int height = 1;
 };
 
 struct CallArguments {

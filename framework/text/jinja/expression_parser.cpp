@@ -30,6 +30,95 @@ std::string describe(const Token& token) {
   }
 }
 
+namespace {
+
+int height_of(const ExpressionPtr& node) {
+  return node ? node->height : 0;
+}
+
+int height_of(const CallArguments& arguments) {
+  int height = 0;
+  for (const auto& argument : arguments.positional)
+    height = std::max(height, height_of(argument));
+  for (const auto& [name, argument] : arguments.keyword)
+    height = std::max(height, height_of(argument));
+  return height;
+}
+
+// The tallest operand of `node`.
+int operands_height(const Expression& node) {
+  switch (node.kind) {
+    case ExpressionKind::literal:
+    case ExpressionKind::name:
+      return 0;
+    case ExpressionKind::list: {
+      int height = 0;
+      for (const auto& item : static_cast<const ListExpression&>(node).items)
+        height = std::max(height, height_of(item));
+      return height;
+    }
+    case ExpressionKind::dict: {
+      int height = 0;
+      for (const auto& [key, value] : static_cast<const DictExpression&>(node).entries)
+        height = std::max({height, height_of(key), height_of(value)});
+      return height;
+    }
+    case ExpressionKind::attribute:
+      return height_of(static_cast<const AttributeExpression&>(node).object);
+    case ExpressionKind::subscript: {
+      const auto& subscript = static_cast<const SubscriptExpression&>(node);
+      return std::max(height_of(subscript.object), height_of(subscript.index));
+    }
+    case ExpressionKind::slice: {
+      const auto& slice = static_cast<const SliceExpression&>(node);
+      return std::max({height_of(slice.object), height_of(slice.start), height_of(slice.stop),
+                       height_of(slice.step)});
+    }
+    case ExpressionKind::call: {
+      const auto& call = static_cast<const CallExpression&>(node);
+      return std::max(height_of(call.callee), height_of(call.arguments));
+    }
+    case ExpressionKind::filter: {
+      const auto& filter = static_cast<const FilterExpression&>(node);
+      return std::max(height_of(filter.operand), height_of(filter.arguments));
+    }
+    case ExpressionKind::test: {
+      const auto& test = static_cast<const TestExpression&>(node);
+      return std::max(height_of(test.operand), height_of(test.arguments));
+    }
+    case ExpressionKind::unary:
+      return height_of(static_cast<const UnaryExpression&>(node).operand);
+    case ExpressionKind::binary: {
+      const auto& binary = static_cast<const BinaryExpression&>(node);
+      return std::max(height_of(binary.left), height_of(binary.right));
+    }
+    case ExpressionKind::compare: {
+      const auto& compare = static_cast<const CompareExpression&>(node);
+      int height = height_of(compare.first);
+      for (const auto& [op, operand] : compare.rest)
+        height = std::max(height, height_of(operand));
+      return height;
+    }
+    case ExpressionKind::conditional: {
+      const auto& conditional = static_cast<const ConditionalExpression&>(node);
+      return std::max({height_of(conditional.condition), height_of(conditional.then),
+                       height_of(conditional.otherwise)});
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void ExpressionParser::set_height(Expression& node) const {
+  node.height = operands_height(node) + 1;
+  if (node.height > kMaxExpressionDepth)
+    throw SyntaxError(node.position, "expression nested deeper than " +
+                                         std::to_string(kMaxExpressionDepth) +
+                                         " levels (operators, attributes, filters and calls "
+                                         "chained one after another count one level each)");
+}
+
 // Expressions, lowest precedence first.
 ExpressionPtr ExpressionParser::parse_tuple(bool with_conditional) {
   SourcePosition position = current().position;
@@ -41,7 +130,7 @@ ExpressionPtr ExpressionParser::parse_tuple(bool with_conditional) {
     if (ends_expression()) break;
     tuple->items.push_back(with_conditional ? parse_expression() : parse_or());
   }
-  return tuple;
+  return bounded(std::move(tuple));
 }
 
 bool ExpressionParser::ends_expression() const {
@@ -58,7 +147,7 @@ ExpressionPtr ExpressionParser::parse_expression() {
     conditional->then = std::move(expression);
     conditional->condition = parse_or();
     if (skip_name("else")) conditional->otherwise = parse_expression();
-    expression = std::move(conditional);
+    expression = bounded(std::move(conditional));
   }
   return expression;
 }
@@ -67,8 +156,8 @@ ExpressionPtr ExpressionParser::parse_or() {
   auto left = parse_and();
   while (at_name("or")) {
     SourcePosition position = next().position;
-    left = std::make_unique<BinaryExpression>(position, BinaryOperator::logical_or, std::move(left),
-                                              parse_and());
+    left = bounded(std::make_unique<BinaryExpression>(position, BinaryOperator::logical_or,
+                                                      std::move(left), parse_and()));
   }
   return left;
 }
@@ -77,8 +166,8 @@ ExpressionPtr ExpressionParser::parse_and() {
   auto left = parse_not();
   while (at_name("and")) {
     SourcePosition position = next().position;
-    left = std::make_unique<BinaryExpression>(position, BinaryOperator::logical_and,
-                                              std::move(left), parse_not());
+    left = bounded(std::make_unique<BinaryExpression>(position, BinaryOperator::logical_and,
+                                                      std::move(left), parse_not()));
   }
   return left;
 }
@@ -87,7 +176,8 @@ ExpressionPtr ExpressionParser::parse_not() {
   NestingGuard guard(*this);
   if (at_name("not")) {
     SourcePosition position = next().position;
-    return std::make_unique<UnaryExpression>(position, UnaryOperator::logical_not, parse_not());
+    return bounded(
+        std::make_unique<UnaryExpression>(position, UnaryOperator::logical_not, parse_not()));
   }
   return parse_compare();
 }
@@ -125,7 +215,7 @@ ExpressionPtr ExpressionParser::parse_compare() {
     if (!compare) compare = std::make_unique<CompareExpression>(position, std::move(first));
     compare->rest.emplace_back(*op, parse_math1());
   }
-  if (compare) return compare;
+  if (compare) return bounded(std::move(compare));
   return first;
 }
 
@@ -134,7 +224,8 @@ ExpressionPtr ExpressionParser::parse_math1() {
   while (at_operator("+") || at_operator("-")) {
     const Token& token = next();
     auto op = token.value == "+" ? BinaryOperator::add : BinaryOperator::subtract;
-    left = std::make_unique<BinaryExpression>(token.position, op, std::move(left), parse_concat());
+    left = bounded(
+        std::make_unique<BinaryExpression>(token.position, op, std::move(left), parse_concat()));
   }
   return left;
 }
@@ -143,8 +234,8 @@ ExpressionPtr ExpressionParser::parse_concat() {
   auto left = parse_math2();
   while (at_operator("~")) {
     SourcePosition position = next().position;
-    left = std::make_unique<BinaryExpression>(position, BinaryOperator::concat, std::move(left),
-                                              parse_math2());
+    left = bounded(std::make_unique<BinaryExpression>(position, BinaryOperator::concat,
+                                                      std::move(left), parse_math2()));
   }
   return left;
 }
@@ -157,7 +248,8 @@ ExpressionPtr ExpressionParser::parse_math2() {
                         : token.value == "/"  ? BinaryOperator::divide
                         : token.value == "//" ? BinaryOperator::floor_divide
                                               : BinaryOperator::modulo;
-    left = std::make_unique<BinaryExpression>(token.position, op, std::move(left), parse_pow());
+    left = bounded(
+        std::make_unique<BinaryExpression>(token.position, op, std::move(left), parse_pow()));
   }
   return left;
 }
@@ -166,8 +258,8 @@ ExpressionPtr ExpressionParser::parse_pow() {
   auto left = parse_unary(true);
   while (at_operator("**")) {
     SourcePosition position = next().position;
-    left = std::make_unique<BinaryExpression>(position, BinaryOperator::power, std::move(left),
-                                              parse_unary(true));
+    left = bounded(std::make_unique<BinaryExpression>(position, BinaryOperator::power,
+                                                      std::move(left), parse_unary(true)));
   }
   return left;
 }
@@ -177,9 +269,9 @@ ExpressionPtr ExpressionParser::parse_unary(bool with_filter) {
   ExpressionPtr node;
   if (at_operator("-") || at_operator("+")) {
     const Token& token = next();
-    node = std::make_unique<UnaryExpression>(
+    node = bounded(std::make_unique<UnaryExpression>(
         token.position, token.value == "-" ? UnaryOperator::negate : UnaryOperator::plus,
-        parse_unary(false));
+        parse_unary(false)));
   } else {
     node = parse_primary();
   }
@@ -237,7 +329,7 @@ ExpressionPtr ExpressionParser::parse_primary() {
           if (skip_operator("]")) break;
           list->items.push_back(parse_expression());
         }
-        return list;
+        return bounded(std::move(list));
       }
       if (token.value == "{") {
         next();
@@ -249,7 +341,7 @@ ExpressionPtr ExpressionParser::parse_primary() {
           expect_operator(":");
           dict->entries.emplace_back(std::move(key), parse_expression());
         }
-        return dict;
+        return bounded(std::move(dict));
       }
       break;
     default:
@@ -264,11 +356,11 @@ ExpressionPtr ExpressionParser::parse_postfix(ExpressionPtr node) {
       SourcePosition position = next().position;
       if (current().type == TokenType::integer) {
         Value index(static_cast<int64_t>(std::stoll(next().value)));
-        node = std::make_unique<SubscriptExpression>(
-            position, std::move(node), std::make_unique<LiteralExpression>(position, index));
+        node = bounded(std::make_unique<SubscriptExpression>(
+            position, std::move(node), std::make_unique<LiteralExpression>(position, index)));
       } else {
-        node =
-            std::make_unique<AttributeExpression>(position, std::move(node), expect_identifier());
+        node = bounded(
+            std::make_unique<AttributeExpression>(position, std::move(node), expect_identifier()));
       }
     } else if (at_operator("[")) {
       node = parse_subscript(std::move(node));
@@ -286,7 +378,8 @@ ExpressionPtr ExpressionParser::parse_subscript(ExpressionPtr object) {
   if (!at_operator(":")) {
     start = parse_expression();
     if (skip_operator("]")) {
-      return std::make_unique<SubscriptExpression>(position, std::move(object), std::move(start));
+      return bounded(
+          std::make_unique<SubscriptExpression>(position, std::move(object), std::move(start)));
     }
   }
   auto slice = std::make_unique<SliceExpression>(position, std::move(object));
@@ -295,7 +388,7 @@ ExpressionPtr ExpressionParser::parse_subscript(ExpressionPtr object) {
   if (!at_operator("]") && !at_operator(":")) slice->stop = parse_expression();
   if (skip_operator(":") && !at_operator("]")) slice->step = parse_expression();
   expect_operator("]");
-  return slice;
+  return bounded(std::move(slice));
 }
 
 CallArguments ExpressionParser::parse_arguments() {
@@ -326,7 +419,7 @@ ExpressionPtr ExpressionParser::parse_call(ExpressionPtr callee) {
     uses_caller_ = true;
   auto call = std::make_unique<CallExpression>(position, std::move(callee));
   call->arguments = parse_arguments();
-  return call;
+  return bounded(std::move(call));
 }
 
 std::unique_ptr<FilterExpression> ExpressionParser::parse_filter_call(ExpressionPtr operand) {
@@ -340,7 +433,7 @@ std::unique_ptr<FilterExpression> ExpressionParser::parse_filter_call(Expression
   if (!function) throw SyntaxError(position, "no filter named '" + name + "'");
   auto filter = std::make_unique<FilterExpression>(position, std::move(operand), name, function);
   if (at_operator("(")) filter->arguments = parse_arguments();
-  return filter;
+  return bounded(std::move(filter));
 }
 
 ExpressionPtr ExpressionParser::parse_test(ExpressionPtr operand) {
@@ -362,7 +455,7 @@ ExpressionPtr ExpressionParser::parse_test(ExpressionPtr operand) {
     if (at_name("is")) fail("tests cannot be chained with 'is'");
     test->arguments.positional.push_back(parse_postfix(parse_primary()));
   }
-  return test;
+  return bounded(std::move(test));
 }
 
 ExpressionPtr ExpressionParser::parse_filter_expression(ExpressionPtr node) {

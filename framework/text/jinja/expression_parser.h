@@ -85,6 +85,18 @@ class ExpressionParser {
     ExpressionParser& parser_;
   };
   static constexpr int kMaxNesting = 200;
+  // Expressions evaluate recursively, operand by operand; chains (a ~ b ~ c, x.a.b, v|f|g)
+  // nest one level per link.
+  static constexpr int kMaxExpressionDepth = 256;
+
+  // `node` with its height (Expression::height) set from its operands', which every parse
+  // function has already set; a syntax error where the node begins when it is too deep.
+  template <class Node>
+  std::unique_ptr<Node> bounded(std::unique_ptr<Node> node) const {
+    set_height(*node);
+    return node;
+  }
+  void set_height(Expression& node) const;
 
   ExpressionPtr parse_tuple(bool with_conditional = true);
   bool ends_expression() const;

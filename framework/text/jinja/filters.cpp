@@ -9,6 +9,7 @@
 #include "framework/text/jinja/filter_functions.h"
 #include "framework/text/jinja/interpreter.h"
 #include "framework/text/jinja/json.h"
+#include "framework/text/jinja/render_budget.h"
 #include "framework/text/jinja/string_format.h"
 #include "framework/text/jinja/string_functions.h"
 
@@ -237,9 +238,11 @@ Value filter_tojson(const Value& v, const Arguments& a) {
   JsonDumpOptions options;
   options.ensure_ascii = truthy(argument(a, 0, "ensure_ascii", Value(false)));
   Value indent = argument(a, 1, "indent", Value(None{}));
-  if (indent.is_int())
-    options.indent = std::string(static_cast<size_t>(std::max<int64_t>(indent.as_int(), 0)), ' ');
-  else if (indent.is_string())
+  if (indent.is_int()) {
+    auto width = static_cast<size_t>(std::max<int64_t>(indent.as_int(), 0));
+    RenderBudget::check_bytes(width);
+    options.indent = std::string(width, ' ');
+  } else if (indent.is_string())
     options.indent = indent.as_string();
   else if (!indent.is_none())
     raise_type_error("indent must be an int or a str");
@@ -256,12 +259,13 @@ Value filter_indent(const Value& v, const Arguments& a) {
   Value width = argument(a, 0, "width", Value(int64_t{4}));
   bool first = truthy(argument(a, 1, "first", Value(false)));
   bool blank = truthy(argument(a, 2, "blank", Value(false)));
-  TrackedString indentation =
-      width.is_string()
-          ? width.as_tracked()
-          : TrackedString::from_template(std::string(
-                static_cast<size_t>(std::max<int64_t>(integer_argument(a, 0, "width", 4), 0)),
-                ' '));
+  auto spaces = width.is_string()
+                    ? size_t{0}
+                    : static_cast<size_t>(std::max<int64_t>(integer_argument(a, 0, "width", 4), 0));
+  RenderBudget::check_bytes(spaces);
+  TrackedString indentation = width.is_string()
+                                  ? width.as_tracked()
+                                  : TrackedString::from_template(std::string(spaces, ' '));
   if (v.is_undefined()) raise_undefined(v);
   if (!v.is_string())
     raise_type_error("unsupported operand type(s) for +=: '" + type_name(v) + "' and 'str'");
@@ -308,6 +312,7 @@ Value filter_center(const Value& v, const Arguments& a) {
   auto size = static_cast<int64_t>(code_point_count(text));
   if (size >= width) return Value(to_tracked(v));
   int64_t missing = width - size;
+  RenderBudget::check_bytes(text.size() + static_cast<size_t>(missing));
   // Python's str.center puts the odd space on the left when the width is odd.
   int64_t left = missing / 2 + (missing & width & 1);
   TrackedString out = TrackedString::from_data(std::string(static_cast<size_t>(left), ' '));

@@ -1,8 +1,10 @@
 #include "framework/text/jinja/globals.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "framework/text/jinja/interpreter.h"
+#include "framework/text/jinja/render_budget.h"
 
 namespace chatflow::jinja {
 namespace {
@@ -16,12 +18,18 @@ class NamespaceObject final : public Object {
     return std::nullopt;
   }
   bool set_attribute(std::string_view name, const Value& value) override {
+    int nesting = std::max(nesting_, nesting_of(value) + 1);
+    RenderBudget::check_nesting(nesting);
+    nesting_ = nesting;
     attributes_.set(Value::data_string(std::string(name)), value);
     return true;
   }
+  int nesting() const override { return nesting_; }
+  void release_values() override { attributes_.entries.clear(); }
 
  private:
   Dict attributes_;
+  int nesting_ = 1;
 };
 
 int64_t integer_argument(const Value& value) {
@@ -57,6 +65,7 @@ Value range(Arguments& arguments) {
 
 Value make_namespace(Arguments& arguments) {
   auto object = std::make_shared<NamespaceObject>();
+  RenderBudget::adopt(object);
   for (const Value& initial : arguments.positional) {
     if (!initial.is_dict()) raise_type_error("namespace() takes a mapping as positional argument");
     for (const auto& [key, value] : initial.as_dict().entries)

@@ -76,6 +76,8 @@ Interpreter::Interpreter(const Dict& variables, const Environment& environment)
 }
 
 TrackedString Interpreter::render(const Body& body) {
+  RenderBudget budget(environment_.limits);
+  budget_ = &budget;
   TrackedString output;
   output_ = &output;
   try {
@@ -237,6 +239,7 @@ Interpreter::Flow Interpreter::run_loop(const ForStatement& statement, const Val
   Value loop_value(std::static_pointer_cast<Object>(loop));
   // An exception ends the whole render, so frames need no unwinding on the way out.
   for (size_t i = 0; i < items.size(); ++i) {
+    budget_->step();  // an empty body is a step too
     loop->set_index(i);
     assign("loop", loop_value);
     assign_target(statement.target, items[i]);
@@ -248,6 +251,7 @@ Interpreter::Flow Interpreter::run_loop(const ForStatement& statement, const Val
 }
 
 Interpreter::Flow Interpreter::execute(const Statement& statement) {
+  RenderBudget::Level level(*budget_);
   switch (statement.kind) {
     case StatementKind::text:
       output_->append(static_cast<const TextStatement&>(statement).text);
@@ -468,6 +472,7 @@ Value Interpreter::evaluate_compare(const CompareExpression& expression) {
 }
 
 Value Interpreter::evaluate(const Expression& expression) {
+  RenderBudget::Level level(*budget_);
   switch (expression.kind) {
     case ExpressionKind::literal:
       return static_cast<const LiteralExpression&>(expression).value;

@@ -9,19 +9,22 @@
 #include <vector>
 
 #include "framework/text/jinja/ast.h"
+#include "framework/text/jinja/render_budget.h"
 
 namespace chatflow::jinja {
 
 struct Environment {
   // The local time strftime_now formats; empty: the system clock.
   std::function<std::tm()> now;
+  // What one render may take (size, steps, time, nesting).
+  RenderLimits limits;
 };
 
 class Interpreter {
  public:
   Interpreter(const Dict& variables, const Environment& environment);
 
-  // Throws RenderError.
+  // Throws RenderError (kind limit past environment.limits).
   TrackedString render(const Body& body);
 
  private:
@@ -61,7 +64,8 @@ class Interpreter {
   std::vector<Frame> frames_;
   size_t current_ = 0;
   TrackedString* output_ = nullptr;
-  int depth_ = 0;  // macro recursion guard
+  int depth_ = 0;                   // macro recursion guard
+  RenderBudget* budget_ = nullptr;  // the running render's
 };
 
 // Python's obj.name and obj[key] as jinja2's sandbox performs them.

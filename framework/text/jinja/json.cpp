@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 
+#include "framework/text/jinja/render_budget.h"
 #include "framework/text/jinja/string_functions.h"
 
 namespace chatflow::jinja {
@@ -109,6 +110,8 @@ class JsonWriter {
  private:
   void newline(int level) {
     if (!options_.indent) return;
+    RenderBudget::check_bytes(out_.size() + 1 +
+                              options_.indent->size() * static_cast<size_t>(level));
     out_ += '\n';
     for (int i = 0; i < level; ++i)
       out_ += *options_.indent;

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "framework/text/jinja/render_budget.h"
 #include "framework/text/jinja/string_format.h"
 #include "framework/text/jinja/string_functions.h"
 
@@ -129,6 +130,8 @@ std::optional<Value> string_method(const Value& self, std::string_view name) {
       auto size = static_cast<int64_t>(code_point_count(self.as_string()));
       if (size >= width) return self;
       auto missing = static_cast<size_t>(width - size);
+      RenderBudget::check_bytes(self.as_string().size() +
+                                missing * std::max<size_t>(fill.size(), 1));
       auto repeat = [&](size_t n) {
         std::string out;
         for (size_t i = 0; i < n; ++i)

@@ -2,11 +2,13 @@
 // dictsort, reverse, sum, min, max, batch, groupby, items. Those jinja2 writes as generators
 // return lazy iterables whose errors surface when consumed.
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "framework/text/jinja/builtins.h"
 #include "framework/text/jinja/filter_functions.h"
 #include "framework/text/jinja/interpreter.h"
+#include "framework/text/jinja/render_budget.h"
 #include "framework/text/jinja/string_functions.h"
 
 namespace chatflow::jinja::filters {
@@ -244,6 +246,9 @@ Value filter_batch_eagerly(const Value& v, const Arguments& a) {
   }
   if (!current.items.empty()) {
     if (fill && !fill->is_none()) {
+      RenderBudget::check_bytes(static_cast<uint64_t>(size) > SIZE_MAX / kItemBytes
+                                    ? SIZE_MAX
+                                    : static_cast<size_t>(size) * kItemBytes);
       while (static_cast<int64_t>(current.items.size()) < size)
         current.items.push_back(*fill);
     }

@@ -1,10 +1,13 @@
 #include "framework/text/jinja/string_format.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "framework/text/jinja/interpreter.h"
+#include "framework/text/jinja/render_budget.h"
 #include "framework/text/jinja/string_functions.h"
 
 namespace chatflow::jinja {
@@ -25,10 +28,19 @@ struct Spec {
   throw RenderError(RenderError::Kind::value, message);
 }
 
+// A width or precision read digit by digit, held below overflow (what it asks for is then
+// checked against the render's budget).
+int with_digit(int value, char digit) {
+  constexpr int kLargest = 1'000'000'000;
+  int64_t next = int64_t{std::max(value, 0)} * 10 + (digit - '0');
+  return static_cast<int>(std::min<int64_t>(next, kLargest));
+}
+
 std::string pad(std::string text, const Spec& spec, char default_align) {
   size_t length = code_point_count(text);
   if (spec.width < 0 || length >= static_cast<size_t>(spec.width)) return text;
   size_t missing = static_cast<size_t>(spec.width) - length;
+  RenderBudget::check_bytes(text.size() + missing);
   char align = spec.align ? spec.align : default_align;
   std::string fill(1, spec.fill);
   auto repeat = [&](size_t n) {
@@ -78,9 +90,10 @@ std::string format_number(const Value& value, const Spec& spec) {
     body = buffer;
   }
   std::string sign = negative ? "-" : (spec.sign == '+' ? "+" : (spec.sign == ' ' ? " " : ""));
-  if (spec.zero && spec.width > 0 && !spec.align) {
-    while (sign.size() + body.size() < static_cast<size_t>(spec.width))
-      body = "0" + body;
+  if (spec.zero && spec.width > 0 && !spec.align &&
+      sign.size() + body.size() < static_cast<size_t>(spec.width)) {
+    RenderBudget::check_bytes(static_cast<size_t>(spec.width));
+    body.insert(0, static_cast<size_t>(spec.width) - sign.size() - body.size(), '0');
   }
   return sign + body;
 }
@@ -176,12 +189,12 @@ TrackedString percent_format(const TrackedString& format, const Value& arguments
     }
     if (spec.align) spec.zero = false;
     while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j])))
-      spec.width = std::max(spec.width, 0) * 10 + (text[j++] - '0');
+      spec.width = with_digit(spec.width, text[j++]);
     if (j < text.size() && text[j] == '.') {
       spec.precision = 0;
       ++j;
       while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j])))
-        spec.precision = spec.precision * 10 + (text[j++] - '0');
+        spec.precision = with_digit(spec.precision, text[j++]);
     }
     if (j >= text.size()) value_error("incomplete format");
     spec.type = text[j];
@@ -305,12 +318,12 @@ TrackedString brace_format(const TrackedString& format, const Arguments& argumen
       ++k;
     }
     while (k < spec_text.size() && std::isdigit(static_cast<unsigned char>(spec_text[k])))
-      spec.width = std::max(spec.width, 0) * 10 + (spec_text[k++] - '0');
+      spec.width = with_digit(spec.width, spec_text[k++]);
     if (k < spec_text.size() && spec_text[k] == '.') {
       spec.precision = 0;
       ++k;
       while (k < spec_text.size() && std::isdigit(static_cast<unsigned char>(spec_text[k])))
-        spec.precision = spec.precision * 10 + (spec_text[k++] - '0');
+        spec.precision = with_digit(spec.precision, spec_text[k++]);
     }
     if (k < spec_text.size()) spec.type = spec_text[k];
     if (spec_text.empty() && value.is_string()) {

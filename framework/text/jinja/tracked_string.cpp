@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "framework/text/jinja/render_budget.h"
+
 namespace chatflow::jinja {
 
 TrackedString TrackedString::from_template(std::string text) {
@@ -36,6 +38,7 @@ void TrackedString::append(const TrackedString& other) {
 }
 
 void TrackedString::append(std::string_view text, bool from_template) {
+  RenderBudget::check_bytes(text_.size() + text.size());
   size_t begin = text_.size();
   text_ += text;
   if (from_template) mark(begin, text_.size());
@@ -43,6 +46,7 @@ void TrackedString::append(std::string_view text, bool from_template) {
 
 void TrackedString::append_slice(const TrackedString& source, size_t begin, size_t end) {
   if (begin >= end) return;
+  RenderBudget::check_bytes(text_.size() + (end - begin));
   size_t offset = text_.size();
   text_.append(source.text_, begin, end - begin);
   for (const auto& [range_begin, range_end] : source.template_ranges_) {

@@ -1,8 +1,11 @@
 #include "framework/text/jinja/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+
+#include "framework/text/jinja/render_budget.h"
 
 namespace chatflow::jinja {
 
@@ -55,6 +58,38 @@ Value make_failing_generator(const RenderError& error) {
   list.iterator_type = "generator";
   list.deferred_error = std::make_shared<const RenderError>(error);
   return Value(std::move(list));
+}
+
+Value::Value(TrackedString s) {
+  RenderBudget::check_bytes(s.size());
+  data_ = std::make_shared<const TrackedString>(std::move(s));
+}
+
+Value::Value(List list) {
+  RenderBudget::check_bytes(list.items.size() * kItemBytes);
+  int deepest = 0;
+  for (const Value& item : list.items)
+    deepest = std::max(deepest, nesting_of(item));
+  list.nesting = deepest + 1;
+  RenderBudget::check_nesting(list.nesting);
+  data_ = std::make_shared<const List>(std::move(list));
+}
+
+Value::Value(Dict dict) {
+  RenderBudget::check_bytes(dict.entries.size() * 2 * kItemBytes);
+  int deepest = 0;
+  for (const auto& [key, value] : dict.entries)
+    deepest = std::max({deepest, nesting_of(key), nesting_of(value)});
+  dict.nesting = deepest + 1;
+  RenderBudget::check_nesting(dict.nesting);
+  data_ = std::make_shared<const Dict>(std::move(dict));
+}
+
+int nesting_of(const Value& value) {
+  if (value.is_list()) return value.as_list().nesting;
+  if (value.is_dict()) return value.as_dict().nesting;
+  if (value.is_object()) return value.as_object().nesting();
+  return 0;
 }
 
 Value Value::undefined(std::string message) {

@@ -36,6 +36,8 @@ struct List {
   std::string iterator_type;
   // A generator whose body failed: the error surfaces when it is consumed, as in Python.
   std::shared_ptr<const RenderError> deferred_error;
+  // Lists, dicts and namespaces within one another, this one included (set by Value(List)).
+  int nesting = 1;
 };
 
 // A lazy iterable over `items`, as Python's `iterator_type` would be.
@@ -47,6 +49,7 @@ struct Dict {
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
   void set(Value key, Value value);  // replaces an existing key in place
+  int nesting = 1;                   // as List::nesting (set by Value(Dict))
 };
 
 // Positional and keyword arguments of a call.
@@ -74,6 +77,11 @@ class Object {
   virtual bool set_attribute(std::string_view name, const Value& value);
   // Only a recursive loop's `loop` can be called; nullopt: not callable.
   virtual std::optional<Value> call(Arguments& arguments);
+  // As List::nesting, for an object holding values (a namespace).
+  virtual int nesting() const { return 1; }
+  // Lets go of the values it holds, so references that loop back to it (a namespace holding
+  // itself) are freed when the render ends.
+  virtual void release_values() {}
 };
 
 class Value {
@@ -89,9 +97,10 @@ class Value {
   Value(int64_t i) : data_(i) {}
   Value(int i) : data_(static_cast<int64_t>(i)) {}
   Value(double d) : data_(d) {}
-  Value(TrackedString s) : data_(std::make_shared<const TrackedString>(std::move(s))) {}
-  Value(List list) : data_(std::make_shared<const List>(std::move(list))) {}
-  Value(Dict dict) : data_(std::make_shared<const Dict>(std::move(dict))) {}
+  // These three are held to the render's budget (render_budget.h): size, and nesting.
+  Value(TrackedString s);
+  Value(List list);
+  Value(Dict dict);
   Value(Callable callable) : data_(std::make_shared<const Callable>(std::move(callable))) {}
   Value(std::shared_ptr<Object> object) : data_(std::move(object)) {}
   Value(Undefined undefined) : data_(std::move(undefined)) {}
@@ -145,7 +154,8 @@ class Value {
 // SecurityError, and raise_exception's TemplateError); `what()` is the message jinja2 gives.
 class RenderError : public std::runtime_error {
  public:
-  enum class Kind { template_error, undefined, type, security, value };
+  // limit: the render went over its RenderLimits (no jinja2 counterpart).
+  enum class Kind { template_error, undefined, type, security, value, limit };
   RenderError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Kind kind() const { return kind_; }
 
@@ -156,6 +166,9 @@ class RenderError : public std::runtime_error {
 [[noreturn]] void raise_type_error(const std::string& message);
 // Raises the error an undefined value carries.
 [[noreturn]] void raise_undefined(const Value& undefined);
+
+// How deeply lists, dicts and namespaces nest in `value` (0 for anything else).
+int nesting_of(const Value& value);
 
 // Python semantics.
 bool truthy(const Value& value);

@@ -1,10 +1,18 @@
-// semantic_cache: answers a question asked before in other words. The conversation (every turn
-// but the system prompt) is embedded and looked up in the partition of its tenant, model,
-// system prompt and answer shape (max_tokens, stop); a request without a tenant is never cached. A
-// neighbour above `threshold` is still checked by a verifier (same numbers, negations and names),
-// so "is it safe" never gets the answer to "is it not safe". Questions about the present or the
-// caller (today, weather, my balance...) bypass the cache. A hit streams through port `hit` with
-// `x-chatflow-cache: semantic` and `x-chatflow-cache-similarity`.
+// semantic_cache: answers a question asked before in other words. The newest user message (a
+// completion's prompt) is embedded and looked up in the partition of everything else the answer
+// depends on: tenant, model, system prompt, answer shape (max_tokens, stop, response_format),
+// chat template arguments and any retrieved passages; a request without a tenant is never cached.
+// A later question of a conversation is only compared with questions asked after the very same
+// earlier turns (their digest is the entry's context): "And then what?" or "Why was the dragon
+// sad?" mean something else after another story, and whether a question leans on earlier turns
+// ("What happened to the princess?") cannot be told from its words. Embedding the whole
+// conversation instead let a long session's new question barely move the vector, so a new question
+// got the previous turn's answer. A neighbour at or above `threshold` is still checked by the
+// verifier (framework/cache/question_verifier.h: numbers, negations, question words, references,
+// tense, modal verbs and content words), so "is it safe" never gets the answer to "is it not
+// safe". Questions about the present or the caller (today, weather, my balance...) bypass the
+// cache. A hit streams through port `hit` with `x-chatflow-cache: semantic` and
+// `x-chatflow-cache-similarity`.
 //
 // With `store: <redis resource>` entries live in Redis and each replica's index follows them
 // (framework/cache/redis_semantic_store.h): an answer cached by one replica is found by the
@@ -17,6 +25,7 @@
 #include "framework/api/registry.h"
 #include "framework/api/response_recorder.h"
 #include "framework/cache/conversation.h"
+#include "framework/cache/question_verifier.h"
 #include "framework/cache/redis_semantic_store.h"
 #include "framework/cache/semantic_index.h"
 #include "framework/moderation/rule_list.h"
@@ -105,19 +114,23 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     const GenerationParams& g = request.generation;
     std::string reason;
     if (request.identity.tenant.empty()) {
-      reason = "no tenant";  // no partition, no cache
+      reason = "no_tenant";  // no partition, no cache
     } else if (g.logprobs || g.top_logprobs > 0) {
       reason = "logprobs";
     } else if (config_.deterministic_only && g.temperature != 0.0f && !g.seed) {
-      reason = "not deterministic";
+      reason = "not_deterministic";
     } else if (!g.tools.empty() || has_tool_turns(request)) {
       // A similar question may want the same function with other arguments.
       reason = "tools";
+    } else if (request.kind == RequestKind::chat &&
+               (request.messages.empty() || request.messages.back().role != "user")) {
+      reason = "not_a_question";  // e.g. an assistant message to continue
     } else if (bypassed(request)) {
-      reason = "time or identity dependent";
+      reason = "time_or_identity";
     }
     if (!reason.empty()) {
       request.annotate("semantic_cache", "bypass");
+      request.annotate("semantic_cache_bypass", reason);  // a bounded set: a metrics label
       return Route::to(kMiss);
     }
     if (shared_ && !shared_->in_step()) {
@@ -126,11 +139,11 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     }
     std::shared_ptr<cache::SemanticIndex> index = shared_ ? shared_->index() : index_;
     std::string partition = partition_of(request);
-    std::string text = cache::conversation_text(request.kind, request.messages, request.prompt);
-    std::vector<float> vector = embedder_->embed(text);
-    std::string question = newest_question(request);
+    std::string context = context_of(request.kind, request.messages);
+    std::string question = cache::newest_question(request.kind, request.messages, request.prompt);
+    std::vector<float> vector = embedder_->embed(question);
     for (const auto& match :
-         index->search(partition, vector, static_cast<size_t>(config_.candidates))) {
+         index->search(partition, context, vector, static_cast<size_t>(config_.candidates))) {
       if (match.similarity < config_.threshold) break;
       if (!cache::same_question(question, match.entry->question)) continue;
       return answer(request, io, *match.entry->answer, match.similarity);
@@ -142,11 +155,11 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     // Stored before the last chunk leaves: a client repeating the question at once finds it.
     record_answer(
         request,
-        [index, shared, failures, partition, vector, question, ttl](const Request& done,
-                                                                    const RecordedAnswer& answer) {
+        [index, shared, failures, partition, context, vector, question, ttl](
+            const Request& done, const RecordedAnswer& answer) {
           auto cached = cache::cacheable_answer(done, answer, ttl);
           if (!cached) return;
-          cache::SemanticEntry entry{vector, question, std::move(cached)};
+          cache::SemanticEntry entry{vector, question, std::move(cached), context};
           if (!shared) {
             index->insert(partition, std::move(entry));
             return;
@@ -168,16 +181,18 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     std::string prefix = correction.tenant + '\x1f';
     if (!correction.model.empty()) prefix += correction.model + '\x1f';
     std::vector<float> vector;
+    std::string context;
     if (!correction.everything) {
       RequestKind kind = correction.messages.empty() ? RequestKind::completion : RequestKind::chat;
       vector =
-          embedder_->embed(cache::conversation_text(kind, correction.messages, correction.prompt));
+          embedder_->embed(cache::newest_question(kind, correction.messages, correction.prompt));
+      context = context_of(kind, correction.messages);
     }
     const std::vector<float>* near = correction.everything ? nullptr : &vector;
     auto threshold = static_cast<float>(config_.threshold);
-    if (!shared_) return index_->forget(prefix, near, threshold);
+    if (!shared_) return index_->forget(prefix, context, near, threshold);
     try {
-      return shared_->forget(prefix, near, threshold);
+      return shared_->forget(prefix, context, near, threshold);
     } catch (const redis::Error& error) {
       // The other replicas did not hear of it: the admin must know.
       failures_->failed(error.what(), "a correction reached this replica only");
@@ -193,18 +208,25 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
 
  private:
   // Tenant and model first, so a correction finds them by prefix; who may share the answer
-  // last.
+  // last. Between them, the digest of everything but the conversation that the answer depends
+  // on.
   std::string partition_of(const Request& request) const {
     cache::CacheScope scope =
         config_.scope == "tenant" ? cache::CacheScope::tenant : cache::CacheScope::user;
+    std::string depends_on =
+        std::string(request.kind == RequestKind::chat ? "chat" : "completion") + '\x1f' +
+        cache::system_prompt(request.messages) + '\x1f' +
+        cache::answer_shape_json(request.generation) + '\x1f' + request.chat_template_kwargs +
+        '\x1f' + cache::passages_json(request.context_passages) + '\x1f' +
+        cache::passages_json(request.citations);
     return request.identity.tenant + '\x1f' + request.model + '\x1f' +
-           security::sha256_hex(cache::system_prompt(request.messages) + '\x1f' +
-                                cache::answer_shape_json(request.generation)) +
-           '\x1f' + cache::scope_key(request.identity, scope);
+           security::sha256_hex(depends_on) + '\x1f' + cache::scope_key(request.identity, scope);
   }
 
-  static std::string newest_question(const Request& request) {
-    return request.kind == RequestKind::completion ? request.prompt : request.last_user_message();
+  // The digest of the turns before the newest question; empty for a conversation's first.
+  static std::string context_of(RequestKind kind, const std::vector<Message>& messages) {
+    std::string earlier = cache::earlier_turns_json(kind, messages);
+    return earlier.empty() ? std::string() : security::sha256_hex(earlier);
   }
 
   static bool has_tool_turns(const Request& request) {
@@ -213,7 +235,9 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
   }
 
   bool bypassed(const Request& request) const {
-    std::string normalized = text::normalize(newest_question(request)).text;
+    std::string normalized =
+        text::normalize(cache::newest_question(request.kind, request.messages, request.prompt))
+            .text;
     for (const auto& list : bypass_) {
       if (list->matches(normalized)) return true;
     }
@@ -251,8 +275,9 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
 StageTypeInfo semantic_cache_stage_type() {
   StageTypeBuilder<SemanticCacheConfig> type(
       "semantic_cache", StageKind::request,
-      "Answers paraphrases of earlier questions (per tenant, model and system prompt), verified "
-      "for numbers, negations and names; port hit streams the answer, port miss goes on.");
+      "Answers paraphrases of earlier questions (per tenant, model, system prompt and earlier "
+      "turns), verified for intent (numbers, negations, question and content words); port hit "
+      "streams the answer, port miss goes on.");
   type.port("miss", PortKind::request, "requests not answered from the cache");
   type.port("hit", PortKind::stream, "the cached answer, as chunks");
   type.config()
@@ -307,8 +332,10 @@ StageTypeInfo semantic_cache_stage_type() {
       failures = std::make_shared<storage::FailureLog>(who + " (" + redis->description() + ")");
       cache::RedisSemanticOptions options;
       // The vector length is part of the keys: another embedder's entries never meet these.
+      // v2: entries keyed by the newest question and its context (earlier entries embedded the
+      // whole conversation and are never read).
       options.key_prefix =
-          redis->key_prefix() + "semantic:" + std::to_string(embedder->dimensions()) + ":";
+          redis->key_prefix() + "semantic:v2:" + std::to_string(embedder->dimensions()) + ":";
       options.dimensions = embedder->dimensions();
       options.max_entries = static_cast<size_t>(config.max_entries);
       shared = std::make_shared<cache::RedisSemanticStore>(redis->client(), options, failures);

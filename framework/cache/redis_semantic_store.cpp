@@ -34,11 +34,12 @@ std::vector<float> vector_of(std::string_view text, size_t dimensions) {
   return vector;
 }
 
-// An entry as stored: its partition, question, vector, answer and end (Unix ms, the writer's
-// clock: the local expiry only has to be about right, Redis removes the key on time).
+// An entry as stored: its partition, context, question, vector, answer and end (Unix ms, the
+// writer's clock: the local expiry only has to be about right, Redis removes the key on time).
 std::string entry_json(const std::string& partition, const SemanticEntry& entry,
                        int64_t expires_ms) {
   return json::serialize(json::object{{"partition", partition},
+                                      {"context", entry.context},
                                       {"question", entry.question},
                                       {"vector", vector_text(entry.vector)},
                                       {"answer", encode_answer(*entry.answer)},
@@ -57,6 +58,7 @@ std::pair<std::string, SemanticEntry> entry_of(std::string_view text, const std:
     auto expires = std::chrono::steady_clock::now() + std::chrono::milliseconds(left_ms);
     SemanticEntry entry;
     entry.id = id;
+    entry.context = object.at("context").as_string();
     entry.question = object.at("question").as_string();
     entry.vector = vector_of(object.at("vector").as_string(), dimensions);
     entry.answer = decode_answer(object.at("answer").as_string(), expires);
@@ -126,16 +128,16 @@ void RedisSemanticStore::insert(const std::string& partition, SemanticEntry entr
     redis::expect_ok(reply, *client_, "storing a semantic-cache entry");
 }
 
-size_t RedisSemanticStore::forget(const std::string& prefix, const std::vector<float>* near,
-                                  float threshold) {
+size_t RedisSemanticStore::forget(const std::string& prefix, const std::string& context,
+                                  const std::vector<float>* near, float threshold) {
   std::vector<std::string> ids;
-  size_t removed = index()->forget(prefix, near, threshold, &ids);
+  size_t removed = index()->forget(prefix, context, near, threshold, &ids);
   std::vector<redis::Command> commands;
   for (const auto& id : ids)
     commands.push_back({"DEL", options_.key_prefix + "entry:" + id});
   // Every replica applies the same correction to its own index.
   commands.push_back({"XADD", stream_key_, "MAXLEN", "~", std::to_string(options_.stream_length),
-                      "*", "op", "forget", "prefix", prefix, "vector",
+                      "*", "op", "forget", "prefix", prefix, "context", context, "vector",
                       near ? vector_text(*near) : "", "threshold", std::to_string(threshold)});
   for (const auto& reply : client_->pipeline(commands))
     redis::expect_ok(reply, *client_, "forgetting semantic-cache entries");
@@ -158,14 +160,15 @@ void RedisSemanticStore::apply(const std::vector<std::pair<std::string, std::str
     index()->insert(partition, std::move(entry));
   } else if (*op == "forget") {
     const std::string* prefix = field("prefix");
+    const std::string* context = field("context");
     const std::string* vector = field("vector");
     const std::string* threshold = field("threshold");
-    if (!prefix || !vector || !threshold) return;
+    if (!prefix || !context || !vector || !threshold) return;
     if (vector->empty()) {
-      index()->forget(*prefix, nullptr, 0);
+      index()->forget(*prefix, *context, nullptr, 0);
     } else {
       std::vector<float> near = vector_of(*vector, options_.dimensions);
-      index()->forget(*prefix, &near, std::stof(*threshold));
+      index()->forget(*prefix, *context, &near, std::stof(*threshold));
     }
   }
 }

@@ -1,5 +1,6 @@
-// Semantic-cache entries shared through Redis: each entry (vector, question, answer) is a key
-// with Redis's expiry, and every insertion and correction is also a message on one Redis stream.
+// Semantic-cache entries shared through Redis: each entry (vector, context, question, answer) is a
+// key with Redis's expiry, and every insertion and correction is also a message on one Redis
+// stream.
 // Each replica builds its own vector index from the entries at start and keeps it current by
 // following the stream on a thread of its own (XREAD BLOCK, so it stops within a block's time).
 // After losing Redis the follower rebuilds the index from the entries once it is back, so it
@@ -56,7 +57,8 @@ class RedisSemanticStore {
   void insert(const std::string& partition, SemanticEntry entry, std::chrono::milliseconds ttl);
   // As SemanticIndex::forget, here, in Redis and (by a stream message) in every replica.
   // Throws redis::Error when Redis fails.
-  size_t forget(const std::string& prefix, const std::vector<float>* near, float threshold);
+  size_t forget(const std::string& prefix, const std::string& context,
+                const std::vector<float>* near, float threshold);
 
  private:
   void follow(std::unique_ptr<redis::Connection> connection, std::string position);

@@ -1,21 +1,33 @@
 #include "framework/cache/semantic_index.h"
 
 #include <algorithm>
-#include <set>
 
 #include "framework/embedding/vector_graph.h"
-#include "framework/text/normalizer.h"
 
 namespace chatflow::cache {
 
 struct SemanticIndex::Partition {
-  Partition(size_t dimensions, size_t capacity) : graph(dimensions, capacity, 16, 100, 64) {}
   mutable std::shared_mutex mutex;
-  embedding::VectorGraph graph;
+  // First questions only; made with the first of them (a partition of follow-ups needs none).
+  std::unique_ptr<embedding::VectorGraph> graph;
   std::map<size_t, std::shared_ptr<const SemanticEntry>> entries;  // by label, live only
   std::deque<size_t> order;  // labels, oldest first (dead ones skipped on eviction)
   std::map<std::string, size_t> labels_by_id;  // entries with an id
+  // Later questions, by context: few per context, compared one by one.
+  std::map<std::string, std::vector<size_t>> labels_by_context;
   size_t next_label = 0;
+
+  // Takes the entry at `label` out of the graph or its context's list.
+  void unlink(size_t label, const SemanticEntry& entry) {
+    if (entry.context.empty()) {
+      graph->remove(label);
+      return;
+    }
+    auto found = labels_by_context.find(entry.context);
+    if (found == labels_by_context.end()) return;
+    std::erase(found->second, label);
+    if (found->second.empty()) labels_by_context.erase(found);
+  }
 };
 
 SemanticIndex::SemanticIndex(size_t dimensions, size_t max_entries)
@@ -29,28 +41,50 @@ std::shared_ptr<SemanticIndex::Partition> SemanticIndex::partition(const std::st
   auto found = partitions_.find(name);
   if (found != partitions_.end()) return found->second;
   if (!create) return nullptr;
-  auto made = std::make_shared<Partition>(dimensions_, std::min<size_t>(1024, max_entries_ + 1));
+  auto made = std::make_shared<Partition>();
   partitions_.emplace(name, made);
   return made;
 }
 
+namespace {
+float cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  float similarity = 0;
+  for (size_t d = 0; d < a.size() && d < b.size(); ++d)
+    similarity += a[d] * b[d];
+  return similarity;
+}
+}  // namespace
+
 std::vector<SemanticMatch> SemanticIndex::search(const std::string& name,
+                                                 const std::string& context,
                                                  const std::vector<float>& query, size_t k) const {
   std::vector<SemanticMatch> matches;
   auto part = partition(name, false);
   if (!part || query.size() != dimensions_) return matches;
   std::shared_lock lock(part->mutex);
-  if (part->entries.empty()) return matches;
-  for (const auto& [label, similarity] :
-       part->graph.search(query.data(), std::min(k, part->entries.size()))) {
+  auto now = std::chrono::steady_clock::now();
+  auto live = [&](size_t label, float similarity) {
     auto entry = part->entries.find(label);
-    if (entry == part->entries.end()) continue;
-    if (entry->second->answer->expires <= std::chrono::steady_clock::now()) continue;
+    if (entry == part->entries.end() || entry->second->answer->expires <= now) return;
     matches.push_back({similarity, entry->second});
+  };
+  if (context.empty()) {
+    if (!part->graph || part->entries.empty()) return matches;
+    for (const auto& [label, similarity] :
+         part->graph->search(query.data(), std::min(k, part->entries.size())))
+      live(label, similarity);
+  } else {
+    auto labels = part->labels_by_context.find(context);
+    if (labels == part->labels_by_context.end()) return matches;
+    for (size_t label : labels->second) {
+      auto entry = part->entries.find(label);
+      if (entry != part->entries.end()) live(label, cosine(query, entry->second->vector));
+    }
   }
   std::sort(matches.begin(), matches.end(), [](const SemanticMatch& a, const SemanticMatch& b) {
     return a.similarity > b.similarity;
   });
+  if (matches.size() > k) matches.resize(k);
   return matches;
 }
 
@@ -66,19 +100,28 @@ void SemanticIndex::insert(const std::string& name, SemanticEntry entry) {
     auto found = part->entries.find(oldest);
     if (found == part->entries.end()) continue;
     part->labels_by_id.erase(found->second->id);
+    part->unlink(oldest, *found->second);
     part->entries.erase(found);
-    part->graph.remove(oldest);
   }
 
   size_t label = part->next_label++;
   if (!entry.id.empty()) part->labels_by_id.emplace(entry.id, label);
-  part->graph.add(entry.vector.data(), label);
+  if (entry.context.empty()) {
+    if (!part->graph) {
+      part->graph = std::make_unique<embedding::VectorGraph>(
+          dimensions_, std::min<size_t>(1024, max_entries_ + 1), 16, 100, 64);
+    }
+    part->graph->add(entry.vector.data(), label);
+  } else {
+    part->labels_by_context[entry.context].push_back(label);
+  }
   part->entries.emplace(label, std::make_shared<const SemanticEntry>(std::move(entry)));
   part->order.push_back(label);
 }
 
-size_t SemanticIndex::forget(const std::string& prefix, const std::vector<float>* near,
-                             float threshold, std::vector<std::string>* forgotten_ids) {
+size_t SemanticIndex::forget(const std::string& prefix, const std::string& context,
+                             const std::vector<float>* near, float threshold,
+                             std::vector<std::string>* forgotten_ids) {
   std::vector<std::shared_ptr<Partition>> chosen;
   {
     std::lock_guard lock(mutex_);
@@ -90,18 +133,14 @@ size_t SemanticIndex::forget(const std::string& prefix, const std::vector<float>
   for (auto& part : chosen) {
     std::unique_lock lock(part->mutex);
     for (auto it = part->entries.begin(); it != part->entries.end();) {
-      bool drop = !near || (near->size() == dimensions_ && [&] {
-        float similarity = 0;
-        for (size_t d = 0; d < dimensions_; ++d)
-          similarity += (*near)[d] * it->second->vector[d];
-        return similarity >= threshold;
-      }());
+      bool drop = !near || (near->size() == dimensions_ && it->second->context == context &&
+                            cosine(*near, it->second->vector) >= threshold);
       if (drop) {
         if (!it->second->id.empty()) {
           part->labels_by_id.erase(it->second->id);
           if (forgotten_ids) forgotten_ids->push_back(it->second->id);
         }
-        part->graph.remove(it->first);
+        part->unlink(it->first, *it->second);
         it = part->entries.erase(it);
         ++removed;
       } else {
@@ -117,89 +156,6 @@ size_t SemanticIndex::size(const std::string& name) const {
   if (!part) return 0;
   std::shared_lock lock(part->mutex);
   return part->entries.size();
-}
-
-namespace {
-
-struct Signature {
-  std::multiset<std::string> numbers;
-  bool negated = false;
-  std::set<std::string> names;  // lower case
-  std::set<std::string> words;  // every word, lower case
-};
-
-bool ascii_letter(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-Signature signature(const std::string& text) {
-  static const std::set<std::string> kNegations = {
-      "not",       "no",       "never",  "none",   "nobody",  "nothing", "neither", "nor",
-      "cannot",    "can't",    "cant",   "don't",  "dont",    "doesn't", "doesnt",  "isn't",
-      "isnt",      "aren't",   "arent",  "wasn't", "weren't", "won't",   "wont",    "wouldn't",
-      "shouldn't", "couldn't", "didn't", "didnt",  "without", "n't"};
-  static const char* kChineseNegations[] = {"不", "没", "無", "无", "非", "别", "未", "否", "勿"};
-  Signature result;
-  // Numbers: runs of digits (with a decimal point inside), as written.
-  for (size_t i = 0; i < text.size();) {
-    if (text[i] >= '0' && text[i] <= '9') {
-      size_t j = i;
-      while (j < text.size() &&
-             ((text[j] >= '0' && text[j] <= '9') || (text[j] == '.' && j + 1 < text.size() &&
-                                                     text[j + 1] >= '0' && text[j + 1] <= '9'))) {
-        ++j;
-      }
-      result.numbers.insert(text.substr(i, j - i));
-      i = j;
-    } else {
-      ++i;
-    }
-  }
-  for (const char* word : kChineseNegations)
-    result.negated |= text.find(word) != std::string::npos;
-  // Words: negations (any case), and names: capitalised words not starting a sentence, and
-  // acronyms.
-  bool sentence_start = true;
-  for (size_t i = 0; i < text.size();) {
-    if (!ascii_letter(text[i])) {
-      if (text[i] == '.' || text[i] == '?' || text[i] == '!' || text[i] == '\n')
-        sentence_start = true;
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < text.size() && (ascii_letter(text[j]) || text[j] == '\''))
-      ++j;
-    std::string word = text.substr(i, j - i);
-    std::string lower = text::normalize(word).text;
-    if (kNegations.count(lower) ||
-        (lower.size() > 3 && lower.compare(lower.size() - 3, 3, "n't") == 0))
-      result.negated = true;
-    bool capitalised = word[0] >= 'A' && word[0] <= 'Z';
-    bool acronym = word.size() >= 2 && std::all_of(word.begin(), word.end(), [](char c) {
-                     return (c >= 'A' && c <= 'Z') || c == '\'';
-                   });
-    if ((capitalised && !sentence_start) || acronym) result.names.insert(lower);
-    result.words.insert(lower);
-    sentence_start = false;
-    i = j;
-  }
-  return result;
-}
-
-}  // namespace
-
-bool same_question(const std::string& a, const std::string& b) {
-  Signature x = signature(a), y = signature(b);
-  if (x.numbers != y.numbers || x.negated != y.negated) return false;
-  // A name one question mentions must be in the other too, however it is capitalised there.
-  auto covered = [](const Signature& names, const Signature& text) {
-    for (const auto& name : names.names) {
-      if (!text.words.count(name)) return false;
-    }
-    return true;
-  };
-  return covered(x, y) && covered(y, x);
 }
 
 }  // namespace chatflow::cache

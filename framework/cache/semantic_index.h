@@ -1,7 +1,10 @@
-// Cached answers found by meaning: one vector graph (hnswlib) per partition (tenant, model, system
-// prompt), searched by inner product of unit vectors (cosine similarity). A partition holds at
-// most `max_entries`; the oldest entries go first. Thread-safe: searches share a partition,
-// insertions and corrections take it alone.
+// Cached answers found by meaning. A partition (tenant, model, system prompt, answer shape...)
+// holds the answers to questions asked first in a conversation, found through one vector graph
+// (hnswlib) by inner product of unit vectors (cosine similarity), and the answers to later
+// questions, each under the digest of the turns before it (its context): those are compared one
+// by one with the entries of the same context only, so a follow-up never meets another
+// conversation's. A partition holds at most `max_entries`; the oldest entries go first.
+// Thread-safe: searches share a partition, insertions and corrections take it alone.
 #pragma once
 
 #include <deque>
@@ -18,18 +21,22 @@ namespace chatflow::cache {
 
 struct SemanticEntry {
   SemanticEntry() = default;
-  // The id defaults: only shared entries have one.
+  // The context defaults to none (a conversation's first question); only shared entries have
+  // an id.
   SemanticEntry(std::vector<float> vector, std::string question,
-                std::shared_ptr<const CachedAnswer> answer, std::string id = {})
+                std::shared_ptr<const CachedAnswer> answer, std::string context = {},
+                std::string id = {})
       : vector(std::move(vector)),
         question(std::move(question)),
         answer(std::move(answer)),
+        context(std::move(context)),
         id(std::move(id)) {}
 
-  std::vector<float> vector;
-  std::string question;  // the newest user message, for the verifier
+  std::vector<float> vector;  // the question's
+  std::string question;       // the newest user message, for the verifier
   std::shared_ptr<const CachedAnswer> answer;
-  std::string id;  // shared entries' (Redis): inserting an id the partition holds is a no-op
+  std::string context;  // the digest of the turns before the question; empty: there were none
+  std::string id;       // shared entries' (Redis): inserting an id the partition holds is a no-op
 };
 
 struct SemanticMatch {
@@ -42,14 +49,15 @@ class SemanticIndex {
   SemanticIndex(size_t dimensions, size_t max_entries);
   ~SemanticIndex();
 
-  // Up to `k` live entries, most similar first.
-  std::vector<SemanticMatch> search(const std::string& partition, const std::vector<float>& query,
-                                    size_t k) const;
+  // Up to `k` live entries of `context` (empty: first questions), most similar first.
+  std::vector<SemanticMatch> search(const std::string& partition, const std::string& context,
+                                    const std::vector<float>& query, size_t k) const;
   void insert(const std::string& partition, SemanticEntry entry);
   // Forgets, in every partition whose name starts with `prefix`: everything (no `near`), or the
-  // entries at least `threshold` similar to `near`. Returns how many; their ids go to
-  // `forgotten_ids` when given.
-  size_t forget(const std::string& prefix, const std::vector<float>* near, float threshold,
+  // entries of `context` at least `threshold` similar to `near`. Returns how many; their ids go
+  // to `forgotten_ids` when given.
+  size_t forget(const std::string& prefix, const std::string& context,
+                const std::vector<float>* near, float threshold,
                 std::vector<std::string>* forgotten_ids = nullptr);
   size_t size(const std::string& partition) const;
 
@@ -62,10 +70,5 @@ class SemanticIndex {
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<Partition>> partitions_;
 };
-
-// Whether two questions that embed alike ask the same thing: the same numbers, the same
-// negations (not, never, no, 不, 没...), and the same names (capitalised words inside a
-// sentence, acronyms). "Is X safe?" and "Is X not safe?" differ.
-bool same_question(const std::string& a, const std::string& b);
 
 }  // namespace chatflow::cache

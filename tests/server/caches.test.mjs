@@ -183,3 +183,66 @@ describe('exact and semantic caches', () => {
     assert.equal((await malformed.json()).error.type, 'invalid_request_error');
   });
 });
+
+// Issue 31: the quick-start server answered the fourth question of this session with the third
+// one's answer. Sessions as the quick start keeps them (history_trim before the caches); echo's
+// answers open with a story of a few hundred characters, as a model's long answers do.
+describe('the semantic cache in a session', () => {
+  let server;
+  let key;
+  const story = 'Once upon a time a dragon lived in the mountains above a quiet village, and every evening '
+    + 'the dragon watched the lights of the village come on one by one while the wind carried the smell '
+    + 'of bread and smoke up the valley to its cave. ';
+  before(async () => {
+    const keys = scratchPath('cache-session-keys.yaml');
+    key = addKey(keys, 'tenant-a', { user: 'ann' });
+    server = await startServer(['--pipeline', writeTemp('cache-session.yaml', `version: 1
+name: cache-session
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+  history: {type: history_store, backend: memory}
+  vectors: {type: embedder, kind: ngrams}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 8000}}
+  - {name: semantic, type: semantic_cache, config: {embedder: vectors, threshold: 0.95}}
+  - {name: echo, type: echo, config: {prefix: "${story}"}}
+  - {name: emit, type: sse_emit}
+edges:
+  - semantic.hit -> emit
+`)]);
+  });
+  after(async () => {
+    assert.equal((await server.stop()).code, 0);
+  });
+
+  const say = (session, content) => post(server.url, '/v1/chat/completions', {
+    model: 'test-model', temperature: 0.7, max_tokens: 64, session_id: session, messages: [{ role: 'user', content }],
+  }, as(key));
+
+  test('no question of the dialogue gets an earlier answer; a replay of it hits, another story does not', async () => {
+    const dialogue = ['Hi there, please introduce yourself', 'Tell me a story about a dragon', 'And then what?',
+      'Why was the dragon sad?'];
+    for (const question of dialogue) {
+      const response = await say('dragon', question);
+      assert.equal(response.status, 200, response.text);
+      assert.notEqual(response.headers.get('x-chatflow-cache'), 'semantic',
+        `'${question}' was answered with '${response.json.choices[0].message.content}'`);
+      assert.equal(response.json.choices[0].message.content, story + question);
+    }
+    // Another session asking the same in other case: each turn follows the same conversation so
+    // far, so each is a true repeat.
+    for (const question of dialogue) {
+      const response = await say('replay', question.toLowerCase());
+      assert.equal(response.headers.get('x-chatflow-cache'), 'semantic', `'${question}' replayed`);
+      assert.equal(response.json.choices[0].message.content, story + question);
+    }
+    // After another story, "And then what?" asks for something else.
+    await say('knight', 'Hi there, please introduce yourself');
+    const knight = await say('knight', 'Tell me a story about a knight');
+    assert.notEqual(knight.headers.get('x-chatflow-cache'), 'semantic');
+    const then = await say('knight', 'And then what?');
+    assert.notEqual(then.headers.get('x-chatflow-cache'), 'semantic', 'the dragon story continued');
+    assert.equal(then.json.choices[0].message.content, `${story}And then what?`);
+  });
+});

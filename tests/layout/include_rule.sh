@@ -9,7 +9,8 @@ declare -A allowed=(
   [kernels]="kernels"
   [framework/api]="framework/api"
   [framework/text]="framework/text framework/api"
-  [framework/storage]="framework/storage"
+  [framework/net]="framework/net"
+  [framework/storage]="framework/storage framework/net"
   [framework/grammar]="framework/grammar framework/text"
   [framework/engine]="framework/engine framework/grammar framework/text kernels"
   [framework/loading]="framework/loading framework/api framework/text plugins/sdk"
@@ -19,7 +20,7 @@ declare -A allowed=(
 )
 domain="framework/cache framework/embedding framework/history framework/limits framework/moderation framework/retrieval framework/security framework/tools framework/tracing framework/upstream framework/usage"
 for folder in $domain; do
-  allowed[$folder]="framework/api framework/text framework/storage kernels $domain"
+  allowed[$folder]="framework/api framework/text framework/storage framework/net kernels $domain"
 done
 # The outer rings and stages may include more; these are what they must never include.
 declare -A forbidden=(

@@ -1,22 +1,16 @@
 #include "framework/storage/redis_client.h"
 
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <sys/time.h>
 
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>
 
+#include "framework/net/socket_stream.h"
+
 namespace chatflow::redis {
 namespace {
 
-timeval to_timeval(std::chrono::milliseconds duration) {
-  timeval value{};
-  value.tv_sec = static_cast<time_t>(duration.count() / 1000);
-  value.tv_usec = static_cast<suseconds_t>((duration.count() % 1000) * 1000);
-  return value;
-}
+using Clock = std::chrono::steady_clock;
 
 int parse_number(const std::string& text, const std::string& what, const std::string& url) {
   int value = 0;
@@ -82,6 +76,7 @@ Endpoint parse_url(const std::string& url) {
   Endpoint endpoint;
   constexpr std::string_view kUnix = "unix://";
   constexpr std::string_view kTcp = "redis://";
+  constexpr std::string_view kTls = "rediss://";
   if (url.rfind(kUnix, 0) == 0) {
     std::string rest = url.substr(kUnix.size());
     if (size_t query = rest.find("?db="); query != std::string::npos) {
@@ -95,12 +90,13 @@ Endpoint parse_url(const std::string& url) {
     endpoint.socket_path = rest;
     return endpoint;
   }
-  if (url.rfind(kTcp, 0) != 0) {
+  endpoint.tls = url.rfind(kTls, 0) == 0;
+  if (url.rfind(kTcp, 0) != 0 && !endpoint.tls) {
     throw std::invalid_argument("redis URL '" + url +
-                                "': expected redis://[user:password@]host[:port][/db] or "
-                                "unix:///path/to/socket");
+                                "': expected redis://[user:password@]host[:port][/db], the same "
+                                "with rediss:// for TLS, or unix:///path/to/socket");
   }
-  std::string rest = url.substr(kTcp.size());
+  std::string rest = url.substr(endpoint.tls ? kTls.size() : kTcp.size());
   if (size_t at = rest.rfind('@'); at != std::string::npos) {
     std::string credentials = rest.substr(0, at);
     rest = rest.substr(at + 1);
@@ -134,69 +130,66 @@ Endpoint parse_url(const std::string& url) {
 
 Script::Script(std::string source) : source_(std::move(source)), sha1_(hex_sha1(source_)) {}
 
-Connection::Connection(const Endpoint& endpoint, std::chrono::milliseconds connect_timeout,
+Connection::Connection(const Endpoint& endpoint, const net::TlsClientContext* tls,
+                       std::chrono::milliseconds connect_timeout,
                        std::chrono::milliseconds command_timeout)
     : endpoint_name_(endpoint.name()), command_timeout_(command_timeout) {
-  timeval timeout = to_timeval(connect_timeout);
-  context_ = endpoint.socket_path.empty()
-                 ? redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port, timeout)
-                 : redisConnectUnixWithTimeout(endpoint.socket_path.c_str(), timeout);
-  if (!context_) throw Error("redis " + endpoint_name_ + ": connect failed: out of memory");
-  if (context_->err) {
-    std::string reason = context_->errstr;
-    redisFree(context_);
-    context_ = nullptr;
-    if (reason.find("timed out") != std::string::npos ||
-        reason.find("temporarily") != std::string::npos)
-      reason = "no answer within " + std::to_string(connect_timeout.count()) + " ms";
+  auto deadline = Clock::now() + connect_timeout;
+  try {
+    stream_ = std::make_unique<net::SocketStream>(
+        endpoint.socket_path.empty()
+            ? net::SocketStream::connect_tcp(endpoint.host, endpoint.port, deadline)
+            : net::SocketStream::connect_unix(endpoint.socket_path, deadline));
+    if (tls) {
+      stream_->start_tls(*tls, endpoint.server_name.empty() ? endpoint.host : endpoint.server_name,
+                         deadline);
+    }
+  } catch (const net::SocketError& error) {
+    std::string reason = error.kind() == net::SocketError::Kind::timed_out
+                             ? "no answer within " + std::to_string(connect_timeout.count()) + " ms"
+                             : error.what();
     throw Error("redis " + endpoint_name_ + ": connect failed: " + reason);
   }
-  set_command_timeout(command_timeout);
+  reader_ = redisReaderCreate();
+  if (!reader_) throw Error("redis " + endpoint_name_ + ": connect failed: out of memory");
   try {
-    if (!endpoint.password.empty()) {
-      Command auth = endpoint.user.empty() ? Command{"AUTH", endpoint.password}
-                                           : Command{"AUTH", endpoint.user, endpoint.password};
-      Reply reply = command(auth);
-      if (reply.kind == Reply::Kind::error)
-        throw Error("redis " + endpoint_name_ + ": AUTH refused: " + reply.text);
-    }
-    if (endpoint.database != 0) {
-      Reply reply = command({"SELECT", std::to_string(endpoint.database)});
-      if (reply.kind == Reply::Kind::error) {
-        throw Error("redis " + endpoint_name_ + ": SELECT " + std::to_string(endpoint.database) +
-                    " refused: " + reply.text);
-      }
-    }
+    authenticate_and_select(endpoint);
   } catch (...) {
-    redisFree(context_);
-    context_ = nullptr;
+    redisReaderFree(reader_);
     throw;
   }
 }
 
+void Connection::authenticate_and_select(const Endpoint& endpoint) {
+  if (!endpoint.password.empty()) {
+    Command auth = endpoint.user.empty() ? Command{"AUTH", endpoint.password}
+                                         : Command{"AUTH", endpoint.user, endpoint.password};
+    Reply reply = command(auth);
+    if (reply.kind == Reply::Kind::error)
+      throw Error("redis " + endpoint_name_ + ": AUTH refused: " + reply.text);
+  }
+  if (endpoint.database != 0) {
+    Reply reply = command({"SELECT", std::to_string(endpoint.database)});
+    if (reply.kind == Reply::Kind::error) {
+      throw Error("redis " + endpoint_name_ + ": SELECT " + std::to_string(endpoint.database) +
+                  " refused: " + reply.text);
+    }
+  }
+}
+
 Connection::~Connection() {
-  if (context_) redisFree(context_);
+  if (reader_) redisReaderFree(reader_);
 }
 
-void Connection::set_command_timeout(std::chrono::milliseconds timeout) {
-  command_timeout_ = timeout;
-  if (redisSetTimeout(context_, to_timeval(timeout)) != REDIS_OK) fail("setting the timeout");
-}
-
-void Connection::fail(const std::string& what) {
+void Connection::fail(const std::string& what, const std::string& reason) {
   broken_ = true;
-  std::string reason = context_->errstr;
-  // A socket timeout surfaces as EAGAIN's text.
-  if (context_->err == REDIS_ERR_IO &&
-      (errno == EAGAIN || errno == EWOULDBLOCK ||
-       reason.find("temporarily unavailable") != std::string::npos))
-    reason = "no reply within " + std::to_string(command_timeout_.count()) + " ms";
-  if (reason.empty()) reason = "connection lost";
   throw Error("redis " + endpoint_name_ + ": " + what + ": " + reason);
 }
 
 std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands) {
   if (broken_) throw Error("redis " + endpoint_name_ + ": the connection is broken");
+  auto deadline = Clock::now() + command_timeout_;
+  std::string request;
   std::vector<const char*> argv;
   std::vector<size_t> lengths;
   for (const Command& command : commands) {
@@ -206,17 +199,42 @@ std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands) {
       argv.push_back(word.data());
       lengths.push_back(word.size());
     }
-    if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv.data(),
-                               lengths.data()) != REDIS_OK)
-      fail("sending " + command.at(0));
+    char* encoded = nullptr;
+    int length = redisFormatCommandArgv(&encoded, static_cast<int>(argv.size()), argv.data(),
+                                        lengths.data());
+    if (length < 0) fail("sending " + command.at(0), "out of memory");
+    request.append(encoded, static_cast<size_t>(length));
+    redisFreeCommand(encoded);
+  }
+  auto reason_of = [&](const net::SocketError& error) -> std::string {
+    if (error.kind() == net::SocketError::Kind::timed_out)
+      return "no reply within " + std::to_string(command_timeout_.count()) + " ms";
+    return error.what();
+  };
+  try {
+    stream_->write_all(request, deadline);
+  } catch (const net::SocketError& error) {
+    fail("sending " + commands.at(0).at(0), reason_of(error));
   }
   std::vector<Reply> replies;
   replies.reserve(commands.size());
+  char buffer[16 * 1024];
   for (const Command& command : commands) {
-    void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || !raw) fail(command.at(0));
-    replies.push_back(copy_reply(static_cast<redisReply*>(raw)));
-    freeReplyObject(raw);
+    void* parsed = nullptr;
+    while (true) {
+      if (redisReaderGetReply(reader_, &parsed) != REDIS_OK)
+        fail(command.at(0), std::string("protocol error: ") + reader_->errstr);
+      if (parsed) break;
+      try {
+        size_t got = stream_->read_some(buffer, sizeof buffer, deadline);
+        if (redisReaderFeed(reader_, buffer, got) != REDIS_OK)
+          fail(command.at(0), std::string("protocol error: ") + reader_->errstr);
+      } catch (const net::SocketError& error) {
+        fail(command.at(0), reason_of(error));
+      }
+    }
+    replies.push_back(copy_reply(static_cast<redisReply*>(parsed)));
+    freeReplyObject(parsed);
   }
   return replies;
 }
@@ -239,8 +257,15 @@ class Client::Lease {
 };
 
 Client::Client(Endpoint endpoint, ClientOptions options)
-    : endpoint_(std::move(endpoint)), options_(options) {
+    : endpoint_(std::move(endpoint)), options_(std::move(options)) {
   if (options_.pool_size == 0) options_.pool_size = 1;
+  if (endpoint_.tls) {
+    try {
+      tls_.emplace(options_.tls);
+    } catch (const net::TlsError& error) {
+      throw std::invalid_argument(error.what());
+    }
+  }
 }
 
 Client::~Client() = default;
@@ -265,8 +290,8 @@ std::unique_ptr<Connection> Client::borrow() {
   ++open_;
   lock.unlock();
   try {
-    return std::make_unique<Connection>(endpoint_, options_.connect_timeout,
-                                        options_.command_timeout);
+    return std::make_unique<Connection>(endpoint_, tls_ ? &*tls_ : nullptr,
+                                        options_.connect_timeout, options_.command_timeout);
   } catch (const Error& error) {
     lock.lock();
     --open_;
@@ -328,7 +353,8 @@ bool Client::ping(std::string* error) {
 }
 
 std::unique_ptr<Connection> Client::connect_dedicated(std::chrono::milliseconds command_timeout) {
-  return std::make_unique<Connection>(endpoint_, options_.connect_timeout, command_timeout);
+  return std::make_unique<Connection>(endpoint_, tls_ ? &*tls_ : nullptr, options_.connect_timeout,
+                                      command_timeout);
 }
 
 const Reply& expect_ok(const Reply& reply, const Client& client, const std::string& what) {

@@ -1,6 +1,8 @@
-// A small Redis client over hiredis for state replicas share: a bounded pool of blocking
-// connections with connect and command timeouts, URLs with AUTH and SELECT, pipelines, and Lua
-// scripts run by EVALSHA (loaded on NOSCRIPT). Every failure is a redis::Error naming the
+// A small Redis client for state replicas share: a bounded pool of blocking connections with
+// connect and command timeouts, plain or TLS (rediss://, the server's certificate and name always
+// verified), URLs with AUTH and SELECT, pipelines, and Lua scripts run by EVALSHA (loaded on
+// NOSCRIPT). hiredis encodes commands and parses replies; the bytes go over a net::SocketStream,
+// because Debian's hiredis (0.14) speaks no TLS. Every failure is a redis::Error naming the
 // endpoint and what failed; no call waits past its timeouts.
 //
 // A connection that failed (timed out, reset, protocol error) is dropped, never reused: a reply
@@ -13,15 +15,23 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-struct redisContext;
+#include "framework/net/tls_client.h"
+
+struct redisReader;
+
+namespace chatflow::net {
+class SocketStream;
+}
 
 namespace chatflow::redis {
 
-// Where Redis is: redis://[user:password@]host[:port][/db] or unix:///path/to/socket[?db=N].
+// Where Redis is: redis://[user:password@]host[:port][/db], the same with rediss:// for TLS, or
+// unix:///path/to/socket[?db=N].
 struct Endpoint {
   std::string host;
   int port = 6379;
@@ -29,6 +39,8 @@ struct Endpoint {
   std::string user;
   std::string password;
   int database = 0;
+  bool tls = false;         // rediss://
+  std::string server_name;  // TLS: the name the certificate must carry; empty: `host`
 
   // host:port or the socket path (never the password): how errors name it.
   std::string name() const;
@@ -72,14 +84,16 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{250};
   std::chrono::milliseconds command_timeout{250};
   std::chrono::milliseconds retry_interval{500};
+  net::TlsClientOptions tls;  // rediss:// only: whom to trust, a client certificate
 };
 
 // One connection: not thread-safe; the client lends each to one caller at a time.
 class Connection {
  public:
-  // Connects, authenticates and selects the database; throws Error.
-  Connection(const Endpoint& endpoint, std::chrono::milliseconds connect_timeout,
-             std::chrono::milliseconds command_timeout);
+  // Connects (with the TLS handshake, when `tls` is given, within the connect timeout),
+  // authenticates and selects the database; throws Error.
+  Connection(const Endpoint& endpoint, const net::TlsClientContext* tls,
+             std::chrono::milliseconds connect_timeout, std::chrono::milliseconds command_timeout);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -88,21 +102,26 @@ class Connection {
   // as a reply of kind error; a failure of the connection throws Error and breaks it.
   std::vector<Reply> pipeline(const std::vector<Command>& commands);
   Reply command(const Command& command);
-  // Changes how long a reply may take (a blocking XREAD waits longer than a GET).
-  void set_command_timeout(std::chrono::milliseconds timeout);
+  // Changes how long a call (sending the commands, reading every reply) may take: a blocking
+  // XREAD waits longer than a GET.
+  void set_command_timeout(std::chrono::milliseconds timeout) { command_timeout_ = timeout; }
   bool broken() const { return broken_; }
 
  private:
-  [[noreturn]] void fail(const std::string& what);
+  [[noreturn]] void fail(const std::string& what, const std::string& reason);
+  void authenticate_and_select(const Endpoint& endpoint);
 
   std::string endpoint_name_;
-  redisContext* context_ = nullptr;
+  std::unique_ptr<net::SocketStream> stream_;
+  redisReader* reader_ = nullptr;
   std::chrono::milliseconds command_timeout_;
   bool broken_ = false;
 };
 
 class Client {
  public:
+  // Throws std::invalid_argument when a rediss:// endpoint's TLS files cannot be used, naming
+  // the option (ca_file, certificate_file, key_file) and why.
   Client(Endpoint endpoint, ClientOptions options);
   ~Client();
 
@@ -130,6 +149,7 @@ class Client {
 
   Endpoint endpoint_;
   ClientOptions options_;
+  std::optional<net::TlsClientContext> tls_;  // for rediss://
   std::mutex mutex_;
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;

@@ -1,13 +1,16 @@
 // Two chatflow replicas sharing one real redis-server: a tenant's limit holds across both under
 // concurrent load, an exact-cache and a semantic-cache entry written through one replica is
 // found by the other, and with Redis stopped mid-run fail_open keeps serving while fail_closed
-// answers 503, both limiting again once Redis is back on the same port.
+// answers 503, both limiting again once Redis is back on the same port. Over rediss:// (a Redis
+// speaking only TLS and asking for client certificates, all made by openssl here), limits and
+// the cache work the same, and a Redis whose certificate is not trusted is refused by name.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
   addKey, metric, modelStages, post, scrape, scratchPath, startServer, testModel, waitFor, writeTemp,
 } from '../server/harness.mjs';
+import { haveOpenssl, makeCertificates } from './certificates.mjs';
 import { freePort, redisServerBinary, startRedis } from './redis_server.mjs';
 
 const skip = redisServerBinary() ? false : 'redis-server is not installed (apt-get install redis-server)';
@@ -313,5 +316,71 @@ describe('starting while Redis is unreachable', { skip }, () => {
     } finally {
       assert.equal((await degraded.stop()).code, 0);
     }
+  });
+});
+
+describe('a Redis that speaks only TLS (rediss://, mutual TLS)', { skip: skip || (!haveOpenssl && 'openssl is not installed') }, () => {
+  let certificates;
+  let redis;
+  let replica;
+  let key;
+  let keys;
+  const tlsPipeline = (name, caFile) => writeTemp(`${name}.yaml`, `version: 1
+name: fleet
+resources:
+  shared:
+    type: redis
+    url: "${redis.url}"
+    connect_timeout_ms: 1000
+    command_timeout_ms: 1000
+    tls: {ca_file: "${caFile}", certificate_file: "${certificates.clientCertificate}", key_file: "${certificates.clientKey}"}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}, public_paths: [/health, /metrics]}}
+  - {name: limits, type: rate_limit, config: {store: shared, on_error: fail_closed, tenants: {acme: "rpm=4"}}}
+  - {name: exact, type: exact_cache, config: {store: shared}}
+  - {name: echo, type: echo}
+  - {name: emit, type: sse_emit}
+edges:
+  - exact.hit -> emit
+`);
+  before(async () => {
+    certificates = makeCertificates(scratchPath('fleet-redis-tls'));
+    redis = await startRedis({ tls: {
+      certificate: certificates.serverCertificate, key: certificates.serverKey, ca: certificates.ca,
+      requireClientCertificates: true,
+      clientCertificate: certificates.clientCertificate, clientKey: certificates.clientKey,
+    } });
+    keys = scratchPath('fleet-tls-keys.yaml');
+    key = addKey(keys, 'acme');
+    replica = await startServer(['--pipeline', tlsPipeline('fleet-tls', certificates.ca)]);
+  });
+  after(async () => {
+    if (replica) assert.equal((await replica.stop()).code, 0);
+    await redis?.close();
+  });
+
+  test('the rate limit\'s Lua scripts and the exact cache work over verified TLS', async () => {
+    const first = await post(replica.url, '/v1/chat/completions', ask('over TLS'), as(key));
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.headers.get('x-chatflow-cache'), 'miss');
+    assert.equal(first.headers.get('x-ratelimit-limit-requests'), '4');
+    assert.equal(first.headers.get('x-ratelimit-remaining-requests'), '3');
+    const again = await post(replica.url, '/v1/chat/completions', ask('over TLS'), as(key));
+    assert.equal(again.headers.get('x-chatflow-cache'), 'exact', 'the entry was written to and read from Redis');
+    assert.equal(again.json.choices[0].message.content, 'over TLS');
+    const statuses = [];
+    for (let i = 0; i < 3; i++) {
+      statuses.push((await post(replica.url, '/v1/chat/completions', ask(`more ${i}`), as(key))).status);
+    }
+    assert.deepEqual(statuses, [200, 200, 429], 'rpm=4 across the five requests, counted in Redis');
+  });
+
+  test('a certificate from an unknown CA: fail_closed does not start, naming the endpoint and why', async () => {
+    await assert.rejects(startServer(['--pipeline', tlsPipeline('fleet-tls-untrusted', certificates.otherCa)]),
+      (error) => {
+        assert.match(error.message, new RegExp(`localhost:${redis.port}`));
+        assert.match(error.message, /TLS handshake failed: certificate verify failed/);
+        return true;
+      });
   });
 });

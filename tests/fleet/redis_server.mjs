@@ -1,11 +1,13 @@
 // A real redis-server for the fleet tests: on a free loopback port, in a temporary directory,
 // saving nothing (`--save '' --appendonly no`), stopped at the end. `stop()` and `start()` take
-// it away and bring it back, empty, on the same port.
+// it away and bring it back, empty, on the same port. With `tls` it speaks only TLS on its port
+// (rediss://localhost:port).
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 
 // The redis-server to run (REDIS_SERVER, else the one on PATH), or undefined when there is none.
 export function redisServerBinary() {
@@ -25,14 +27,21 @@ export function freePort() {
   });
 }
 
-// Resolves true once something on `port` answers PING with PONG.
-function pong(port) {
+// Resolves true once something on `port` answers PING with PONG (over TLS with `certificates`,
+// when given).
+function pong(port, certificates) {
   return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
+    const socket = certificates
+      ? tls.connect({
+        port, host: '127.0.0.1', servername: 'localhost', ca: fs.readFileSync(certificates.ca),
+        ...(certificates.clientCertificate
+          ? { cert: fs.readFileSync(certificates.clientCertificate), key: fs.readFileSync(certificates.clientKey) } : {}),
+      })
+      : net.connect(port, '127.0.0.1');
     let reply = '';
     socket.setTimeout(500, () => { socket.destroy(); resolve(false); });
     socket.on('error', () => resolve(false));
-    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on(certificates ? 'secureConnect' : 'connect', () => socket.write('PING\r\n'));
     socket.on('data', (data) => {
       reply += data;
       if (reply.includes('\r\n')) {
@@ -43,7 +52,10 @@ function pong(port) {
   });
 }
 
-export async function startRedis() {
+// `tls`: {certificate, key, ca} (the server's, and the CA it trusts for clients), with
+// `requireClientCertificates` and the client certificate the readiness check then presents
+// (`clientCertificate`, `clientKey`).
+export async function startRedis({ tls: certificates } = {}) {
   const binary = redisServerBinary();
   if (!binary) throw new Error('redis-server is not installed');
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'chatflow-fleet-redis-'));
@@ -53,14 +65,19 @@ export async function startRedis() {
   process.on('exit', () => { if (child && child.exitCode === null) child.kill('SIGKILL'); });
   const redis = {
     port,
-    url: `redis://127.0.0.1:${port}`,
+    url: certificates ? `rediss://localhost:${port}` : `redis://127.0.0.1:${port}`,
     async start() {
-      child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      const listen = certificates
+        ? ['--port', '0', '--tls-port', String(port), '--tls-cert-file', certificates.certificate,
+          '--tls-key-file', certificates.key, '--tls-ca-cert-file', certificates.ca,
+          '--tls-auth-clients', certificates.requireClientCertificates ? 'yes' : 'no']
+        : ['--port', String(port)];
+      child = spawn(binary, [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
         '--dir', directory, '--logfile', path.join(directory, 'redis.log')], { stdio: 'ignore' });
       exited = new Promise((resolve) => child.on('exit', resolve));
       const deadline = Date.now() + 10000;
       while (Date.now() < deadline) {
-        if (await pong(port)) return;
+        if (await pong(port, certificates)) return;
         if (child.exitCode !== null) break;
         await new Promise((resolve) => setTimeout(resolve, 20));
       }

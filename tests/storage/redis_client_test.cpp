@@ -1,6 +1,8 @@
 // The Redis client against a real redis-server: URLs, commands and pipelines, scripts Redis has
 // forgotten, AUTH and SELECT, the bounded pool, and failures that name the endpoint and end at
 // their timeouts instead of hanging: nothing listening, a server that never answers, a restart.
+// Over TLS (rediss://) against a redis-server with openssl-made certificates: commands and
+// scripts, mutual TLS, and the certificates it must refuse (unknown CA, another name).
 #include "framework/storage/redis_client.h"
 
 #include <arpa/inet.h>
@@ -12,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "support/redis_server.h"
+#include "support/test_certificates.h"
 
 namespace chatflow::redis {
 namespace {
@@ -23,14 +26,46 @@ using testing::RedisServer;
   GTEST_SKIP() << "redis-server is not installed " \
                   "(apt-get install redis-server)"
 
-Client client_for(const std::string& url, size_t pool_size = 4, int timeout_ms = 500) {
+Client client_for(const std::string& url, size_t pool_size = 4, int timeout_ms = 500,
+                  net::TlsClientOptions tls = {}, std::string server_name = {}) {
   ClientOptions options;
   options.pool_size = pool_size;
   options.connect_timeout = std::chrono::milliseconds(timeout_ms);
   options.command_timeout = std::chrono::milliseconds(timeout_ms);
   options.retry_interval = std::chrono::milliseconds(100);
-  return Client(parse_url(url), options);
+  options.tls = std::move(tls);
+  Endpoint endpoint = parse_url(url);
+  endpoint.server_name = std::move(server_name);
+  return Client(endpoint, options);
 }
+
+// A listening socket on a free loopback port, closed with the object. Nobody accepting on it,
+// connections complete in the backlog and no byte ever comes back.
+class LoopbackListener {
+ public:
+  LoopbackListener() {
+    descriptor_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (bind(descriptor_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        listen(descriptor_, 16) != 0 ||
+        getsockname(descriptor_, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+      throw std::runtime_error("cannot listen on loopback");
+    port_ = ntohs(address.sin_port);
+  }
+  ~LoopbackListener() { close(descriptor_); }
+  int descriptor() const { return descriptor_; }
+  int port() const { return port_; }
+  std::string url(const std::string& scheme) const {
+    return scheme + "://127.0.0.1:" + std::to_string(port_);
+  }
+
+ private:
+  int descriptor_ = -1;
+  int port_ = 0;
+};
 
 TEST(RedisUrl, ReadsHostPortCredentialsAndDatabase) {
   Endpoint full = parse_url("redis://app:s3cret@cache.internal:6380/3");
@@ -160,18 +195,9 @@ TEST(RedisClient, NothingListeningFailsNamingTheEndpoint) {
 }
 
 TEST(RedisClient, AServerThatNeverAnswersTimesOut) {
-  // A listening socket nobody accepts on: the connection completes in the backlog, and no
-  // reply ever comes.
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(listen(listener, 16), 0);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  Client client =
-      client_for("redis://127.0.0.1:" + std::to_string(ntohs(address.sin_port)), 2, 100);
+  LoopbackListener listener;
+  Client client = client_for(listener.url("redis"), 2, 100);
+  auto started = std::chrono::steady_clock::now();
   try {
     client.command({"GET", "x"});
     ADD_FAILURE() << "a silent server answered";
@@ -179,7 +205,38 @@ TEST(RedisClient, AServerThatNeverAnswersTimesOut) {
     EXPECT_NE(std::string(error.what()).find("no reply within 100 ms"), std::string::npos)
         << error.what();
   }
-  close(listener);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5))
+      << "a generous bound: the call must end at its timeout, not hang";
+}
+
+// A reply trickled one byte at a time, each well within the timeout, still ends the call at its
+// command timeout: the timeout bounds the call, not each read.
+TEST(RedisClient, AReplyTrickledByteByByteEndsAtTheCommandTimeout) {
+  LoopbackListener listener;
+  std::thread trickler([&listener] {
+    int peer = accept(listener.descriptor(), nullptr, nullptr);
+    char request[256];
+    (void)!read(peer, request, sizeof request);
+    const std::string reply = "$1000\r\n" + std::string(1000, 'x') + "\r\n";
+    for (char byte : reply) {
+      if (send(peer, &byte, 1, MSG_NOSIGNAL) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    close(peer);
+  });
+  Client client = client_for(listener.url("redis"), 1, 300);
+  auto started = std::chrono::steady_clock::now();
+  try {
+    client.command({"GET", "x"});
+    ADD_FAILURE() << "the whole reply takes 50 s, yet the call waited for it";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("no reply within 300 ms"), std::string::npos)
+        << error.what();
+  }
+  // A generous bound, far below the 50 s the reply takes: the call ended at its timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  shutdown(listener.descriptor(), SHUT_RDWR);  // wakes the accept if no connection came
+  trickler.join();
 }
 
 TEST(RedisClient, WorksAgainAfterARestartWithoutBeingRebuilt) {
@@ -199,6 +256,162 @@ TEST(RedisClient, WorksAgainAfterARestartWithoutBeingRebuilt) {
   ASSERT_TRUE(answered) << "the client never reconnected";
   EXPECT_TRUE(client.command({"GET", "before"}).is_nil())
       << "a restarted server without saves is empty";
+}
+
+TEST(RedisUrl, RedissIsTls) {
+  Endpoint secure = parse_url("rediss://app:s3cret@cache.internal:6380/1");
+  EXPECT_TRUE(secure.tls);
+  EXPECT_EQ(secure.host, "cache.internal");
+  EXPECT_EQ(secure.port, 6380);
+  EXPECT_EQ(secure.password, "s3cret");
+  EXPECT_EQ(secure.database, 1);
+  EXPECT_EQ(parse_url("rediss://cache.internal").port, 6379);
+  EXPECT_FALSE(parse_url("redis://cache.internal").tls);
+}
+
+#define SKIP_WITHOUT_REDIS_OR_OPENSSL()        \
+  SKIP_WITHOUT_REDIS();                        \
+  if (!testing::TestCertificates::available()) \
+  GTEST_SKIP() << "openssl is not installed (apt-get install openssl)"
+
+class RedisTls : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (RedisServer::binary().empty() || !testing::TestCertificates::available()) return;
+    certificates_ = new testing::TestCertificates();
+  }
+  static void TearDownTestSuite() {
+    delete certificates_;
+    certificates_ = nullptr;
+  }
+  static testing::RedisTls server_tls(bool require_client_certificates = false) {
+    return {certificates_->server_certificate(), certificates_->server_key(), certificates_->ca(),
+            require_client_certificates};
+  }
+  static net::TlsClientOptions trusting(const std::string& ca_file) {
+    net::TlsClientOptions options;
+    options.ca_file = ca_file;
+    return options;
+  }
+  static std::string refusal(Client& client) {
+    std::string error;
+    EXPECT_FALSE(client.ping(&error)) << "a connection that must be refused answered";
+    return error;
+  }
+
+  static testing::TestCertificates* certificates_;
+};
+
+testing::TestCertificates* RedisTls::certificates_ = nullptr;
+
+TEST_F(RedisTls, CommandsPipelinesAndScriptsRunOverVerifiedTls) {
+  SKIP_WITHOUT_REDIS_OR_OPENSSL();
+  RedisServer server({}, server_tls());
+  Client client = client_for(server.url(), 2, 2000, trusting(certificates_->ca()));
+  EXPECT_EQ(client.command({"SET", "greeting", std::string("hi\0there", 8)}).text, "OK");
+  EXPECT_EQ(client.command({"GET", "greeting"}).text, std::string("hi\0there", 8));
+  std::vector<Reply> replies = client.pipeline({{"INCR", "n"}, {"INCR", "n"}, {"GET", "n"}});
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[2].text, "2");
+  std::string large(300 * 1024, 'v');  // many TLS records each way
+  client.command({"SET", "large", large});
+  EXPECT_EQ(client.command({"GET", "large"}).text, large);
+  Script add("return tonumber(ARGV[1]) + redis.call('INCRBY', KEYS[1], ARGV[2])");
+  EXPECT_EQ(client.run(add, {"total"}, {"100", "5"}).integer, 105);
+  client.command({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(client.run(add, {"total"}, {"100", "5"}).integer, 110);
+  // Connecting by address: the certificate names 127.0.0.1 too.
+  Client by_address = client_for("rediss://127.0.0.1:" + std::to_string(server.port()), 1, 2000,
+                                 trusting(certificates_->ca()));
+  EXPECT_EQ(by_address.command({"GET", "n"}).text, "2");
+}
+
+TEST_F(RedisTls, AnUnknownCaIsRefusedNamingTheEndpoint) {
+  SKIP_WITHOUT_REDIS_OR_OPENSSL();
+  RedisServer server({}, server_tls());
+  Client client = client_for(server.url(), 1, 2000, trusting(certificates_->other_ca()));
+  std::string error = refusal(client);
+  EXPECT_NE(error.find("localhost:" + std::to_string(server.port())), std::string::npos) << error;
+  EXPECT_NE(error.find("certificate verify failed"), std::string::npos) << error;
+}
+
+TEST_F(RedisTls, ACertificateForAnotherNameIsRefused) {
+  SKIP_WITHOUT_REDIS_OR_OPENSSL();
+  RedisServer server({}, server_tls());
+  Client client =
+      client_for(server.url(), 1, 2000, trusting(certificates_->ca()), "redis.internal");
+  std::string error = refusal(client);
+  EXPECT_NE(error.find("the certificate is not for 'redis.internal'"), std::string::npos) << error;
+
+  // server_name names what the certificate must carry, whatever the URL connects to.
+  Client renamed = client_for("rediss://127.0.0.1:" + std::to_string(server.port()), 1, 2000,
+                              trusting(certificates_->ca()), "localhost");
+  EXPECT_TRUE(renamed.ping());
+}
+
+TEST_F(RedisTls, MutualTlsNeedsTheClientCertificate) {
+  SKIP_WITHOUT_REDIS_OR_OPENSSL();
+  RedisServer server({}, server_tls(true));
+  Client anonymous = client_for(server.url(), 1, 2000, trusting(certificates_->ca()));
+  std::string error = refusal(anonymous);
+  EXPECT_NE(error.find("localhost:" + std::to_string(server.port())), std::string::npos) << error;
+
+  net::TlsClientOptions with_certificate = trusting(certificates_->ca());
+  with_certificate.certificate_file = certificates_->client_certificate();
+  with_certificate.key_file = certificates_->client_key();
+  Client known = client_for(server.url(), 1, 2000, with_certificate);
+  EXPECT_EQ(known.command({"PING"}).text, "PONG");
+}
+
+// A plain Redis reads the ClientHello as the start of a command and waits for its end: the
+// handshake fails at the connect timeout, and nothing is ever sent in plain text.
+TEST_F(RedisTls, ATlsClientNeverFallsBackToPlainText) {
+  SKIP_WITHOUT_REDIS_OR_OPENSSL();
+  RedisServer plain;
+  Client client = client_for("rediss://localhost:" + std::to_string(plain.port()), 1, 300,
+                             trusting(certificates_->ca()));
+  try {
+    client.command({"SET", "leaked", "1"});
+    ADD_FAILURE() << "a TLS client was answered by a plain server";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("connect failed"), std::string::npos) << error.what();
+  }
+  Client observer = client_for(plain.url());
+  EXPECT_TRUE(observer.command({"GET", "leaked"}).is_nil()) << "the command went in plain text";
+}
+
+TEST_F(RedisTls, AHandshakeNobodyAnswersEndsAtTheConnectTimeout) {
+  SKIP_WITHOUT_REDIS_OR_OPENSSL();
+  LoopbackListener listener;
+  Client client = client_for(listener.url("rediss"), 1, 150, trusting(certificates_->ca()));
+  auto started = std::chrono::steady_clock::now();
+  std::string error = refusal(client);
+  EXPECT_NE(error.find("connect failed: no answer within 150 ms"), std::string::npos) << error;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
+TEST_F(RedisTls, UnusableFilesAreRefusedNamingTheOption) {
+  SKIP_WITHOUT_REDIS_OR_OPENSSL();
+  auto problem = [](net::TlsClientOptions options) {
+    try {
+      client_for("rediss://localhost:6379", 1, 100, std::move(options));
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(
+      problem(trusting("/nonexistent/ca.pem")).find("ca_file '/nonexistent/ca.pem' cannot be read"),
+      std::string::npos);
+  EXPECT_NE(problem(trusting(certificates_->server_key())).find("ca_file"), std::string::npos)
+      << "a key is no CA certificate";
+  net::TlsClientOptions half = trusting(certificates_->ca());
+  half.certificate_file = certificates_->client_certificate();
+  EXPECT_NE(problem(half).find("go together"), std::string::npos);
+  net::TlsClientOptions mismatched = half;
+  mismatched.key_file = certificates_->server_key();
+  EXPECT_NE(problem(mismatched).find("is not the key of certificate_file"), std::string::npos)
+      << problem(mismatched);
 }
 
 }  // namespace

@@ -69,7 +69,10 @@ bool answers(int port) {
 
 }  // namespace
 
-RedisServer::RedisServer(std::vector<std::string> extra) : extra_(std::move(extra)) {
+RedisServer::RedisServer(std::vector<std::string> extra) : RedisServer(std::move(extra), {}) {}
+
+RedisServer::RedisServer(std::vector<std::string> extra, RedisTls tls) : extra_(std::move(extra)) {
+  if (!tls.certificate_file.empty()) tls_ = std::move(tls);
   char pattern[] = "/tmp/chatflow-redis-test-XXXXXX";
   if (!mkdtemp(pattern)) throw std::runtime_error("cannot make a temporary directory");
   directory_ = pattern;
@@ -90,6 +93,13 @@ void RedisServer::start() {
       binary_path, "--port",    std::to_string(port_),    "--bind", "127.0.0.1",
       "--save",    "",          "--appendonly",           "no",     "--dir",
       directory_,  "--logfile", directory_ + "/redis.log"};
+  if (tls_) {
+    // The later --port wins: no plaintext port at all.
+    args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
+                             tls_->certificate_file, "--tls-key-file", tls_->key_file,
+                             "--tls-ca-cert-file", tls_->ca_file, "--tls-auth-clients",
+                             tls_->require_client_certificates ? "yes" : "no"});
+  }
   args.insert(args.end(), extra_.begin(), extra_.end());
   pid_ = fork();
   if (pid_ == 0) {
@@ -101,8 +111,9 @@ void RedisServer::start() {
     _exit(127);
   }
   for (int attempt = 0; attempt < 500; ++attempt) {
-    // A server with a password answers PING with an error: any reply will do then.
-    if (answers(port_) || (!extra_.empty() && [&] {
+    // A server with a password answers PING with an error, one with TLS not in plain text:
+    // accepting a connection will do then.
+    if (answers(port_) || ((!extra_.empty() || tls_) && [&] {
           int probe = socket(AF_INET, SOCK_STREAM, 0);
           sockaddr_in address{};
           address.sin_family = AF_INET;

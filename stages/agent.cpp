@@ -439,8 +439,11 @@ class AgentStage final : public RequestStage {
 
 SchemaBuilder<AgentToolConfig> tool_schema() {
   SchemaBuilder<HttpToolConfig> http;
-  http.key("url", &HttpToolConfig::url, "http://host:port/path the arguments are POSTed to")
+  http.key("url", &HttpToolConfig::url,
+           "http(s)://host:port/path the arguments are POSTed to (https: verified)")
       .required();
+  http.key("ca_file", &HttpToolConfig::ca_file,
+           "https: PEM file of the CAs trusted; empty: the system's trust store");
   http.key("timeout_s", &HttpToolConfig::timeout_s, "each attempt's time limit").range(0.001, 3600);
   http.key("retries", &HttpToolConfig::retries,
            "attempts after a failure (connection, 5xx, timeout), only when idempotent")

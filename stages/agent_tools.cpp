@@ -19,8 +19,9 @@ std::string new_idempotency_key() {
 
 class HttpTool final : public ToolExecutor {
  public:
-  HttpTool(HttpToolConfig config, tools::HttpEndpoint endpoint)
-      : config_(std::move(config)), endpoint_(std::move(endpoint)) {}
+  HttpTool(HttpToolConfig config, tools::HttpEndpoint endpoint,
+           std::shared_ptr<const net::TlsClientContext> tls)
+      : config_(std::move(config)), endpoint_(std::move(endpoint)), tls_(std::move(tls)) {}
 
   ToolOutcome call(const std::string& arguments, const ToolCallContext& context) const override {
     tools::HttpPost post;
@@ -31,6 +32,7 @@ class HttpTool final : public ToolExecutor {
                     {"X-Request-Id", context.request_id}};
     post.max_body_bytes = static_cast<size_t>(config_.max_response_bytes);
     post.cancelled = context.cancelled;
+    post.tls = tls_.get();
     int attempts = config_.idempotent ? static_cast<int>(config_.retries) + 1 : 1;
     auto per_attempt = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(config_.timeout_s));
@@ -66,6 +68,7 @@ class HttpTool final : public ToolExecutor {
  private:
   HttpToolConfig config_;
   tools::HttpEndpoint endpoint_;
+  std::shared_ptr<const net::TlsClientContext> tls_;  // https endpoints
 };
 
 class SearchTool final : public ToolExecutor {
@@ -112,7 +115,20 @@ std::unique_ptr<ToolExecutor> make_http_tool(const HttpToolConfig& config) {
   std::string error;
   auto endpoint = tools::parse_http_url(config.url, error);
   if (!endpoint) throw ConfigError("http.url " + error);
-  return std::make_unique<HttpTool>(config, std::move(*endpoint));
+  std::shared_ptr<const net::TlsClientContext> tls;
+  if (endpoint->tls) {
+    net::TlsClientOptions options;
+    options.ca_file = config.ca_file;
+    try {
+      tls = std::make_shared<const net::TlsClientContext>(options);
+    } catch (const net::TlsError& failure) {
+      throw ConfigError("http." + std::string(failure.what()));
+    }
+  } else if (!config.ca_file.empty()) {
+    throw ConfigError("http.ca_file is set, but http.url '" + config.url +
+                      "' is not https://: the calls would go unencrypted");
+  }
+  return std::make_unique<HttpTool>(config, std::move(*endpoint), std::move(tls));
 }
 
 std::unique_ptr<ToolExecutor> make_search_tool(std::shared_ptr<RetrievalIndexResource> index,

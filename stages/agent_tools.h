@@ -1,7 +1,8 @@
-// The built-in executors behind an agent's tools (framework/api/tool_executor.h): an HTTP
+// The built-in executors behind an agent's tools (framework/api/tool_executor.h): an HTTP(S)
 // endpoint (POST of the arguments as JSON, with a timeout, an Idempotency-Key per call and
-// retries only for idempotent tools) and the pipeline's retrieval index as a `search` tool.
-// The agent stage (agent.cpp) decides whether a call may run; an executor only runs it.
+// retries only for idempotent tools; https verified against ca_file or the system's CAs) and the
+// pipeline's retrieval index as a `search` tool. The agent stage (agent.cpp) decides whether a call
+// may run; an executor only runs it.
 #pragma once
 
 #include <memory>
@@ -21,9 +22,11 @@ struct HttpToolConfig {
   int64_t retries = 0;    // more attempts after a failure, only when idempotent
   bool idempotent = false;
   int64_t max_response_bytes = 65536;
+  std::string ca_file;  // https: PEM CAs trusted; empty: the system's trust store
 };
 
-// Throws ConfigError for a URL that is not plain http.
+// Throws ConfigError for a URL that is not http:// or https://, a ca_file on a plain http URL,
+// or a ca_file that cannot be used.
 std::unique_ptr<ToolExecutor> make_http_tool(const HttpToolConfig& config);
 
 // The YAML keys of a tool's `search:` executor.

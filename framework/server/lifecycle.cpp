@@ -20,6 +20,7 @@ std::shared_ptr<tracing::Tracer> make_tracer(const TracingSettings& settings) {
   tracing::ExporterSettings exporter;
   exporter.url = settings.endpoint;
   exporter.endpoint = *endpoint;
+  exporter.ca_file = settings.ca_file;
   exporter.headers.assign(settings.headers.begin(), settings.headers.end());
   exporter.source.resource_attributes = {{"service.name", settings.service_name},
                                          {"telemetry.sdk.name", std::string("chatflow")},

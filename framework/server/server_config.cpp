@@ -5,6 +5,7 @@
 
 #include "framework/api/config_schema.h"
 #include "framework/api/config_value.h"
+#include "framework/net/tls_client.h"
 #include "framework/server/forwarded.h"
 #include "framework/text/yaml_reader.h"
 #include "framework/tools/http_post.h"
@@ -37,10 +38,27 @@ bool check_tracing(TracingSettings& tracing, const ConfigValue& value, Diagnosti
     }
   }
   std::string error;
-  if (!tools::parse_http_url(tracing.endpoint, error)) {
-    diagnostics.error(endpoint_value ? endpoint_value->where : value.where,
-                      source + " must be an http:// URL of an OTLP/HTTP collector: " + error);
+  auto endpoint = tools::parse_http_url(tracing.endpoint, error);
+  if (!endpoint) {
+    diagnostics.error(
+        endpoint_value ? endpoint_value->where : value.where,
+        source + " must be the http:// or https:// URL of an OTLP/HTTP collector: " + error);
     return false;
+  }
+  if (const ConfigValue* ca_file = value.find("ca_file")) {
+    if (!endpoint->tls) {
+      diagnostics.error(ca_file->where, "server.tracing.ca_file is set, but " + source +
+                                            " is not https://: spans would go unencrypted");
+      return false;
+    }
+    try {
+      net::TlsClientOptions options;
+      options.ca_file = tracing.ca_file;
+      [[maybe_unused]] net::TlsClientContext loads(options);
+    } catch (const net::TlsError& failure) {
+      diagnostics.error(ca_file->where, "server.tracing." + std::string(failure.what()));
+      return false;
+    }
   }
   if (tracing.max_batch_spans > tracing.max_queue_spans) {
     const ConfigValue* batch = value.find("max_batch_spans");
@@ -106,7 +124,7 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
 
   SchemaBuilder<TracingSettings> tracing;
   tracing.key("endpoint", &TracingSettings::endpoint,
-              "OTLP/HTTP traces URL (http://host:port/v1/traces); empty: "
+              "OTLP/HTTP traces URL (http:// or https://host:port/v1/traces); empty: "
               "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT");
   tracing.key("service_name", &TracingSettings::service_name, "the resource's service.name");
   tracing
@@ -129,6 +147,8 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
       .range(1, 600'000);
   tracing.key("headers", &TracingSettings::headers,
               "HTTP header fields sent with every export (e.g. a collector's API key)");
+  tracing.key("ca_file", &TracingSettings::ca_file,
+              "https endpoint: PEM file of the CAs trusted; empty: the system's trust store");
   server.object("tracing", &ServerSettings::tracing, tracing,
                 "OpenTelemetry traces over OTLP/HTTP; off when absent");
 

@@ -31,6 +31,7 @@ struct TracingSettings {
   int64_t export_interval_ms = 1000;
   int64_t timeout_ms = 2000;
   std::map<std::string, std::string> headers;  // sent with every export (a collector's key)
+  std::string ca_file;  // https endpoint: PEM CAs trusted; empty: the system's trust store
 };
 
 struct ServerSettings {

@@ -1,6 +1,7 @@
 #include "framework/tools/http_post.h"
 
 #include <charconv>
+#include <optional>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -8,29 +9,42 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include "framework/net/asio_tls.h"
 
 namespace chatflow::tools {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
+namespace {
+
+// What the answer's status line, header and trailer may take in the read buffer. Beast's field
+// store throws (std::length_error) on a single field of 64 KiB, and nothing bounds a chunked
+// body's trailer otherwise: this keeps any field far below that, and an answer that goes past
+// it fails with buffer_overflow instead. The body itself streams through and has its own limit.
+constexpr size_t kMaxHeadBytes = 32 * 1024;
+
+}  // namespace
+
 std::optional<HttpEndpoint> parse_http_url(std::string_view url, std::string& error) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.substr(0, 8) == "https://") {
-    error = "'" + std::string(url) +
-            "': https is not supported (chatflow's tool client has no TLS); use http:// to a "
-            "local endpoint or a TLS-terminating proxy on loopback";
+  HttpEndpoint endpoint;
+  std::string_view rest;
+  if (url.substr(0, 7) == "http://") {
+    rest = url.substr(7);
+  } else if (url.substr(0, 8) == "https://") {
+    rest = url.substr(8);
+    endpoint.tls = true;
+    endpoint.port = "443";
+  } else {
+    error = "'" + std::string(url) + "' is not an http:// or https:// URL";
     return std::nullopt;
   }
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    error = "'" + std::string(url) + "' is not an http:// URL";
-    return std::nullopt;
-  }
-  std::string_view rest = url.substr(kScheme.size());
   size_t slash = rest.find_first_of("/?");
   std::string_view authority = rest.substr(0, slash);
-  HttpEndpoint endpoint;
   if (slash != std::string_view::npos) {
     endpoint.target = std::string(rest.substr(slash));
     if (endpoint.target.front() == '?') endpoint.target.insert(0, "/");
@@ -78,27 +92,48 @@ std::optional<HttpEndpoint> parse_http_url(std::string_view url, std::string& er
 
 namespace {
 
+// The Host header: the host (bracketed when it is an IPv6 address), with the port unless it is
+// the scheme's default.
+std::string host_header(const HttpEndpoint& endpoint) {
+  std::string host =
+      endpoint.host.find(':') == std::string::npos ? endpoint.host : "[" + endpoint.host + "]";
+  bool default_port = endpoint.port == (endpoint.tls ? "443" : "80");
+  return default_port ? host : host + ":" + endpoint.port;
+}
+
+// The context of https calls that name no CA file: the system's trust store, made once.
+const net::TlsClientContext& system_trust() {
+  static const net::TlsClientContext context{net::TlsClientOptions{}};
+  return context;
+}
+
 // One exchange on its own io_context, run in slices so that a cancelled request is noticed
 // within a slice even while the endpoint says nothing.
 class Exchange {
  public:
-  explicit Exchange(const HttpPost& request) : request_(request), stream_(io_), resolver_(io_) {
+  explicit Exchange(const HttpPost& request) : request_(request), resolver_(io_) {
     parser_.body_limit(request.max_body_bytes);
+    if (request.endpoint->tls) {
+      tls_context_.emplace(net::asio_context(request.tls ? *request.tls : system_trust()));
+      tls_stream_.emplace(io_, *tls_context_);
+    } else {
+      plain_stream_.emplace(io_);
+    }
   }
 
   HttpOutcome run() {
     const HttpEndpoint& endpoint = *request_.endpoint;
-    message_.method(http::verb::post);
+    message_.method(request_.method == "GET" ? http::verb::get : http::verb::post);
     message_.target(endpoint.target);
     message_.version(11);
-    message_.set(http::field::host, endpoint.host);
+    message_.set(http::field::host, host_header(endpoint));
     message_.set(http::field::user_agent, "chatflow-agent");
     message_.set(http::field::connection, "close");
     for (const auto& [name, value] : request_.headers)
       message_.set(name, value);
     message_.body() = request_.body;
     message_.prepare_payload();
-    stream_.expires_at(request_.deadline);
+    tcp_stream().expires_at(request_.deadline);
     resolver_.async_resolve(endpoint.host, endpoint.port,
                             [this](beast::error_code error, tcp::resolver::results_type results) {
                               if (error) return finish(HttpOutcome::Kind::connect_failed, error);
@@ -106,29 +141,70 @@ class Exchange {
                             });
     constexpr auto kSlice = std::chrono::milliseconds(20);
     while (!io_.stopped()) {
-      io_.run_for(kSlice);
+      try {
+        io_.run_for(kSlice);
+      } catch (const std::exception& error) {
+        // Nothing of one call may end the caller's thread (an agent loop, the exporter).
+        outcome_ = {HttpOutcome::Kind::failed, 0, {}, describe() + ": " + error.what()};
+        return outcome_;
+      }
       if (done_) break;
       if (request_.cancelled && request_.cancelled()) {
         cancelled_ = true;
         resolver_.cancel();
-        stream_.cancel();
+        tcp_stream().cancel();
       }
       if (std::chrono::steady_clock::now() > request_.deadline) {
         // Resolution is not covered by the stream's expiry.
         resolver_.cancel();
-        stream_.cancel();
+        tcp_stream().cancel();
       }
     }
     return outcome_;
   }
 
  private:
+  beast::tcp_stream& tcp_stream() {
+    return tls_stream_ ? tls_stream_->next_layer() : *plain_stream_;
+  }
+
+  std::string describe() const { return request_.endpoint->host + ":" + request_.endpoint->port; }
+
+  template <class Use>
+  void with_stream(Use&& use) {
+    if (tls_stream_) {
+      use(*tls_stream_);
+    } else {
+      use(*plain_stream_);
+    }
+  }
+
   void connect(const tcp::resolver::results_type& results) {
-    stream_.async_connect(results, [this](beast::error_code error, const tcp::endpoint&) {
+    tcp_stream().async_connect(results, [this](beast::error_code error, const tcp::endpoint&) {
       if (error) return finish(HttpOutcome::Kind::connect_failed, error);
-      http::async_write(stream_, message_, [this](beast::error_code error, size_t) {
+      if (!tls_stream_) return exchange();
+      const std::string& host = request_.endpoint->host;
+      try {
+        (request_.tls ? *request_.tls : system_trust()).prepare(tls_stream_->native_handle(), host);
+      } catch (const net::TlsError& failure) {
+        return fail("TLS with " + describe() + ": " + failure.what());
+      }
+      tls_stream_->async_handshake(ssl::stream_base::client, [this](beast::error_code error) {
+        if (!error) return exchange();
+        if (error == beast::error::timeout || cancelled_)
+          return finish(HttpOutcome::Kind::failed, error);
+        fail("TLS handshake with " + describe() + " failed: " +
+             net::handshake_failure(tls_stream_->native_handle(), request_.endpoint->host,
+                                    error.message()));
+      });
+    });
+  }
+
+  void exchange() {
+    with_stream([this](auto& stream) {
+      http::async_write(stream, message_, [this, &stream](beast::error_code error, size_t) {
         if (error) return finish(HttpOutcome::Kind::failed, error);
-        http::async_read(stream_, buffer_, parser_, [this](beast::error_code error, size_t) {
+        http::async_read(stream, buffer_, parser_, [this](beast::error_code error, size_t) {
           if (error) return finish(HttpOutcome::Kind::failed, error);
           outcome_.kind = HttpOutcome::Kind::response;
           outcome_.status = static_cast<int>(parser_.get().result_int());
@@ -137,6 +213,12 @@ class Exchange {
         });
       });
     });
+  }
+
+  void fail(const std::string& why) {
+    done_ = true;
+    outcome_.kind = HttpOutcome::Kind::failed;
+    outcome_.error = why;
   }
 
   void finish(HttpOutcome::Kind kind, const beast::error_code& error) {
@@ -153,6 +235,10 @@ class Exchange {
       outcome_.kind = HttpOutcome::Kind::failed;
       outcome_.error =
           "the answer is longer than " + std::to_string(request_.max_body_bytes) + " bytes";
+    } else if (error == http::error::buffer_overflow || error == http::error::header_limit) {
+      outcome_.kind = HttpOutcome::Kind::failed;
+      outcome_.error = "the answer's header or trailer is longer than " +
+                       std::to_string(kMaxHeadBytes) + " bytes";
     } else {
       outcome_.kind = kind;
       outcome_.error = error.message();
@@ -161,10 +247,12 @@ class Exchange {
 
   const HttpPost& request_;
   asio::io_context io_;
-  beast::tcp_stream stream_;
+  std::optional<ssl::context> tls_context_;  // before the stream that uses it
+  std::optional<beast::tcp_stream> plain_stream_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream_;
   tcp::resolver resolver_;
   http::request<http::string_body> message_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kMaxHeadBytes};
   http::response_parser<http::string_body> parser_;
   HttpOutcome outcome_;
   bool done_ = false;

@@ -1,8 +1,9 @@
-// A plain-HTTP client for calling tool endpoints: one POST with a deadline that covers the
-// whole exchange (resolve, connect, write, read), a bound on the answer's size, and a way to
+// An HTTP(S) client for calling tool endpoints, moderation services and trace collectors: one
+// POST with a deadline that covers the whole exchange (resolve, connect, TLS handshake, write,
+// read), bounds on the answer's size (its header and trailer as well as its body), and a way to
 // give up when the request it serves is cancelled. Synchronous on purpose: the caller (an agent
-// loop on its own thread) has nothing else to do meanwhile. No TLS: `https://` is refused when
-// the URL is read, so a configuration can never believe its calls are encrypted.
+// loop, an exporter's thread) has nothing else to do meanwhile. https endpoints are verified
+// (chain and host name, TLS 1.2+); a TLS failure is a failed call, never a plaintext retry.
 #pragma once
 
 #include <chrono>
@@ -14,16 +15,20 @@
 #include <utility>
 #include <vector>
 
+#include "framework/net/tls_client.h"
+
 namespace chatflow::tools {
 
 struct HttpEndpoint {
   std::string host;
   std::string port = "80";
   std::string target = "/";  // path and query
+  bool tls = false;          // https://
 };
 
-// "http://host[:port][/path]"; nullopt with `error` set for anything else (https, user info, a
-// missing host, a bad port), naming what is wrong.
+// "http://host[:port][/path]" or "https://..." (port 443 unless given); nullopt with `error` set
+// for anything else (another scheme, user info, a missing host, a bad port), naming what is
+// wrong.
 std::optional<HttpEndpoint> parse_http_url(std::string_view url, std::string& error);
 
 struct HttpOutcome {
@@ -41,6 +46,10 @@ struct HttpPost {
   std::chrono::steady_clock::time_point deadline;
   size_t max_body_bytes = 1 << 20;
   std::function<bool()> cancelled;  // polled while waiting; may be empty
+  // For an https endpoint: whom to trust (a ca_file); null: the system's trust store.
+  const net::TlsClientContext* tls = nullptr;
+  // "POST" or "GET" (an identity provider's key set); a GET sends no body.
+  std::string method = "POST";
 };
 
 HttpOutcome post(const HttpPost& request);

@@ -11,10 +11,17 @@ namespace {
 
 constexpr auto kWarningInterval = std::chrono::seconds(10);
 
+std::optional<net::TlsClientContext> tls_for(const ExporterSettings& settings) {
+  if (!settings.endpoint.tls) return std::nullopt;
+  net::TlsClientOptions options;
+  options.ca_file = settings.ca_file;
+  return net::TlsClientContext(options);
+}
+
 }  // namespace
 
 SpanExporter::SpanExporter(ExporterSettings settings)
-    : settings_(std::move(settings)), thread_([this] { run(); }) {}
+    : settings_(std::move(settings)), tls_(tls_for(settings_)), thread_([this] { run(); }) {}
 
 SpanExporter::~SpanExporter() {
   shutdown();
@@ -90,6 +97,7 @@ void SpanExporter::export_batch(const std::vector<SpanRecord>& batch,
   post.headers.emplace_back("Content-Type", "application/x-protobuf");
   post.deadline = deadline;
   post.max_body_bytes = 64 << 10;
+  post.tls = tls_ ? &*tls_ : nullptr;
   tools::HttpOutcome outcome = tools::post(post);
   if (outcome.kind == tools::HttpOutcome::Kind::response && outcome.status >= 200 &&
       outcome.status < 300) {

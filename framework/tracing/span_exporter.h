@@ -1,8 +1,8 @@
-// Sends finished spans to an OpenTelemetry collector over OTLP/HTTP (protobuf), in batches, from
-// one background thread. The request path only queues: offer() takes a lock for a vector append
-// and never waits on the network. When the queue is full (a slow or absent collector) or an
-// export fails, those spans are dropped and counted, and a warning is logged at most every
-// 10 seconds.
+// Sends finished spans to an OpenTelemetry collector over OTLP/HTTP (protobuf; https verified
+// against `ca_file` or the system's trust store), in batches, from one background thread. The
+// request path only queues: offer() takes a lock for a vector append and never waits on the
+// network. When the queue is full (a slow or absent collector) or an export fails, those spans are
+// dropped and counted, and a warning is logged at most every 10 seconds.
 #pragma once
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -24,6 +25,7 @@ namespace chatflow::tracing {
 struct ExporterSettings {
   std::string url;  // for messages
   tools::HttpEndpoint endpoint;
+  std::string ca_file;  // https: the collector's CA certificates (PEM); empty: the system's
   std::vector<std::pair<std::string, std::string>> headers;  // e.g. a collector's API key
   SpanSource source;
   size_t max_queue_spans = 4096;
@@ -35,6 +37,7 @@ struct ExporterSettings {
 
 class SpanExporter {
  public:
+  // Throws net::TlsError when an https endpoint's ca_file cannot be used.
   explicit SpanExporter(ExporterSettings settings);
   // shutdown(), if it was not called.
   ~SpanExporter();
@@ -61,6 +64,7 @@ class SpanExporter {
   void count_dropped(size_t spans, const std::string& why);
 
   ExporterSettings settings_;
+  std::optional<net::TlsClientContext> tls_;  // https endpoints
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<SpanRecord> queue_;

@@ -3,9 +3,13 @@
 // tree is checked: one server span continued from the client's traceparent, a child per stage
 // with the port it took, the engine's queue/prefill/decode, the GenAI attributes; a ratio of 0
 // exports nothing a parent did not ask for; a collector that is down or hangs fails no request
-// and counts what it drops.
+// and counts what it drops. Over https (openssl-made certificates), a collector the ca_file
+// trusts gets the spans and an untrusted one gets nothing, never plain text; a collector
+// answering with an oversized trailer is a failed export, and the server stays up.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -14,6 +18,7 @@ import { after, before, describe, test } from 'node:test';
 import {
   addKey, metric, modelStages, post, scratchPath, startServer, testModel, waitFor, writeTemp,
 } from '../server/harness.mjs';
+import { haveOpenssl, makeCertificates } from './certificates.mjs';
 
 const modules = process.env.CHATFLOW_OTEL_NODE_MODULES;
 if (!modules) throw new Error('run through ctest: CHATFLOW_OTEL_NODE_MODULES must be set');
@@ -53,11 +58,12 @@ function anyValue(value) {
 
 const attributesOf = (list) => Object.fromEntries(list.map(({ key, value }) => [key, anyValue(value)]));
 
-// An OTLP/HTTP receiver on a free loopback port. `hang`: read requests, never answer.
-async function startReceiver({ hang = false } = {}) {
+// An OTLP/HTTP receiver on a free loopback port. `hang`: read requests, never answer. `tls`:
+// {certificate, key} files, served over https at localhost.
+async function startReceiver({ hang = false, tls } = {}) {
   const spans = [];
   const problems = [];
-  const server = http.createServer((request, response) => {
+  const handle = (request, response) => {
     const parts = [];
     request.on('data', (data) => parts.push(data));
     request.on('end', () => {
@@ -97,12 +103,16 @@ async function startReceiver({ hang = false } = {}) {
         response.end();
       }
     });
-  });
+  };
+  const server = tls
+    ? https.createServer({ cert: fs.readFileSync(tls.certificate), key: fs.readFileSync(tls.key) }, handle)
+    : http.createServer(handle);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     spans,
     problems,
-    url: `http://127.0.0.1:${server.address().port}/v1/traces`,
+    url: tls ? `https://localhost:${server.address().port}/v1/traces`
+      : `http://127.0.0.1:${server.address().port}/v1/traces`,
     of: (traceId) => spans.filter((span) => span.traceId === traceId),
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }),
   };
@@ -411,5 +421,102 @@ stages:
     // The engine's own stages hang under its server span.
     const engineStages = byService('engine').filter((span) => span.kind === INTERNAL && span.parentSpanId === engineServer.spanId);
     assert.ok(engineStages.some((span) => span.name.includes('decode')), engineStages.map((span) => span.name).join(', '));
+  });
+});
+
+describe('a collector over https', { skip: !haveOpenssl && 'openssl is not installed' }, () => {
+  let certificates;
+  let receiver;
+  before(async () => {
+    certificates = makeCertificates(scratchPath('trace-tls'));
+    receiver = await startReceiver({ tls: { certificate: certificates.serverCertificate, key: certificates.serverKey } });
+  });
+  after(async () => { await receiver?.close(); });
+
+  test('with a ca_file that trusts it, the spans arrive', async () => {
+    const server = await startServer(['--config', serveFile('trace-https', echoPipeline('trace-https'), {
+      endpoint: receiver.url, export_interval_ms: 50, ca_file: certificates.ca,
+    })]);
+    try {
+      const response = await ask(server.url, {}, { model: 'trace-https' });
+      assert.equal(response.status, 200, response.text);
+      const root = await waitFor(() => receiver.spans.find((span) =>
+        span.kind === SERVER && span.attributes['chatflow.request_id'] === response.json.id), { what: 'its server span' });
+      assert.equal(root.name, 'POST /v1/chat/completions');
+      const samples = await scrape(server.url);
+      assert.equal(metric(samples, 'chatflow:trace_exports_failed_total'), 0);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+
+  test('an untrusted certificate: nothing is sent, every export fails and is counted, requests succeed', async () => {
+    const before = receiver.spans.length;
+    for (const [name, ca] of [['trace-https-other', certificates.otherCa], ['trace-https-system', undefined]]) {
+      const server = await startServer(['--config', serveFile(name, echoPipeline(name), {
+        endpoint: receiver.url, export_interval_ms: 50, timeout_ms: 1000, ...(ca ? { ca_file: ca } : {}),
+      })]);
+      try {
+        for (let i = 0; i < 3; i++) assert.equal((await ask(server.url, {}, { model: name })).status, 200);
+        await waitFor(async () => metric(await scrape(server.url), 'chatflow:trace_spans_dropped_total') === 9,
+          { what: 'the three requests\' spans counted as dropped' });
+        assert.ok(metric(await scrape(server.url), 'chatflow:trace_exports_failed_total') >= 1);
+        assert.equal(metric(await scrape(server.url), 'chatflow:trace_spans_exported_total'), 0);
+        // spdlog's warnings go to standard output.
+        await waitFor(() => /certificate verify failed/.test(server.stdout()), { what: `the reason logged (${server.stdout()})` });
+      } finally {
+        assert.equal((await server.stop()).code, 0);
+      }
+    }
+    assert.equal(receiver.spans.length, before, 'the untrusted collector received nothing');
+    assert.deepEqual(receiver.problems, [], 'and no plain-text request either');
+  });
+
+  test('a ca_file for an http:// endpoint, or one that cannot be read, is refused at its line', async () => {
+    const plain = serveFile('trace-https-plain', echoPipeline('trace-https-plain'), {
+      endpoint: 'http://127.0.0.1:4318/v1/traces', ca_file: certificates.ca,
+    });
+    await assert.rejects(startServer(['--config', plain]), /trace-https-plain-serve\.yaml:3:\d+: error: server\.tracing\.ca_file is set, but .* is not https:\/\//);
+    const missing = serveFile('trace-https-missing', echoPipeline('trace-https-missing'), {
+      endpoint: receiver.url, ca_file: '/nonexistent/ca.pem',
+    });
+    await assert.rejects(startServer(['--config', missing]), /server\.tracing\.ca_file '\/nonexistent\/ca\.pem' cannot be read/);
+  });
+});
+
+describe('a collector answering with an oversized trailer', () => {
+  test('each export fails and is counted; the server stays up and serves', async () => {
+    let answered = 0;
+    const collector = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        answered += 1;
+        // Chunked, with one trailer field of 70 KiB: Beast's parser throws on it when nothing
+        // bounds the read, which ended the exporter's thread and so the process.
+        response.writeHead(200, { 'Content-Type': 'application/x-protobuf', Trailer: 'X-Big' });
+        response.write('');
+        response.addTrailers({ 'X-Big': 'a'.repeat(70 * 1024) });
+        response.end();
+      });
+    });
+    await new Promise((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    const name = 'trace-trailer';
+    const server = await startServer(['--config', serveFile(name, echoPipeline(name), {
+      endpoint: `http://127.0.0.1:${collector.address().port}/v1/traces`, export_interval_ms: 50, timeout_ms: 2000,
+    })]);
+    try {
+      for (let round = 0; round < 3; round++) {
+        assert.equal((await ask(server.url, {}, { model: name })).status, 200);
+        await waitFor(async () => metric(await scrape(server.url), 'chatflow:trace_exports_failed_total') === round + 1,
+          { what: `export ${round + 1} counted as failed` });
+      }
+      assert.equal(answered, 3);
+      assert.equal(metric(await scrape(server.url), 'chatflow:trace_spans_dropped_total'), 9);
+      assert.match(server.stdout(), /header or trailer is longer than/);
+    } finally {
+      assert.equal((await server.stop()).code, 0, 'the server was still running and stopped cleanly');
+      collector.closeAllConnections();
+      collector.close();
+    }
   });
 });

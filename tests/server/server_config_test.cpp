@@ -65,13 +65,31 @@ TEST_F(ServeFileTest, EveryTracingKeyIsRead) {
   EXPECT_EQ(tracing.headers.at("x-api-key"), "secret");
 }
 
-TEST_F(ServeFileTest, AnHttpsEndpointIsAnErrorAtItsLine) {
-  EXPECT_FALSE(load("  tracing:\n    endpoint: https://collector:4318/v1/traces\n"));
+TEST_F(ServeFileTest, AnHttpsEndpointIsAcceptedAndItsCaFileChecked) {
+  auto secure = load("  tracing:\n    endpoint: https://collector:4318/v1/traces\n");
+  ASSERT_TRUE(secure) << diagnostics_.to_string();
+  EXPECT_EQ(secure->server.tracing.endpoint, "https://collector:4318/v1/traces");
+  EXPECT_TRUE(secure->server.tracing.ca_file.empty()) << "the system's trust store";
+
+  EXPECT_FALSE(
+      load("  tracing:\n    endpoint: https://collector:4318/v1/traces\n"
+           "    ca_file: /nonexistent/ca.pem\n"));
   ASSERT_EQ(diagnostics_.size(), 1u);
-  const auto& error = diagnostics_.errors()[0];
-  EXPECT_EQ(error.where.line, 3);
-  EXPECT_EQ(error.where.column, 15);
-  EXPECT_NE(error.message.find("https is not supported"), std::string::npos) << error.message;
+  EXPECT_EQ(diagnostics_.errors()[0].where.line, 4);
+  EXPECT_NE(diagnostics_.errors()[0].message.find(
+                "server.tracing.ca_file '/nonexistent/ca.pem' cannot be read"),
+            std::string::npos)
+      << diagnostics_.to_string();
+}
+
+TEST_F(ServeFileTest, ACaFileForAPlainHttpEndpointIsAnError) {
+  EXPECT_FALSE(
+      load("  tracing:\n    endpoint: http://collector:4318/v1/traces\n"
+           "    ca_file: /etc/ssl/certs/ca-certificates.crt\n"));
+  ASSERT_EQ(diagnostics_.size(), 1u);
+  EXPECT_EQ(diagnostics_.errors()[0].where.line, 4);
+  EXPECT_NE(diagnostics_.errors()[0].message.find("not https://"), std::string::npos)
+      << diagnostics_.to_string();
 }
 
 TEST_F(ServeFileTest, ARatioOutsideZeroToOneIsAnError) {

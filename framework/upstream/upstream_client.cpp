@@ -13,11 +13,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+
+#include "framework/net/asio_tls.h"
 
 namespace chatflow::upstream {
 namespace asio = boost::asio;
@@ -34,6 +35,11 @@ namespace {
 constexpr auto kCancelPoll = std::chrono::milliseconds(20);
 // An error answer's body is read this far, for its message.
 constexpr size_t kMaxErrorBody = 64 * 1024;
+// What an answer's status line, header, chunk sizes and trailer may take in a connection's read
+// buffer. Beast's field store throws on one field of 64 KiB, and nothing else bounds a chunked
+// body's trailer: past this the read fails (buffer_overflow) and the call fails over. The body
+// streams through and is not held here.
+constexpr size_t kMaxHeadBytes = 32 * 1024;
 
 // One keep-alive connection to an endpoint, plain or TLS.
 class Connection {
@@ -72,7 +78,7 @@ class Connection {
   size_t endpoint_;
   std::optional<beast::tcp_stream> plain_;
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kMaxHeadBytes};
 };
 
 bool is_timeout(const beast::error_code& error) {
@@ -92,23 +98,10 @@ struct UpstreamClient::Impl : std::enable_shared_from_this<UpstreamClient::Impl>
   explicit Impl(UpstreamSettings given)
       : settings(std::move(given)),
         work(asio::make_work_guard(io)),
-        tls_context(ssl::context::tls_client),
+        tls(net::TlsClientOptions{settings.ca_file, {}, {}, !settings.verify_tls}),
+        tls_context(net::asio_context(tls)),
         balancer(settings.endpoints.size(), settings.breaker),
-        idle(settings.endpoints.size()) {
-    tls_context.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                            ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                            ssl::context::no_tlsv1_1);
-    if (settings.verify_tls) {
-      tls_context.set_verify_mode(ssl::verify_peer);
-      if (settings.ca_file.empty()) {
-        tls_context.set_default_verify_paths();
-      } else {
-        tls_context.load_verify_file(settings.ca_file);
-      }
-    } else {
-      tls_context.set_verify_mode(ssl::verify_none);
-    }
-  }
+        idle(settings.endpoints.size()) {}
 
   // A fresh connection to `endpoint`, connected (and TLS-handshaken): `done(error, connection)`.
   template <class Done>
@@ -182,7 +175,8 @@ struct UpstreamClient::Impl : std::enable_shared_from_this<UpstreamClient::Impl>
   UpstreamSettings settings;
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work;
-  ssl::context tls_context;
+  net::TlsClientContext tls;  // TLS 1.2+, verified unless tls.verify: false
+  ssl::context tls_context;   // the same, as Asio takes it
   EndpointBalancer balancer;
   std::vector<std::vector<std::unique_ptr<Connection>>> idle;  // the client's thread only
   std::vector<std::unique_ptr<asio::steady_timer>> health_timers;
@@ -230,13 +224,12 @@ void UpstreamClient::Impl::connect(size_t endpoint, std::chrono::milliseconds ti
               stream.tcp().socket().set_option(tcp::no_delay(true));
               if (!stream.is_tls()) return done(error, std::move(*connection));
               // SNI, and the certificate must name the host we asked for.
-              if (!SSL_set_tlsext_host_name(stream.tls().native_handle(), url.host.c_str())) {
-                return done(beast::error_code(static_cast<int>(::ERR_get_error()),
-                                              asio::error::get_ssl_category()),
-                            std::unique_ptr<Connection>());
+              // SNI, and the certificate must name the host we asked for.
+              try {
+                tls.prepare(stream.tls().native_handle(), url.host);
+              } catch (const net::TlsError&) {
+                return done(asio::error::invalid_argument, std::unique_ptr<Connection>());
               }
-              if (settings.verify_tls)
-                stream.tls().set_verify_callback(ssl::host_name_verification(url.host));
               stream.tcp().expires_at(deadline);
               stream.tls().async_handshake(ssl::stream_base::client,
                                            [connection, done](beast::error_code error) mutable {
@@ -524,6 +517,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       return endpoint_failed(
           Failure::timeout,
           std::string(waiting ? "no output" : "no further output") + " within " + limit + " ms)");
+    }
+    if (error == http::error::buffer_overflow || error == http::error::header_limit) {
+      return endpoint_failed(Failure::stream, doing + ": its header or trailer is longer than " +
+                                                  std::to_string(kMaxHeadBytes) + " bytes");
     }
     endpoint_failed(Failure::stream, doing + ": " + error.message());
   }

@@ -2,8 +2,9 @@
 // serve` with the test model) on loopback: the streamed text is the engine's own, a killed
 // engine's running streams end with an error event while new requests fail over without one, a
 // client disconnect reaches the engine, upstream failures are OpenAI errors with fitting
-// statuses, bad configuration fails validation, and llama.cpp's llama-server works as an
-// endpoint when LLAMA_CPP_BIN names its directory.
+// statuses (an answer with an oversized trailer among them, promptly), bad configuration fails
+// validation, and llama.cpp's llama-server works as an endpoint when LLAMA_CPP_BIN names its
+// directory.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -351,6 +352,54 @@ stages:
     const { code } = await gateway.stop();
     assert.equal(code, 0);
     assert.ok(Date.now() - stopping < 30000, `stopped in ${Date.now() - stopping} ms`);
+  });
+
+  // A 200 event stream that ends at once with one trailer field of 70 KiB, the connection left
+  // open: Beast's parser threw on it inside the client's thread, and the call hung until the
+  // server's request timeout (600 s).
+  async function trailerEngine() {
+    const sockets = new Set();
+    let requests = 0;
+    const server = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+      socket.once('data', () => {
+        requests += 1;
+        socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n' +
+          `Trailer: X-Big\r\n\r\n0\r\nX-Big: ${'a'.repeat(70 * 1024)}\r\n\r\n`);
+      });
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, sockets, url: `http://127.0.0.1:${server.address().port}`, requests: () => requests };
+  }
+
+  test('an engine answering with an oversized trailer: a prompt 502, or failover to the next endpoint', async () => {
+    const engine = await trailerEngine();
+    listeners.push(engine);
+    const alone = await startServer(['--pipeline', gatewayPipeline('trailer', [engine.url],
+      { upstream: '    retries: 0\n', health: '{path: ""}' })]);
+    servers.push(alone);
+    const started = Date.now();
+    const response = await post(alone.port, '/v1/chat/completions', story());
+    assert.equal(response.status, 502, response.body);
+    const error = JSON.parse(response.body).error;
+    assert.equal(error.code, 'upstream_error');
+    assert.match(error.message, /header or trailer is longer than \d+ bytes/);
+    // A generous bound: the call fails when the trailer overflows, not at a timeout.
+    assert.ok(Date.now() - started < 10000, `answered in ${Date.now() - started} ms`);
+
+    const good = await endlessEngine([delta('hello'), delta(' world'), delta('', { finish_reason: 'stop' }), '[DONE]']);
+    listeners.push(good);
+    const before = engine.requests();
+    const failover = await startServer(['--pipeline', gatewayPipeline('trailer-failover', [engine.url, good.url],
+      { upstream: '    retries: 1\n', health: '{path: ""}' })]);
+    servers.push(failover);
+    const served = await post(failover.port, '/v1/chat/completions', story());
+    assert.equal(served.status, 200, served.body);
+    assert.equal(contentOf(served.body), 'hello world');
+    assert.equal(engine.requests(), before + 1, 'the first endpoint was tried first, and failed over from');
+    assert.equal((await fetch(`${alone.url}/health`)).status, 200, 'the first gateway is still up');
   });
 
   test('an engine that never answers: 504 upstream_timeout after first_byte_ms; what it was sent', async () => {

@@ -224,7 +224,6 @@ void UpstreamClient::Impl::connect(size_t endpoint, std::chrono::milliseconds ti
               stream.tcp().socket().set_option(tcp::no_delay(true));
               if (!stream.is_tls()) return done(error, std::move(*connection));
               // SNI, and the certificate must name the host we asked for.
-              // SNI, and the certificate must name the host we asked for.
               try {
                 tls.prepare(stream.tls().native_handle(), url.host);
               } catch (const net::TlsError&) {

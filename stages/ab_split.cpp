@@ -3,6 +3,11 @@
 // the key is empty), so a user stays in one arm while the weights stay the same. The arm is
 // annotated (`arm`: the access log, per-arm metrics) and returned as `x-chatflow-arm`.
 //
+// `key: end_user` splits by the body's OpenAI `user` field: an app server with one key that
+// passes its end users' labels puts each of them in an arm of their own. The label is the
+// client's to choose, so the arm is too: assignment is an experiment's bookkeeping, never a
+// security decision (never grant or withhold anything by arm).
+//
 //   - {name: experiment, type: ab_split, config: {key: user, arms: {control: 50, bm25_heavy: 50}}}
 //   edges: [experiment.control -> rerank_a, experiment.bm25_heavy -> rerank_b]
 #include <cctype>
@@ -76,7 +81,13 @@ class AbSplitStage final : public RequestStage {
  private:
   std::string key_of(const Request& request) const {
     const Identity& who = request.identity;
-    if (config_.key == "user" && !who.user.empty()) return "user:" + who.tenant + '/' + who.user;
+    // The label is scoped by tenant: two tenants' "alice" are different people.
+    if (config_.key == "end_user" && !request.end_user.empty())
+      return "end_user:" + who.tenant + '/' + request.end_user;
+    // Without a label an end_user split keys as `user` does, so an unlabelled caller still
+    // keeps one arm.
+    bool by_user = config_.key == "user" || config_.key == "end_user";
+    if (by_user && !who.user.empty()) return "user:" + who.tenant + '/' + who.user;
     if (config_.key != "tenant" && !request.session_id.empty())
       return "session:" + who.tenant + '/' + request.session_id;
     if (!who.tenant.empty()) return "tenant:" + who.tenant;
@@ -92,7 +103,8 @@ StageTypeInfo ab_split_stage_type() {
   StageTypeBuilder<AbSplitConfig> type(
       "ab_split", StageKind::request,
       "An A/B experiment: sends each request to one arm (a port per arm) by a stable hash of "
-      "the user, session or tenant, with weights; the arm is annotated and returned as "
+      "the user, the client's end-user label, the session or the tenant, with weights; the arm is "
+      "annotated and returned as "
       "x-chatflow-arm.");
   type.port("arm", PortKind::request, "(one port per arm, named in 'arms')");
   type.no_default_port();
@@ -103,8 +115,10 @@ StageTypeInfo ab_split_stage_type() {
     return ports;
   });
   type.config()
-      .key("key", &AbSplitConfig::key, "what keeps a caller in one arm: user, session or tenant")
-      .choices({"user", "session", "tenant"});
+      .key("key", &AbSplitConfig::key,
+           "what keeps a caller in one arm: user, end_user (the body's `user` label, chosen by "
+           "the client), session or tenant")
+      .choices({"user", "end_user", "session", "tenant"});
   type.config()
       .key("arms", &AbSplitConfig::arms, "arm name -> weight (any positive numbers)")
       .required();

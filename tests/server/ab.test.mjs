@@ -1,11 +1,13 @@
 // A/B over HTTP: the arm comes back as x-chatflow-arm and stays with its caller, /metrics has
 // per-arm series that add up, the access log notes the arm, and `chatflow bench --sessions`
-// reports each arm.
+// reports each arm; with `key: end_user`, one app key's end users (the body's `user`) split.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
-import { metric, post, runChatflow, scrape, startServer, waitFor, writeTemp } from './harness.mjs';
+import {
+  addKey, metric, post, runChatflow, scrape, scratchPath, startServer, waitFor, writeTemp,
+} from './harness.mjs';
 
 describe('A/B experiments', () => {
   let server;
@@ -73,5 +75,57 @@ edges:
     assert.deepEqual(Object.keys(arms).sort(), ['plain', 'shouting']);
     assert.equal(arms.plain.successful_requests + arms.shouting.successful_requests, 200);
     assert.ok(arms.plain.e2e.p50_ms > 0 && arms.shouting.e2e.p50_ms > 0);
+  });
+});
+
+describe('A/B by the client\'s end-user label', () => {
+  let server;
+  let appKey;
+  before(async () => {
+    const keysFile = scratchPath('ab-end-user-keys.yaml');
+    appKey = addKey(keysFile, 'app', { user: 'backend' });
+    const pipeline = writeTemp('ab-end-user.yaml', `version: 1
+name: ab
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: split, type: ab_split, config: {key: end_user, arms: {plain: 70, shouting: 30}}}
+  - {name: plain, type: echo}
+  - {name: shouting, type: echo, config: {prefix: "HEY "}}
+  - {name: emit, type: sse_emit}
+edges:
+  - split.plain -> plain
+  - split.shouting -> shouting
+  - plain.out -> emit
+  - shouting.out -> emit
+`);
+    server = await startServer(['--pipeline', pipeline]);
+  });
+  after(async () => {
+    assert.equal((await server.stop()).code, 0);
+  });
+
+  const ask = async (user) => {
+    const body = { model: 'ab', messages: [{ role: 'user', content: 'hello' }] };
+    if (user !== undefined) body.user = user;
+    const response = await post(server.url, '/v1/chat/completions', body, { Authorization: `Bearer ${appKey}` });
+    assert.equal(response.status, 200, response.text);
+    const arm = response.headers.get('x-chatflow-arm');
+    assert.equal(response.json.choices[0].message.content, arm === 'shouting' ? 'HEY hello' : 'hello');
+    return arm;
+  };
+
+  test('one key, many labels: split by the weights, each label sticky', async () => {
+    const labels = 300;
+    const seen = {};
+    for (let i = 0; i < labels; i++) seen[`customer-${i}`] = await ask(`customer-${i}`);
+    const shouting = Object.values(seen).filter((arm) => arm === 'shouting').length;
+    // 30% of 300 is 90; the labels are fixed, so this is not a matter of luck from run to run.
+    assert.ok(shouting >= 60 && shouting <= 120, `${shouting} of ${labels} labels in the 30% arm`);
+    for (let i = 0; i < labels; i += 10) {
+      assert.equal(await ask(`customer-${i}`), seen[`customer-${i}`], `customer-${i} changed arms`);
+    }
+    // Without a label the key's own user decides: always the same arm.
+    const unlabelled = await ask();
+    for (let i = 0; i < 5; i++) assert.equal(await ask(), unlabelled);
   });
 });

@@ -70,6 +70,75 @@ TEST(AbSplit, ACallerStaysInItsArmAndTheArmAnswers) {
   EXPECT_TRUE(found);
 }
 
+// The app-server setup: one key (one tenant and user) passing its end users in the body's
+// `user` field. Each label is an arm's caller of its own, and keeps its arm.
+std::string arm_of_label(Pipeline& pipeline, const std::string& label) {
+  std::shared_ptr<CollectingSink> sink;
+  auto request = user_request("hi", sink);
+  request->identity.tenant = "app";
+  request->identity.user = "backend";
+  request->end_user = label;
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(sink->wait());
+  return request->annotation("arm").value_or("");
+}
+
+TEST(AbSplit, EndUserLabelsOfOneKeySplitByTheWeightsAndEachStays) {
+  auto pipeline = experiment("end_user");
+  ASSERT_TRUE(pipeline);
+  std::map<std::string, int> counts;
+  std::map<std::string, std::string> first_arm;
+  const int labels = 4000;
+  for (int i = 0; i < labels; ++i) {
+    std::string label = "end-user-" + std::to_string(i);
+    first_arm[label] = arm_of_label(*pipeline, label);
+    ++counts[first_arm[label]];
+  }
+  ASSERT_EQ(counts.size(), 3u) << "one key's labels all went to the same arms";
+  EXPECT_NEAR(counts["control"] / double(labels), 0.50, 0.03);
+  EXPECT_NEAR(counts["larger"] / double(labels), 0.30, 0.03);
+  EXPECT_NEAR(counts["smaller"] / double(labels), 0.20, 0.03);
+  for (int i = 0; i < labels; i += 40) {
+    std::string label = "end-user-" + std::to_string(i);
+    EXPECT_EQ(arm_of_label(*pipeline, label), first_arm[label]) << label << " changed arms";
+  }
+}
+
+TEST(AbSplit, WithoutALabelAnEndUserSplitKeysByTheUserAsKeyUserDoes) {
+  // Same salt, so both experiments would agree on a user.
+  auto by_label = build_yaml(
+      "version: 1\nstages:\n"
+      "  - {name: split, type: ab_split, config: {key: end_user, salt: s, arms: {a: 50, b: 50}}}\n"
+      "  - {name: a, type: echo}\n  - {name: b, type: echo}\n  - {name: emit, type: sse_emit}\n"
+      "edges:\n  - split.a -> a\n  - split.b -> b\n  - a.out -> emit\n  - b.out -> emit\n",
+      builtin_registry());
+  auto by_user = build_yaml(
+      "version: 1\nstages:\n"
+      "  - {name: split, type: ab_split, config: {key: user, salt: s, arms: {a: 50, b: 50}}}\n"
+      "  - {name: a, type: echo}\n  - {name: b, type: echo}\n  - {name: emit, type: sse_emit}\n"
+      "edges:\n  - split.a -> a\n  - split.b -> b\n  - a.out -> emit\n  - b.out -> emit\n",
+      builtin_registry());
+  ASSERT_TRUE(by_label && by_user);
+  auto arm = [](Pipeline& pipeline, const std::string& user, const std::string& label) {
+    std::shared_ptr<CollectingSink> sink;
+    auto request = user_request("hi", sink);
+    request->identity.tenant = "app";
+    request->identity.user = user;
+    request->end_user = label;
+    EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+    EXPECT_TRUE(sink->wait());
+    return request->annotation("arm").value_or("");
+  };
+  std::map<std::string, int> by_arm;
+  for (int i = 0; i < 40; ++i) {
+    std::string user = "user-" + std::to_string(i);
+    std::string unlabelled = arm(*by_label, user, "");
+    EXPECT_EQ(unlabelled, arm(*by_user, user, "")) << user;
+    ++by_arm[unlabelled];
+  }
+  EXPECT_EQ(by_arm.size(), 2u) << "unlabelled callers were not split by user";
+}
+
 TEST(AbSplit, BadArmsAreConfigErrorsWithTheirLocation) {
   Diagnostics diagnostics;
   check_yaml(

@@ -1,8 +1,12 @@
-// rate_limit: requests per minute and tokens per minute, per tenant and per user, as token
-// buckets. A request reserves one request and its prompt tokens (counted exactly with the
-// model's tokenizer) plus max_tokens; when it is over, what it did not use goes back. Over the
-// limit: 429 rate_limit_exceeded with Retry-After. Every response carries OpenAI's
-// x-ratelimit-* headers for the tightest bucket.
+// rate_limit: requests per minute and tokens per minute, per tenant, per user (or per key, for a
+// key with limits of its own) and per client address, as token buckets. A request reserves one
+// request and its prompt tokens (counted exactly with the model's tokenizer) plus max_tokens;
+// when it is over, what it did not use goes back. Over the limit: 429 rate_limit_exceeded with
+// Retry-After. Every response carries OpenAI's x-ratelimit-* headers for the tightest bucket.
+//
+// The address is the client's as the server resolved it (behind server.trusted_proxies, the
+// forwarded one), an IPv6 client grouped by its /64: a limit on anonymous traffic, and a floor
+// under keyed traffic that no key's own limit lifts.
 //
 // With `store: <redis resource>` the buckets are shared by every replica naming the same Redis
 // (one atomic Lua script per reservation); while Redis cannot be reached, `on_error` decides:
@@ -14,6 +18,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "framework/limits/address_group.h"
 #include "framework/limits/rate_limiter.h"
 #include "framework/limits/redis_rate_limiter.h"
 #include "framework/storage/failure_log.h"
@@ -29,6 +34,9 @@ struct RateLimitConfig {
   double tpm = 0;
   double user_rpm = 0;
   double user_tpm = 0;
+  double address_rpm = 0;
+  double address_tpm = 0;
+  int address_ipv6_prefix = 64;
   double window_s = 60;
   std::map<std::string, std::string> tenants;
   std::string store;
@@ -78,6 +86,17 @@ std::string reset_text(double seconds) {
   return std::to_string(whole / 60) + "m" + std::to_string(whole % 60) + "s";
 }
 
+// The buckets one request takes from, in this order; a bucket whose limit is 0 is not counted.
+enum ClaimIndex : size_t {
+  kTenantRequests,
+  kTenantTokens,
+  kCallerRequests,
+  kCallerTokens,
+  kAddressRequests,
+  kAddressTokens,
+  kClaimCount
+};
+
 class RateLimitStage final : public RequestStage {
  public:
   RateLimitStage(const RateLimitConfig& config, std::shared_ptr<GgufModel> model,
@@ -91,16 +110,6 @@ class RateLimitStage final : public RequestStage {
   }
 
   Route process(Request& request, StageIo&) override {
-    const Identity& identity = request.identity;
-    Limits tenant{config_.rpm, config_.tpm};
-    if (auto found = tenants_.find(identity.tenant); found != tenants_.end())
-      tenant = found->second;
-    Limits user{config_.user_rpm, config_.user_tpm};
-    if (auto rpm = identity.limits.find("rpm"); rpm != identity.limits.end())
-      user.rpm = rpm->second;
-    if (auto tpm = identity.limits.find("tpm"); tpm != identity.limits.end())
-      user.tpm = tpm->second;
-
     int64_t prompt_tokens = static_cast<int64_t>(request.prompt_tokens.size());
     if (prompt_tokens == 0 && model_)
       prompt_tokens = static_cast<int64_t>(model_->encode_prompt(request, true).size());
@@ -114,15 +123,7 @@ class RateLimitStage final : public RequestStage {
           "context_length_exceeded", "messages"});
     }
     double tokens = static_cast<double>(prompt_tokens + request.generation.max_tokens);
-
-    std::string tenant_key = "tenant:" + identity.tenant;
-    std::string user_key = "user:" + identity.tenant + "/" + identity.user;
-    std::vector<limits::Claim> claims = {
-        {tenant_key + ":requests", tenant.rpm, 1},
-        {tenant_key + ":tokens", tenant.tpm, tokens},
-        {user_key + ":requests", user.rpm, 1},
-        {user_key + ":tokens", user.tpm, tokens},
-    };
+    std::vector<limits::Claim> claims = claims_of(request, tokens);
     limits::Reservation reservation;
     try {
       reservation = limiter_->reserve(claims);
@@ -131,40 +132,92 @@ class RateLimitStage final : public RequestStage {
       return unavailable(request, error.what());
     }
     set_headers(request, claims, reservation);
-    if (!reservation.granted) {
-      bool requests_bound = false;
-      for (size_t i : {size_t{0}, size_t{2}}) {
-        requests_bound |= claims[i].limit > 0 && reservation.states[i].remaining < 1;
+    if (!reservation.granted) refuse(request, claims, reservation, tokens);
+    settle_when_released(request, claims, tokens);
+    return Route::to(0);
+  }
+
+ private:
+  // The tenant's, the caller's and the client address's buckets. The caller is the user, or the
+  // key when it brings a limit of its own (`keys add --rpm`): that limit replaces user_rpm for
+  // the key's requests, and when it is above the tenant's limit the tenant's bucket no longer
+  // counts them, so the key really gets what it was given. At or below the tenant's limit the
+  // key stays inside the tenant's bucket, which all its keys share.
+  std::vector<limits::Claim> claims_of(const Request& request, double tokens) const {
+    const Identity& identity = request.identity;
+    Limits tenant{config_.rpm, config_.tpm};
+    if (auto found = tenants_.find(identity.tenant); found != tenants_.end())
+      tenant = found->second;
+    std::string tenant_key = "tenant:" + identity.tenant;
+    std::string user_key = "user:" + identity.tenant + "/" + identity.user;
+    std::string key_key = "key:" + identity.tenant + "/" + identity.key_id;
+    std::vector<limits::Claim> claims(kClaimCount);
+    auto caller = [&](const char* name, double user_default, double& tenant_limit,
+                      const std::string& kind, double amount, limits::Claim& claim) {
+      auto own = identity.limits.find(name);
+      if (own == identity.limits.end()) {
+        claim = {user_key + kind, user_default, amount};
+        return;
       }
-      std::string kind = requests_bound ? "requests" : "tokens";
-      if (reservation.never) {
-        throw RequestFailure(RequestError{
-            429,
-            kind,
-            "the request needs " + std::to_string(static_cast<int64_t>(tokens)) +
-                " tokens (prompt + max_tokens), more than your whole tokens limit per " +
-                window_text(config_.window_s) +
-                "; "
-                "lower max_tokens",
-            "rate_limit_exceeded",
-            {}});
-      }
-      auto wait = static_cast<int64_t>(std::ceil(reservation.retry_after_s));
-      request.set_response_header("retry-after", std::to_string(std::max<int64_t>(1, wait)));
-      throw RequestFailure(RequestError{429,
-                                        kind,
-                                        "rate limit reached for " + kind + " per " +
-                                            window_text(config_.window_s) + "; retry in " +
-                                            reset_text(reservation.retry_after_s),
-                                        "rate_limit_exceeded",
-                                        {}});
+      claim = {(identity.key_id.empty() ? user_key : key_key) + kind, own->second, amount};
+      if (tenant_limit > 0 && own->second > tenant_limit) tenant_limit = 0;
+    };
+    caller("rpm", config_.user_rpm, tenant.rpm, ":requests", 1, claims[kCallerRequests]);
+    caller("tpm", config_.user_tpm, tenant.tpm, ":tokens", tokens, claims[kCallerTokens]);
+    claims[kTenantRequests] = {tenant_key + ":requests", tenant.rpm, 1};
+    claims[kTenantTokens] = {tenant_key + ":tokens", tenant.tpm, tokens};
+    // Every request with an address takes from its address's buckets: a floor under keyed
+    // callers, and the only limit a pipeline without auth has per client.
+    std::string address =
+        limits::address_group(request.client_address, config_.address_ipv6_prefix);
+    bool by_address = !address.empty();
+    claims[kAddressRequests] = {"address:" + address + ":requests",
+                                by_address ? config_.address_rpm : 0, 1};
+    claims[kAddressTokens] = {"address:" + address + ":tokens",
+                              by_address ? config_.address_tpm : 0, tokens};
+    return claims;
+  }
+
+  [[noreturn]] void refuse(Request& request, const std::vector<limits::Claim>& claims,
+                           const limits::Reservation& reservation, double tokens) const {
+    auto exhausted = [&](size_t i) {
+      return claims[i].limit > 0 && reservation.states[i].remaining < claims[i].amount;
+    };
+    bool requests_bound =
+        exhausted(kTenantRequests) || exhausted(kCallerRequests) || exhausted(kAddressRequests);
+    std::string kind = requests_bound ? "requests" : "tokens";
+    bool address_bound = requests_bound ? exhausted(kAddressRequests) : exhausted(kAddressTokens);
+    std::string scope = address_bound ? " from your address" : "";
+    if (reservation.never) {
+      throw RequestFailure(
+          RequestError{429,
+                       kind,
+                       "the request needs " + std::to_string(static_cast<int64_t>(tokens)) +
+                           " tokens (prompt + max_tokens), more than your whole tokens limit per " +
+                           window_text(config_.window_s) + "; lower max_tokens",
+                       "rate_limit_exceeded",
+                       {}});
     }
-    // Settle when the request is over: give back the tokens reserved and not used (or take the
-    // difference when the prompt grew after this stage).
+    auto wait = static_cast<int64_t>(std::ceil(reservation.retry_after_s));
+    request.set_response_header("retry-after", std::to_string(std::max<int64_t>(1, wait)));
+    throw RequestFailure(RequestError{429,
+                                      kind,
+                                      "rate limit reached for " + kind + " per " +
+                                          window_text(config_.window_s) + scope + "; retry in " +
+                                          reset_text(reservation.retry_after_s),
+                                      "rate_limit_exceeded",
+                                      {}});
+  }
+
+  // Settle when the request is over: give back the tokens reserved and not used (or take the
+  // difference when the prompt grew after this stage).
+  void settle_when_released(Request& request, const std::vector<limits::Claim>& claims,
+                            double tokens) {
     auto limiter = limiter_;
     auto failures = failures_;
     bool fail_open = config_.on_error == "fail_open";
-    std::vector<limits::Claim> token_claims = {claims[1], claims[3]};
+    std::vector<limits::Claim> token_claims = {claims[kTenantTokens], claims[kCallerTokens],
+                                               claims[kAddressTokens]};
     // Spending aside for the request (an agent's steps) takes from the same buckets first.
     auto reserved = std::make_shared<std::atomic<int64_t>>(static_cast<int64_t>(tokens));
     request.on_reserve([limiter, failures, fail_open, token_claims, reserved](int64_t extra) {
@@ -195,10 +248,8 @@ class RateLimitStage final : public RequestStage {
         failures->failed(error.what(), "a request's unused tokens were not given back");
       }
     });
-    return Route::to(0);
   }
 
- private:
   // The store failed: pass the request uncounted or refuse it, as on_error says.
   Route unavailable(Request& request, const std::string& error) {
     if (config_.on_error == "fail_open") {
@@ -218,10 +269,10 @@ class RateLimitStage final : public RequestStage {
 
   static void set_headers(Request& request, const std::vector<limits::Claim>& claims,
                           const limits::Reservation& reservation) {
-    // The tightest bucket of each kind (requests: claims 0 and 2, tokens: 1 and 3).
-    auto tightest = [&](size_t a, size_t b) -> const limits::BucketState* {
+    // The tightest bucket of each kind.
+    auto tightest = [&](std::initializer_list<size_t> indices) -> const limits::BucketState* {
       const limits::BucketState* best = nullptr;
-      for (size_t i : {a, b}) {
+      for (size_t i : indices) {
         if (claims[i].limit <= 0) continue;
         if (!best || reservation.states[i].remaining < best->remaining)
           best = &reservation.states[i];
@@ -239,8 +290,8 @@ class RateLimitStage final : public RequestStage {
       request.set_response_header("x-ratelimit-reset-" + suffix,
                                   reset_text(state->seconds_to_full));
     };
-    put("requests", tightest(0, 2));
-    put("tokens", tightest(1, 3));
+    put("requests", tightest({kTenantRequests, kCallerRequests, kAddressRequests}));
+    put("tokens", tightest({kTenantTokens, kCallerTokens, kAddressTokens}));
   }
 
   RateLimitConfig config_;
@@ -253,8 +304,8 @@ class RateLimitStage final : public RequestStage {
 StageTypeInfo rate_limit_stage_type() {
   StageTypeBuilder<RateLimitConfig> type(
       "rate_limit", StageKind::request,
-      "Token buckets per tenant and user for requests and tokens per minute; 429 with "
-      "Retry-After and x-ratelimit-* headers.");
+      "Token buckets per tenant, user (or key) and client address for requests and tokens "
+      "per minute; 429 with Retry-After and x-ratelimit-* headers.");
   type.port("out", PortKind::request, "requests within their limits");
   type.config()
       .key("model", &RateLimitConfig::model,
@@ -269,12 +320,27 @@ StageTypeInfo rate_limit_stage_type() {
       .at_least(0);
   type.config()
       .key("user_rpm", &RateLimitConfig::user_rpm,
-           "requests per window per user (a key's own rpm overrides it)")
+           "requests per window per user (a key's own rpm replaces it, and lifts the tenant's "
+           "rpm for that key when above it)")
       .at_least(0);
   type.config()
       .key("user_tpm", &RateLimitConfig::user_tpm,
-           "tokens per window per user (a key's own tpm overrides it)")
+           "tokens per window per user (a key's own tpm replaces it, and lifts the tenant's tpm "
+           "for that key when above it)")
       .at_least(0);
+  type.config()
+      .key("address_rpm", &RateLimitConfig::address_rpm,
+           "requests per window per client address (behind server.trusted_proxies: the "
+           "forwarded client), for every request, keyed or not; 0: no limit")
+      .at_least(0);
+  type.config()
+      .key("address_tpm", &RateLimitConfig::address_tpm,
+           "tokens per window per client address; 0: no limit")
+      .at_least(0);
+  type.config()
+      .key("address_ipv6_prefix", &RateLimitConfig::address_ipv6_prefix,
+           "an IPv6 client is its address's first this many bits (a host usually has a /64)")
+      .range(16, 128);
   type.config()
       .key("window_s", &RateLimitConfig::window_s, "the window the limits are per, in seconds")
       .range(0.001, 86400);
@@ -293,7 +359,7 @@ StageTypeInfo rate_limit_stage_type() {
   type.create([](const RateLimitConfig& config, StageContext& context) {
     std::shared_ptr<GgufModel> model;
     if (!config.model.empty()) model = context.resource<GgufModel>(config.model);
-    bool counts_tokens = config.tpm > 0 || config.user_tpm > 0;
+    bool counts_tokens = config.tpm > 0 || config.user_tpm > 0 || config.address_tpm > 0;
     for (const auto& [tenant, text] : config.tenants)
       counts_tokens |= text.find("tpm") != std::string::npos;
     if (counts_tokens && !model) {

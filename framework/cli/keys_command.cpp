@@ -100,9 +100,12 @@ void add_keys_command(CLI::App& app, CommandBody& selected) {
   add->add_option("--tenant", options->tenant, "the tenant the key belongs to")->required();
   add->add_option("--user", options->user, "the user, for logs and per-user limits");
   add->add_option("--role", options->roles, "a role (repeatable), e.g. admin");
-  add->add_option("--rpm", options->rpm, "requests per minute for this key")
+  add->add_option("--rpm", options->rpm,
+                  "requests per window for this key (replaces rate_limit's user_rpm; above the "
+                  "tenant's rpm, the tenant's bucket no longer counts this key)")
       ->check(CLI::Range(0.0, 1e9));
-  add->add_option("--tpm", options->tpm, "tokens per minute for this key")
+  add->add_option("--tpm", options->tpm,
+                  "tokens per window for this key (as --rpm, for rate_limit's tpm)")
       ->check(CLI::Range(0.0, 1e12));
   auto* list = keys->add_subcommand("list", "List keys (ids, tenants, roles, state)");
   auto* revoke = keys->add_subcommand("revoke", "Revoke a key by its id");

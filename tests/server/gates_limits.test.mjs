@@ -2,6 +2,7 @@
 // Retry-After, recovery after the wait, settlement of reserved tokens to the real count, the
 // SQLite quota ledger, /v1/usage and `chatflow usage`.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
 import {
@@ -185,5 +186,82 @@ describe('token reservation and quota', () => {
     const columns = row.trim().split(/\s+/);
     assert.equal(Number(columns[1]), body.data[0].requests);
     assert.equal(Number(columns[4]), body.data[0].total_tokens);
+  });
+});
+
+describe('limits per client address, and keys above their tenant', () => {
+  let server;
+  let big;
+  let plain;
+  before(async () => {
+    const file = pipeline('address-limits', `  - name: limits
+    type: rate_limit
+    config: {window_s: 60, rpm: 3, address_rpm: 4}`);
+    const keys = scratchPath('address-limits-keys.yaml');
+    big = addKey(keys, 'acme', { user: 'backend', rpm: 1000000 });
+    plain = addKey(keys, 'acme', { user: 'alice' });
+    // The test client is the proxy: its X-Forwarded-For names the real client.
+    server = await startServer(['--pipeline', file, '--trusted-proxies', '127.0.0.1/32']);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  const from = (key, forwardedFor) => ({ Authorization: `Bearer ${key}`, 'X-Forwarded-For': forwardedFor });
+
+  test('`keys add --rpm 1000000` is not capped by the tenant\'s rpm: 3', async () => {
+    // Each from an address of its own, so only the key and tenant buckets count.
+    for (let i = 0; i < 8; i++) {
+      const response = await post(server.url, '/v1/chat/completions', ask(), from(big, `192.0.2.${i + 1}`));
+      assert.equal(response.status, 200, `request ${i}: ${response.text}`);
+    }
+    for (let i = 0; i < 3; i++) {
+      const response = await post(server.url, '/v1/chat/completions', ask(), from(plain, `192.0.2.${i + 101}`));
+      assert.equal(response.status, 200, `alice's request ${i}: ${response.text}`);
+    }
+    const refused = await post(server.url, '/v1/chat/completions', ask(), from(plain, '192.0.2.200'));
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.error.code, 'rate_limit_exceeded');
+    assert.equal(refused.headers.get('x-ratelimit-limit-requests'), '3');
+  });
+
+  test('the forwarded client is limited, not the proxy, and cannot pick its bucket', async () => {
+    for (let i = 0; i < 4; i++) {
+      const response = await post(server.url, '/v1/chat/completions', ask(), from(big, '198.51.100.7'));
+      assert.equal(response.status, 200, `request ${i}: ${response.text}`);
+    }
+    const refused = await post(server.url, '/v1/chat/completions', ask(), from(big, '198.51.100.7'));
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.error.code, 'rate_limit_exceeded');
+    assert.equal(refused.json.error.type, 'requests');
+    assert.match(refused.json.error.message, /from your address/);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+    assert.equal(refused.headers.get('x-ratelimit-limit-requests'), '4');
+    assert.equal(refused.headers.get('x-ratelimit-remaining-requests'), '0');
+    // A client that sends its own X-Forwarded-For gets the proxy's line appended: read from the
+    // right, the address the proxy saw is still the client.
+    const spoofed = await post(server.url, '/v1/chat/completions', ask(), from(big, '10.1.2.3, 198.51.100.7'));
+    assert.equal(spoofed.status, 429, spoofed.text);
+    // Another client behind the same proxy has its own bucket.
+    const other = await post(server.url, '/v1/chat/completions', ask(), from(big, '198.51.100.8'));
+    assert.equal(other.status, 200, other.text);
+    // The access log names the client, the proxy as the peer.
+    const logged = await waitFor(() => fs.readFileSync(server.accessLog, 'utf8').split('\n')
+      .filter((line) => line.endsWith('}')).map((line) => JSON.parse(line))
+      .find((entry) => entry.status === 429 && entry.remote === '198.51.100.7'),
+    { what: 'the refused request in the access log' });
+    assert.match(logged.peer, /^127\.0\.0\.1:\d+$/);
+  });
+
+  test('an IPv6 client is its /64', async () => {
+    for (let i = 0; i < 4; i++) {
+      const response = await post(server.url, '/v1/chat/completions', ask(), from(big, `2001:db8:aa:bb::${i + 1}`));
+      assert.equal(response.status, 200, `request ${i}: ${response.text}`);
+    }
+    const sameHost = await post(server.url, '/v1/chat/completions', ask(), from(big, '2001:db8:aa:bb:ffff::9'));
+    assert.equal(sameHost.status, 429, sameHost.text);
+    const otherNetwork = await post(server.url, '/v1/chat/completions', ask(), from(big, '2001:db8:aa:bc::1'));
+    assert.equal(otherNetwork.status, 200, otherNetwork.text);
   });
 });

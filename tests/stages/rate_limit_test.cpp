@@ -1,6 +1,7 @@
-// The rate_limit stage in front of echo: request and token buckets per tenant and per user, the
-// x-ratelimit-* headers and Retry-After it puts on the response, and the settlement of reserved
-// tokens when a request is released. Token limits count the prompt with a tiny made-up model.
+// The rate_limit stage in front of echo: request and token buckets per tenant, per user or key
+// and per client address, the x-ratelimit-* headers and Retry-After it puts on the response,
+// and the settlement of reserved tokens when a request is released. Token limits count the
+// prompt with a tiny made-up model.
 #include <condition_variable>
 #include <mutex>
 #include <regex>
@@ -10,6 +11,7 @@
 
 #include "framework/security/key_store.h"
 #include "support/pipeline_helpers.h"
+#include "support/redis_server.h"
 #include "support/temp_model.h"
 
 namespace chatflow::testing {
@@ -32,7 +34,8 @@ struct Answer {
 struct Caller {
   std::string tenant;
   std::string user;
-  HeaderFields headers;  // credentials, when an auth stage decides who calls
+  HeaderFields headers;      // credentials, when an auth stage decides who calls
+  std::string address = {};  // the client's address, as the server resolved it
 };
 
 Answer ask(Pipeline& pipeline, const Caller& caller, int64_t max_tokens = 16) {
@@ -43,6 +46,7 @@ Answer ask(Pipeline& pipeline, const Caller& caller, int64_t max_tokens = 16) {
   request->identity.tenant = caller.tenant;
   request->identity.user = caller.user;
   request->headers = caller.headers;
+  request->client_address = caller.address;
   request->generation.max_tokens = max_tokens;
   EXPECT_EQ(pipeline.submit(request), Admission::accepted);
   EXPECT_TRUE(collected->wait());
@@ -202,6 +206,142 @@ TEST(RateLimit, ReservedTokensComeBackWhenTheRequestIsReleased) {
   EXPECT_GT(std::stoi(*first_remaining), 600);
 }
 
+// `keys add --rpm 1000000` used to be capped by the tenant's rpm all the same.
+TEST(RateLimit, AKeysOwnRpmAboveTheTenantsIsHonouredAndLeavesTheTenantsBucketAlone) {
+  std::string keys_file = temp_path("rate-limit-big-key.yaml");
+  security::KeyStore store;
+  std::string big = store.add("acme", "backend", {}, {{"rpm", 1000000}});
+  std::string plain = store.add("acme", "alice", {}, {});
+  store.save(keys_file);
+  auto pipeline = build_yaml(
+      "version: 1\nstages:\n  - {name: auth, type: auth, config: {keys_file: \"" + keys_file +
+          "\"}}\n  - {name: limits, type: rate_limit, config: {rpm: 3}}\n"
+          "  - {name: echo, type: echo}\n",
+      builtin_registry());
+  ASSERT_TRUE(pipeline);
+  Caller backend{"", "", {{"authorization", "Bearer " + big}}};
+  for (int i = 0; i < 10; ++i) {
+    Answer answer = ask(*pipeline, backend);
+    ASSERT_FALSE(answer.error) << "request " << i << ": " << answer.error->message;
+    EXPECT_EQ(answer.header("x-ratelimit-limit-requests"), "1000000");
+  }
+  // The big key's ten did not come out of acme's bucket: alice still has all three.
+  Caller alice{"", "", {{"authorization", "Bearer " + plain}}};
+  for (const char* remaining : {"2", "1", "0"}) {
+    Answer answer = ask(*pipeline, alice);
+    ASSERT_FALSE(answer.error) << answer.error->message;
+    EXPECT_EQ(answer.header("x-ratelimit-limit-requests"), "3");
+    EXPECT_EQ(answer.header("x-ratelimit-remaining-requests"), remaining);
+  }
+  expect_rate_limited(ask(*pipeline, alice), "requests");
+  EXPECT_FALSE(ask(*pipeline, backend).error) << "the tenant's limit reached the big key";
+}
+
+TEST(RateLimit, AKeysOwnRpmBelowTheTenantsStaysInsideTheTenantsBucket) {
+  std::string keys_file = temp_path("rate-limit-small-key.yaml");
+  security::KeyStore store;
+  std::string small = store.add("acme", "intern", {}, {{"rpm", 2}});
+  std::string plain = store.add("acme", "alice", {}, {});
+  store.save(keys_file);
+  auto pipeline = build_yaml(
+      "version: 1\nstages:\n  - {name: auth, type: auth, config: {keys_file: \"" + keys_file +
+          "\"}}\n  - {name: limits, type: rate_limit, config: {rpm: 3}}\n"
+          "  - {name: echo, type: echo}\n",
+      builtin_registry());
+  ASSERT_TRUE(pipeline);
+  Caller intern{"", "", {{"authorization", "Bearer " + small}}};
+  Caller alice{"", "", {{"authorization", "Bearer " + plain}}};
+  ASSERT_FALSE(ask(*pipeline, intern).error);
+  ASSERT_FALSE(ask(*pipeline, intern).error);
+  expect_rate_limited(ask(*pipeline, intern), "requests");
+  // Two of acme's three went to the intern's key.
+  Answer last = ask(*pipeline, alice);
+  ASSERT_FALSE(last.error) << last.error->message;
+  EXPECT_EQ(last.header("x-ratelimit-remaining-requests"), "0");
+  expect_rate_limited(ask(*pipeline, alice), "requests");
+}
+
+TEST(RateLimit, EachClientAddressHasItsBucketUnderEveryKey) {
+  std::string keys_file = temp_path("rate-limit-address-keys.yaml");
+  security::KeyStore store;
+  std::string big = store.add("acme", "backend", {}, {{"rpm", 1000000}});
+  store.save(keys_file);
+  auto pipeline = build_yaml(
+      "version: 1\nstages:\n  - {name: auth, type: auth, config: {keys_file: \"" + keys_file +
+          "\"}}\n  - {name: limits, type: rate_limit, config: {address_rpm: 2}}\n"
+          "  - {name: echo, type: echo}\n",
+      builtin_registry());
+  ASSERT_TRUE(pipeline);
+  HeaderFields credential = {{"authorization", "Bearer " + big}};
+  Caller first{"", "", credential, "203.0.113.7"};
+  Answer one = ask(*pipeline, first);
+  ASSERT_FALSE(one.error) << one.error->message;
+  EXPECT_EQ(one.header("x-ratelimit-limit-requests"), "2") << "the address is the tightest";
+  EXPECT_EQ(one.header("x-ratelimit-remaining-requests"), "1");
+  ASSERT_FALSE(ask(*pipeline, first).error);
+  // The key's own million does not lift the floor.
+  Answer refused = ask(*pipeline, first);
+  expect_rate_limited(refused, "requests");
+  ASSERT_TRUE(refused.error);
+  EXPECT_NE(refused.error->message.find("from your address"), std::string::npos)
+      << refused.error->message;
+  EXPECT_EQ(refused.header("retry-after"), "30");
+  // The same address written as IPv4-mapped IPv6 is the same client.
+  expect_rate_limited(ask(*pipeline, {"", "", credential, "::ffff:203.0.113.7"}), "requests");
+  // Another address has a bucket of its own.
+  EXPECT_FALSE(ask(*pipeline, {"", "", credential, "203.0.113.8"}).error);
+  // A request that did not come over the network has no address bucket.
+  for (int i = 0; i < 4; ++i)
+    EXPECT_FALSE(ask(*pipeline, {"", "", credential, ""}).error);
+}
+
+TEST(RateLimit, AnonymousClientsAreLimitedByAddressWithIpv6GroupedBy64) {
+  auto pipeline = limited_echo("{address_rpm: 1}");
+  ASSERT_TRUE(pipeline);
+  ASSERT_FALSE(ask(*pipeline, {"", "", {}, "2001:db8:1:2::1"}).error);
+  // Any address of the same /64 is the same client.
+  Answer same = ask(*pipeline, {"", "", {}, "2001:db8:1:2:ffff:ffff:ffff:9"});
+  expect_rate_limited(same, "requests");
+  EXPECT_FALSE(ask(*pipeline, {"", "", {}, "2001:db8:1:3::1"}).error) << "another /64";
+  ASSERT_FALSE(ask(*pipeline, {"", "", {}, "198.51.100.1"}).error);
+  EXPECT_FALSE(ask(*pipeline, {"", "", {}, "198.51.100.2"}).error) << "IPv4 is per address";
+}
+
+TEST(RateLimit, AddressTokensAreReservedAndSettledLikeTheOthers) {
+  auto pipeline = limited_echo("{model: llm, address_tpm: 1000, window_s: 3600}");
+  ASSERT_TRUE(pipeline);
+  Caller client{"", "", {}, "192.0.2.10"};
+  std::optional<std::string> first_remaining;
+  for (int i = 0; i < 4; ++i) {
+    Answer answer = ask(*pipeline, client, /*max_tokens=*/300);
+    ASSERT_FALSE(answer.error) << "request " << i << ": " << answer.error->message;
+    EXPECT_EQ(answer.header("x-ratelimit-limit-tokens"), "1000");
+    if (!first_remaining) first_remaining = answer.header("x-ratelimit-remaining-tokens");
+    EXPECT_EQ(answer.header("x-ratelimit-remaining-tokens"), first_remaining) << i;
+  }
+  Answer too_big = ask(*pipeline, client, /*max_tokens=*/1000);
+  expect_rate_limited(too_big, "tokens");
+  ASSERT_TRUE(too_big.error);
+  EXPECT_NE(too_big.error->message.find("lower max_tokens"), std::string::npos);
+}
+
+// Two replicas sharing one Redis share each address's bucket.
+TEST(RateLimit, AddressBucketsInRedisAreSharedByReplicas) {
+  if (RedisServer::binary().empty()) GTEST_SKIP() << "redis-server is not installed";
+  RedisServer redis;
+  std::string yaml = "version: 1\nresources:\n  shared: {type: redis, url: \"" + redis.url() +
+                     "\"}\nstages:\n  - {name: limits, type: rate_limit, config: {store: "
+                     "shared, address_rpm: 3}}\n  - {name: echo, type: echo}\n";
+  auto first = build_yaml(yaml, builtin_registry());
+  auto second = build_yaml(yaml, builtin_registry());
+  ASSERT_TRUE(first && second);
+  Caller client{"", "", {}, "2001:db8:9::5"};
+  ASSERT_FALSE(ask(*first, client).error);
+  ASSERT_FALSE(ask(*second, client).error);
+  ASSERT_FALSE(ask(*first, {"", "", {}, "2001:db8:9::6"}).error) << "the same /64";
+  expect_rate_limited(ask(*second, client), "requests");
+  EXPECT_FALSE(ask(*second, {"", "", {}, "2001:db8:a::5"}).error);
+}
 }  // namespace
 // A request that can never fit the model is refused as such (400), before any bucket is asked:
 // a 429 would have clients retry it for ever.

@@ -1,21 +1,27 @@
 // auth: establishes who is calling. An API key (`Authorization: Bearer <key>` or `x-api-key`)
-// is matched against the SHA-256 hashes of a keys file; a JWT (HS256 or RS256) is verified
-// against the configured secret or public key. The identity (tenant, user, roles, per-key
+// is matched against the SHA-256 hashes of a keys file; a JWT (HS256, RS256 or ES256) is
+// verified against the configured secret or public key, or against an identity provider's key
+// set (`jwks_url`, `jwks_file`), the key chosen by the token's `kid` and the algorithm by the
+// key. The identity (tenant, user, roles, per-key
 // limits) is then on the request for every later stage, the prefix-cache salt and the logs.
 // A role may be limited to some models. The stage is also the server's Authenticator for the
 // routes outside the pipeline.
+#include <arpa/inet.h>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
-#include <mutex>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
+#include "framework/net/tls_client.h"
+#include "framework/security/jwks_cache.h"
 #include "framework/security/jwt.h"
 #include "framework/security/key_store.h"
+#include "framework/security/keys_file.h"
+#include "framework/tools/http_post.h"
 
 namespace chatflow {
 namespace {
@@ -24,6 +30,12 @@ struct JwtConfig {
   std::string algorithm;
   std::string secret;
   std::string public_key_file;
+  std::string jwks_url;
+  std::string jwks_file;
+  std::string jwks_ca_file;
+  double jwks_refresh_s = 300;
+  double jwks_min_refresh_s = 30;
+  int jwks_timeout_ms = 2000;
   std::string issuer;
   std::string audience;
   std::string tenant_claim = "tenant";
@@ -35,6 +47,7 @@ struct JwtConfig {
 struct AuthConfig {
   std::string keys_file;
   bool create_keys_file = false;
+  bool allow_empty_keys_file = false;
   JwtConfig jwt;
   std::map<std::string, std::string> model_access;
   std::vector<std::string> public_paths = {"/health"};
@@ -57,57 +70,26 @@ std::string lowercase(std::string_view text) {
   return out;
 }
 
-// The keys file as last read, re-read when it changes (keys added or revoked while serving).
-class KeysFile {
- public:
-  explicit KeysFile(std::string path) : path_(std::move(path)) { reload_or_throw(); }
+// How JWTs are checked: the claims the settings ask for, with the one configured key or the key
+// a provider's key set holds for the token's kid.
+struct JwtVerifier {
+  security::JwtSettings settings;
+  std::optional<security::VerificationKey> key;
+  std::unique_ptr<security::JwksCache> key_set;
 
-  std::shared_ptr<const security::KeyStore> current() {
-    std::lock_guard lock(mutex_);
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_check_ >= std::chrono::seconds(1)) {
-      last_check_ = now;
-      if (modified() != modified_) {
-        Diagnostics diagnostics;
-        int64_t version = modified();
-        if (auto store = security::KeyStore::load(path_, diagnostics)) {
-          store_ = std::make_shared<const security::KeyStore>(std::move(*store));
-        } else {
-          std::cerr << "chatflow: keeping the previous keys; " << path_ << " has errors:\n"
-                    << diagnostics.to_string();
-        }
-        // Said once per change of the file, not every second until it is mended.
-        modified_ = version;
-      }
+  Identity verify(const std::string& token) const {
+    if (key_set) {
+      security::VerificationKey chosen = key_set->key_for(security::read_jwt_header(token));
+      return security::verify_jwt(token, chosen, settings, unix_now());
     }
-    return store_;
+    return security::verify_jwt(token, *key, settings, unix_now());
   }
-
- private:
-  int64_t modified() const {
-    struct stat info {};
-    if (::stat(path_.c_str(), &info) != 0) return -1;
-    return static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
-  }
-  void reload_or_throw() {
-    Diagnostics diagnostics;
-    auto store = security::KeyStore::load(path_, diagnostics);
-    if (!store) throw ConfigError("the keys file has errors:\n" + diagnostics.to_string());
-    store_ = std::make_shared<const security::KeyStore>(std::move(*store));
-    modified_ = modified();
-  }
-
-  std::string path_;
-  std::mutex mutex_;
-  std::shared_ptr<const security::KeyStore> store_;
-  int64_t modified_ = -1;
-  std::chrono::steady_clock::time_point last_check_ = std::chrono::steady_clock::now();
 };
 
 class AuthStage final : public RequestStage, public Authenticator {
  public:
-  AuthStage(const AuthConfig& config, std::unique_ptr<KeysFile> keys,
-            std::optional<security::JwtSettings> jwt, std::optional<std::string> development_key)
+  AuthStage(const AuthConfig& config, std::unique_ptr<security::KeysFile> keys,
+            std::unique_ptr<JwtVerifier> jwt, std::optional<std::string> development_key)
       : config_(config),
         keys_(std::move(keys)),
         jwt_(std::move(jwt)),
@@ -155,7 +137,7 @@ class AuthStage final : public RequestStage, public Authenticator {
     }
     if (jwt_ && security::looks_like_jwt(credential)) {
       try {
-        return security::verify_jwt(credential, *jwt_, unix_now());
+        return jwt_->verify(credential);
       } catch (const security::JwtError& error) {
         unauthenticated(std::string("invalid token: ") + error.what(), "invalid_token");
       }
@@ -197,17 +179,153 @@ class AuthStage final : public RequestStage, public Authenticator {
   }
 
   AuthConfig config_;
-  std::unique_ptr<KeysFile> keys_;
-  std::optional<security::JwtSettings> jwt_;
+  std::unique_ptr<security::KeysFile> keys_;
+  std::unique_ptr<JwtVerifier> jwt_;
   std::optional<std::string> development_key_;
   std::map<std::string, std::vector<std::string>> access_;
 };
 
+bool is_loopback_host(const std::string& host) {
+  unsigned char bytes[16];
+  if (host == "localhost") return true;
+  if (::inet_pton(AF_INET, host.c_str(), bytes) == 1) return bytes[0] == 127;
+  return host == "::1";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw std::runtime_error("cannot read '" + path + "'");
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+using FetchKeySet = std::function<std::string(security::JwksCache::Clock::time_point)>;
+
+// GETs the key set with a deadline. Plain http only to this host: elsewhere, anyone on the way
+// could hand out keys of their own.
+FetchKeySet key_set_fetcher(const std::string& url, const std::string& ca_file) {
+  std::string error;
+  auto endpoint = tools::parse_http_url(url, error);
+  if (!endpoint) throw ConfigError("jwt.jwks_url: " + error);
+  if (!endpoint->tls && !is_loopback_host(endpoint->host)) {
+    throw ConfigError("jwt.jwks_url: '" + url +
+                      "' is plain http to another host, where anyone on the way could hand out "
+                      "keys of their own; use https (jwks_ca_file for a private CA), or http "
+                      "only to a loopback address");
+  }
+  std::shared_ptr<net::TlsClientContext> tls;
+  if (!ca_file.empty()) {
+    if (!endpoint->tls) throw ConfigError("jwt.jwks_ca_file is for an https jwks_url");
+    try {
+      net::TlsClientOptions options;
+      options.ca_file = ca_file;
+      tls = std::make_shared<net::TlsClientContext>(options);
+    } catch (const net::TlsError& failure) {
+      throw ConfigError(std::string("jwt.jwks_ca_file: ") + failure.what());
+    }
+  }
+  auto where = std::make_shared<const tools::HttpEndpoint>(*endpoint);
+  return [where, tls](security::JwksCache::Clock::time_point deadline) {
+    tools::HttpPost request;
+    request.method = "GET";
+    request.endpoint = where.get();
+    request.headers = {{"accept", "application/json"}};
+    request.deadline = deadline;
+    request.max_body_bytes = 1 << 20;
+    request.tls = tls.get();
+    tools::HttpOutcome outcome = tools::post(request);
+    if (outcome.kind != tools::HttpOutcome::Kind::response) throw std::runtime_error(outcome.error);
+    if (outcome.status != 200)
+      throw std::runtime_error("it answered HTTP " + std::to_string(outcome.status));
+    return outcome.body;
+  };
+}
+
+std::unique_ptr<security::JwksCache> make_key_set(const JwtConfig& config) {
+  if (!config.jwks_url.empty() && !config.jwks_file.empty())
+    throw ConfigError("set one of jwt.jwks_url and jwt.jwks_file, not both");
+  if (!config.secret.empty() || !config.public_key_file.empty()) {
+    throw ConfigError(
+        "jwt.secret and jwt.public_key_file cannot be used with a key set "
+        "(jwks_url, jwks_file): the set names the keys");
+  }
+  if (config.algorithm == "HS256") {
+    throw ConfigError(
+        "a key set holds public keys: with jwks_url or jwks_file, jwt.algorithm "
+        "is RS256, ES256, or empty (each key's own)");
+  }
+  if (!config.jwks_ca_file.empty() && config.jwks_url.empty())
+    throw ConfigError("jwt.jwks_ca_file is for jwks_url");
+  security::JwksCache::Settings settings;
+  settings.algorithm = config.algorithm;
+  auto milliseconds = [](double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  };
+  settings.refresh_interval = milliseconds(config.jwks_refresh_s);
+  settings.min_refresh_interval = milliseconds(config.jwks_min_refresh_s);
+  settings.fetch_timeout = std::chrono::milliseconds(config.jwks_timeout_ms);
+  if (!config.jwks_file.empty()) {
+    settings.source = config.jwks_file;
+    settings.fetch = [path = config.jwks_file](auto) { return read_file(path); };
+  } else {
+    settings.source = config.jwks_url;
+    settings.fetch = key_set_fetcher(config.jwks_url, config.jwks_ca_file);
+  }
+  try {
+    return std::make_unique<security::JwksCache>(std::move(settings));
+  } catch (const std::runtime_error& error) {
+    throw ConfigError(error.what());
+  }
+}
+
+std::unique_ptr<JwtVerifier> make_jwt_verifier(const JwtConfig& config) {
+  bool key_set = !config.jwks_url.empty() || !config.jwks_file.empty();
+  if (config.algorithm.empty() && !key_set) return nullptr;
+  auto verifier = std::make_unique<JwtVerifier>();
+  security::JwtSettings& settings = verifier->settings;
+  settings.algorithm = config.algorithm;
+  settings.issuer = config.issuer;
+  settings.audience = config.audience;
+  settings.tenant_claim = config.tenant_claim;
+  settings.user_claim = config.user_claim;
+  settings.roles_claim = config.roles_claim;
+  settings.leeway_s = config.leeway_s;
+  if (key_set) {
+    verifier->key_set = make_key_set(config);
+    return verifier;
+  }
+  if (settings.algorithm == "HS256") {
+    if (config.secret.size() < 32)
+      throw ConfigError("jwt.secret must be at least 32 bytes for HS256");
+    settings.secret = config.secret;
+  } else {
+    std::ifstream file(config.public_key_file);
+    if (config.public_key_file.empty() || !file) {
+      throw ConfigError(settings.algorithm +
+                        " needs jwt.public_key_file, a readable PEM public key (or a key set: "
+                        "jwks_url, jwks_file)");
+    }
+    std::stringstream text;
+    text << file.rdbuf();
+    settings.public_key_pem = text.str();
+    if (settings.public_key_pem.find("BEGIN PUBLIC KEY") == std::string::npos)
+      throw ConfigError("jwt.public_key_file is not a PEM public key");
+  }
+  try {
+    verifier->key = security::configured_key(settings);
+  } catch (const security::JwtError& error) {
+    throw ConfigError(std::string("jwt.public_key_file: ") + error.what());
+  }
+  return verifier;
+}
+
 std::unique_ptr<Stage> create_auth(const AuthConfig& config, StageContext&) {
-  if (config.keys_file.empty() && config.jwt.algorithm.empty())
-    throw ConfigError("set 'keys_file', 'jwt', or both");
+  bool takes_jwts = !config.jwt.algorithm.empty() || !config.jwt.jwks_url.empty() ||
+                    !config.jwt.jwks_file.empty();
+  if (config.keys_file.empty() && !takes_jwts) throw ConfigError("set 'keys_file', 'jwt', or both");
   std::optional<std::string> development_key;
-  std::unique_ptr<KeysFile> keys;
+  std::unique_ptr<security::KeysFile> keys;
   if (!config.keys_file.empty()) {
     std::error_code error;
     if (!std::filesystem::exists(config.keys_file, error)) {
@@ -225,34 +343,15 @@ std::unique_ptr<Stage> create_auth(const AuthConfig& config, StageContext&) {
                 << " with a development key (tenant 'dev', role admin). It is shown only now:\n"
                 << "  " << *development_key << "\n";
     }
-    keys = std::make_unique<KeysFile>(config.keys_file);
-  }
-  std::optional<security::JwtSettings> jwt;
-  if (!config.jwt.algorithm.empty()) {
-    security::JwtSettings settings;
-    settings.algorithm = config.jwt.algorithm;
-    settings.issuer = config.jwt.issuer;
-    settings.audience = config.jwt.audience;
-    settings.tenant_claim = config.jwt.tenant_claim;
-    settings.user_claim = config.jwt.user_claim;
-    settings.roles_claim = config.jwt.roles_claim;
-    settings.leeway_s = config.jwt.leeway_s;
-    if (settings.algorithm == "HS256") {
-      if (config.jwt.secret.size() < 32)
-        throw ConfigError("jwt.secret must be at least 32 bytes for HS256");
-      settings.secret = config.jwt.secret;
-    } else {
-      std::ifstream file(config.jwt.public_key_file);
-      if (config.jwt.public_key_file.empty() || !file)
-        throw ConfigError("RS256 needs jwt.public_key_file, a readable PEM public key");
-      std::stringstream text;
-      text << file.rdbuf();
-      settings.public_key_pem = text.str();
-      if (settings.public_key_pem.find("BEGIN PUBLIC KEY") == std::string::npos)
-        throw ConfigError("jwt.public_key_file is not a PEM public key");
+    try {
+      security::KeysFile::Options options;
+      options.allow_empty = config.allow_empty_keys_file;
+      keys = std::make_unique<security::KeysFile>(config.keys_file, options);
+    } catch (const security::KeysFileError& error) {
+      throw ConfigError(error.what());
     }
-    jwt = std::move(settings);
   }
+  std::unique_ptr<JwtVerifier> jwt = make_jwt_verifier(config.jwt);
   return std::make_unique<AuthStage>(config, std::move(keys), std::move(jwt),
                                      std::move(development_key));
 }
@@ -264,10 +363,27 @@ StageTypeInfo auth_stage_type() {
       "model the caller's roles may not use.");
   type.port("out", PortKind::request, "authenticated requests, identity set");
   SchemaBuilder<JwtConfig> jwt;
-  jwt.key("algorithm", &JwtConfig::algorithm, "HS256 or RS256; empty: JWTs are not accepted")
-      .choices({"", "HS256", "RS256"});
+  jwt.key("algorithm", &JwtConfig::algorithm,
+          "HS256, RS256 or ES256; empty: JWTs are not accepted, unless a key set is given (then "
+          "each key's own)")
+      .choices({"", "HS256", "RS256", "ES256"});
   jwt.key("secret", &JwtConfig::secret, "HS256 shared secret (use ${ENV_VAR})");
-  jwt.key("public_key_file", &JwtConfig::public_key_file, "RS256 PEM public key");
+  jwt.key("public_key_file", &JwtConfig::public_key_file, "RS256 or ES256 PEM public key");
+  jwt.key("jwks_url", &JwtConfig::jwks_url,
+          "an identity provider's JSON Web Key Set (https; http only to loopback): keys chosen "
+          "by the token's kid");
+  jwt.key("jwks_file", &JwtConfig::jwks_file, "a JSON Web Key Set in a file, instead of a URL");
+  jwt.key("jwks_ca_file", &JwtConfig::jwks_ca_file,
+          "PEM CA certificates trusted for jwks_url; empty: the system's");
+  jwt.key("jwks_refresh_s", &JwtConfig::jwks_refresh_s,
+          "fetch the key set again this often; 0: only at start and on unknown kids")
+      .range(0, 86400);
+  jwt.key("jwks_min_refresh_s", &JwtConfig::jwks_min_refresh_s,
+          "an unknown kid fetches the set again at most once per this many seconds")
+      .range(0, 3600);
+  jwt.key("jwks_timeout_ms", &JwtConfig::jwks_timeout_ms,
+          "bound on one fetch of the key set, and on a request's wait for it")
+      .range(50, 60000);
   jwt.key("issuer", &JwtConfig::issuer, "required 'iss', when set");
   jwt.key("audience", &JwtConfig::audience, "required in 'aud', when set");
   jwt.key("tenant_claim", &JwtConfig::tenant_claim, "claim naming the tenant");
@@ -278,6 +394,9 @@ StageTypeInfo auth_stage_type() {
                     "YAML file of API-key hashes (`chatflow keys add`)");
   type.config().key("create_keys_file", &AuthConfig::create_keys_file,
                     "when the keys file is missing, create it with a development key");
+  type.config().key("allow_empty_keys_file", &AuthConfig::allow_empty_keys_file,
+                    "start with a keys file that holds no keys (keys added while serving, or "
+                    "JWTs only); a file that held keys is never taken emptied while serving");
   type.config().object("jwt", &AuthConfig::jwt, jwt, "JSON Web Token verification");
   type.config().key("model_access", &AuthConfig::model_access,
                     "role -> space-separated model ids it may use ('*': all); empty: no limits");

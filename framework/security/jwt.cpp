@@ -50,32 +50,90 @@ bool looks_like_jwt(std::string_view token) {
   return std::count(token.begin(), token.end(), '.') == 2;
 }
 
-Identity verify_jwt(std::string_view token, const JwtSettings& settings, int64_t now) {
-  size_t first = token.find('.');
-  size_t second = token.find('.', first + 1);
-  if (first == std::string_view::npos || second == std::string_view::npos)
-    throw JwtError("the token is not a JWT (header.payload.signature)");
-  std::string_view header_part = token.substr(0, first);
-  std::string_view payload_part = token.substr(first + 1, second - first - 1);
-  std::string_view signature_part = token.substr(second + 1);
+namespace {
 
-  json::object header = decode_part(header_part, "header");
+struct TokenParts {
+  std::string_view header;
+  std::string_view payload;
+  std::string_view signature;
+  std::string_view signed_part;  // header.payload
+};
+
+TokenParts split_token(std::string_view token) {
+  size_t first = token.find('.');
+  size_t second = first == std::string_view::npos ? first : token.find('.', first + 1);
+  if (first == std::string_view::npos || second == std::string_view::npos ||
+      token.find('.', second + 1) != std::string_view::npos)
+    throw JwtError("the token is not a JWT (header.payload.signature)");
+  return {token.substr(0, first), token.substr(first + 1, second - first - 1),
+          token.substr(second + 1), token.substr(0, second)};
+}
+
+JwtHeader header_of(const json::object& header) {
+  JwtHeader result;
   const json::value* algorithm = header.if_contains("alg");
-  // The algorithm is the server's choice, never the token's: "none", or HS256 over an RSA key's
-  // public text, must not get through.
-  if (!algorithm || !algorithm->is_string() || algorithm->get_string() != settings.algorithm) {
-    throw JwtError("the token must be signed with " + settings.algorithm);
+  if (!algorithm || !algorithm->is_string())
+    throw JwtError("the token's header names no algorithm ('alg')");
+  result.algorithm = std::string(algorithm->get_string());
+  if (const json::value* key_id = header.if_contains("kid")) {
+    if (!key_id->is_string()) throw JwtError("the token's 'kid' is not a string");
+    result.key_id = std::string(key_id->get_string());
   }
-  auto signature = base64url_decode(signature_part);
-  if (!signature) throw JwtError("the token's signature is not base64url");
-  std::string_view signed_part = token.substr(0, second);
-  bool valid = false;
+  return result;
+}
+
+}  // namespace
+
+JwtHeader read_jwt_header(std::string_view token) {
+  return header_of(decode_part(split_token(token).header, "header"));
+}
+
+VerificationKey configured_key(const JwtSettings& settings) {
+  VerificationKey key;
+  key.algorithm = settings.algorithm;
   if (settings.algorithm == "HS256") {
-    valid = constant_time_equal(hmac_sha256(settings.secret, signed_part), *signature);
-  } else if (settings.algorithm == "RS256") {
-    valid = rs256_verify(settings.public_key_pem, signed_part, *signature);
+    key.secret = settings.secret;
+  } else {
+    try {
+      key.public_key = PublicKey::from_pem(settings.public_key_pem);
+    } catch (const std::invalid_argument& error) {
+      throw JwtError(std::string("the configured public key cannot be used: ") + error.what());
+    }
+    bool fits =
+        (settings.algorithm == "RS256" && key.public_key->type() == PublicKey::Type::rsa) ||
+        (settings.algorithm == "ES256" && key.public_key->type() == PublicKey::Type::ec_p256);
+    if (!fits) throw JwtError("the configured public key is not a key for " + settings.algorithm);
+  }
+  return key;
+}
+
+Identity verify_jwt(std::string_view token, const JwtSettings& settings, int64_t now) {
+  return verify_jwt(token, configured_key(settings), settings, now);
+}
+
+Identity verify_jwt(std::string_view token, const VerificationKey& key, const JwtSettings& settings,
+                    int64_t now) {
+  TokenParts parts = split_token(token);
+  json::object header = decode_part(parts.header, "header");
+  // The algorithm is the key's, never the token's: "none", or HS256 over an RSA key's public
+  // text, must not get through.
+  const json::value* algorithm = header.if_contains("alg");
+  if (!algorithm || !algorithm->is_string() || algorithm->get_string() != key.algorithm) {
+    throw JwtError("the token must be signed with " + key.algorithm);
+  }
+  auto signature = base64url_decode(parts.signature);
+  if (!signature) throw JwtError("the token's signature is not base64url");
+  bool valid = false;
+  if (key.algorithm == "HS256") {
+    valid = !key.secret.empty() &&
+            constant_time_equal(hmac_sha256(key.secret, parts.signed_part), *signature);
+  } else if (key.public_key) {
+    bool fits = (key.algorithm == "RS256" && key.public_key->type() == PublicKey::Type::rsa) ||
+                (key.algorithm == "ES256" && key.public_key->type() == PublicKey::Type::ec_p256);
+    valid = fits && key.public_key->verify(parts.signed_part, *signature);
   }
   if (!valid) throw JwtError("the token's signature is not valid");
+  std::string_view payload_part = parts.payload;
 
   json::object claims = decode_part(payload_part, "payload");
   auto expires = time_claim(claims, "exp");

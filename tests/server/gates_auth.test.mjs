@@ -1,7 +1,14 @@
 // Authentication over HTTP: API keys from `chatflow keys add` (hashes only in the file), JWTs,
-// model access by role, routes outside the pipeline, and revocation while serving.
+// model access by role, routes outside the pipeline, revocation while serving, an emptied keys
+// file, and JWTs checked against an identity provider's key set (JWKS) served by this test over
+// http and https, rotated, and from a file.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
@@ -133,5 +140,226 @@ describe('authentication', () => {
       { what: 'the revoked key to be refused', timeoutMs: 5000, intervalMs: 200 });
     // The others still work.
     assert.equal((await post(server.url, '/v1/chat/completions', ask, { Authorization: `Bearer ${alice}` })).status, 200);
+  });
+
+  test('an emptied keys file is refused and the keys read before keep working', async () => {
+    const saved = fs.readFileSync(keysFile);
+    fs.writeFileSync(keysFile, '');
+    try {
+      // The file is looked at again (once a second at most) when a key is checked.
+      await waitFor(async () => {
+        const still = await post(server.url, '/v1/chat/completions', ask, { Authorization: `Bearer ${alice}` });
+        assert.equal(still.status, 200, `the emptied keys file locked alice out: ${still.text}`);
+        return /keeping the previous \d+ keys; .* now holds no keys at all/.test(server.stderr());
+      }, { what: 'the emptied keys file to be refused in the log', timeoutMs: 5000, intervalMs: 200 });
+    } finally {
+      fs.writeFileSync(keysFile, saved);
+    }
+  });
+});
+
+// An identity provider's signing keys, as JWKs, and the tokens they sign.
+function signingKey(alg, kid) {
+  const { privateKey, publicKey } = alg === 'RS256'
+    ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 })
+    : crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  return {
+    kid,
+    alg,
+    publicKey,
+    jwk: { ...publicKey.export({ format: 'jwk' }), kid, alg, use: 'sig' },
+    sign(claims, header = { alg, kid }) {
+      const encode = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+      const signed = `${encode(header)}.${encode(claims)}`;
+      const signature = crypto.sign('sha256', Buffer.from(signed),
+        alg === 'ES256' ? { key: privateKey, dsaEncoding: 'ieee-p1363' } : privateKey);
+      return `${signed}.${signature.toString('base64url')}`;
+    },
+  };
+}
+
+const claimsNow = () => ({ iss: 'https://login.example', aud: 'chatflow', sub: 'erin', tenant: 'umbrella',
+  exp: Math.floor(Date.now() / 1000) + 300 });
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A provider's JWKS endpoint: serves `keys` (or fails), counting every fetch.
+function keySetServer(tls) {
+  const provider = { keys: [], failing: false, fetches: 0 };
+  const handler = (request, response) => {
+    provider.fetches += 1;
+    if (provider.failing) {
+      response.writeHead(503).end('down for maintenance');
+      return;
+    }
+    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: provider.keys }));
+  };
+  provider.server = tls ? https.createServer(tls, handler) : http.createServer(handler);
+  provider.listening = new Promise((resolve) => provider.server.listen(0, '127.0.0.1', resolve));
+  provider.url = () => `${tls ? 'https' : 'http'}://127.0.0.1:${provider.server.address().port}/.well-known/jwks.json`;
+  return provider;
+}
+
+function jwksPipeline(name, jwt) {
+  return writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+stages:
+  - name: auth
+    type: auth
+    config:
+      jwt: {${jwt}, issuer: https://login.example, audience: chatflow}
+  - {name: echo, type: echo}
+  - {name: emit, type: sse_emit}
+`);
+}
+
+describe('JWTs checked against a provider\'s key set (jwks_url)', () => {
+  let server;
+  let provider;
+  const first = signingKey('RS256', 'a-rsa');
+  const second = signingKey('ES256', 'a-ec');
+  const rotated = signingKey('RS256', 'b-rsa');
+  const chat = { model: 'jwks', messages: [{ role: 'user', content: 'hello' }] };
+  const as = (token) => ({ Authorization: `Bearer ${token}` });
+  before(async () => {
+    provider = keySetServer();
+    provider.keys = [first.jwk, second.jwk];
+    await provider.listening;
+    // Unknown kids may fetch the set again once every 4 s (long enough for a loaded machine to
+    // send the flood below within it); no periodic refresh during the test.
+    server = await startServer(['--pipeline',
+      jwksPipeline('jwks', `jwks_url: "${provider.url()}", jwks_min_refresh_s: 4, jwks_refresh_s: 3600`)]);
+  });
+  after(async () => {
+    assert.equal((await server.stop()).code, 0);
+    provider.server.close();
+  });
+
+  test('keys are chosen by kid: RS256 and ES256 tokens pass; no kid among two keys does not', async () => {
+    assert.equal(provider.fetches, 1, 'fetched once, at start');
+    for (const key of [first, second]) {
+      const response = await post(server.url, '/v1/chat/completions', chat, as(key.sign(claimsNow())));
+      assert.equal(response.status, 200, `${key.kid}: ${response.text}`);
+      assert.equal(response.json.choices[0].message.content, 'hello');
+    }
+    const noKid = await post(server.url, '/v1/chat/completions', chat, as(first.sign(claimsNow(), { alg: 'RS256' })));
+    assertAuthError(noKid, 'invalid_token');
+    assert.match(noKid.json.error.message, /names no key \('kid'\), and the key set holds 2 keys/);
+  });
+
+  test('the key pins the algorithm: none, HS256 over the public key, RS256 against the EC key', async () => {
+    const encode = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const claims = claimsNow();
+    const none = `${encode({ alg: 'none', kid: first.kid })}.${encode(claims)}.`;
+    const pem = first.publicKey.export({ type: 'spki', format: 'pem' });
+    const hs256 = jwtHs256(claims, pem, { alg: 'HS256', kid: first.kid });
+    const hs256ByJwk = jwtHs256(claims, JSON.stringify(first.jwk), { alg: 'HS256', kid: first.kid });
+    const rsaAsEc = first.sign(claims, { alg: 'RS256', kid: second.kid });
+    for (const [token, why] of [[none, /RS256/], [hs256, /RS256/], [hs256ByJwk, /RS256/], [rsaAsEc, /ES256/]]) {
+      const response = await post(server.url, '/v1/chat/completions', chat, as(token));
+      assertAuthError(response, 'invalid_token');
+      assert.match(response.json.error.message, new RegExp(`must be signed with ${why.source}`));
+    }
+    assert.equal(provider.fetches, 1, 'known kids never fetch');
+  });
+
+  test('rotation: a token of the new set passes through one fetch; unknown kids past the limit are 401 unfetched', async () => {
+    provider.keys = [rotated.jwk];
+    await sleep(4100);
+    const fresh = await post(server.url, '/v1/chat/completions', chat, as(rotated.sign(claimsNow())));
+    assert.equal(fresh.status, 200, fresh.text);
+    assert.equal(provider.fetches, 2);
+    // A flood of made-up kids right after: no fetch until the interval has passed.
+    const flood = await Promise.all(Array.from({ length: 20 }, (_, i) =>
+      post(server.url, '/v1/chat/completions', chat, as(rotated.sign(claimsNow(), { alg: 'RS256', kid: `made-up-${i}` })))));
+    for (const response of flood) {
+      assertAuthError(response, 'invalid_token');
+      assert.match(response.json.error.message, /is not in the key set/);
+    }
+    // The old set's keys left with it.
+    const old = await post(server.url, '/v1/chat/completions', chat, as(first.sign(claimsNow())));
+    assertAuthError(old, 'invalid_token');
+    assert.equal(provider.fetches, 2, 'unknown kids within the interval fetched the set');
+    assert.match(server.stderr(), /key set .* now holds: b-rsa/);
+  });
+
+  test('a failed refresh keeps the set in use, and says so', async () => {
+    provider.failing = true;
+    await sleep(4100);
+    const unknown = await post(server.url, '/v1/chat/completions', chat, as(rotated.sign(claimsNow(), { alg: 'RS256', kid: 'c-rsa' })));
+    assertAuthError(unknown, 'invalid_token');
+    assert.equal(provider.fetches, 3);
+    const known = await post(server.url, '/v1/chat/completions', chat, as(rotated.sign(claimsNow())));
+    assert.equal(known.status, 200, known.text);
+    await waitFor(() => /keeping the key set in use \(b-rsa\); fetching .* failed: it answered HTTP 503/.test(server.stderr()),
+      { what: 'the failed fetch in the log' });
+    provider.failing = false;
+  });
+});
+
+describe('a key set from a file (jwks_file)', () => {
+  test('tokens by its keys pass; a key rotated into the file is read for its unknown kid', async () => {
+    const before = signingKey('ES256', 'file-1');
+    const after = signingKey('RS256', 'file-2');
+    const file = writeTemp('jwks.json', JSON.stringify({ keys: [before.jwk] }));
+    const server = await startServer(['--pipeline', jwksPipeline('jwks-file', `jwks_file: "${file}", jwks_min_refresh_s: 0`)]);
+    try {
+      const chat = { model: 'jwks-file', messages: [{ role: 'user', content: 'hello' }] };
+      const ok = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${before.sign(claimsNow())}` });
+      assert.equal(ok.status, 200, ok.text);
+      const unknown = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${after.sign(claimsNow())}` });
+      assertAuthError(unknown, 'invalid_token');
+      fs.writeFileSync(file, JSON.stringify({ keys: [after.jwk] }));
+      const rotated = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${after.sign(claimsNow())}` });
+      assert.equal(rotated.status, 200, rotated.text);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+});
+
+// A CA and a certificate it signed for 127.0.0.1, made by openssl.
+function certificates() {
+  const directory = scratchPath('jwks-tls');
+  fs.mkdirSync(directory, { recursive: true });
+  const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  const run = (args) => execFileSync('openssl', args, { cwd: directory, stdio: 'pipe' });
+  run(['req', '-x509', ...key, '-days', '2', '-subj', '/CN=chatflow test CA', '-keyout', 'ca.key', '-out', 'ca.pem']);
+  run(['req', ...key, '-subj', '/CN=127.0.0.1', '-keyout', 'server.key', '-out', 'server.csr']);
+  fs.writeFileSync(path.join(directory, 'server.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2',
+    '-extfile', 'server.ext', '-out', 'server.pem']);
+  return {
+    ca: path.join(directory, 'ca.pem'),
+    key: fs.readFileSync(path.join(directory, 'server.key')),
+    cert: fs.readFileSync(path.join(directory, 'server.pem')),
+  };
+}
+
+describe('a key set over https (jwks_url with jwks_ca_file)', () => {
+  test('verified against the CA file; without it the start fails naming the URL', async () => {
+    const made = certificates();
+    const provider = keySetServer({ key: made.key, cert: made.cert });
+    const key = signingKey('RS256', 'tls-1');
+    provider.keys = [key.jwk];
+    await provider.listening;
+    try {
+      const server = await startServer(['--pipeline',
+        jwksPipeline('jwks-tls', `jwks_url: "${provider.url()}", jwks_ca_file: "${made.ca}"`)]);
+      try {
+        const chat = { model: 'jwks-tls', messages: [{ role: 'user', content: 'hello' }] };
+        const ok = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${key.sign(claimsNow())}` });
+        assert.equal(ok.status, 200, ok.text);
+      } finally {
+        assert.equal((await server.stop()).code, 0);
+      }
+      await assert.rejects(startServer(['--pipeline', jwksPipeline('jwks-untrusted', `jwks_url: "${provider.url()}"`)]),
+        (error) => {
+          assert.match(error.message, new RegExp(`key set at ${provider.url().replace(/[.]/g, '\\.')} cannot be used`));
+          assert.match(error.message, /certificate/);
+          return true;
+        });
+    } finally {
+      provider.server.close();
+    }
   });
 });

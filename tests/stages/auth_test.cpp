@@ -3,6 +3,8 @@
 // the request's header fields, as the HTTP server passes them on.
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -10,6 +12,8 @@
 #include "framework/security/crypto.h"
 #include "framework/security/key_store.h"
 #include "support/pipeline_helpers.h"
+#include "support/redis_server.h"
+#include "support/signing_keys.h"
 #include "support/temp_model.h"
 
 namespace chatflow::testing {
@@ -224,5 +228,107 @@ TEST(Auth, AMissingKeysFileWithoutCreateIsAConfigErrorNamingTheCommand) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+// The pipeline's config error for `auth_config`, all of it.
+std::string config_errors(const std::string& auth_config) {
+  Diagnostics diagnostics;
+  auto spec =
+      check_yaml("version: 1\nstages:\n  - {name: auth, type: auth, config: " + auth_config +
+                     "}\n  - {name: echo, type: echo}\n",
+                 builtin_registry(), diagnostics);
+  if (spec) {
+    EXPECT_FALSE(Pipeline::build(std::move(*spec), diagnostics)) << auth_config;
+  }
+  return all_errors(diagnostics);
+}
+
+std::string jwt_claims() {
+  return R"({"sub":"erin","tenant":"umbrella","roles":["admin"],"exp":)" +
+         std::to_string(unix_now() + 300) + "}";
+}
+
+TEST(Auth, AKeySetFileVerifiesTokensByKidAndIsReadAgainForAnUnknownOne) {
+  testing::SigningKey first("RS256", "file-1");
+  testing::SigningKey second("ES256", "file-2");
+  std::string path = write_temp_file("auth-jwks.json", testing::key_set({first.jwk()}));
+  auto pipeline = guarded_echo("{jwt: {jwks_file: \"" + path + "\", jwks_min_refresh_s: 0}}");
+  ASSERT_TRUE(pipeline);
+  auto good = ask(*pipeline, {{"authorization", "Bearer " + first.sign(jwt_claims())}}, nullptr);
+  ASSERT_FALSE(good->error()) << good->error()->message;
+  EXPECT_EQ(good->identity.tenant, "umbrella");
+  EXPECT_EQ(good->identity.user, "erin");
+  auto unknown =
+      ask(*pipeline, {{"authorization", "Bearer " + second.sign(jwt_claims())}}, nullptr);
+  expect_authentication_error(*unknown, "invalid_token");
+  ASSERT_TRUE(unknown->error());
+  EXPECT_NE(unknown->error()->message.find("'file-2' is not in the key set"), std::string::npos)
+      << unknown->error()->message;
+  // Rotated in the file: the unknown kid reads it again.
+  std::ofstream(path, std::ios::trunc) << testing::key_set({second.jwk()});
+  auto rotated =
+      ask(*pipeline, {{"authorization", "Bearer " + second.sign(jwt_claims())}}, nullptr);
+  EXPECT_FALSE(rotated->error()) << rotated->error()->message;
+  // API keys are not accepted by a pipeline that only takes JWTs.
+  expect_authentication_error(*ask(*pipeline, {{"x-api-key", "cf-0123"}}, nullptr),
+                              "invalid_api_key");
+}
+
+TEST(Auth, KeySetConfigurationsThatCannotWorkAreConfigErrors) {
+  testing::SigningKey key("RS256", "k");
+  std::string file = write_temp_file("auth-jwks-config.json", testing::key_set({key.jwk()}));
+  std::string pem = write_temp_file("auth-jwks-config.pem", key.public_pem());
+  for (const auto& [config, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"{jwt: {jwks_url: \"http://login.example/jwks.json\"}}", "plain http to another host"},
+           {"{jwt: {jwks_url: \"ftp://login.example/jwks.json\"}}",
+            "is not an http:// or https://"},
+           {"{jwt: {jwks_file: \"" + file + "\", jwks_url: \"https://login.example/j\"}}",
+            "set one of jwt.jwks_url and jwt.jwks_file"},
+           {"{jwt: {algorithm: HS256, secret: \"" + kSecret + "\", jwks_file: \"" + file + "\"}}",
+            "cannot be used with a key set"},
+           {"{jwt: {algorithm: HS256, jwks_file: \"" + file + "\"}}",
+            "a key set holds public keys"},
+           {"{jwt: {algorithm: RS256, public_key_file: \"" + pem + "\", jwks_file: \"" + file +
+                "\"}}",
+            "cannot be used with a key set"},
+           {"{jwt: {jwks_file: \"" + file + "\", jwks_ca_file: \"" + pem + "\"}}",
+            "jwks_ca_file is for jwks_url"},
+           {"{jwt: {jwks_file: \"" + fresh_path("auth-no-such-jwks.json") + "\"}}", "cannot read"},
+           {"{jwt: {algorithm: ES256, jwks_file: \"" + file + "\"}}",
+            "holds no key chatflow can verify tokens with"},
+       }) {
+    std::string errors = config_errors(config);
+    EXPECT_NE(errors.find(expected), std::string::npos) << config << "\n" << errors;
+  }
+}
+
+TEST(Auth, AKeySetUrlThatDoesNotAnswerStopsTheStartNamingIt) {
+  std::string url = "http://127.0.0.1:" + std::to_string(testing::free_port()) + "/jwks.json";
+  std::string errors = config_errors("{jwt: {jwks_url: \"" + url + "\", jwks_timeout_ms: 500}}");
+  EXPECT_NE(errors.find("the key set at " + url + " cannot be used"), std::string::npos) << errors;
+}
+
+TEST(Auth, AnEmptyKeysFileIsAnErrorAtStartUnlessAllowed) {
+  std::string path = write_temp_file("auth-empty-keys.yaml", "keys: []\n");
+  std::string errors = config_errors("{keys_file: \"" + path + "\"}");
+  EXPECT_NE(errors.find("holds no keys"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("allow_empty_keys_file"), std::string::npos) << errors;
+  auto allowed = guarded_echo("{keys_file: \"" + path + "\", allow_empty_keys_file: true}");
+  ASSERT_TRUE(allowed);
+  expect_authentication_error(*ask(*allowed, {{"x-api-key", "cf-0123"}}, nullptr),
+                              "invalid_api_key");
+}
+
+TEST(Auth, AKeysFileEmptiedWhileServingIsRefusedAndTheKeysStillWork) {
+  Keys keys = write_keys("auth-emptied-keys.yaml");
+  auto pipeline = guarded_echo("{keys_file: \"" + keys.path + "\"}");
+  ASSERT_TRUE(pipeline);
+  ASSERT_FALSE(ask(*pipeline, {{"x-api-key", keys.alice}}, nullptr)->error());
+  std::ofstream(keys.path, std::ios::trunc) << "";
+  // The file is looked at again once a second.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  auto after = ask(*pipeline, {{"x-api-key", keys.alice}}, nullptr);
+  EXPECT_FALSE(after->error()) << "an emptied keys file locked alice out: "
+                               << after->error()->message;
+  EXPECT_FALSE(ask(*pipeline, {{"x-api-key", keys.bob}}, nullptr)->error());
+}
 }  // namespace
 }  // namespace chatflow::testing

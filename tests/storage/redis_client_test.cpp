@@ -165,6 +165,22 @@ TEST(RedisClient, AuthenticatesAndSelectsTheDatabase) {
   EXPECT_EQ(second.command({"GET", "where"}).text, "two");
 }
 
+TEST(RedisClient, AUnixSocketServesWithItsDatabase) {
+  SKIP_WITHOUT_REDIS();
+  std::string socket_path = "/tmp/chatflow-redis-test-" + std::to_string(getpid()) + "-" +
+                            std::to_string(rand()) + ".sock";
+  RedisServer server({"--unixsocket", socket_path});
+  Client by_socket = client_for("unix://" + socket_path + "?db=3");
+  by_socket.command({"SET", "where", "socket"});
+  Client by_port = client_for(server.url() + "/3");
+  EXPECT_EQ(by_port.command({"GET", "where"}).text, "socket") << "the same server, database 3";
+  Client missing = client_for("unix:///nonexistent/redis.sock");
+  std::string error;
+  EXPECT_FALSE(missing.ping(&error));
+  EXPECT_NE(error.find("redis /nonexistent/redis.sock: connect failed"), std::string::npos)
+      << error;
+}
+
 TEST(RedisClient, ThePoolOpensAtMostPoolSizeConnections) {
   SKIP_WITHOUT_REDIS();
   RedisServer server;

@@ -127,9 +127,7 @@ class StepClock final : public engine::SequenceObserver {
 int bench_decode_steps(const BenchGrammarOptions& options) {
   auto model = engine::Model::load(options.model);
   engine::SchedulerConfig config;
-  config.threads = options.threads > 0
-                       ? options.threads
-                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  config.threads = options.threads > 0 ? options.threads : engine::available_cpus();
   engine::Scheduler scheduler(model, config);
   const engine::Tokenizer& tokenizer = model->tokenizer();
   const auto& ends = tokenizer.vocabulary().end_of_generation;

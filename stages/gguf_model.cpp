@@ -26,10 +26,9 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
   engine::SchedulerConfig scheduler;
   scheduler.threads = config.threads;
   if (scheduler.threads <= 0) {
-    // Small models lose more to synchronisation than they gain from a second thread.
-    scheduler.threads = model.weight_bytes() < (32u << 20)
-                            ? 1
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // Small models lose more to synchronisation than they gain from a second thread; others
+    // take the CPUs this process may use (affinity, and a container's cgroup CPU quota).
+    scheduler.threads = model.weight_bytes() < (32u << 20) ? 1 : engine::available_cpus();
   }
   scheduler.max_seqs = config.scheduler.max_seqs;
   scheduler.max_batched_tokens = config.scheduler.max_batched_tokens;

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "framework/cli/command.h"
+#include "framework/engine/compute_threads.h"
 #include "framework/engine/perplexity.h"
 
 namespace chatflow::cli {
@@ -44,9 +45,8 @@ int perplexity_command(const PerplexityCommandOptions& options) {
   settings.context = options.context;
   settings.batch = options.batch;
   settings.chunks = options.chunks;
-  settings.threads = options.threads > 0
-                         ? options.threads
-                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // 0: the CPUs this process may use (affinity mask, cgroup CPU quota).
+  settings.threads = options.threads > 0 ? options.threads : engine::available_cpus();
   (options.compare ? settings.compare_log_probs : settings.save_log_probs) = options.base;
   const std::string text = read_text(options.file);
   auto model = engine::Model::load(options.model);
@@ -78,7 +78,8 @@ int perplexity_command(const PerplexityCommandOptions& options) {
   }
   std::cout << std::fixed << std::setprecision(1) << options.model << " on " << options.file << ": "
             << result.chunks << " windows of " << options.context << " tokens, " << result.scored
-            << " scored, " << result.seconds << " s\n";
+            << " scored, " << settings.threads << (settings.threads == 1 ? " thread, " : " threads, ")
+            << result.seconds << " s\n";
   if (result.compared) {
     std::cout << std::setprecision(6) << "kl-divergence: " << result.kl_divergence << " ± "
               << result.kl_uncertainty << std::setprecision(2) << ", top token agreement "

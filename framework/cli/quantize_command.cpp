@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "framework/cli/command.h"
+#include "framework/engine/compute_threads.h"
 #include "framework/engine/model_quantizer.h"
 
 namespace chatflow::cli {
@@ -62,9 +63,8 @@ int quantize_command(const QuantizeCommandOptions& options) {
   }
   engine::QuantizeOptions settings;
   settings.recipe = *recipe;
-  settings.threads = options.threads > 0
-                         ? options.threads
-                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // 0: the CPUs this process may use (affinity mask, cgroup CPU quota).
+  settings.threads = options.threads > 0 ? options.threads : engine::available_cpus();
   settings.allow_requantize = options.allow_requantize;
   const bool terminal = isatty(STDERR_FILENO);
   const auto started = std::chrono::steady_clock::now();

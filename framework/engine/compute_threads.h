@@ -6,8 +6,26 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace chatflow::engine {
+
+// Where the limits on this process's CPUs are read (a test points them at files of its own).
+struct CpuLimitSources {
+  std::string cgroup_root = "/sys/fs/cgroup";  // the cgroup filesystem (v2, or v1's hierarchies)
+  std::string self_cgroup = "/proc/self/cgroup";
+};
+
+// What the CPU bandwidth quota of this process's cgroup (cgroup v2 cpu.max, or v1
+// cpu.cfs_quota_us / cpu.cfs_period_us; the smallest along the path up to the root) allows,
+// in CPUs (1.5 for a quota of 150 ms per 100 ms), or nullopt when there is none.
+std::optional<double> cgroup_cpu_quota(const CpuLimitSources& sources = {});
+
+// The CPUs this process may compute on: those of its affinity mask (sched_getaffinity: taskset,
+// cpusets, a container's --cpuset-cpus) and within its cgroup's quota (a container's --cpus),
+// whichever is fewer, rounded down, at least 1. What `threads: 0` sizes an engine by.
+int available_cpus(const CpuLimitSources& sources = {});
 
 class ComputeThreads {
  public:

@@ -1,6 +1,7 @@
 #include "framework/engine/grammar_constraint.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <optional>
 
@@ -36,10 +37,11 @@ std::shared_ptr<const grammar::TokenTable> token_table_of(const Tokenizer& token
 
 GrammarMasks::GrammarMasks(std::shared_ptr<const grammar::Grammar> grammar,
                            std::shared_ptr<const grammar::TokenTable> tokens,
-                           std::vector<TokenId> end_of_generation)
+                           std::vector<TokenId> end_of_generation, MaskBudget budget)
     : grammar_(std::move(grammar)),
       tokens_(std::move(tokens)),
       end_of_generation_(std::move(end_of_generation)),
+      budget_(budget),
       masker_(grammar_, tokens_) {}
 
 std::shared_ptr<const std::vector<uint64_t>> GrammarMasks::trigger_forbidden(const Trigger& trigger,
@@ -84,41 +86,161 @@ std::shared_ptr<const std::vector<uint64_t>> GrammarMasks::think_openers(size_t 
   return slot;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// One mask computed off the engine thread: the state it is for, and what came of it. Shared by
+// the constraint and the work it handed out, so either may outlive the other.
+struct MaskJob {
+  MaskJob(grammar::Matcher state, uint64_t version, Clock::duration allowance)
+      : state(std::move(state)), version(version), allowance(allowance) {}
+
+  void run(grammar::TokenMasker& masker) {
+    Clock::time_point start = Clock::now();
+    try {
+      mask = masker.allowed(state, {start + allowance, &abandoned});
+    } catch (const grammar::GrammarWorkCancelled&) {
+      // Nobody waits for it any more.
+    } catch (const std::exception& error) {  // a grammar limit, the deadline, or memory
+      failure = error.what();
+    }
+    spent = Clock::now() - start;
+  }
+
+  const grammar::Matcher state;
+  const uint64_t version;
+  const Clock::duration allowance;
+  std::atomic<bool> abandoned{false};
+  // Written by run(), read by the constraint after the scheduler saw run() return.
+  std::shared_ptr<const std::vector<uint64_t>> mask;
+  std::string failure;
+  Clock::duration spent{};
+};
+
 class GrammarConstraint final : public TokenConstraint {
  public:
   GrammarConstraint(std::shared_ptr<const GrammarMasks> masks, GrammarMasks::Trigger trigger)
       : masks_(std::move(masks)), trigger_(std::move(trigger)) {
-    switch (trigger_.reasoning) {
-      case GrammarMasks::Reasoning::open:
-        phase_ = Phase::reasoning;
-        break;
-      case GrammarMasks::Reasoning::optional:
-        phase_ = Phase::deciding;
-        if (trigger_.text.empty()) matcher_.emplace(masks_->grammar_);
-        break;
-      case GrammarMasks::Reasoning::none:
-        begin_answer({});
-        break;
-    }
+    guarded([&] {
+      switch (trigger_.reasoning) {
+        case GrammarMasks::Reasoning::open:
+          phase_ = Phase::reasoning;
+          break;
+        case GrammarMasks::Reasoning::optional:
+          phase_ = Phase::deciding;
+          if (trigger_.text.empty()) matcher_.emplace(masks_->grammar_);
+          break;
+        case GrammarMasks::Reasoning::none:
+          begin_answer({});
+          break;
+      }
+    });
   }
 
+  ~GrammarConstraint() override { abandon(); }
+
   void restrict(std::span<float> logits) override {
-    switch (phase_) {
-      case Phase::reasoning:
-      case Phase::free:
-        return;
-      case Phase::waiting:
-        return forbid(*masks_->trigger_forbidden(trigger_, trigger_matched()), logits);
-      case Phase::deciding:
-        if (!trigger_.text.empty())
+    guarded([&] {
+      switch (phase_) {
+        case Phase::reasoning:
+        case Phase::free:
+          return;
+        case Phase::waiting:
           return forbid(*masks_->trigger_forbidden(trigger_, trigger_matched()), logits);
-        return allow(grammar_mask(), masks_->think_openers(think_matched()).get(), logits);
-      case Phase::active:
-        return allow(grammar_mask(), nullptr, logits);
-    }
+        case Phase::deciding:
+          if (!trigger_.text.empty())
+            return forbid(*masks_->trigger_forbidden(trigger_, trigger_matched()), logits);
+          return allow(grammar_mask(), masks_->think_openers(think_matched()).get(), logits);
+        case Phase::active:
+          return allow(grammar_mask(), nullptr, logits);
+      }
+    });
   }
 
   void accept(TokenId token) override {
+    ++state_version_;
+    guarded([&] { accept_bytes(token); });
+  }
+
+  std::function<void()> prepare() override {
+    if (job_) take_job();
+    if (!failure_.empty() || !wants_grammar_mask() || mask_version_ == state_version_) return {};
+    if (auto cached = masks_->masker_.cached(*matcher_)) {
+      keep_mask(std::move(cached), state_version_);
+      return {};
+    }
+    Clock::duration left = masks_->budget_.per_sequence - spent_;
+    if (left <= Clock::duration::zero()) {
+      fail_over_time();
+      return {};
+    }
+    job_ = std::make_shared<MaskJob>(*matcher_, state_version_, left);
+    return [masks = masks_, job = job_] { job->run(masks->masker_); };
+  }
+
+  std::string failure() const override { return failure_; }
+
+  void abandon() override {
+    if (job_) job_->abandoned = true;
+  }
+
+  bool engaged() const override { return phase_ == Phase::active; }
+
+  bool complete() const override {
+    return phase_ == Phase::active && matcher_->accepting() && !matcher_->can_continue();
+  }
+
+ private:
+  enum class Phase {
+    reasoning,  // inside the thinking block: free until it closes
+    deciding,   // the text may open a thinking block or start the answer
+    waiting,    // the answer is free until the trigger appears
+    active,     // the grammar holds the text
+    free        // the answer is text (the trigger never came where it had to)
+  };
+
+  // Runs `work`, turning a grammar that outgrows its limits (GrammarLimitExceeded from a
+  // matcher step, or a mask over its time) into this sequence's failure.
+  template <class Work>
+  void guarded(Work&& work) {
+    if (!failure_.empty()) return;
+    try {
+      work();
+    } catch (const grammar::GrammarLimitExceeded& error) {
+      fail(error.what());
+    }
+  }
+
+  void fail(const std::string& reason) {
+    if (failure_.empty()) failure_ = "the answer's grammar cannot be enforced: " + reason;
+  }
+
+  void fail_over_time() {
+    fail("its token masks took more than " + std::to_string(masks_->budget_.per_sequence.count()) +
+         " ms to compute, the budget of one request");
+  }
+
+  bool wants_grammar_mask() const {
+    return matcher_ &&
+           (phase_ == Phase::active || (phase_ == Phase::deciding && trigger_.text.empty()));
+  }
+
+  void keep_mask(std::shared_ptr<const std::vector<uint64_t>> mask, uint64_t version) {
+    mask_ = std::move(mask);
+    mask_version_ = version;
+  }
+
+  // The finished job's result, its time charged to this sequence.
+  void take_job() {
+    std::shared_ptr<MaskJob> job = std::move(job_);
+    spent_ += job->spent;
+    if (!job->failure.empty()) {
+      bool over_time = spent_ >= masks_->budget_.per_sequence;
+      return over_time ? fail_over_time() : fail(job->failure);
+    }
+    if (job->mask) keep_mask(job->mask, job->version);
+  }
+
+  void accept_bytes(TokenId token) {
     const auto& table = masks_->tokens_->token_bytes;
     // (a view of the table's string, never of a temporary)
     std::string_view bytes = token >= 0 && static_cast<size_t>(token) < table.size()
@@ -148,24 +270,22 @@ class GrammarConstraint final : public TokenConstraint {
     }
   }
 
-  bool engaged() const override { return phase_ == Phase::active; }
-
-  bool complete() const override {
-    return phase_ == Phase::active && matcher_->accepting() && !matcher_->can_continue();
-  }
-
- private:
-  enum class Phase {
-    reasoning,  // inside the thinking block: free until it closes
-    deciding,   // the text may open a thinking block or start the answer
-    waiting,    // the answer is free until the trigger appears
-    active,     // the grammar holds the text
-    free        // the answer is text (the trigger never came where it had to)
-  };
-
+  // The mask of the current state: the one prepare() made ready, else computed here (a caller
+  // that never prepares), within what is left of the budget.
   const std::vector<uint64_t>* grammar_mask() {
     if (!matcher_) return nullptr;
-    mask_ = masks_->masker_.allowed(*matcher_);
+    if (mask_version_ != state_version_) {
+      Clock::duration left = masks_->budget_.per_sequence - spent_;
+      Clock::time_point start = Clock::now();
+      try {
+        keep_mask(masks_->masker_.allowed(*matcher_, {start + left, nullptr}), state_version_);
+      } catch (const grammar::GrammarLimitExceeded&) {
+        spent_ += Clock::now() - start;
+        if (spent_ >= masks_->budget_.per_sequence) fail_over_time();
+        throw;
+      }
+      spent_ += Clock::now() - start;
+    }
     return mask_.get();
   }
 
@@ -293,8 +413,14 @@ class GrammarConstraint final : public TokenConstraint {
   GrammarMasks::Trigger trigger_;
   Phase phase_ = Phase::free;
   std::optional<grammar::Matcher> matcher_;
-  std::shared_ptr<const std::vector<uint64_t>> mask_;  // the last grammar mask, kept alive
   std::string text_;  // text not yet in the grammar: thinking's end, the trigger's wait
+  // Every accepted token may move the matcher: a mask is for the version it was made for.
+  uint64_t state_version_ = 0;
+  std::shared_ptr<const std::vector<uint64_t>> mask_;  // the last grammar mask, kept alive
+  uint64_t mask_version_ = UINT64_MAX;
+  std::shared_ptr<MaskJob> job_;  // handed out by prepare(), not yet taken back
+  Clock::duration spent_{};       // on this sequence's masks so far
+  std::string failure_;
 };
 
 std::shared_ptr<TokenConstraint> GrammarMasks::start(Trigger trigger) const {

@@ -6,6 +6,7 @@
 // grammar refuses is never chosen. A reasoning model's thinking block comes before the grammar.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,11 +22,19 @@ namespace chatflow::engine {
 // The bytes each token writes; control and unknown tokens none (a grammar never allows them).
 std::shared_ptr<const grammar::TokenTable> token_table_of(const Tokenizer& tokenizer);
 
+// What one sequence may spend on its grammar's token masks: computed off the engine thread
+// (TokenConstraint::prepare), they still take a core, so a schema whose masks are slow fails its
+// own request instead of running on after it should have ended. The grammar's GrammarLimits
+// bound the memory and the readings of each computation.
+struct MaskBudget {
+  std::chrono::milliseconds per_sequence{10'000};  // mask computation, all of a sequence's
+};
+
 class GrammarMasks : public std::enable_shared_from_this<GrammarMasks> {
  public:
   GrammarMasks(std::shared_ptr<const grammar::Grammar> grammar,
                std::shared_ptr<const grammar::TokenTable> tokens,
-               std::vector<TokenId> end_of_generation);
+               std::vector<TokenId> end_of_generation, MaskBudget budget = {});
 
   enum class Reasoning {
     none,     // the text is the grammar's (or the trigger's) from its start
@@ -54,6 +63,7 @@ class GrammarMasks : public std::enable_shared_from_this<GrammarMasks> {
   std::shared_ptr<const grammar::Grammar> grammar_;
   std::shared_ptr<const grammar::TokenTable> tokens_;
   std::vector<TokenId> end_of_generation_;
+  MaskBudget budget_;
   mutable grammar::TokenMasker masker_;
   mutable std::mutex mutex_;  // the lazily computed masks below
   mutable std::map<std::pair<std::string, size_t>, std::shared_ptr<const std::vector<uint64_t>>>

@@ -1,6 +1,7 @@
 #include "framework/engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace chatflow::engine {
 
@@ -11,6 +12,12 @@ struct Scheduler::Sequence {
         observer(std::move(observer)),
         sampler(this->spec.sampling),
         tokens(this->spec.prompt) {}
+  // Whatever it left running for its constraint stops.
+  ~Sequence() {
+    if (spec.constraint) spec.constraint->abandon();
+  }
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
 
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - kv.length; }
   SequenceUsage usage() const {
@@ -31,9 +38,20 @@ struct Scheduler::Sequence {
   bool planned = false;                // already in this step's batch: not a preemption victim
   std::vector<uint64_t> block_hashes;  // hash chain of the full blocks of `tokens`
   int64_t published_blocks = 0;        // blocks offered to the prefix cache so far
+  bool preparing = false;              // its constraint's work runs on the worker
+  // Logits computed while that work ran: sampled once it is done (all of the KV is computed
+  // meanwhile, so the sequence is planned in no step).
+  std::vector<float> held_logits;
+  bool holding = false;
 };
 
 namespace {
+
+// How often a scheduler whose sequences all wait for their constraints looks again at
+// cancellations.
+constexpr auto kHeldPoll = std::chrono::milliseconds(10);
+// Token masks of different sequences computed at once; the slowest holds up only its own.
+constexpr int kConstraintThreads = 2;
 
 int64_t default_blocks(const ModelConfig& model, const SchedulerConfig& config) {
   int64_t per_sequence =
@@ -56,7 +74,8 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerConfig config)
       cache_(model_->config(), config.block_tokens,
              config.kv_blocks > 0 ? config.kv_blocks : default_blocks(model_->config(), config),
              config.kv_type),
-      prefix_cache_(cache_) {
+      prefix_cache_(cache_),
+      constraint_worker_(kConstraintThreads) {
   stats_.total_blocks = cache_.total_blocks();
   stats_.free_blocks = cache_.free_blocks();
   thread_ = std::thread([this] { run(); });
@@ -120,18 +139,27 @@ SchedulerStats Scheduler::stats() const {
 void Scheduler::run() {
   std::vector<std::unique_ptr<Sequence>> running;
   std::deque<std::unique_ptr<Sequence>> waiting;
+  std::vector<Prepared> prepared;
+  bool progressed = true;
   while (true) {
     {
       std::unique_lock lock(mutex_);
-      work_.wait(lock, [&] {
-        return stopping_ || !incoming_.empty() || !running.empty() || !waiting.empty();
-      });
+      bool queued = !running.empty() || !waiting.empty();
+      auto ready = [&] {
+        return stopping_ || !incoming_.empty() || !prepared_.empty() || (progressed && queued);
+      };
+      if (!progressed && queued)
+        work_.wait_for(lock, kHeldPoll, ready);  // still drops sequences cancelled meanwhile
+      else
+        work_.wait(lock, ready);
       for (auto& sequence : incoming_)
         waiting.push_back(std::move(sequence));
       incoming_.clear();
+      prepared.swap(prepared_);
       if (stopping_) break;
     }
-    step(running, waiting);
+    progressed = step(running, waiting, prepared);
+    prepared.clear();
     refresh_stats(running, waiting);
   }
   for (auto& sequence : running) {
@@ -199,6 +227,8 @@ bool Scheduler::reserve_for(Sequence& sequence, int64_t length,
     }
     if (victim == running.end()) return false;
     release_sequence(**victim);
+    (*victim)->holding = false;  // recomputed, its logits come again
+    (*victim)->held_logits.clear();
     waiting.push_front(std::move(*victim));
     running.erase(victim);
     std::lock_guard lock(mutex_);
@@ -268,6 +298,8 @@ std::vector<Scheduler::Planned> Scheduler::plan(std::vector<std::unique_ptr<Sequ
     budget -= count;
     if (!sequence.reported_admission) sequence.observer->on_admitted();
     sequence.reported_admission = true;
+    // The first mask, while the prompt is computed.
+    if (sequence.spec.constraint && !sequence.started) prepare_constraint(sequence);
     running.push_back(std::move(waiting.front()));
     waiting.pop_front();
   }
@@ -302,8 +334,9 @@ bool Scheduler::run_batch(const std::vector<Planned>& plan, int64_t& prompt_toke
   return true;
 }
 
-// Samples each planned sequence that asked for logits and tells its observer; a finished
-// sequence lets go of its observer. Returns the tokens generated.
+// Samples each planned sequence that asked for logits and tells its observer, or holds the
+// logits of one whose constraint is not ready; a finished sequence lets go of its observer.
+// Returns the tokens generated.
 int64_t Scheduler::publish(const std::vector<Planned>& plan) {
   const int64_t vocabulary = model_->config().vocabulary;
   int64_t row = 0;
@@ -314,43 +347,141 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
     if (!entry.logits) continue;
     std::span<float> logits(logits_.data() + row * vocabulary, static_cast<size_t>(vocabulary));
     ++row;
-    std::span<const TokenId> history(sequence.tokens.data() + sequence.spec.prompt.size(),
-                                     sequence.tokens.size() - sequence.spec.prompt.size());
-    TokenConstraint* constraint = sequence.spec.constraint.get();
-    if (constraint) constraint->restrict(logits);
-    SampledToken sampled = sequence.sampler.sample(logits, history);
-    bool first = !sequence.started;
-    sequence.started = true;
-    bool end_of_generation = model_->tokenizer().vocabulary().is_end_of_generation(sampled.token);
-    if (end_of_generation && (!sequence.spec.ignore_eos || (constraint && constraint->engaged()))) {
-      sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
-      sequence.observer.reset();
-      continue;
+    if (sequence.spec.constraint) {
+      prepare_constraint(sequence);
+      if (sequence.preparing) {
+        sequence.held_logits.assign(logits.begin(), logits.end());
+        sequence.holding = true;
+        continue;
+      }
     }
-    sequence.tokens.push_back(sampled.token);
-    ++sequence.generated;
-    ++generated;
-    if (constraint) constraint->accept(sampled.token);
-    sequence.observer->on_token(sampled, first, sequence.usage());
-    if (constraint && constraint->complete()) {
-      sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
-      sequence.observer.reset();
-    } else if (sequence.generated >= sequence.spec.max_tokens ||
-               static_cast<int64_t>(sequence.tokens.size()) >= model_->config().context) {
-      sequence.observer->on_finish(FinishCause::length, sequence.usage());
-      sequence.observer.reset();
-    }
+    generated += sample(sequence, logits);
   }
   return generated;
 }
 
-void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
-                     std::deque<std::unique_ptr<Sequence>>& waiting) {
+// The constraint's slow work, when it has some, goes to the worker; the sequence is `preparing`
+// until the engine thread sees it finished.
+void Scheduler::prepare_constraint(Sequence& sequence) {
+  if (sequence.preparing || !sequence.observer) return;
+  std::function<void()> work = sequence.spec.constraint->prepare();
+  if (!work) return;
+  sequence.preparing = true;
+  constraint_worker_.post([this, id = sequence.id, work = std::move(work)] {
+    std::string error;
+    try {
+      work();
+    } catch (const std::exception& thrown) {
+      error = thrown.what();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      prepared_.push_back({id, std::move(error)});
+    }
+    work_.notify_one();
+  });
+}
+
+// Fails the sequence when its constraint cannot go on (a budget spent).
+bool Scheduler::failed_constraint(Sequence& sequence) {
+  std::string reason = sequence.spec.constraint->failure();
+  if (reason.empty()) return false;
+  sequence.observer->on_error(reason);
+  sequence.observer.reset();
+  return true;
+}
+
+// One token of `sequence` from its logits; returns the tokens generated (0 or 1).
+int64_t Scheduler::sample(Sequence& sequence, std::span<float> logits) {
+  std::span<const TokenId> history(sequence.tokens.data() + sequence.spec.prompt.size(),
+                                   sequence.tokens.size() - sequence.spec.prompt.size());
+  TokenConstraint* constraint = sequence.spec.constraint.get();
+  if (constraint) {
+    constraint->restrict(logits);
+    if (failed_constraint(sequence)) return 0;
+  }
+  SampledToken sampled = sequence.sampler.sample(logits, history);
+  bool first = !sequence.started;
+  sequence.started = true;
+  bool end_of_generation = model_->tokenizer().vocabulary().is_end_of_generation(sampled.token);
+  if (end_of_generation && (!sequence.spec.ignore_eos || (constraint && constraint->engaged()))) {
+    sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
+    sequence.observer.reset();
+    return 0;
+  }
+  sequence.tokens.push_back(sampled.token);
+  ++sequence.generated;
+  if (constraint) {
+    constraint->accept(sampled.token);
+    if (failed_constraint(sequence)) return 1;
+  }
+  sequence.observer->on_token(sampled, first, sequence.usage());
+  if (constraint && constraint->complete()) {
+    sequence.observer->on_finish(FinishCause::end_of_generation, sequence.usage());
+    sequence.observer.reset();
+  } else if (sequence.generated >= sequence.spec.max_tokens ||
+             static_cast<int64_t>(sequence.tokens.size()) >= model_->config().context) {
+    sequence.observer->on_finish(FinishCause::length, sequence.usage());
+    sequence.observer.reset();
+  } else if (constraint) {
+    prepare_constraint(sequence);  // the next mask, while the next forward pass runs
+  }
+  return 1;
+}
+
+// Sequences whose constraint work finished: a sequence holding logits samples them now (or
+// hands out more work). Returns the tokens generated.
+int64_t Scheduler::resume_prepared(std::vector<Prepared>& prepared,
+                                   std::vector<std::unique_ptr<Sequence>>& running,
+                                   std::deque<std::unique_ptr<Sequence>>& waiting) {
+  int64_t generated = 0;
+  for (Prepared& done : prepared) {
+    auto is_it = [&](const auto& sequence) { return sequence->id == done.id; };
+    auto found = std::find_if(running.begin(), running.end(), is_it);
+    Sequence* sequence = found != running.end() ? found->get() : nullptr;
+    if (!sequence) {
+      auto queued = std::find_if(waiting.begin(), waiting.end(), is_it);
+      if (queued != waiting.end()) (*queued)->preparing = false;
+      continue;  // preempted (its logits come again), or gone
+    }
+    sequence->preparing = false;
+    if (!sequence->observer) continue;
+    if (!done.error.empty()) {
+      sequence->observer->on_error("the answer's constraint failed: " + done.error);
+      sequence->observer.reset();
+      continue;
+    }
+    if (!sequence->holding) continue;  // prepared ahead; taken at its next sampling
+    prepare_constraint(*sequence);
+    if (sequence->preparing) continue;
+    sequence->holding = false;
+    std::vector<float> logits = std::move(sequence->held_logits);
+    sequence->held_logits.clear();
+    generated += sample(*sequence, logits);
+  }
+  release_finished(running);
+  return generated;
+}
+
+void Scheduler::release_finished(std::vector<std::unique_ptr<Sequence>>& running) {
+  std::erase_if(running, [&](const auto& sequence) {
+    if (sequence->observer) return false;
+    release_sequence(*sequence);
+    return true;
+  });
+}
+
+bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
+                     std::deque<std::unique_ptr<Sequence>>& waiting,
+                     std::vector<Prepared>& prepared) {
+  int64_t generated = resume_prepared(prepared, running, waiting);
   drop_cancelled(running);
   drop_cancelled(waiting);
   std::vector<Planned> planned = plan(running, waiting);
   if (planned.empty()) {
-    if (!running.empty() || !waiting.empty()) {
+    bool held = std::any_of(running.begin(), running.end(),
+                            [](const auto& sequence) { return sequence->holding; });
+    if (!held && (!running.empty() || !waiting.empty())) {
       // Nothing can run: only possible when one sequence alone does not fit, which submit rules
       // out.
       for (auto& sequence : running) {
@@ -359,22 +490,20 @@ void Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
       }
       running.clear();
     }
-    return;
+    std::lock_guard lock(mutex_);
+    stats_.generated_tokens += generated;
+    return generated > 0 || !held;
   }
   int64_t prompt_tokens = 0;
-  int64_t generated = 0;
   bool ran = run_batch(planned, prompt_tokens);
-  if (ran) generated = publish(planned);
-  std::erase_if(running, [&](const auto& sequence) {
-    if (sequence->observer) return false;
-    release_sequence(*sequence);
-    return true;
-  });
-  if (!ran) return;
+  if (ran) generated += publish(planned);
+  release_finished(running);
   std::lock_guard lock(mutex_);
+  stats_.generated_tokens += generated;
+  if (!ran) return true;
   ++stats_.steps;
   stats_.prompt_tokens_computed += prompt_tokens;
-  stats_.generated_tokens += generated;
+  return true;
 }
 
 void Scheduler::refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,

@@ -7,6 +7,11 @@
 // When KV blocks run out, the newest running sequence is preempted: its blocks are released and
 // it is recomputed later from its tokens (which the prefix cache usually still holds).
 // A cancelled sequence leaves at the next step and its blocks return to the pool in that step.
+//
+// A constraint's slow work (a grammar's token mask for a state not seen before) runs on a
+// ConstraintWorker, started as soon as the token before it is accepted so that it overlaps the
+// next forward pass. A sequence whose mask is not ready when its logits are keeps them and sits
+// out the steps until it is; the other sequences keep stepping meanwhile.
 #pragma once
 
 #include <atomic>
@@ -19,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "framework/engine/constraint_worker.h"
 #include "framework/engine/prefix_cache.h"
 #include "framework/engine/sampler.h"
 #include "framework/engine/token_constraint.h"
@@ -114,9 +120,22 @@ class Scheduler {
     int64_t count;
     bool logits;
   };
+  // A sequence whose constraint work finished (an error it threw, or "").
+  struct Prepared {
+    uint64_t id;
+    std::string error;
+  };
   void run();
-  void step(std::vector<std::unique_ptr<Sequence>>& running,
-            std::deque<std::unique_ptr<Sequence>>& waiting);
+  // False when nothing could run: every runnable sequence waits for its constraint's work.
+  bool step(std::vector<std::unique_ptr<Sequence>>& running,
+            std::deque<std::unique_ptr<Sequence>>& waiting, std::vector<Prepared>& prepared);
+  int64_t resume_prepared(std::vector<Prepared>& prepared,
+                          std::vector<std::unique_ptr<Sequence>>& running,
+                          std::deque<std::unique_ptr<Sequence>>& waiting);
+  void prepare_constraint(Sequence& sequence);
+  bool failed_constraint(Sequence& sequence);
+  int64_t sample(Sequence& sequence, std::span<float> logits);
+  void release_finished(std::vector<std::unique_ptr<Sequence>>& running);
   template <class List>
   void drop_cancelled(List& sequences);
   std::vector<Planned> plan(std::vector<std::unique_ptr<Sequence>>& running,
@@ -145,7 +164,10 @@ class Scheduler {
   bool stopping_ = false;
   SchedulerStats stats_;
   uint64_t next_id_ = 0;
+  std::vector<Prepared> prepared_;  // constraint work finished, not yet seen by the engine thread
   std::vector<float> logits_;
+  // After the members its work reports to, so it stops before they go.
+  ConstraintWorker constraint_worker_;
   std::thread thread_;
 };
 

@@ -1,10 +1,12 @@
 // What a sequence may generate next, beyond what the model prefers: the sampler sees only the
 // tokens a constraint (a grammar, framework/engine/grammar_constraint.h) lets through, and the
 // sequence ends when the constraint says the text is complete. One object per sequence, used on
-// the engine thread only.
+// the engine thread only, except for the work prepare() hands out, which runs elsewhere.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <string>
 
 #include "framework/engine/vocabulary.h"
 
@@ -23,6 +25,19 @@ class TokenConstraint {
   // The constraint holds the text now (not waiting for a trigger): an end-of-generation token it
   // lets through ends the sequence even under ignore_eos, since the text is complete.
   virtual bool engaged() const = 0;
+
+  // Work restrict() needs done first that may be slow (a token mask never computed before), to
+  // run off the engine thread so that one sequence's mask never holds up the others' steps; an
+  // empty function when restrict() is ready now. The scheduler runs it on a worker and calls
+  // prepare() again once it has returned (the constraint takes the result then), never
+  // restrict() or accept() while it runs.
+  virtual std::function<void()> prepare() { return {}; }
+  // Why the sequence cannot go on (a budget of the constraint's spent), or "" while it can:
+  // the scheduler fails the sequence with this message.
+  virtual std::string failure() const { return {}; }
+  // The sequence is gone (cancelled, finished, failed): work prepare() handed out stops at its
+  // next check. Called on the engine thread, possibly while that work runs.
+  virtual void abandon() {}
 };
 
 }  // namespace chatflow::engine

@@ -119,5 +119,37 @@ TEST(ChatTemplate, AnUnsupportedJinjaTemplateFailsAtLoadWithItsPosition) {
   }
 }
 
+TEST(ChatTemplate, AJinjaTemplateChainedTooDeeplyFailsAtLoadWithItsPosition) {
+  // Such a template may come inside a downloaded GGUF: it is refused when the model loads.
+  std::string source = "{% for message in messages %}\n{{ message.content";
+  for (int i = 0; i < 20000; ++i)
+    source += " ~ ''";
+  source += " }}{% endfor %}";
+  try {
+    ChatFormat::jinja(source);
+    ADD_FAILURE() << "loaded";
+  } catch (const jinja::SyntaxError& error) {
+    EXPECT_EQ(error.position().line, 2);
+    EXPECT_NE(error.message().find("nested deeper than"), std::string::npos) << error.what();
+  }
+}
+
+TEST(ChatTemplate, ARenderOverItsBudgetIsARenderErrorForThatRequest) {
+  auto m = model();
+  auto format =
+      ChatFormat::jinja("{% for message in messages %}{{ message.content * 1000 }}{% endfor %}");
+  std::vector<ChatMessage> small = {{"user", "hello"}};
+  EXPECT_EQ(format.render(small, m->tokenizer().vocabulary(), false).text.size(), 5000u);
+  std::vector<ChatMessage> large = {{"user", std::string(20000, 'x')}};  // 20 MB rendered
+  try {
+    format.render(large, m->tokenizer().vocabulary(), false);
+    ADD_FAILURE() << "rendered";
+  } catch (const jinja::RenderError& error) {
+    EXPECT_EQ(error.kind(), jinja::RenderError::Kind::limit);
+    EXPECT_NE(std::string(error.what()).find("more than 16 MiB"), std::string::npos)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace chatflow::engine

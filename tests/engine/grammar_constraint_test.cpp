@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
+#include <thread>
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
@@ -147,6 +149,67 @@ TEST(GrammarConstraint, AtStartTriggersGiveUpOnOtherText) {
   called->accept(9);   // spaces before it do not count
   called->accept(10);  // "a" opens the grammar
   EXPECT_EQ(allowed(*called), (std::vector<TokenId>{11}));
+}
+
+// A grammar whose first mask needs a state not yet cached.
+std::shared_ptr<GrammarMasks> digits_masks(MaskBudget budget = {}) {
+  grammar::GrammarBuilder builder;
+  auto root = builder.sequence(
+      {builder.literal("<tool_call>"), builder.repeat(builder.chars({{'1', '2'}}), 1, -1)});
+  return std::make_shared<GrammarMasks>(builder.build(root), grammar::make_token_table(kTokens),
+                                        std::vector<TokenId>{kEnd}, budget);
+}
+
+TEST(GrammarConstraint, PreparedWorkComputesTheMaskOffTheEngineThread) {
+  auto constraint = digits_masks()->start({});
+  std::function<void()> work = constraint->prepare();
+  ASSERT_TRUE(work) << "a mask never computed is work for elsewhere";
+  std::thread worker(work);
+  worker.join();
+  EXPECT_FALSE(constraint->prepare()) << "the mask is ready now";
+  EXPECT_EQ(allowed(*constraint), (std::vector<TokenId>{0, 4, 14}));
+  constraint->accept(4);  // "<tool_call>"
+  std::function<void()> next = constraint->prepare();
+  ASSERT_TRUE(next) << "a new state, a new mask";
+  next();
+  EXPECT_FALSE(constraint->prepare());
+  EXPECT_EQ(allowed(*constraint), (std::vector<TokenId>{5, 6, 7}));
+  EXPECT_EQ(constraint->failure(), "");
+}
+
+TEST(GrammarConstraint, AbandonedWorkStopsWithoutAMask) {
+  auto masks = digits_masks();
+  auto constraint = masks->start({});
+  std::function<void()> work = constraint->prepare();
+  ASSERT_TRUE(work);
+  constraint->abandon();
+  work();
+  EXPECT_EQ(constraint->failure(), "") << "stopping is not failing";
+  // Nothing was computed, so nothing was cached: the same state needs the work again.
+  auto another = masks->start({});
+  EXPECT_TRUE(another->prepare());
+}
+
+TEST(GrammarConstraint, MaskTimeOverTheBudgetFailsTheSequence) {
+  auto constraint = digits_masks(MaskBudget{std::chrono::milliseconds(0)})->start({});
+  EXPECT_FALSE(constraint->prepare());
+  EXPECT_NE(constraint->failure().find("token masks took more than 0 ms"), std::string::npos)
+      << constraint->failure();
+}
+
+TEST(GrammarConstraint, AGrammarOverItsLimitsFailsTheSequenceNotTheEngine) {
+  grammar::GrammarBuilder builder;
+  std::vector<grammar::GrammarBuilder::Expr> words;
+  for (int i = 0; i < 10; ++i)
+    words.push_back(builder.sequence({builder.literal("a"), builder.literal(std::to_string(i))}));
+  grammar::GrammarLimits limits;
+  limits.max_stacks = 4;
+  auto masks = std::make_shared<GrammarMasks>(builder.build(builder.choice(words), limits),
+                                              grammar::make_token_table(kTokens),
+                                              std::vector<TokenId>{kEnd});
+  auto constraint = masks->start({});
+  EXPECT_NE(constraint->failure().find("readings of the text alive"), std::string::npos)
+      << constraint->failure();
 }
 
 class Collector final : public SequenceObserver {

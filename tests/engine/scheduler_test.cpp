@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "framework/engine/generator.h"
+#include "framework/engine/grammar_constraint.h"
 #include "support/temp_model.h"
 
 namespace chatflow::engine {
@@ -41,10 +43,11 @@ class Collector final : public SequenceObserver {
   }
   bool cancelled() const override { return cancelled_.load(); }
 
-  bool wait() {
+  bool wait(std::chrono::seconds limit = std::chrono::seconds(60)) {
     std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; });
+    return changed_.wait_for(lock, limit, [this] { return done_; });
   }
+  void cancel() { cancelled_ = true; }
   std::vector<TokenId> tokens() const {
     std::lock_guard lock(mutex_);
     return tokens_;
@@ -273,6 +276,122 @@ TEST(Scheduler, PreemptionUnderATinyPoolStillCompletesEveryRequestCorrectly) {
   }
   EXPECT_GT(scheduler.stats().preemptions, 0)
       << "the pool was meant to be too small for everyone at once";
+}
+
+// A constraint whose mask takes as long as the test wants, like a grammar state whose mask is a
+// long trie walk: the work it hands out runs until the gate opens (or it is abandoned); a
+// scheduler that asked restrict() without that work would wait in restrict() just as long.
+class SlowMask final : public TokenConstraint {
+ public:
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool open = false;
+    bool started = false;
+    bool abandoned = false;
+
+    void wait_open_or_abandoned() {
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [this] { return open || abandoned; });
+    }
+    template <class Predicate>
+    bool wait_for(Predicate predicate) {
+      std::unique_lock lock(mutex);
+      return changed.wait_for(lock, std::chrono::seconds(20), predicate);
+    }
+    void set(bool Gate::*flag) {
+      std::lock_guard lock(mutex);
+      this->*flag = true;
+      changed.notify_all();
+    }
+  };
+
+  explicit SlowMask(std::shared_ptr<Gate> gate) : gate_(std::move(gate)) {}
+
+  void restrict(std::span<float>) override {
+    if (!handed_out_) gate_->wait_open_or_abandoned();  // computed here, on the engine thread
+  }
+  void accept(TokenId) override {}
+  bool complete() const override { return false; }
+  bool engaged() const override { return false; }
+  std::function<void()> prepare() override {
+    if (handed_out_) return {};
+    handed_out_ = true;
+    return [gate = gate_] {
+      gate->set(&Gate::started);
+      gate->wait_open_or_abandoned();
+    };
+  }
+  void abandon() override { gate_->set(&Gate::abandoned); }
+
+ private:
+  std::shared_ptr<Gate> gate_;
+  bool handed_out_ = false;
+};
+
+TEST(Scheduler, ASequenceWaitingForItsMaskHoldsUpNoOtherSequence) {
+  auto model = test_model();
+  Scheduler scheduler(model, SchedulerConfig{});
+  auto gate = std::make_shared<SlowMask::Gate>();
+  SequenceSpec slow = greedy(*model, kPrompts[1], 4);
+  slow.constraint = std::make_shared<SlowMask>(gate);
+  auto slow_tokens = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(slow, slow_tokens));
+  SequenceSpec other = greedy(*model, kPrompts[3], 24);
+  auto other_tokens = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(other, other_tokens));
+  // Every one of the other sequence's tokens comes while the mask is still being computed.
+  bool other_finished = other_tokens->wait(std::chrono::seconds(20));
+  EXPECT_TRUE(other_finished) << "the other sequence stalled behind a mask";
+  EXPECT_EQ(other_tokens->tokens(), alone(model, other));
+  EXPECT_TRUE(slow_tokens->tokens().empty()) << "the slow sequence sampled without its mask";
+  gate->set(&SlowMask::Gate::open);
+  ASSERT_TRUE(slow_tokens->wait());
+  EXPECT_EQ(slow_tokens->error(), "");
+  EXPECT_EQ(slow_tokens->tokens(), alone(model, greedy(*model, kPrompts[1], 4)));
+}
+
+TEST(Scheduler, ACancelledSequenceStopsItsMaskWork) {
+  auto model = test_model();
+  Scheduler scheduler(model, SchedulerConfig{});
+  auto gate = std::make_shared<SlowMask::Gate>();
+  SequenceSpec slow = greedy(*model, kPrompts[0], 4);
+  slow.constraint = std::make_shared<SlowMask>(gate);
+  auto collector = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(slow, collector));
+  EXPECT_TRUE(gate->wait_for([&] { return gate->started; })) << "the mask work never started";
+  collector->cancel();
+  bool abandoned = gate->wait_for([&] { return gate->abandoned; });
+  EXPECT_TRUE(abandoned) << "the work of a cancelled sequence ran on";
+  gate->set(&SlowMask::Gate::open);  // lets a scheduler that never abandons shut down
+  wait_until_idle(scheduler);
+  EXPECT_TRUE(collector->tokens().empty());
+}
+
+TEST(Scheduler, AConstraintOverItsBudgetEndsItsSequenceWithAnError) {
+  auto model = test_model();
+  Scheduler scheduler(model, SchedulerConfig{});
+  const Tokenizer& tokenizer = model->tokenizer();
+  const auto& ends = tokenizer.vocabulary().end_of_generation;
+  grammar::GrammarBuilder builder;
+  auto masks = std::make_shared<GrammarMasks>(
+      builder.build(builder.any_json_object()), token_table_of(tokenizer),
+      std::vector<TokenId>(ends.begin(), ends.end()), MaskBudget{std::chrono::milliseconds(0)});
+  SequenceSpec spec = greedy(*model, kPrompts[0], 8);
+  spec.constraint = masks->start({});
+  auto collector = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(spec, collector));
+  SequenceSpec other = greedy(*model, kPrompts[2], 8);
+  auto other_tokens = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(other, other_tokens));
+  ASSERT_TRUE(collector->wait());
+  EXPECT_NE(collector->error().find("token masks took more than 0 ms"), std::string::npos)
+      << collector->error();
+  ASSERT_TRUE(other_tokens->wait());
+  EXPECT_EQ(other_tokens->tokens(), alone(model, other));
+  wait_until_idle(scheduler);
+  EXPECT_EQ(scheduler.stats().free_blocks + scheduler.stats().evictable_blocks,
+            scheduler.stats().total_blocks);
 }
 
 TEST(Scheduler, RequestThatCanNeverFitIsRefusedUpFront) {

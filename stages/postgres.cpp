@@ -12,6 +12,7 @@ struct PostgresConfig {
   int64_t pool_size = 8;
   int64_t connect_timeout_s = 5;
   int64_t statement_timeout_ms = 5000;
+  int64_t write_buffer_rows = 100'000;
 };
 
 ResourceTypeInfo postgres_resource_type() {
@@ -32,6 +33,12 @@ ResourceTypeInfo postgres_resource_type() {
       .key("statement_timeout_ms", &PostgresConfig::statement_timeout_ms,
            "the server cancels a statement that runs longer (0: never)")
       .range(0, 3'600'000);
+  type.config()
+      .key("write_buffer_rows", &PostgresConfig::write_buffer_rows,
+           "rows each store keeps while the server cannot be reached (usage settlements, queued "
+           "session turns), written once it answers; past it they are dropped and counted in "
+           "chatflow:storage_lost_writes_total")
+      .range(1, 100'000'000);
   type.create([](const PostgresConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {
     postgres::ClientOptions options;
     options.url = config.url;
@@ -40,7 +47,8 @@ ResourceTypeInfo postgres_resource_type() {
     options.statement_timeout_ms = static_cast<int>(config.statement_timeout_ms);
     try {
       return std::make_shared<PostgresResource>(
-          std::make_shared<postgres::Client>(std::move(options)));
+          std::make_shared<postgres::Client>(std::move(options)),
+          static_cast<size_t>(config.write_buffer_rows));
     } catch (const postgres::PostgresError& error) {
       throw ConfigError(error.what());
     }

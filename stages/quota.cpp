@@ -215,6 +215,7 @@ StageTypeInfo quota_stage_type() {
       options.period = period;
       options.reservation_ttl = std::chrono::seconds(config.reservation_ttl_s);
       auto database = context.resource<PostgresResource>(config.ledger);
+      options.write_buffer_rows = database->write_buffer_rows();
       try {
         ledger = std::make_shared<usage::PostgresUsageLedger>(database->client(), options);
       } catch (const postgres::PostgresError& error) {

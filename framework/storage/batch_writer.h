@@ -1,10 +1,17 @@
 // One background thread that writes queued items to a store in batches, for stores whose writes
-// must not hold up the request path (the usage ledgers). push() never waits on the store; flush()
-// waits until everything pushed before it is written or counted lost. A batch whose write fails
-// is lost, counted and logged, whatever it threw: an exception escaping the thread would end the
-// process.
+// must not hold up the request path (the usage ledgers, queued session turns). push() never waits
+// on the store.
+//
+// A batch whose write fails for a reason that passes (options.is_transient: the server cannot be
+// reached, it restarts) is kept and written again, the wait doubling from first_backoff to
+// max_backoff, until it is written; items pushed meanwhile wait behind it, in order. At most
+// max_buffered items wait in all: an item pushed past that is dropped, counted lost and logged.
+// Any other failure loses the batch, counted and logged, whatever it threw: an exception escaping
+// the thread would end the process. At stop, a store that still fails is tried for stop_grace,
+// then what is left is counted lost.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -14,31 +21,50 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "framework/storage/failure_log.h"
+
 namespace chatflow::storage {
+
+struct BatchWriterOptions {
+  // Items waiting (queued, plus the batch being written) at most; one more is dropped.
+  size_t max_buffered = 100'000;
+  // Items written in one batch at most (one transaction).
+  size_t max_batch = 1'000;
+  // Whether a failed write is worth trying again (none: no failure is).
+  std::function<bool(const std::exception& error)> is_transient;
+  std::chrono::milliseconds first_backoff{100};
+  std::chrono::milliseconds max_backoff{5'000};
+  // At stop, how long a store that keeps failing transiently is still tried.
+  std::chrono::milliseconds stop_grace{5'000};
+  // Work the writer also does, busy or idle, at start and then every `upkeep_interval` (e.g.
+  // removing expired rows); none without an interval. Its failures are only logged.
+  std::function<void()> upkeep;
+  std::chrono::milliseconds upkeep_interval{0};
+};
 
 template <class Item>
 class BatchWriter {
  public:
   using Batch = std::deque<Item>;
-  using Write = std::function<void(Batch& batch)>;  // throws when not written
-  using Upkeep = std::function<void()>;
+  using Write = std::function<void(const Batch& batch)>;  // throws when not written
 
-  // `what` names the store in messages ("usage ledger var/usage.db"). `upkeep` is work the
-  // writer also does, busy or idle, at start and then every `upkeep_interval` (e.g. removing
-  // expired rows); none without an interval.
-  BatchWriter(std::string what, Write write, Upkeep upkeep = {},
-              std::chrono::milliseconds upkeep_interval = std::chrono::milliseconds(0))
+  // `what` names the store in messages ("usage ledger var/usage.db").
+  BatchWriter(std::string what, Write write, BatchWriterOptions options = {})
       : what_(std::move(what)),
         write_(std::move(write)),
-        upkeep_(std::move(upkeep)),
-        upkeep_interval_(upkeep_interval) {
+        options_(std::move(options)),
+        outage_log_(what_),
+        overflow_log_(what_) {
+    options_.max_buffered = std::max<size_t>(options_.max_buffered, 1);
+    options_.max_batch = std::max<size_t>(options_.max_batch, 1);
     thread_ = std::thread([this] { run(); });
   }
-  // Writes what is queued, then stops.
+  // Writes what is queued (trying a failing store for stop_grace), then stops.
   ~BatchWriter() {
     {
       std::lock_guard lock(mutex_);
@@ -50,20 +76,56 @@ class BatchWriter {
   BatchWriter(const BatchWriter&) = delete;
   BatchWriter& operator=(const BatchWriter&) = delete;
 
-  void push(Item item) {
+  // False when the item was dropped: max_buffered items already wait.
+  bool push(Item item) {
     {
       std::lock_guard lock(mutex_);
+      if (queue_.size() + writing_.size() >= options_.max_buffered) {
+        ++lost_;
+        last_failure_time_ = unix_now();
+        overflow_log_.failed(
+            std::to_string(options_.max_buffered) + " rows already wait to be written",
+            "new rows are dropped and counted lost");
+        return false;
+      }
       queue_.push_back(std::move(item));
+      ++accepted_;
     }
     work_.notify_one();
+    return true;
   }
 
-  void flush() {
+  // Waits until every item pushed before the call is written or counted lost: true. Returns
+  // false at once when a write failed transiently and waits to be tried again (the items are
+  // kept; the store cannot be reached now).
+  bool flush() {
     std::unique_lock lock(mutex_);
-    written_.wait(lock, [&] { return queue_.empty() && !writing_; });
+    uint64_t target = accepted_;
+    written_.wait(lock, [&] { return finished_ >= target || retrying_; });
+    return finished_ >= target;
   }
 
-  // Items in batches that failed, and when the last one did (Unix seconds; 0: never).
+  // Whether an item matching `matches` waits (queued or being written).
+  template <class Matches>
+  bool any_pending(Matches&& matches) const {
+    std::lock_guard lock(mutex_);
+    return std::any_of(queue_.begin(), queue_.end(), matches) ||
+           std::any_of(writing_.begin(), writing_.end(), matches);
+  }
+  // Takes the queued items matching `matches` out, unwritten (a batch being written stays);
+  // returns how many.
+  template <class Matches>
+  size_t discard_queued(Matches&& matches) {
+    std::lock_guard lock(mutex_);
+    auto kept = std::remove_if(queue_.begin(), queue_.end(), matches);
+    size_t discarded = static_cast<size_t>(queue_.end() - kept);
+    queue_.erase(kept, queue_.end());
+    finished_ += discarded;
+    return discarded;
+  }
+
+  // Items lost (failed, dropped, given up at stop), and when the last write failed, transiently
+  // or not (Unix seconds; 0: never).
   int64_t lost() const {
     std::lock_guard lock(mutex_);
     return lost_;
@@ -72,13 +134,21 @@ class BatchWriter {
     std::lock_guard lock(mutex_);
     return last_failure_time_;
   }
+  // Items waiting to be written.
+  size_t buffered() const {
+    std::lock_guard lock(mutex_);
+    return queue_.size() + writing_.size();
+  }
 
  private:
+  enum class Outcome { written, transient, failed };
+
+  static int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
   void run() {
-    const bool upkeep = upkeep_ && upkeep_interval_.count() > 0;
+    const bool upkeep = options_.upkeep && options_.upkeep_interval.count() > 0;
     auto next_upkeep = std::chrono::steady_clock::now();
     while (true) {
-      Batch batch;  // taken by swapping: nothing here allocates outside attempt()
       {
         std::unique_lock lock(mutex_);
         auto ready = [&] { return stopping_ || !queue_.empty(); };
@@ -88,25 +158,96 @@ class BatchWriter {
           work_.wait(lock, ready);
         }
         if (queue_.empty() && stopping_) return;
-        batch.swap(queue_);
-        writing_ = !batch.empty();
-      }
-      if (upkeep && std::chrono::steady_clock::now() >= next_upkeep) {
-        attempt(upkeep_, 0);
-        next_upkeep = std::chrono::steady_clock::now() + upkeep_interval_;
-      }
-      if (batch.empty()) continue;
-      bool written = attempt([&] { write_(batch); }, batch.size());
-      {
-        std::lock_guard lock(mutex_);
-        writing_ = false;
-        if (!written) {
-          lost_ += static_cast<int64_t>(batch.size());
-          last_failure_time_ = static_cast<int64_t>(std::time(nullptr));
+        // writing_ changes only here and in finish(), under the lock; other threads read it.
+        size_t count = std::min(queue_.size(), options_.max_batch);
+        for (size_t i = 0; i < count; ++i) {
+          writing_.push_back(std::move(queue_.front()));
+          queue_.pop_front();
         }
       }
-      written_.notify_all();
+      if (upkeep && std::chrono::steady_clock::now() >= next_upkeep) {
+        attempt(options_.upkeep, 0);
+        next_upkeep = std::chrono::steady_clock::now() + options_.upkeep_interval;
+      }
+      if (!writing_.empty()) write_until_done();
     }
+  }
+
+  // Writes the batch, again and again while it fails transiently.
+  void write_until_done() {
+    auto backoff = options_.first_backoff;
+    std::optional<std::chrono::steady_clock::time_point> give_up_at;
+    while (true) {
+      std::string transient_error;
+      Outcome outcome = write_once(transient_error);
+      std::unique_lock lock(mutex_);
+      if (outcome != Outcome::transient) {
+        finish(outcome == Outcome::written, lock);
+        return;
+      }
+      last_failure_time_ = unix_now();
+      retrying_ = true;
+      written_.notify_all();  // flush() stops waiting
+      outage_log_.failed(transient_error, std::to_string(queue_.size() + writing_.size()) +
+                                              " rows are kept and written when it answers");
+      if (stopping_) {
+        auto now = std::chrono::steady_clock::now();
+        if (!give_up_at) give_up_at = now + options_.stop_grace;
+        if (now >= *give_up_at) {
+          abandon(lock);
+          return;
+        }
+      }
+      // A stop cuts the wait short: the grace starts then.
+      bool was_stopping = stopping_;
+      work_.wait_for(lock, backoff, [&] { return stopping_ && !was_stopping; });
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    }
+  }
+
+  Outcome write_once(std::string& transient_error) {
+    try {
+      write_(writing_);
+      return Outcome::written;
+    } catch (const std::exception& error) {
+      if (options_.is_transient && options_.is_transient(error)) {
+        transient_error = error.what();
+        return Outcome::transient;
+      }
+      log_failure(error.what(), writing_.size());
+    } catch (...) {
+      log_failure("an unknown failure", writing_.size());
+    }
+    return Outcome::failed;
+  }
+
+  // The batch is written (or lost): the next one may start. Called with mutex_ held.
+  void finish(bool written, std::unique_lock<std::mutex>& lock) {
+    if (!written) {
+      lost_ += static_cast<int64_t>(writing_.size());
+      last_failure_time_ = unix_now();
+    } else if (retrying_) {
+      outage_log_.succeeded();
+    }
+    retrying_ = false;
+    finished_ += writing_.size();
+    writing_.clear();
+    lock.unlock();
+    written_.notify_all();
+  }
+
+  // Stopping, and the store still fails: what waits is lost. Called with mutex_ held.
+  void abandon(std::unique_lock<std::mutex>& lock) {
+    size_t left = writing_.size() + queue_.size();
+    std::fprintf(stderr, "chatflow: %s: still failing after %lld ms of stopping (%zu rows lost)\n",
+                 what_.c_str(), static_cast<long long>(options_.stop_grace.count()), left);
+    lost_ += static_cast<int64_t>(left);
+    finished_ += left;
+    writing_.clear();
+    queue_.clear();
+    retrying_ = false;
+    lock.unlock();
+    written_.notify_all();
   }
 
   // Runs `work`; false (and a log line, with the `lost` rows it cost) when it threw.
@@ -133,13 +274,17 @@ class BatchWriter {
 
   std::string what_;
   Write write_;
-  Upkeep upkeep_;
-  std::chrono::milliseconds upkeep_interval_;
+  BatchWriterOptions options_;
+  FailureLog outage_log_;
+  FailureLog overflow_log_;
   mutable std::mutex mutex_;
   std::condition_variable work_;
   std::condition_variable written_;
-  std::deque<Item> queue_;
-  bool writing_ = false;
+  Batch queue_;
+  Batch writing_;          // the batch being written
+  uint64_t accepted_ = 0;  // items pushed and not dropped
+  uint64_t finished_ = 0;  // of those, written, lost or discarded
+  bool retrying_ = false;  // the batch failed transiently and waits to be tried again
   bool stopping_ = false;
   int64_t lost_ = 0;
   int64_t last_failure_time_ = 0;

@@ -307,7 +307,7 @@ void Client::run_transaction(const std::function<void(Connection&)>& body, int a
       roll_back();
       if (lost && committing)
         throw PostgresError(error.what() + std::string("; whether it committed is unknown"),
-                            error.sqlstate());
+                            error.sqlstate(), /*commit_unknown=*/true);
       if ((!error.retryable() && !lost) || attempt >= attempts) throw;
     } catch (...) {
       roll_back();

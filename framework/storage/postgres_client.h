@@ -30,9 +30,13 @@ namespace chatflow::postgres {
 // What failed, on which server, and the server's SQLSTATE (empty when no server answered).
 class PostgresError : public std::runtime_error {
  public:
-  PostgresError(const std::string& message, std::string sqlstate = {})
-      : std::runtime_error(message), sqlstate_(std::move(sqlstate)) {}
+  PostgresError(const std::string& message, std::string sqlstate = {}, bool commit_unknown = false)
+      : std::runtime_error(message),
+        sqlstate_(std::move(sqlstate)),
+        commit_unknown_(commit_unknown) {}
   const std::string& sqlstate() const { return sqlstate_; }
+  // The connection broke during COMMIT: the transaction may or may not have committed.
+  bool commit_unknown() const { return commit_unknown_; }
   // The server aborted the transaction so that it can be run again: serialization_failure
   // (40001) or deadlock_detected (40P01).
   bool retryable() const { return sqlstate_ == "40001" || sqlstate_ == "40P01"; }
@@ -44,6 +48,7 @@ class PostgresError : public std::runtime_error {
 
  private:
   std::string sqlstate_;
+  bool commit_unknown_ = false;
 };
 
 struct ClientOptions {

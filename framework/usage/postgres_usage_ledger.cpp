@@ -1,9 +1,7 @@
 #include "framework/usage/postgres_usage_ledger.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <ctime>
-#include <thread>
 
 #include "framework/text/utf8.h"
 
@@ -17,7 +15,6 @@ using postgres::Param;
 // apart from any other two-key advisory lock in the same database.
 constexpr int64_t kTenantLockSpace = 0x75736167;  // "usag"
 constexpr int64_t kSecondsPerDay = 86400;
-constexpr int kSettleAttempts = 5;
 
 int64_t unix_now() {
   return static_cast<int64_t>(std::time(nullptr));
@@ -89,10 +86,20 @@ PostgresUsageLedger::PostgresUsageLedger(std::shared_ptr<postgres::Client> clien
     : UsageLedger(options.period), client_(std::move(client)), options_(options) {
   client_->migrate("usage", migrations());
   // Busy or not, the writer also removes the holds of tenants that send nothing more.
+  storage::BatchWriterOptions writing;
+  writing.max_buffered = options_.write_buffer_rows;
+  // Unreachable, restarting, shutting down: the rows wait for it. Settlements are unique by hold,
+  // so a batch whose COMMIT was lost may be written again.
+  writing.is_transient = [](const std::exception& error) {
+    auto* failure = dynamic_cast<const postgres::PostgresError*>(&error);
+    return failure && failure->connection_failed();
+  };
+  writing.upkeep = [this] { expire_holds(); };
+  writing.upkeep_interval =
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.sweep_interval);
   writer_ = std::make_unique<storage::BatchWriter<Settlement>>(
-      "usage ledger", [this](std::deque<Settlement>& batch) { write_batch(batch); },
-      [this] { expire_holds(); },
-      std::chrono::duration_cast<std::chrono::milliseconds>(options_.sweep_interval));
+      "usage ledger " + client_->server(),
+      [this](const std::deque<Settlement>& batch) { write_batch(batch); }, std::move(writing));
 }
 
 PostgresUsageLedger::~PostgresUsageLedger() {
@@ -192,48 +199,40 @@ int64_t PostgresUsageLedger::expire_holds() {
       .changed_rows();
 }
 
-void PostgresUsageLedger::write_batch(std::deque<Settlement>& batch) {
+void PostgresUsageLedger::write_batch(const std::deque<Settlement>& batch) {
   // Tenants in one order in every batch: two replicas' batches then wait on each other's
   // usage_daily rows instead of deadlocking.
-  std::stable_sort(batch.begin(), batch.end(), [](const Settlement& a, const Settlement& b) {
-    return a.record.tenant < b.record.tenant;
+  std::vector<const Settlement*> ordered;
+  for (const Settlement& settlement : batch)
+    ordered.push_back(&settlement);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const Settlement* a, const Settlement* b) {
+    return a->record.tenant < b->record.tenant;
   });
-  // Retried while the server cannot be reached, after a lost COMMIT too: the records are unique
-  // by hold, so a batch that did commit adds nothing the second time.
-  for (int attempt = 1;; ++attempt) {
-    try {
-      client_->transaction([&](Connection& connection) {
-        for (const Settlement& settlement : batch) {
-          const UsageRecord& record = settlement.record;
-          connection.exec("DELETE FROM usage_reservations WHERE hold_id = $1",
-                          {Param::text(settlement.hold)}, "letting go of a hold");
-          if (record.prompt_tokens == 0 && record.completion_tokens == 0) continue;
-          std::string tenant = stored_text(record.tenant);
-          connection.exec(
-              "WITH recorded AS (INSERT INTO usage_records (hold_id, time, tenant, user_name, "
-              "request_id, model, prompt_tokens, completion_tokens, status) VALUES ($1, $2, "
-              "$3::text, $4, $5, $6, $7::bigint, $8::bigint, $9) ON CONFLICT (hold_id) DO NOTHING "
-              "RETURNING 1) INSERT INTO usage_daily (tenant, day, requests, prompt_tokens, "
-              "completion_tokens) SELECT $3::text, $10::bigint, 1, $7::bigint, $8::bigint FROM "
-              "recorded ON CONFLICT (tenant, day) DO UPDATE SET requests = "
-              "usage_daily.requests + 1, prompt_tokens = usage_daily.prompt_tokens + "
-              "EXCLUDED.prompt_tokens, completion_tokens = usage_daily.completion_tokens + "
-              "EXCLUDED.completion_tokens",
-              {Param::text(settlement.hold), Param::integer(record.time), Param::text(tenant),
-               Param::text(stored_text(record.user)), Param::text(stored_text(record.request_id)),
-               Param::text(stored_text(record.model)), Param::integer(record.prompt_tokens),
-               Param::integer(record.completion_tokens), Param::integer(record.status),
-               Param::integer(record.time - record.time % kSecondsPerDay)},
-              "recording a request's usage");
-        }
-      });
-      return;
-    } catch (const postgres::PostgresError& error) {
-      if (!error.connection_failed() || attempt >= kSettleAttempts) throw;
-      std::fprintf(stderr, "chatflow: usage ledger: %s (retrying)\n", error.what());
-      std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
+  client_->transaction([&](Connection& connection) {
+    for (const Settlement* settlement : ordered) {
+      const UsageRecord& record = settlement->record;
+      connection.exec("DELETE FROM usage_reservations WHERE hold_id = $1",
+                      {Param::text(settlement->hold)}, "letting go of a hold");
+      if (record.prompt_tokens == 0 && record.completion_tokens == 0) continue;
+      std::string tenant = stored_text(record.tenant);
+      connection.exec(
+          "WITH recorded AS (INSERT INTO usage_records (hold_id, time, tenant, user_name, "
+          "request_id, model, prompt_tokens, completion_tokens, status) VALUES ($1, $2, "
+          "$3::text, $4, $5, $6, $7::bigint, $8::bigint, $9) ON CONFLICT (hold_id) DO NOTHING "
+          "RETURNING 1) INSERT INTO usage_daily (tenant, day, requests, prompt_tokens, "
+          "completion_tokens) SELECT $3::text, $10::bigint, 1, $7::bigint, $8::bigint FROM "
+          "recorded ON CONFLICT (tenant, day) DO UPDATE SET requests = "
+          "usage_daily.requests + 1, prompt_tokens = usage_daily.prompt_tokens + "
+          "EXCLUDED.prompt_tokens, completion_tokens = usage_daily.completion_tokens + "
+          "EXCLUDED.completion_tokens",
+          {Param::text(settlement->hold), Param::integer(record.time), Param::text(tenant),
+           Param::text(stored_text(record.user)), Param::text(stored_text(record.request_id)),
+           Param::text(stored_text(record.model)), Param::integer(record.prompt_tokens),
+           Param::integer(record.completion_tokens), Param::integer(record.status),
+           Param::integer(record.time - record.time % kSecondsPerDay)},
+          "recording a request's usage");
     }
-  }
+  });
 }
 
 }  // namespace chatflow::usage

@@ -7,7 +7,8 @@
 // together pass a hard quota. settle() deletes the hold and records the usage in one
 // transaction (on a writer thread, so a finished request never waits on the server; until it
 // commits the hold still counts, which errs on the safe side). A replica killed mid-request
-// leaves its hold behind only until it expires.
+// leaves its hold behind only until it expires. While the server cannot be reached, settlements
+// wait in a bounded buffer and are written once it answers (storage/batch_writer.h).
 //
 // Tables (migrations of the component "usage"): usage_records (one row per request, unique by
 // hold, so a settle retried after a lost COMMIT is not counted twice), usage_daily (per tenant
@@ -29,6 +30,9 @@ struct PostgresLedgerOptions {
   std::chrono::seconds reservation_ttl{600};
   // How often the writer removes every tenant's expired holds when it has nothing else to do.
   std::chrono::seconds sweep_interval{60};
+  // Settlements kept while the server cannot be reached (written, in order, once it answers);
+  // past this many, new ones are dropped and counted in lost_rows().
+  size_t write_buffer_rows = 100'000;
 };
 
 class PostgresUsageLedger final : public UsageLedger {
@@ -61,7 +65,7 @@ class PostgresUsageLedger final : public UsageLedger {
     std::string hold;
     UsageRecord record;
   };
-  void write_batch(std::deque<Settlement>& batch);
+  void write_batch(const std::deque<Settlement>& batch);
 
   std::shared_ptr<postgres::Client> client_;
   PostgresLedgerOptions options_;

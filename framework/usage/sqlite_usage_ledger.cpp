@@ -72,7 +72,7 @@ SqliteUsageLedger::SqliteUsageLedger(const std::string& path, Period period)
     roll_period_locked();
   }
   writer_ = std::make_unique<storage::BatchWriter<UsageRecord>>(
-      "usage ledger " + path, [this](std::deque<UsageRecord>& batch) { write_batch(batch); });
+      "usage ledger " + path, [this](const std::deque<UsageRecord>& batch) { write_batch(batch); });
 }
 
 SqliteUsageLedger::~SqliteUsageLedger() {

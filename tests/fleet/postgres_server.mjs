@@ -89,9 +89,22 @@ export async function startPostgres() {
     throw new Error(`PostgreSQL did not start:\n${serverLog}`);
   }
   const url = (database) => `postgresql://chatflow@127.0.0.1:${port}/${database}`;
+  const options = () => `-p ${port} -k ${directory} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`;
   return {
     port,
     url,
+    // An outage: the server stops (its clients disconnected) and later starts again on the same
+    // port with the same data.
+    pause() {
+      const stopped = run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']);
+      if (stopped.status !== 0) throw new Error(`pg_ctl stop failed: ${stopped.stdout}${stopped.stderr}`);
+      started = false;
+    },
+    resume() {
+      const start = run('pg_ctl', ['-D', data, '-l', log, '-w', '-t', '60', '-o', options(), 'start']);
+      if (start.status !== 0) throw new Error(`pg_ctl start failed: ${start.stdout}${start.stderr}`);
+      started = true;
+    },
     // A new, empty database and its URL.
     createDatabase(name) {
       const made = spawnSync(`${bin}/createdb`, ['-h', '127.0.0.1', '-p', String(port), '-U', 'chatflow', name], { encoding: 'utf8' });

@@ -1,8 +1,12 @@
 #include "framework/storage/batch_writer.h"
 
 #include <atomic>
+#include <functional>
+#include <mutex>
 #include <new>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -13,7 +17,7 @@ using Writer = BatchWriter<int>;
 
 TEST(BatchWriter, WritesEveryItemInOrderBeforeFlushReturns) {
   std::vector<int> written;  // the writer's thread only, until flush() returns
-  Writer writer("test store", [&](Writer::Batch& batch) {
+  Writer writer("test store", [&](const Writer::Batch& batch) {
     written.insert(written.end(), batch.begin(), batch.end());
   });
   for (int i = 0; i < 100; ++i)
@@ -31,7 +35,7 @@ TEST(BatchWriter, WritesEveryItemInOrderBeforeFlushReturns) {
 // batch or as two.
 TEST(BatchWriter, AFailedBatchOfAnyKindIsCountedAndTheNextIsWritten) {
   std::vector<int> written;
-  Writer writer("test store", [&](Writer::Batch& batch) {
+  Writer writer("test store", [&](const Writer::Batch& batch) {
     for (int item : batch) {
       if (item == 1) throw std::bad_alloc();
       if (item == 2) throw 42;  // not even a std::exception
@@ -67,7 +71,7 @@ TEST(BatchWriter, AFailedBatchOfAnyKindIsCountedAndTheNextIsWritten) {
 TEST(BatchWriter, StoppingWritesWhatIsQueued) {
   std::vector<int> written;
   {
-    Writer writer("test store", [&](Writer::Batch& batch) {
+    Writer writer("test store", [&](const Writer::Batch& batch) {
       written.insert(written.end(), batch.begin(), batch.end());
     });
     for (int i = 0; i < 10; ++i)
@@ -80,12 +84,13 @@ TEST(BatchWriter, UpkeepRunsAtStartAndAgainWhileIdleAndItsFailuresAreOnlyLogged)
   std::atomic<int> upkeeps{0};
   testing::internal::CaptureStderr();
   {
+    BatchWriterOptions options;
+    options.upkeep = [&] {
+      if (upkeeps++ == 0) throw std::runtime_error("no server");
+    };
+    options.upkeep_interval = std::chrono::milliseconds(5);
     Writer writer(
-        "test store", [](Writer::Batch&) {},
-        [&] {
-          if (upkeeps++ == 0) throw std::runtime_error("no server");
-        },
-        std::chrono::milliseconds(5));
+        "test store", [](const Writer::Batch&) {}, options);
     for (int spins = 0; upkeeps < 3 && spins < 2000; ++spins)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     writer.push(1);
@@ -95,6 +100,143 @@ TEST(BatchWriter, UpkeepRunsAtStartAndAgainWhileIdleAndItsFailuresAreOnlyLogged)
   std::string messages = testing::internal::GetCapturedStderr();
   EXPECT_GE(upkeeps.load(), 3);
   EXPECT_NE(messages.find("chatflow: test store: no server\n"), std::string::npos) << messages;
+}
+
+// A store that can be taken down: while down, every write throws Unreachable, which the writer
+// is told is transient.
+struct Unreachable : std::runtime_error {
+  Unreachable() : std::runtime_error("connection refused") {}
+};
+
+class FlakyStore {
+ public:
+  void write(const Writer::Batch& batch) {
+    ++attempts;
+    if (down) throw Unreachable();
+    std::lock_guard lock(mutex);
+    written.insert(written.end(), batch.begin(), batch.end());
+  }
+  std::vector<int> items() {
+    std::lock_guard lock(mutex);
+    return written;
+  }
+  std::atomic<bool> down{false};
+  std::atomic<int> attempts{0};
+
+ private:
+  std::mutex mutex;
+  std::vector<int> written;
+};
+
+BatchWriterOptions retrying(size_t max_buffered = 1000) {
+  BatchWriterOptions options;
+  options.max_buffered = max_buffered;
+  options.max_batch = 4;
+  options.is_transient = [](const std::exception& error) {
+    return dynamic_cast<const Unreachable*>(&error) != nullptr;
+  };
+  options.first_backoff = std::chrono::milliseconds(1);
+  options.max_backoff = std::chrono::milliseconds(5);
+  options.stop_grace = std::chrono::milliseconds(50);
+  return options;
+}
+
+void wait_until(const std::function<bool()>& done) {
+  for (int spins = 0; !done() && spins < 4000; ++spins)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(done());
+}
+
+TEST(BatchWriter, WhileTheStoreIsUnreachableItemsWaitAndAreWrittenInOrderWhenItIsBack) {
+  FlakyStore store;
+  Writer writer(
+      "test store", [&](const Writer::Batch& batch) { store.write(batch); }, retrying());
+  writer.push(0);
+  ASSERT_TRUE(writer.flush());
+  store.down = true;
+  testing::internal::CaptureStderr();
+  for (int i = 1; i <= 20; ++i)
+    writer.push(i);
+  wait_until([&] { return store.attempts > 5; });
+  EXPECT_FALSE(writer.flush()) << "flush waits for a store that is down";
+  EXPECT_EQ(writer.buffered(), 20u);
+  EXPECT_GT(writer.last_failure_time(), 0);
+  EXPECT_EQ(writer.lost(), 0);
+  store.down = false;
+  wait_until([&] { return writer.buffered() == 0; });
+  EXPECT_TRUE(writer.flush());
+  std::string messages = testing::internal::GetCapturedStderr();
+  std::vector<int> expected;
+  for (int i = 0; i <= 20; ++i)
+    expected.push_back(i);
+  EXPECT_EQ(store.items(), expected);
+  EXPECT_EQ(writer.lost(), 0);
+  EXPECT_NE(messages.find("chatflow: test store: connection refused; "), std::string::npos)
+      << messages;
+  EXPECT_NE(messages.find("chatflow: test store: works again"), std::string::npos) << messages;
+}
+
+TEST(BatchWriter, PastTheBufferNewItemsAreDroppedCountedAndLogged) {
+  FlakyStore store;
+  store.down = true;
+  testing::internal::CaptureStderr();
+  Writer writer(
+      "test store", [&](const Writer::Batch& batch) { store.write(batch); },
+      retrying(/*max_buffered=*/5));
+  int accepted = 0;
+  for (int i = 0; i < 8; ++i)
+    accepted += writer.push(i) ? 1 : 0;
+  EXPECT_EQ(accepted, 5);
+  EXPECT_EQ(writer.lost(), 3);
+  store.down = false;
+  wait_until([&] { return writer.buffered() == 0; });
+  std::string messages = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(store.items(), (std::vector<int>{0, 1, 2, 3, 4})) << "the first five waited";
+  EXPECT_EQ(writer.lost(), 3);
+  EXPECT_NE(messages.find("5 rows already wait to be written; new rows are dropped and counted "
+                          "lost"),
+            std::string::npos)
+      << messages;
+}
+
+TEST(BatchWriter, AtStopAStoreStillUnreachableCostsWhatWaitsAfterTheGrace) {
+  FlakyStore store;
+  store.down = true;
+  testing::internal::CaptureStderr();
+  {
+    Writer writer(
+        "test store", [&](const Writer::Batch& batch) { store.write(batch); }, retrying());
+    for (int i = 0; i < 10; ++i)
+      writer.push(i);
+    wait_until([&] { return store.attempts > 0; });
+  }  // stops: tried for 50 ms more, then given up
+  std::string messages = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(store.items().empty());
+  EXPECT_NE(messages.find("still failing after 50 ms of stopping (10 rows lost)"),
+            std::string::npos)
+      << messages;
+}
+
+TEST(BatchWriter, DiscardedQueuedItemsAreNeitherWrittenNorLost) {
+  FlakyStore store;
+  store.down = true;
+  Writer writer(
+      "test store", [&](const Writer::Batch& batch) { store.write(batch); }, retrying());
+  for (int i = 0; i < 12; ++i)
+    writer.push(i);
+  wait_until([&] { return store.attempts > 0; });
+  EXPECT_TRUE(writer.any_pending([](int item) { return item == 11; }));
+  size_t discarded = writer.discard_queued([](int item) { return item % 2 == 1; });
+  EXPECT_GE(discarded, 4u) << "the odd ones outside the batch being written";
+  EXPECT_FALSE(writer.any_pending([](int item) { return item == 11; }));
+  store.down = false;
+  wait_until([&] { return writer.buffered() == 0; });
+  EXPECT_EQ(writer.lost(), 0);
+  for (int item : store.items()) {
+    if (item >= 4) {
+      EXPECT_EQ(item % 2, 0) << "a discarded item was written";
+    }
+  }
 }
 
 }  // namespace

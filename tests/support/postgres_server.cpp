@@ -95,16 +95,33 @@ std::unique_ptr<PostgresServer> PostgresServer::start(std::string& why_not) {
   // A port another process takes between our probe and the server's bind: try again.
   for (int attempt = 0; attempt < 3; ++attempt) {
     server->port_ = free_port();
-    std::string options = "-p " + std::to_string(server->port_) + " -k '" + directory +
-                          "' -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off";
-    if (run(in_directory + server->bin_ + "/pg_ctl -D '" + directory + "/data' -l '" + directory +
-                "/server.log' -w -t 60 -o \"" + options + "\" start",
-            log)) {
-      return server;
-    }
+    if (server->launch(log)) return server;
   }
   why_not = "PostgreSQL did not start:\n" + read_file(log) + read_file(directory + "/server.log");
   return nullptr;
+}
+
+bool PostgresServer::launch(const std::string& log) {
+  std::string options = "-p " + std::to_string(port_) + " -k '" + directory_ +
+                        "' -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off";
+  return run("cd '" + directory_ + "' && " + as_user_ + bin_ + "/pg_ctl -D '" + directory_ +
+                 "/data' -l '" + directory_ + "/server.log' -w -t 60 -o \"" + options + "\" start",
+             log);
+}
+
+void PostgresServer::pause() {
+  std::string log = directory_ + "/setup.log";
+  if (!run("cd '" + directory_ + "' && " + as_user_ + bin_ + "/pg_ctl -D '" + directory_ +
+               "/data' -m fast -w stop",
+           log))
+    throw std::runtime_error("pg_ctl stop failed:\n" + read_file(log));
+}
+
+void PostgresServer::resume() {
+  std::string log = directory_ + "/setup.log";
+  if (!launch(log))
+    throw std::runtime_error("PostgreSQL did not start again:\n" + read_file(log) +
+                             read_file(directory_ + "/server.log"));
 }
 
 PostgresServer::~PostgresServer() {

@@ -21,6 +21,11 @@ class PostgresServer {
   ~PostgresServer();  // stops the server and removes its directory
 
   int port() const { return port_; }
+  // Stops the server (fast shutdown: its clients are disconnected), as an outage would, and
+  // starts it again on the same port with the same data; both throw std::runtime_error when
+  // pg_ctl fails.
+  void pause();
+  void resume();
   // A new, empty database on the server and its URL (user `chatflow`, no password).
   std::string create_database(const std::string& name);
   std::string url(const std::string& database) const;
@@ -29,6 +34,8 @@ class PostgresServer {
   PostgresServer() = default;
   std::string directory_;
   std::string bin_;
+  // pg_ctl start on port_; true when the server runs.
+  bool launch(const std::string& log);
   std::string as_user_;  // "runuser -u postgres -- " as root, else empty
   int port_ = 0;
 };

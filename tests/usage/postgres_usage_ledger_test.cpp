@@ -18,15 +18,32 @@ using postgres::ClientOptions;
 class PostgresLedger : public testing::PostgresDatabaseTest {
  protected:
   // One "replica": its own pool and ledger over the shared database.
-  std::unique_ptr<PostgresUsageLedger> replica(
-      Period period = Period::month, std::chrono::seconds ttl = std::chrono::seconds(600)) {
+  std::unique_ptr<PostgresUsageLedger> replica(Period period = Period::month,
+                                               std::chrono::seconds ttl = std::chrono::seconds(600),
+                                               size_t write_buffer_rows = 100'000) {
     ClientOptions options;
     options.url = url_;
     options.pool_size = 8;
+    options.connect_timeout_s = 2;
     PostgresLedgerOptions ledger;
     ledger.period = period;
     ledger.reservation_ttl = ttl;
+    ledger.write_buffer_rows = write_buffer_rows;
     return std::make_unique<PostgresUsageLedger>(std::make_shared<Client>(options), ledger);
+  }
+  // The usage rows the database holds, read on a connection of its own.
+  int64_t recorded_rows() {
+    ClientOptions options;
+    options.url = url_;
+    return Client(options).exec("SELECT count(*) FROM usage_records").integer(0, 0);
+  }
+  // Polls until the database holds `rows` usage rows (the writer's backoff is at most 5 s).
+  bool rows_arrive(int64_t rows) {
+    for (int tries = 0; tries < 300; ++tries) {
+      if (recorded_rows() == rows) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
   }
 };
 
@@ -164,6 +181,47 @@ TEST_F(PostgresLedger, WhatCannotBeWrittenIsCountedAsLost) {
   EXPECT_EQ(ledger->lost_rows(), 1);
   EXPECT_GT(ledger->last_failure_time(), 0);
   EXPECT_EQ(ledger->used_tokens("acme"), 0);
+}
+
+// The outside probe's defect: with PostgreSQL down, settlements of unlimited tenants (which need
+// no round trip to be served) were dropped after a few quick retries. They wait and arrive.
+TEST_F(PostgresLedger, SettlementsMadeWhileTheServerIsDownArriveWhenItIsBack) {
+  auto ledger = replica();
+  ledger->settle("acme", new_hold_id(), 0, used("acme", 1, 1));
+  ledger->flush();
+  ASSERT_EQ(recorded_rows(), 1);
+  ::testing::internal::CaptureStderr();
+  server_->pause();
+  for (int i = 0; i < 40; ++i)
+    ledger->settle("acme", new_hold_id(), 0, used("acme", 2, 3));
+  // Longer than the few seconds of retries that used to be all a batch got.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  EXPECT_GT(ledger->last_failure_time(), 0);
+  EXPECT_EQ(ledger->lost_rows(), 0);
+  server_->resume();
+  EXPECT_TRUE(rows_arrive(41)) << recorded_rows() << " rows";
+  std::string messages = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(ledger->lost_rows(), 0);
+  EXPECT_EQ(ledger->used_tokens("acme"), 2 + 40 * 5);
+  EXPECT_NE(messages.find("rows are kept and written when it answers"), std::string::npos)
+      << messages;
+}
+
+TEST_F(PostgresLedger, PastTheWriteBufferSettlementsAreDroppedAndCounted) {
+  auto ledger = replica(Period::month, std::chrono::seconds(600), /*write_buffer_rows=*/10);
+  ::testing::internal::CaptureStderr();
+  server_->pause();
+  for (int i = 0; i < 25; ++i)
+    ledger->settle("acme", new_hold_id(), 0, used("acme", 1, 0));
+  EXPECT_EQ(ledger->lost_rows(), 15);
+  EXPECT_GT(ledger->last_failure_time(), 0);
+  server_->resume();
+  EXPECT_TRUE(rows_arrive(10)) << recorded_rows() << " rows";
+  std::string messages = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(ledger->lost_rows(), 15) << "the ten that waited were written";
+  EXPECT_NE(messages.find("10 rows already wait to be written; new rows are dropped"),
+            std::string::npos)
+      << messages;
 }
 
 }  // namespace

@@ -15,35 +15,92 @@
 
 namespace chatflow {
 
-std::optional<std::string> HistoryStoreResource::session_json(const std::string& tenant,
-                                                              const std::string& owner,
-                                                              const std::string& session) {
-  namespace json = boost::json;
-  std::vector<history::Turn> stored = store_->load({tenant, owner, session});
-  if (stored.empty()) return std::nullopt;
-  json::array turns;
-  for (const auto& turn : stored) {
-    // Stored text came from clients and models: it leaves as valid UTF-8 whatever the file holds.
-    turns.push_back({{"user", text::repair(turn.user)},
-                     {"assistant", text::repair(turn.assistant)},
-                     {"status", std::string(history::to_string(turn.status))},
-                     {"prompt_tokens", turn.prompt_tokens},
-                     {"completion_tokens", turn.completion_tokens},
-                     {"created", turn.time}});
-  }
-  return json::serialize(
-      json::object{{"object", "session"}, {"id", text::repair(session)}, {"turns", turns}});
-}
-
 namespace {
 
-// Stored text came from clients and models: it leaves as valid UTF-8 whatever the file holds.
+namespace json = boost::json;
+
+// Stored text came from clients and models: it leaves as valid UTF-8 whatever the store holds.
+json::array turns_json(const std::vector<history::Turn>& turns) {
+  json::array out;
+  for (const auto& turn : turns) {
+    out.push_back({{"user", text::repair(turn.user)},
+                   {"assistant", text::repair(turn.assistant)},
+                   {"status", std::string(history::to_string(turn.status))},
+                   {"prompt_tokens", turn.prompt_tokens},
+                   {"completion_tokens", turn.completion_tokens},
+                   {"created", turn.time}});
+  }
+  return out;
+}
+
 SessionInfo info_of(const history::SessionSummary& summary) {
   return {text::repair(summary.session), text::repair(summary.title), summary.created_at,
           summary.updated_at, summary.turns};
 }
 
+// Sessions of one owner read for an export at a time.
+constexpr size_t kExportPage = 200;
+
 }  // namespace
+
+HistoryStoreResource::HistoryStoreResource(std::unique_ptr<history::HistoryStore> store,
+                                           HistoryRetention retention, const std::string& who)
+    : store_(std::move(store)), retention_(retention) {
+  if (retention_.limits.limits_anything()) {
+    sweeper_ = std::make_unique<history::RetentionSweeper>(*store_, retention_.sweep_interval, who);
+  }
+}
+
+std::vector<history::Turn> HistoryStoreResource::context_turns(const history::SessionKey& key) {
+  return store_->load_recent(key, retention_.max_turns_loaded);
+}
+
+std::optional<std::string> HistoryStoreResource::session_json(const std::string& tenant,
+                                                              const std::string& owner,
+                                                              const std::string& session) {
+  std::vector<history::Turn> stored = store_->load({tenant, owner, session});
+  if (stored.empty()) return std::nullopt;
+  return json::serialize(json::object{
+      {"object", "session"}, {"id", text::repair(session)}, {"turns", turns_json(stored)}});
+}
+
+int64_t HistoryStoreResource::delete_sessions(const std::string& tenant, const std::string& owner) {
+  return static_cast<int64_t>(store_->remove_owner(tenant, owner).size());
+}
+
+int64_t HistoryStoreResource::export_sessions(
+    const std::string& tenant, const std::string& owner,
+    const std::function<void(const std::string& line)>& write) {
+  // The list first, then each session's turns: pages of summaries stay consistent while turns
+  // are read.
+  std::vector<history::SessionSummary> sessions;
+  std::string after;
+  for (;;) {
+    auto page = store_->list(tenant, owner, kExportPage, after);
+    if (!page) {
+      throw std::runtime_error("the sessions changed while they were being exported (session '" +
+                               text::repair(after) + "' went); try again");
+    }
+    sessions.insert(sessions.end(), page->sessions.begin(), page->sessions.end());
+    if (!page->has_more || page->sessions.empty()) break;
+    after = page->sessions.back().session;
+  }
+  int64_t written = 0;
+  for (const auto& summary : sessions) {
+    std::vector<history::Turn> turns = store_->load({tenant, owner, summary.session});
+    if (turns.empty()) continue;  // deleted meanwhile
+    SessionInfo info = info_of(summary);
+    write(json::serialize(json::object{{"object", "session"},
+                                       {"id", info.id},
+                                       {"title", info.title},
+                                       {"created_at", info.created_at},
+                                       {"updated_at", info.updated_at},
+                                       {"turns", turns_json(turns)}}) +
+          "\n");
+    ++written;
+  }
+  return written;
+}
 
 std::optional<SessionList> HistoryStoreResource::list_sessions(const std::string& tenant,
                                                                const std::string& owner,
@@ -74,12 +131,24 @@ std::optional<SessionInfo> HistoryStoreResource::rename_session(const std::strin
 
 namespace {
 
+struct RetentionConfig {
+  int64_t max_turns_loaded = 100;
+  int64_t ttl_days = 0;
+  int64_t max_sessions_per_owner = 0;
+  int64_t sweep_interval_s = 3600;
+};
+
 struct HistoryStoreConfig {
   std::string backend = "sqlite";
   std::string path = "var/history.db";
   std::string database;
   std::string cache;
+  RetentionConfig retention;
 };
+
+history::Retention limits_of(const HistoryStoreConfig& config) {
+  return {config.retention.ttl_days, config.retention.max_sessions_per_owner};
+}
 
 // With `cache: <redis resource>`, the store behind hot session turns in Redis (an hour after a
 // session's last use), so every replica sees a session's latest turns.
@@ -92,7 +161,7 @@ std::unique_ptr<history::HistoryStore> with_turn_cache(std::unique_ptr<history::
       "history_store '" + context.resource_name() + "' (" + redis->description() + ")");
   return std::make_unique<history::RedisTurnCache>(
       std::move(store), redis->client(), redis->key_prefix() + "session:", std::chrono::hours(1),
-      std::move(failures));
+      std::move(failures), limits_of(config));
 }
 
 std::unique_ptr<history::HistoryStore> durable_store(const HistoryStoreConfig& config,
@@ -100,13 +169,14 @@ std::unique_ptr<history::HistoryStore> durable_store(const HistoryStoreConfig& c
   if (config.backend != "postgres" && !config.database.empty())
     throw ConfigError("'database' is for backend postgres; this store's backend is " +
                       config.backend);
-  if (config.backend == "memory") return history::make_memory_store();
+  if (config.backend == "memory") return history::make_memory_store(limits_of(config));
   if (config.backend == "postgres") {
     if (config.database.empty())
       throw ConfigError("backend postgres needs 'database': the name of a postgres resource");
     auto database = context.resource<PostgresResource>(config.database);
     try {
-      return history::make_postgres_store(database->client());
+      return history::make_postgres_store(database->client(), limits_of(config),
+                                          database->write_buffer_rows());
     } catch (const postgres::PostgresError& error) {
       throw ConfigError(error.what());
     }
@@ -114,7 +184,7 @@ std::unique_ptr<history::HistoryStore> durable_store(const HistoryStoreConfig& c
   std::filesystem::path file(config.path);
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
   try {
-    return history::make_sqlite_store(config.path);
+    return history::make_sqlite_store(config.path, limits_of(config));
   } catch (const std::runtime_error& error) {
     throw ConfigError(error.what());
   }
@@ -138,10 +208,35 @@ ResourceTypeInfo history_store_resource_type() {
            "a redis resource keeping recent sessions' turns in front of the store (write-through), "
            "so every replica sees them")
       .resource("redis");
+  SchemaBuilder<RetentionConfig> retention;
+  retention
+      .key("max_turns_loaded", &RetentionConfig::max_turns_loaded,
+           "the newest turns of a session a request loads (before history_trim's budget); 0: all")
+      .range(0, 1'000'000);
+  retention
+      .key("ttl_days", &RetentionConfig::ttl_days,
+           "days a turn is kept after it was written; 0: forever")
+      .range(0, 100'000);
+  retention
+      .key("max_sessions_per_owner", &RetentionConfig::max_sessions_per_owner,
+           "sessions an owner keeps; starting one more deletes the least recently active; 0: "
+           "unlimited")
+      .range(0, 100'000'000);
+  retention
+      .key("sweep_interval_s", &RetentionConfig::sweep_interval_s,
+           "how often expired turns and sessions past the limit are deleted (also at start)")
+      .range(1, 86'400 * 7);
+  type.config().object("retention", &HistoryStoreConfig::retention, retention,
+                       "how much history is kept");
   type.create(
       [](const HistoryStoreConfig& config, ResourceContext& context) -> std::shared_ptr<Resource> {
+        HistoryRetention retention;
+        retention.max_turns_loaded = static_cast<size_t>(config.retention.max_turns_loaded);
+        retention.limits = limits_of(config);
+        retention.sweep_interval = std::chrono::seconds(config.retention.sweep_interval_s);
         return std::make_shared<HistoryStoreResource>(
-            with_turn_cache(durable_store(config, context), config, context));
+            with_turn_cache(durable_store(config, context), config, context), retention,
+            "history_store '" + context.resource_name() + "'");
       });
   return type.build();
 }

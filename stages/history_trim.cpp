@@ -1,18 +1,26 @@
 // history_trim: the conversation the model sees. With a `store` and a request's session_id
-// (body field or x-session-id header), the session's completed turns come first, then the new
-// messages; the whole is trimmed to `budget_tokens`, counted with the model's own tokenizer and
-// chat template (trim.h). Each answered turn is recorded: committed before the last event of
-// its answer leaves, so a turn the client saw complete survives a crash; a cancelled or
-// filtered answer is recorded as such and never given back as context.
+// (body field or x-session-id header), the session's completed turns (of its newest
+// max_turns_loaded) come first, then the new messages; the whole is trimmed to `budget_tokens`,
+// counted with the model's own tokenizer and chat template (trim.h), and never to more than the
+// model's context leaves beside the answer: max_tokens, or a quarter of the context when the
+// request does not set it. So a long session keeps working on a small model: its oldest turns
+// go. Each answered turn is recorded: committed before the last event of its answer leaves, so a
+// turn the client saw complete survives a crash; a cancelled or filtered answer is recorded as
+// such and never given back as context.
 #include <boost/json.hpp>
 
 #include "framework/api/response_recorder.h"
 #include "framework/history/trim.h"
+#include "framework/openai/retract.h"
 #include "stages/gguf_model.h"
 #include "stages/history_store.h"
 
 namespace chatflow {
 namespace {
+
+// Without max_tokens, the answer may take up to the context: trimming keeps this share of it
+// (1/4) free for the answer.
+constexpr int64_t kUnsetAnswerShare = 4;
 
 struct HistoryTrimConfig {
   std::string store;
@@ -34,7 +42,7 @@ class HistoryTrimStage final : public RequestStage {
       if (message.role == "system") messages.push_back(message);
     }
     if (session) {
-      for (const auto& turn : store_->store().load(session_key(request))) {
+      for (const auto& turn : store_->context_turns(session_key(request))) {
         if (turn.status != history::TurnStatus::completed) continue;
         messages.push_back({"user", turn.user});
         messages.push_back({"assistant", turn.assistant});
@@ -43,13 +51,18 @@ class HistoryTrimStage final : public RequestStage {
     for (const auto& message : request.messages) {
       if (message.role != "system") messages.push_back(message);
     }
+    // Counted as the model will see it: the offered tools and the output format are rendered
+    // into the prompt too.
+    Request probe;
+    probe.kind = RequestKind::chat;
+    probe.generation = request.generation;
     auto count = [&](const std::vector<Message>& candidate) {
-      Request probe;
-      probe.kind = RequestKind::chat;
       probe.messages = candidate;
       return static_cast<int64_t>(model_->encode_prompt(probe, true).size());
     };
-    history::TrimOutcome trimmed = history::trim_to_budget(messages, budget_, count);
+    Budget budget = budget_for(request.generation);
+    history::TrimOutcome trimmed =
+        history::trim_to_budget(messages, budget.tokens, count, budget.reason);
     request.messages = std::move(trimmed.messages);
     if (trimmed.turns_dropped > 0) {
       request.annotate("history", "trimmed " + std::to_string(trimmed.turns_dropped) + " turns");
@@ -59,6 +72,31 @@ class HistoryTrimStage final : public RequestStage {
   }
 
  private:
+  struct Budget {
+    int64_t tokens = 0;
+    std::string reason;  // when the context, not budget_tokens, set it
+  };
+
+  // budget_tokens, or what the model's context leaves beside the answer when that is less.
+  Budget budget_for(const GenerationParams& generation) const {
+    int64_t context = model_->context_length();
+    std::optional<int64_t> asked = requested_answer_tokens(generation);
+    int64_t answer = asked ? *asked : context / kUnsetAnswerShare;
+    int64_t room = std::max<int64_t>(context - answer, 0);
+    if (room >= budget_) return {budget_, {}};
+    return {room, "the model's context of " + std::to_string(context) + " tokens less " +
+                      std::to_string(answer) +
+                      (asked ? " for the answer (max_tokens)"
+                             : " kept for the answer (a quarter, as max_tokens is not set)") +
+                      " leaves " + std::to_string(room)};
+  }
+
+  // The answer's length the request asked for; nullopt when it left max_tokens out (0).
+  static std::optional<int64_t> requested_answer_tokens(const GenerationParams& generation) {
+    if (generation.max_tokens > 0) return generation.max_tokens;
+    return std::nullopt;
+  }
+
   static history::SessionKey session_key(const Request& request) {
     return {request.identity.tenant, request.identity.owner(), request.session_id};
   }
@@ -79,14 +117,16 @@ class HistoryTrimStage final : public RequestStage {
     };
     record_answer(
         request,
-        [store, key, turn_of, recorded](const Request&, const RecordedAnswer& answer) {
+        [store, key, turn_of, recorded](const Request& done, const RecordedAnswer& answer) {
           bool filtered = answer.finish == FinishReason::content_filter;
           *recorded = true;
-          bool saved =
-              store->store().append(key,
-                                    turn_of(answer, filtered ? history::TurnStatus::filtered
-                                                             : history::TurnStatus::completed),
-                                    /*durable=*/true);
+          history::Turn turn = turn_of(
+              answer, filtered ? history::TurnStatus::filtered : history::TurnStatus::completed);
+          // Text output moderation withdrew after the client saw it is not kept (a reopened
+          // session would show it again): the turn holds the notice that replaced it.
+          if (filtered && done.annotation(openai::kRetractAnnotation) && !answer.chunks.empty())
+            turn.assistant = answer.chunks.back();
+          bool saved = store->store().append(key, std::move(turn), /*durable=*/true);
           // The answer was promised to survive a crash: a client must not see it end well
           // when it was not kept.
           if (!saved) {
@@ -125,7 +165,9 @@ StageTypeInfo history_trim_stage_type() {
       .required()
       .resource("gguf_model");
   type.config()
-      .key("budget_tokens", &HistoryTrimConfig::budget_tokens, "prompt tokens at most")
+      .key("budget_tokens", &HistoryTrimConfig::budget_tokens,
+           "prompt tokens at most (and never more than the model's context leaves beside the "
+           "answer)")
       .range(16, 10'000'000);
   type.create([](const HistoryTrimConfig& config, StageContext& context) {
     std::shared_ptr<HistoryStoreResource> store;

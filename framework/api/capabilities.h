@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -90,6 +91,14 @@ class HistoryReader {
                                                     const std::string& owner,
                                                     const std::string& session,
                                                     const std::string& title) = 0;
+  // Deletes every session of the owner for good (DELETE /v1/sessions); returns how many.
+  virtual int64_t delete_sessions(const std::string& tenant, const std::string& owner) = 0;
+  // Every session of the owner with all its turns, latest activity first (GET
+  // /v1/sessions:export): `write` gets one JSON object per session, {"object": "session", "id",
+  // "title", "created_at", "updated_at", "turns": [...]}, each ending in a newline. Returns how
+  // many sessions were written.
+  virtual int64_t export_sessions(const std::string& tenant, const std::string& owner,
+                                  const std::function<void(const std::string& line)>& write) = 0;
 };
 
 // How a store's writes have gone: a full disk or a file gone read-only loses writes, which the

@@ -1,3 +1,4 @@
+// The SQLite history store (history_store.h), and the turn statuses every store shares.
 #include "framework/history/history_store.h"
 
 #include <algorithm>
@@ -43,99 +44,24 @@ SessionSummary summary_of(const std::string& session, const std::string& first_u
   return {session, title.empty() ? title_from_message(first_user) : title, created, updated, turns};
 }
 
-class MemoryStore final : public HistoryStore {
- public:
-  std::vector<Turn> load(const SessionKey& key) override {
-    std::lock_guard lock(mutex_);
-    auto found = sessions_.find(key);
-    return found == sessions_.end() ? std::vector<Turn>{} : found->second.turns;
-  }
-  bool append(const SessionKey& key, Turn turn, bool) override {
-    if (turn.time == 0) turn.time = static_cast<int64_t>(std::time(nullptr));
-    std::lock_guard lock(mutex_);
-    Session& session = sessions_[key];
-    session.turns.push_back(std::move(turn));
-    session.last_turn = ++turns_written_;
-    return true;
-  }
+int64_t unix_now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
 
-  std::optional<SessionPage> list(const std::string& tenant, const std::string& owner, size_t limit,
-                                  const std::string& after) override {
-    std::lock_guard lock(mutex_);
-    std::vector<std::pair<int64_t, const SessionKey*>> order;  // by last turn, newest first
-    for (const auto& [key, session] : sessions_) {
-      if (key.tenant == tenant && key.owner == owner) order.push_back({session.last_turn, &key});
-    }
-    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a > b; });
-    size_t start = 0;
-    if (!after.empty()) {
-      auto cursor = std::find_if(order.begin(), order.end(),
-                                 [&](const auto& entry) { return entry.second->session == after; });
-      if (cursor == order.end()) return std::nullopt;
-      start = static_cast<size_t>(cursor - order.begin()) + 1;
-    }
-    SessionPage page;
-    for (size_t i = start; i < order.size(); ++i) {
-      if (page.sessions.size() == limit) {
-        page.has_more = true;
-        break;
-      }
-      page.sessions.push_back(summary_locked(*order[i].second));
-    }
-    return page;
-  }
-
-  std::optional<SessionSummary> summary(const SessionKey& key) override {
-    std::lock_guard lock(mutex_);
-    if (!sessions_.count(key)) return std::nullopt;
-    return summary_locked(key);
-  }
-
-  bool remove(const SessionKey& key) override {
-    std::lock_guard lock(mutex_);
-    return sessions_.erase(key) > 0;
-  }
-
-  std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override {
-    std::lock_guard lock(mutex_);
-    auto found = sessions_.find(key);
-    if (found == sessions_.end()) return std::nullopt;
-    found->second.title = title;
-    return summary_locked(key);
-  }
-
- private:
-  struct Session {
-    std::vector<Turn> turns;  // never empty
-    std::string title;
-    int64_t last_turn = 0;  // when its last turn came, counting the store's turns
-  };
-
-  SessionSummary summary_locked(const SessionKey& key) const {
-    const Session& session = sessions_.at(key);
-    return summary_of(key.session, session.turns.front().user, session.title,
-                      session.turns.front().time, session.turns.back().time,
-                      static_cast<int64_t>(session.turns.size()));
-  }
-
-  std::mutex mutex_;
-  std::map<SessionKey, Session> sessions_;
-  int64_t turns_written_ = 0;
-};
-
-// One row per session of (tenant ?1, owner ?2): session, first user message, title (or ''),
-// created, updated, turns; `sessions.last` is its highest turn id.
+// One row per session of (tenant ?1, owner ?2) with a turn written at or after ?5 (the TTL's
+// cutoff): session, first user message, title (or ''), created, updated, turns;
+// `sessions.last` is its highest turn id.
 constexpr std::string_view kSummarySelect =
     "SELECT sessions.session, first.user, COALESCE(titles.title, ''), sessions.created, "
     "sessions.updated, sessions.turns FROM (SELECT session, MIN(id) AS first_id, MAX(id) AS last, "
     "MIN(time) AS created, MAX(time) AS updated, COUNT(*) AS turns FROM turns WHERE tenant = ?1 "
-    "AND owner = ?2 GROUP BY session) AS sessions JOIN turns AS first ON first.id = "
-    "sessions.first_id LEFT JOIN session_titles AS titles ON titles.tenant = ?1 AND titles.owner "
-    "= ?2 AND titles.session = sessions.session ";
+    "AND owner = ?2 AND time >= ?5 GROUP BY session) AS sessions JOIN turns AS first ON first.id "
+    "= sessions.first_id LEFT JOIN session_titles AS titles ON titles.tenant = ?1 AND "
+    "titles.owner = ?2 AND titles.session = sessions.session ";
 
 class SqliteStore final : public HistoryStore {
  public:
-  explicit SqliteStore(const std::string& path) : path_(path) {
+  SqliteStore(const std::string& path, Retention retention) : path_(path), retention_(retention) {
     if (sqlite3_open_v2(path.c_str(), &database_,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                         nullptr) != SQLITE_OK) {
@@ -166,6 +92,9 @@ class SqliteStore final : public HistoryStore {
           "  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL);");
       add_owner_column();
       exec("CREATE INDEX IF NOT EXISTS turns_owner_session ON turns (tenant, owner, session, id);");
+      // The sweep removes expired turns by time (only kept with a TTL: every index costs each
+      // write).
+      if (retention_.ttl_days > 0) exec("CREATE INDEX IF NOT EXISTS turns_time ON turns (time);");
       // Titles came after turns: a file written before them simply has no table yet.
       exec(
           "CREATE TABLE IF NOT EXISTS session_titles ("
@@ -191,16 +120,23 @@ class SqliteStore final : public HistoryStore {
     sqlite3_close(database_);
   }
 
-  std::vector<Turn> load(const SessionKey& key) override {
+  std::vector<Turn> load(const SessionKey& key) override { return load_recent(key, 0); }
+
+  std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) override {
+    int64_t cutoff = retention_.expired_before(unix_now());
     std::vector<Turn> turns;
     std::lock_guard lock(database_mutex_);
     sqlite::Statement query(database_,
                             "SELECT user, assistant, status, prompt_tokens, completion_tokens, "
-                            "time FROM turns WHERE tenant = ? AND owner = ? AND session = ? "
-                            "ORDER BY id");
+                            "time FROM (SELECT * FROM turns WHERE tenant = ?1 AND owner = ?2 AND "
+                            "session = ?3 AND time >= ?4 ORDER BY id DESC LIMIT ?5) ORDER BY id");
     sqlite::bind_text(query.get(), 1, key.tenant);
     sqlite::bind_text(query.get(), 2, key.owner);
     sqlite::bind_text(query.get(), 3, key.session);
+    sqlite3_bind_int64(query.get(), 4, cutoff);
+    sqlite3_bind_int64(
+        query.get(), 5,
+        max_turns == 0 ? -1 : static_cast<int64_t>(std::min<size_t>(max_turns, INT32_MAX)));
     while (query.step()) {
       Turn turn;
       turn.user = sqlite::column_text(query.get(), 0);
@@ -214,26 +150,33 @@ class SqliteStore final : public HistoryStore {
     // Turns still waiting for the writer belong to the session too (unless it is being deleted).
     std::lock_guard queue_lock(mutex_);
     for (const auto& pending : queue_) {
+      bool owners = pending.key.tenant == key.tenant && pending.key.owner == key.owner;
+      if (pending.operation == Operation::remove_owner && owners) turns.clear();
       if (pending.key != key) continue;
-      if (pending.operation == Operation::append) turns.push_back(pending.turn);
+      if (pending.operation == Operation::append && pending.turn.time >= cutoff)
+        turns.push_back(pending.turn);
       if (pending.operation == Operation::remove) turns.clear();
     }
+    if (max_turns > 0 && turns.size() > max_turns)
+      turns.erase(turns.begin(), turns.end() - static_cast<std::ptrdiff_t>(max_turns));
     return turns;
   }
 
   bool append(const SessionKey& key, Turn turn, bool durable) override {
-    if (turn.time == 0) turn.time = static_cast<int64_t>(std::time(nullptr));
+    if (turn.time == 0) turn.time = unix_now();
+    Pending pending(Operation::append, key, std::move(turn));
     if (!durable) {
       std::lock_guard lock(mutex_);
-      queue_.push_back({Operation::append, key, std::move(turn), {}, nullptr});
+      queue_.push_back(std::move(pending));
       work_.notify_one();
       return true;
     }
-    return commit({Operation::append, key, std::move(turn), {}, nullptr}).ok;
+    return commit(std::move(pending)).ok;
   }
 
   std::optional<SessionPage> list(const std::string& tenant, const std::string& owner, size_t limit,
                                   const std::string& after) override {
+    int64_t cutoff = retention_.expired_before(unix_now());
     std::lock_guard lock(database_mutex_);
     // The newest activity is the session's highest turn id: unlike times in seconds, no two
     // sessions share it, so a page ends where the next begins.
@@ -241,10 +184,11 @@ class SqliteStore final : public HistoryStore {
     if (!after.empty()) {
       sqlite::Statement cursor(database_,
                                "SELECT MAX(id) FROM turns WHERE tenant = ? AND owner = ? AND "
-                               "session = ?");
+                               "session = ? AND time >= ?");
       sqlite::bind_text(cursor.get(), 1, tenant);
       sqlite::bind_text(cursor.get(), 2, owner);
       sqlite::bind_text(cursor.get(), 3, after);
+      sqlite3_bind_int64(cursor.get(), 4, cutoff);
       if (!cursor.step() || sqlite3_column_type(cursor.get(), 0) == SQLITE_NULL)
         return std::nullopt;
       before = sqlite3_column_int64(cursor.get(), 0);
@@ -257,6 +201,7 @@ class SqliteStore final : public HistoryStore {
     sqlite3_bind_int64(query.get(), 3, before);
     sqlite3_bind_int64(query.get(), 4,
                        static_cast<int64_t>(std::min<size_t>(limit, INT32_MAX)) + 1);
+    sqlite3_bind_int64(query.get(), 5, cutoff);
     SessionPage page;
     while (query.step()) {
       if (page.sessions.size() == limit) {
@@ -274,19 +219,38 @@ class SqliteStore final : public HistoryStore {
   }
 
   bool remove(const SessionKey& key) override {
-    Written outcome = commit({Operation::remove, key, {}, {}, nullptr});
+    Written outcome = commit(Pending(Operation::remove, key));
     if (!outcome.ok)
       throw std::runtime_error("history database " + path_ + ": the session was not deleted");
     return outcome.changes > 0;
   }
 
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override {
-    Written outcome = commit({Operation::rename, key, {}, title, nullptr});
+    Pending pending(Operation::rename, key);
+    pending.title = title;
+    Written outcome = commit(std::move(pending));
     if (!outcome.ok)
       throw std::runtime_error("history database " + path_ + ": the title was not saved");
     if (outcome.changes == 0) return std::nullopt;
     std::lock_guard lock(database_mutex_);
     return summary_locked(key);
+  }
+
+  std::vector<std::string> remove_owner(const std::string& tenant,
+                                        const std::string& owner) override {
+    Written outcome = commit(Pending(Operation::remove_owner, {tenant, owner, ""}));
+    if (!outcome.ok)
+      throw std::runtime_error("history database " + path_ + ": the sessions were not deleted");
+    return outcome.sessions;
+  }
+
+  SweepOutcome sweep(int64_t now) override {
+    Pending pending(Operation::sweep);
+    pending.now = now;
+    Written outcome = commit(std::move(pending));
+    if (!outcome.ok)
+      throw std::runtime_error("history database " + path_ + ": the retention sweep failed");
+    return outcome.swept;
   }
 
   int64_t lost_turns() const override {
@@ -303,16 +267,21 @@ class SqliteStore final : public HistoryStore {
   struct Written {
     bool done = false;
     bool ok = false;
-    int64_t changes = 0;  // rows the operation changed
+    int64_t changes = 0;                // rows the operation changed
+    std::vector<std::string> sessions;  // remove_owner: the sessions it deleted
+    SweepOutcome swept;                 // sweep
   };
   // Every write goes through the writer in order, so a deletion cannot be overtaken by a turn
   // of the same session that was queued before it.
-  enum class Operation { append, remove, rename };
+  enum class Operation { append, remove, rename, remove_owner, sweep };
   struct Pending {
+    explicit Pending(Operation operation, SessionKey key = {}, Turn turn = {})
+        : operation(operation), key(std::move(key)), turn(std::move(turn)) {}
     Operation operation = Operation::append;
-    SessionKey key;
+    SessionKey key;                    // remove_owner: its tenant and owner
     Turn turn;                         // append
     std::string title;                 // rename
+    int64_t now = 0;                   // sweep
     std::shared_ptr<Written> written;  // null: nobody waits
   };
 
@@ -334,6 +303,7 @@ class SqliteStore final : public HistoryStore {
     sqlite::bind_text(query.get(), 1, key.tenant);
     sqlite::bind_text(query.get(), 2, key.owner);
     sqlite::bind_text(query.get(), 3, key.session);
+    sqlite3_bind_int64(query.get(), 5, retention_.expired_before(unix_now()));
     if (!query.step()) return std::nullopt;
     return summary_row(query);
   }
@@ -362,80 +332,200 @@ class SqliteStore final : public HistoryStore {
     }
   }
 
-  // One queued operation, inside the writer's transaction; returns the rows it changed.
-  int64_t write(const Pending& pending) {
-    auto bind_key = [&](sqlite::Statement& statement) {
-      sqlite::bind_text(statement.get(), 1, pending.key.tenant);
-      sqlite::bind_text(statement.get(), 2, pending.key.owner);
-      sqlite::bind_text(statement.get(), 3, pending.key.session);
-    };
-    switch (pending.operation) {
-      case Operation::append: {
-        if (!insert_) {
-          insert_ = std::make_unique<sqlite::Statement>(
-              database_,
-              "INSERT INTO turns (tenant, owner, session, time, user, assistant, status, "
-              "prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-        }
-        sqlite::Statement& insert = *insert_;
-        insert.reset();
-        bind_key(insert);
-        sqlite3_bind_int64(insert.get(), 4, pending.turn.time);
-        sqlite::bind_text(insert.get(), 5, pending.turn.user);
-        sqlite::bind_text(insert.get(), 6, pending.turn.assistant);
-        sqlite::bind_text(insert.get(), 7, to_string(pending.turn.status));
-        sqlite3_bind_int64(insert.get(), 8, pending.turn.prompt_tokens);
-        sqlite3_bind_int64(insert.get(), 9, pending.turn.completion_tokens);
-        insert.step();
-        return 1;
-      }
-      case Operation::remove: {
-        sqlite::Statement turns(database_,
-                                "DELETE FROM turns WHERE tenant = ? AND owner = ? AND session = ?");
-        bind_key(turns);
-        turns.step();
-        int64_t removed = sqlite3_changes(database_);
-        sqlite::Statement title(
-            database_, "DELETE FROM session_titles WHERE tenant = ? AND owner = ? AND session = ?");
-        bind_key(title);
-        title.step();
-        return removed;
-      }
-      case Operation::rename: {
-        // Only a session with turns gets a title: one that does not exist stays so.
-        sqlite::Statement upsert(
-            database_,
-            "INSERT INTO session_titles (tenant, owner, session, title) SELECT ?1, ?2, ?3, ?4 "
-            "WHERE EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND owner = ?2 AND session = "
-            "?3) ON CONFLICT (tenant, owner, session) DO UPDATE SET title = excluded.title");
-        bind_key(upsert);
-        sqlite::bind_text(upsert.get(), 4, pending.title);
-        upsert.step();
-        return sqlite3_changes(database_);
-      }
+  // Runs `sql` with those of ?1..?3 it has bound to the key's tenant, owner and session, ?4 to
+  // `number` and ?5 to `text`; returns the rows it changed.
+  int64_t change(const char* sql, const SessionKey& key, int64_t number = 0,
+                 std::string_view text = {}) {
+    sqlite::Statement statement(database_, sql);
+    int parameters = sqlite3_bind_parameter_count(statement.get());
+    const std::string* key_parts[] = {&key.tenant, &key.owner, &key.session};
+    for (int i = 1; i <= std::min(parameters, 3); ++i)
+      sqlite::bind_text(statement.get(), i, *key_parts[i - 1]);
+    if (parameters >= 4) sqlite3_bind_int64(statement.get(), 4, number);
+    if (parameters >= 5) sqlite::bind_text(statement.get(), 5, text);
+    statement.step();
+    return sqlite3_changes(database_);
+  }
+
+  // Deletes the session's turns and title; returns the turns deleted.
+  int64_t delete_session(const SessionKey& key) {
+    int64_t removed =
+        change("DELETE FROM turns WHERE tenant = ?1 AND owner = ?2 AND session = ?3", key);
+    change("DELETE FROM session_titles WHERE tenant = ?1 AND owner = ?2 AND session = ?3", key);
+    return removed;
+  }
+
+  // Whether the session has a turn that has not expired.
+  bool has_live_turn(const SessionKey& key, int64_t cutoff) {
+    sqlite::Statement last(database_,
+                           "SELECT time FROM turns WHERE tenant = ? AND owner = ? AND session = ? "
+                           "ORDER BY id DESC LIMIT 1");
+    sqlite::bind_text(last.get(), 1, key.tenant);
+    sqlite::bind_text(last.get(), 2, key.owner);
+    sqlite::bind_text(last.get(), 3, key.session);
+    return last.step() && sqlite3_column_int64(last.get(), 0) >= cutoff;
+  }
+
+  // Deletes the owner's least recently active sessions past max_sessions_per_owner and
+  // remembers them for the eviction listener.
+  void evict_past_limit(const std::string& tenant, const std::string& owner) {
+    if (retention_.max_sessions_per_owner <= 0) return;
+    std::vector<SessionKey> gone;
+    {
+      sqlite::Statement past(database_,
+                             "SELECT session FROM turns WHERE tenant = ? AND owner = ? GROUP BY "
+                             "session ORDER BY MAX(id) DESC LIMIT -1 OFFSET ?");
+      sqlite::bind_text(past.get(), 1, tenant);
+      sqlite::bind_text(past.get(), 2, owner);
+      sqlite3_bind_int64(past.get(), 3, retention_.max_sessions_per_owner);
+      while (past.step())
+        gone.push_back({tenant, owner, sqlite::column_text(past.get(), 0)});
     }
-    return 0;
+    for (const auto& key : gone)
+      delete_session(key);
+    batch_evicted_.insert(batch_evicted_.end(), gone.begin(), gone.end());
+  }
+
+  void insert_turn(const Pending& pending) {
+    if (!insert_) {
+      insert_ = std::make_unique<sqlite::Statement>(
+          database_,
+          "INSERT INTO turns (tenant, owner, session, time, user, assistant, status, "
+          "prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    }
+    sqlite::Statement& insert = *insert_;
+    insert.reset();
+    sqlite::bind_text(insert.get(), 1, pending.key.tenant);
+    sqlite::bind_text(insert.get(), 2, pending.key.owner);
+    sqlite::bind_text(insert.get(), 3, pending.key.session);
+    sqlite3_bind_int64(insert.get(), 4, pending.turn.time);
+    sqlite::bind_text(insert.get(), 5, pending.turn.user);
+    sqlite::bind_text(insert.get(), 6, pending.turn.assistant);
+    sqlite::bind_text(insert.get(), 7, to_string(pending.turn.status));
+    sqlite3_bind_int64(insert.get(), 8, pending.turn.prompt_tokens);
+    sqlite3_bind_int64(insert.get(), 9, pending.turn.completion_tokens);
+    insert.step();
+  }
+
+  // A turn; one that starts a session (its first, or the first after all its turns expired)
+  // first clears what the owner left expired, and then evicts past the owner's limit.
+  void write_append(const Pending& pending) {
+    if (!retention_.limits_anything()) return insert_turn(pending);
+    int64_t cutoff = retention_.expired_before(unix_now());
+    bool starts = !has_live_turn(pending.key, cutoff);
+    if (starts) {
+      if (retention_.ttl_days > 0)
+        change("DELETE FROM turns WHERE tenant = ?1 AND owner = ?2 AND time < ?4", pending.key,
+               cutoff);
+      change(
+          "DELETE FROM session_titles WHERE tenant = ?1 AND owner = ?2 AND NOT EXISTS (SELECT 1 "
+          "FROM turns WHERE turns.tenant = ?1 AND turns.owner = ?2 AND turns.session = "
+          "session_titles.session)",
+          pending.key);
+    }
+    insert_turn(pending);
+    if (starts) evict_past_limit(pending.key.tenant, pending.key.owner);
+  }
+
+  std::vector<std::string> write_remove_owner(const SessionKey& owner) {
+    std::vector<std::string> sessions;
+    {
+      sqlite::Statement live(database_,
+                             "SELECT DISTINCT session FROM turns WHERE tenant = ? AND owner = ? "
+                             "AND time >= ?");
+      sqlite::bind_text(live.get(), 1, owner.tenant);
+      sqlite::bind_text(live.get(), 2, owner.owner);
+      sqlite3_bind_int64(live.get(), 3, retention_.expired_before(unix_now()));
+      while (live.step())
+        sessions.push_back(sqlite::column_text(live.get(), 0));
+    }
+    change("DELETE FROM turns WHERE tenant = ?1 AND owner = ?2", owner);
+    change("DELETE FROM session_titles WHERE tenant = ?1 AND owner = ?2", owner);
+    return sessions;
+  }
+
+  SweepOutcome write_sweep(int64_t now) {
+    SweepOutcome outcome;
+    if (retention_.ttl_days > 0)
+      outcome.expired_turns =
+          change("DELETE FROM turns WHERE time < ?4", {}, retention_.expired_before(now));
+    change(
+        "DELETE FROM session_titles WHERE NOT EXISTS (SELECT 1 FROM turns WHERE turns.tenant = "
+        "session_titles.tenant AND turns.owner = session_titles.owner AND turns.session = "
+        "session_titles.session)",
+        {});
+    if (retention_.max_sessions_per_owner > 0) {
+      std::vector<std::pair<std::string, std::string>> crowded;
+      {
+        sqlite::Statement owners(database_,
+                                 "SELECT tenant, owner FROM turns GROUP BY tenant, owner HAVING "
+                                 "COUNT(DISTINCT session) > ?");
+        sqlite3_bind_int64(owners.get(), 1, retention_.max_sessions_per_owner);
+        while (owners.step())
+          crowded.push_back(
+              {sqlite::column_text(owners.get(), 0), sqlite::column_text(owners.get(), 1)});
+      }
+      size_t before = batch_evicted_.size();
+      for (const auto& [tenant, owner] : crowded)
+        evict_past_limit(tenant, owner);
+      outcome.evicted_sessions = static_cast<int64_t>(batch_evicted_.size() - before);
+    }
+    return outcome;
+  }
+
+  // One queued operation, inside the writer's transaction.
+  void write(const Pending& pending, Written& outcome) {
+    switch (pending.operation) {
+      case Operation::append:
+        write_append(pending);
+        outcome.changes = 1;
+        return;
+      case Operation::remove:
+        outcome.changes = delete_session(pending.key);
+        return;
+      case Operation::rename:
+        // Only a session with turns gets a title: one that does not exist stays so.
+        outcome.changes = change(
+            "INSERT INTO session_titles (tenant, owner, session, title) SELECT ?1, ?2, ?3, ?5 "
+            "WHERE EXISTS (SELECT 1 FROM turns WHERE tenant = ?1 AND owner = ?2 AND session = "
+            "?3 AND time >= ?4) ON CONFLICT (tenant, owner, session) DO UPDATE SET title = "
+            "excluded.title",
+            pending.key, retention_.expired_before(unix_now()), pending.title);
+        return;
+      case Operation::remove_owner:
+        outcome.sessions = write_remove_owner(pending.key);
+        return;
+      case Operation::sweep:
+        outcome.swept = write_sweep(pending.now);
+        return;
+    }
   }
 
   // One transaction per batch: a turn waiting to be durable waits for one commit, however many
   // sessions are writing.
   void run() {
     while (true) {
-      std::deque<Pending> batch;
       {
         std::unique_lock lock(mutex_);
         work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (queue_.empty() && stopping_) return;
+      }
+      // The batch leaves the queue only under the database lock, which a load holds while it
+      // reads the file and then the queue: a load sees each turn in one or the other.
+      std::unique_lock database_lock(database_mutex_);
+      std::deque<Pending> batch;
+      {
+        std::lock_guard lock(mutex_);
         batch.swap(queue_);
       }
       bool ok = true;
-      std::vector<int64_t> changes(batch.size(), 0);
+      std::vector<Written> outcomes(batch.size());
+      batch_evicted_.clear();
       try {
-        std::lock_guard database_lock(database_mutex_);
         exec("BEGIN");
         try {
           for (size_t i = 0; i < batch.size(); ++i)
-            changes[i] = write(batch[i]);
+            write(batch[i], outcomes[i]);
         } catch (...) {
           sqlite3_exec(database_, "ROLLBACK", nullptr, nullptr, nullptr);
           throw;
@@ -445,19 +535,21 @@ class SqliteStore final : public HistoryStore {
         ok = false;
         std::fprintf(stderr, "chatflow: history %s: %s\n", path_.c_str(), error.what());
       }
+      database_lock.unlock();
+      if (ok) evicted(batch_evicted_);
       {
         std::lock_guard lock(mutex_);
         if (!ok) {
           lost_ += std::count_if(batch.begin(), batch.end(), [](const Pending& pending) {
             return pending.operation == Operation::append;
           });
-          last_failure_time_ = static_cast<int64_t>(std::time(nullptr));
+          last_failure_time_ = unix_now();
         }
         for (size_t i = 0; i < batch.size(); ++i) {
           if (!batch[i].written) continue;
+          *batch[i].written = std::move(outcomes[i]);
           batch[i].written->done = true;
           batch[i].written->ok = ok;
-          batch[i].written->changes = changes[i];
         }
       }
       committed_changed_.notify_all();
@@ -465,8 +557,10 @@ class SqliteStore final : public HistoryStore {
   }
 
   std::string path_;
+  Retention retention_;
   sqlite3* database_ = nullptr;
   std::unique_ptr<sqlite::Statement> insert_;  // the writer's, prepared once
+  std::vector<SessionKey> batch_evicted_;      // the writer's: evicted in this batch
   std::mutex database_mutex_;
   mutable std::mutex mutex_;
   std::condition_variable work_;
@@ -480,12 +574,8 @@ class SqliteStore final : public HistoryStore {
 
 }  // namespace
 
-std::unique_ptr<HistoryStore> make_memory_store() {
-  return std::make_unique<MemoryStore>();
-}
-
-std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path) {
-  return std::make_unique<SqliteStore>(path);
+std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path, Retention retention) {
+  return std::make_unique<SqliteStore>(path, retention);
 }
 
 }  // namespace chatflow::history

@@ -1,13 +1,15 @@
 // Conversation turns kept on the server, by tenant, owner (a user, or a key without one) and
-// session: SQLite (a file, WAL, one writer thread that commits in batches) or memory (tests). A
-// turn is one user message and the answer to it, with how it ended; only completed turns are
-// given back as context. Another owner's session of the same id is another session: one caller
-// can neither read nor extend another's conversation.
+// session: SQLite (a file, WAL, one writer thread that commits in batches), memory (tests) or
+// PostgreSQL (postgres_history_store.h), optionally behind Redis (redis_turn_cache.h). A turn is
+// one user message and the answer to it, with how it ended; only completed turns are given back
+// as context. Another owner's session of the same id is another session: one caller can neither
+// read nor extend another's conversation.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,6 +58,28 @@ struct SessionPage {
   bool has_more = false;  // more sessions follow the last one
 };
 
+// How long turns are kept and how many sessions an owner keeps (the history_store resource's
+// `retention`). Every store hides expired turns from reads at once, applies both limits when a
+// session starts (a first turn, or one after the session's turns all expired), and removes what
+// has gone in sweep().
+struct Retention {
+  int64_t ttl_days = 0;                // a turn is kept this long after it was written; 0: forever
+  int64_t max_sessions_per_owner = 0;  // 0: unlimited; more evicts the least recently active
+  // Turns written before this (Unix seconds) have expired at `now`; INT64_MIN when none do.
+  int64_t expired_before(int64_t now) const {
+    return ttl_days > 0 ? now - ttl_days * kSecondsPerDay : INT64_MIN;
+  }
+  bool limits_anything() const { return ttl_days > 0 || max_sessions_per_owner > 0; }
+  static constexpr int64_t kSecondsPerDay = 86400;
+};
+
+struct SweepOutcome {
+  int64_t expired_turns = 0;     // turns past ttl_days
+  int64_t evicted_sessions = 0;  // sessions past an owner's max_sessions_per_owner
+};
+
+using EvictionListener = std::function<void(const std::vector<SessionKey>& evicted)>;
+
 class HistoryStore {
  public:
   virtual ~HistoryStore() = default;
@@ -85,10 +109,32 @@ class HistoryStore {
   // (Unix seconds, 0 if never).
   virtual int64_t lost_turns() const { return 0; }
   virtual int64_t last_failure_time() const { return 0; }
+
+  // The newest `max_turns` turns of the session (0: all), oldest first: what a request loads.
+  virtual std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) = 0;
+  // Deletes every session `owner` keeps in `tenant` for good; returns their ids. Returns once
+  // committed; throws std::runtime_error when the store could not write.
+  virtual std::vector<std::string> remove_owner(const std::string& tenant,
+                                                const std::string& owner) = 0;
+  // Removes what retention says has gone at `now` (Unix seconds): expired turns, the titles of
+  // sessions left without a turn, sessions past an owner's limit (a limit lowered since they were
+  // written). Throws std::runtime_error when the store could not write.
+  virtual SweepOutcome sweep(int64_t now) = 0;
+  // Told of the sessions the store evicts on its own (max_sessions_per_owner), once that is
+  // committed, on the thread that evicted them. Set before the store is used.
+  virtual void on_evicted(EvictionListener listener) { evicted_listener_ = std::move(listener); }
+
+ protected:
+  void evicted(const std::vector<SessionKey>& keys) const {
+    if (!keys.empty() && evicted_listener_) evicted_listener_(keys);
+  }
+
+ private:
+  EvictionListener evicted_listener_;
 };
 
-std::unique_ptr<HistoryStore> make_memory_store();
+std::unique_ptr<HistoryStore> make_memory_store(Retention retention = {});
 // Throws std::runtime_error when the file cannot be opened or set up.
-std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path);
+std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path, Retention retention = {});
 
 }  // namespace chatflow::history

@@ -1,15 +1,14 @@
 #include "framework/history/postgres_history_store.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <deque>
 #include <mutex>
-#include <thread>
 
 #include "framework/history/session_title.h"
+#include "framework/storage/batch_writer.h"
 
 namespace chatflow::history {
 namespace {
@@ -17,6 +16,12 @@ namespace {
 using postgres::Connection;
 using postgres::Param;
 using postgres::PostgresError;
+
+// The first key of the per-owner advisory locks taken when a session starts (the second is a
+// hash of the tenant and owner): apart from the ledger's per-tenant locks.
+constexpr int64_t kOwnerLockSpace = 0x68697374;  // "hist"
+// Expired turns are deleted this many at a time: no statement runs into statement_timeout.
+constexpr int64_t kSweepChunk = 10'000;
 
 const std::vector<postgres::Migration>& history_migrations() {
   static const std::vector<postgres::Migration> all = {
@@ -32,8 +37,15 @@ const std::vector<postgres::Migration>& history_migrations() {
         "CREATE TABLE history_titles ("
         "  tenant BYTEA NOT NULL, owner BYTEA NOT NULL, session BYTEA NOT NULL,"
         "  title BYTEA NOT NULL, PRIMARY KEY (tenant, owner, session))"}},
+      {2,
+       "turn times for the retention sweep",
+       {"CREATE INDEX history_turns_time ON history_turns (time)"}},
   };
   return all;
+}
+
+int64_t unix_now() {
+  return static_cast<int64_t>(std::time(nullptr));
 }
 
 TurnStatus status_from(std::string_view text) {
@@ -43,18 +55,25 @@ TurnStatus status_from(std::string_view text) {
   return TurnStatus::failed;
 }
 
-// The sessions of (tenant $1, owner $2), one row each: session, first user message, title (or
-// empty), created, updated, turns. `sessions.last` is the session's highest turn id: unlike times
-// in seconds no two sessions share it, so a page ends where the next begins.
-constexpr std::string_view kSummarySelect =
-    "SELECT sessions.session, first.user_content, COALESCE(titles.title, ''::bytea), "
-    "sessions.created, sessions.updated, sessions.turns FROM (SELECT session, MIN(id) AS "
-    "first_id, MAX(id) AS last, MIN(time) AS created, MAX(time) AS updated, COUNT(*) AS turns "
-    "FROM history_turns WHERE tenant = $1 AND owner = $2 ";
-constexpr std::string_view kSummaryJoin =
-    "GROUP BY session) AS sessions JOIN history_turns AS first ON first.id = sessions.first_id "
-    "LEFT JOIN history_titles AS titles ON titles.tenant = $1 AND titles.owner = $2 AND "
-    "titles.session = sessions.session ";
+// The sessions of (tenant $1, owner $2) with a turn written at or after $<cutoff> (the TTL's),
+// one row each: session, first user message, title (or empty), created, updated, turns.
+// `sessions.last` is the session's highest turn id: unlike times in seconds no two sessions
+// share it, so a page ends where the next begins. `filter` narrows the sessions (", AND session =
+// $3").
+std::string summary_select(int cutoff, std::string_view filter = {}) {
+  std::string sql =
+      "SELECT sessions.session, first.user_content, COALESCE(titles.title, ''::bytea), "
+      "sessions.created, sessions.updated, sessions.turns FROM (SELECT session, MIN(id) AS "
+      "first_id, MAX(id) AS last, MIN(time) AS created, MAX(time) AS updated, COUNT(*) AS turns "
+      "FROM history_turns WHERE tenant = $1 AND owner = $2 AND time >= $" +
+      std::to_string(cutoff) + " ";
+  sql += filter;
+  sql +=
+      " GROUP BY session) AS sessions JOIN history_turns AS first ON first.id = sessions.first_id "
+      "LEFT JOIN history_titles AS titles ON titles.tenant = $1 AND titles.owner = $2 AND "
+      "titles.session = sessions.session ";
+  return sql;
+}
 
 SessionSummary summary_row(const postgres::Result& rows, int row) {
   std::string title = rows.bytes(row, 2);
@@ -64,6 +83,28 @@ SessionSummary summary_row(const postgres::Result& rows, int row) {
 
 std::vector<Param> key_params(const SessionKey& key) {
   return {Param::bytes(key.tenant), Param::bytes(key.owner), Param::bytes(key.session)};
+}
+
+// FNV-1a of the tenant and owner, as the advisory lock's second key: the same on every replica.
+int64_t owner_lock_key(const std::string& tenant, const std::string& owner) {
+  uint32_t hash = 2166136261u;
+  auto mix = [&](std::string_view bytes) {
+    for (unsigned char byte : bytes) {
+      hash ^= byte;
+      hash *= 16777619u;
+    }
+  };
+  mix(tenant);
+  mix(std::string_view("\0", 1));
+  mix(owner);
+  return static_cast<int32_t>(hash);
+}
+
+void lock_owner(Connection& connection, const SessionKey& key) {
+  connection.exec(
+      "SELECT pg_advisory_xact_lock($1::integer, $2::integer)",
+      {Param::integer(kOwnerLockSpace), Param::integer(owner_lock_key(key.tenant, key.owner))},
+      "locking the owner's sessions");
 }
 
 void insert_turn(Connection& connection, const SessionKey& key, const Turn& turn) {
@@ -80,30 +121,65 @@ void insert_turn(Connection& connection, const SessionKey& key, const Turn& turn
       params, "saving a session turn");
 }
 
+// Deletes the owner's least recently active sessions past `limit`; returns them.
+std::vector<SessionKey> evict_past_limit(Connection& connection, const SessionKey& owner,
+                                         int64_t limit) {
+  postgres::Result gone = connection.exec(
+      "WITH past AS (SELECT session FROM history_turns WHERE tenant = $1 AND owner = $2 GROUP BY "
+      "session ORDER BY MAX(id) DESC OFFSET $3), titles AS (DELETE FROM history_titles AS title "
+      "USING past WHERE title.tenant = $1 AND title.owner = $2 AND title.session = past.session), "
+      "turns AS (DELETE FROM history_turns AS turn USING past WHERE turn.tenant = $1 AND "
+      "turn.owner = $2 AND turn.session = past.session RETURNING turn.session) SELECT DISTINCT "
+      "session FROM turns",
+      {Param::bytes(owner.tenant), Param::bytes(owner.owner), Param::integer(limit)},
+      "evicting the owner's oldest sessions");
+  std::vector<SessionKey> keys;
+  for (int row = 0; row < gone.rows(); ++row)
+    keys.push_back({owner.tenant, owner.owner, gone.bytes(row, 0)});
+  return keys;
+}
+
+struct Pending {
+  SessionKey key;
+  Turn turn;
+};
+
 class PostgresStore final : public HistoryStore {
  public:
-  explicit PostgresStore(std::shared_ptr<postgres::Client> client) : client_(std::move(client)) {
+  PostgresStore(std::shared_ptr<postgres::Client> client, Retention retention,
+                size_t write_buffer_rows)
+      : client_(std::move(client)), retention_(retention) {
     client_->migrate("history", history_migrations());
-    writer_ = std::thread([this] { run(); });
+    storage::BatchWriterOptions writing;
+    writing.max_buffered = write_buffer_rows;
+    // Turns are not unique by anything the server could check: a batch whose COMMIT was lost
+    // is not written again (it may be there), only one that surely did not commit.
+    writing.is_transient = [](const std::exception& error) {
+      auto* failure = dynamic_cast<const PostgresError*>(&error);
+      return failure && failure->connection_failed() && !failure->commit_unknown();
+    };
+    writer_ = std::make_unique<storage::BatchWriter<Pending>>(
+        "history " + client_->server(),
+        [this](const std::deque<Pending>& batch) { write_batch(batch); }, std::move(writing));
   }
 
-  ~PostgresStore() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    work_.notify_all();
-    writer_.join();
-  }
+  ~PostgresStore() override { writer_.reset(); }  // writes what is queued
 
-  std::vector<Turn> load(const SessionKey& key) override {
+  std::vector<Turn> load(const SessionKey& key) override { return load_recent(key, 0); }
+
+  std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) override {
     // A turn of the session still queued is written first (a failed or cancelled answer: rare),
     // so that what the server holds is the whole session, once.
-    if (has_pending(key)) drain();
+    write_queued_turns_of(key);
+    std::vector<Param> params = key_params(key);
+    params.push_back(Param::integer(retention_.expired_before(unix_now())));
+    params.push_back(max_turns == 0 ? Param::null()
+                                    : Param::integer(static_cast<int64_t>(max_turns)));
     postgres::Result rows = client_->exec(
         "SELECT user_content, assistant_content, status, prompt_tokens, completion_tokens, time "
-        "FROM history_turns WHERE tenant = $1 AND owner = $2 AND session = $3 ORDER BY id",
-        key_params(key), "loading a session");
+        "FROM (SELECT * FROM history_turns WHERE tenant = $1 AND owner = $2 AND session = $3 AND "
+        "time >= $4 ORDER BY id DESC LIMIT $5) AS recent ORDER BY id",
+        params, "loading a session");
     std::vector<Turn> turns;
     for (int row = 0; row < rows.rows(); ++row) {
       Turn turn;
@@ -119,44 +195,47 @@ class PostgresStore final : public HistoryStore {
   }
 
   bool append(const SessionKey& key, Turn turn, bool durable) override {
-    if (turn.time == 0) turn.time = static_cast<int64_t>(std::time(nullptr));
+    if (turn.time == 0) turn.time = unix_now();
     if (!durable) {
-      std::lock_guard lock(mutex_);
-      queue_.push_back({key, std::move(turn)});
-      work_.notify_one();
+      writer_->push({key, std::move(turn)});
       return true;
     }
     // A queued turn of the same session goes first, so the session keeps its order.
-    if (has_pending(key)) drain();
+    write_queued_turns_of(key);
+    std::vector<SessionKey> evicted_keys;
     try {
       // Committed when transaction() returns; run again if the connection broke before COMMIT.
-      client_->transaction([&](Connection& connection) { insert_turn(connection, key, turn); });
-      return true;
+      client_->transaction(
+          [&](Connection& connection) { evicted_keys = write_turn(connection, key, turn); });
     } catch (const PostgresError& error) {
-      count_lost(1, error.what());
+      count_lost(error.what());
       return false;
     }
+    evicted(evicted_keys);
+    return true;
   }
 
   std::optional<SessionPage> list(const std::string& tenant, const std::string& owner, size_t limit,
                                   const std::string& after) override {
+    int64_t cutoff = retention_.expired_before(unix_now());
     int64_t before = INT64_MAX;
     if (!after.empty()) {
       postgres::Result cursor = client_->exec(
-          "SELECT MAX(id) FROM history_turns WHERE tenant = $1 AND owner = $2 AND session = $3",
-          {Param::bytes(tenant), Param::bytes(owner), Param::bytes(after)},
+          "SELECT MAX(id) FROM history_turns WHERE tenant = $1 AND owner = $2 AND session = $3 "
+          "AND time >= $4",
+          {Param::bytes(tenant), Param::bytes(owner), Param::bytes(after), Param::integer(cutoff)},
           "finding the session a page starts after");
       if (cursor.is_null(0, 0)) return std::nullopt;
       before = cursor.integer(0, 0);
     }
-    std::string sql(kSummarySelect);
-    sql += kSummaryJoin;
+    std::string sql = summary_select(5);
     sql += "WHERE sessions.last < $3 ORDER BY sessions.last DESC LIMIT $4";
-    postgres::Result rows = client_->exec(
-        sql,
-        {Param::bytes(tenant), Param::bytes(owner), Param::integer(before),
-         Param::integer(static_cast<int64_t>(std::min<size_t>(limit, INT32_MAX)) + 1)},
-        "listing sessions");
+    postgres::Result rows =
+        client_->exec(sql,
+                      {Param::bytes(tenant), Param::bytes(owner), Param::integer(before),
+                       Param::integer(static_cast<int64_t>(std::min<size_t>(limit, INT32_MAX)) + 1),
+                       Param::integer(cutoff)},
+                      "listing sessions");
     SessionPage page;
     for (int row = 0; row < rows.rows(); ++row) {
       if (page.sessions.size() == limit) {
@@ -169,17 +248,18 @@ class PostgresStore final : public HistoryStore {
   }
 
   std::optional<SessionSummary> summary(const SessionKey& key) override {
-    std::string sql(kSummarySelect);
-    sql += "AND session = $3 ";
-    sql += kSummaryJoin;
-    postgres::Result rows = client_->exec(sql, key_params(key), "reading a session's summary");
+    std::vector<Param> params = key_params(key);
+    params.push_back(Param::integer(retention_.expired_before(unix_now())));
+    postgres::Result rows =
+        client_->exec(summary_select(4, "AND session = $3"), params, "reading a session's summary");
     if (rows.rows() == 0) return std::nullopt;
     return summary_row(rows, 0);
   }
 
   bool remove(const SessionKey& key) override {
     // A queued turn of the session must not come back after the deletion.
-    drain();
+    writer_->discard_queued([&](const Pending& pending) { return pending.key == key; });
+    writer_->flush();
     try {
       return client_->transaction([&](Connection& connection) {
         int64_t removed =
@@ -198,8 +278,9 @@ class PostgresStore final : public HistoryStore {
   }
 
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override {
-    drain();
+    write_queued_turns_of(key);
     std::vector<Param> params = key_params(key);
+    params.push_back(Param::integer(retention_.expired_before(unix_now())));
     params.push_back(Param::bytes(title));
     int64_t changed = 0;
     try {
@@ -207,9 +288,9 @@ class PostgresStore final : public HistoryStore {
       changed = client_
                     ->exec(
                         "INSERT INTO history_titles (tenant, owner, session, title) SELECT $1, "
-                        "$2, $3, $4 WHERE EXISTS (SELECT 1 FROM history_turns WHERE tenant = "
-                        "$1 AND owner = $2 AND session = $3) ON CONFLICT (tenant, owner, "
-                        "session) DO UPDATE SET title = EXCLUDED.title",
+                        "$2, $3, $5 WHERE EXISTS (SELECT 1 FROM history_turns WHERE tenant = "
+                        "$1 AND owner = $2 AND session = $3 AND time >= $4) ON CONFLICT (tenant, "
+                        "owner, session) DO UPDATE SET title = EXCLUDED.title",
                         params, "saving a session's title")
                     .changed_rows();
     } catch (const PostgresError& error) {
@@ -219,90 +300,169 @@ class PostgresStore final : public HistoryStore {
     return summary(key);
   }
 
-  int64_t lost_turns() const override {
-    std::lock_guard lock(mutex_);
-    return lost_;
-  }
-  int64_t last_failure_time() const override {
-    std::lock_guard lock(mutex_);
-    return last_failure_time_;
-  }
-
- private:
-  struct Pending {
-    SessionKey key;
-    Turn turn;
-  };
-
-  bool has_pending(const SessionKey& key) {
-    std::lock_guard lock(mutex_);
-    return writing_key(key) ||
-           std::any_of(queue_.begin(), queue_.end(),
-                       [&](const Pending& pending) { return pending.key == key; });
-  }
-  bool writing_key(const SessionKey& key) const {
-    return std::any_of(writing_.begin(), writing_.end(),
-                       [&](const Pending& pending) { return pending.key == key; });
-  }
-
-  // Waits until the writer has written (or counted lost) everything queued so far.
-  void drain() {
-    std::unique_lock lock(mutex_);
-    written_.wait(lock, [&] { return queue_.empty() && writing_.empty(); });
-  }
-
-  void count_lost(int64_t turns, const char* why) {
-    std::fprintf(stderr, "chatflow: history: %s (%lld turns lost)\n", why,
-                 static_cast<long long>(turns));
-    std::lock_guard lock(mutex_);
-    lost_ += turns;
-    last_failure_time_ = static_cast<int64_t>(std::time(nullptr));
-  }
-
-  // One transaction per batch of queued turns.
-  void run() {
-    while (true) {
-      {
-        std::unique_lock lock(mutex_);
-        work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty() && stopping_) return;
-        writing_.swap(queue_);
-      }
-      try {
-        client_->transaction([&](Connection& connection) {
-          for (const Pending& pending : writing_)
-            insert_turn(connection, pending.key, pending.turn);
-        });
-      } catch (const std::exception& error) {
-        // Any failure, not only the database's: an escaping exception would end the process.
-        count_lost(static_cast<int64_t>(writing_.size()), error.what());
-      } catch (...) {
-        count_lost(static_cast<int64_t>(writing_.size()), "an unknown failure");
-      }
-      {
-        std::lock_guard lock(mutex_);
-        writing_.clear();
-      }
-      written_.notify_all();
+  std::vector<std::string> remove_owner(const std::string& tenant,
+                                        const std::string& owner) override {
+    writer_->discard_queued([&](const Pending& pending) {
+      return pending.key.tenant == tenant && pending.key.owner == owner;
+    });
+    writer_->flush();
+    try {
+      return client_->transaction([&](Connection& connection) {
+        postgres::Result removed = connection.exec(
+            "WITH deleted AS (DELETE FROM history_turns WHERE tenant = $1 AND owner = $2 "
+            "RETURNING session, time) SELECT DISTINCT session FROM deleted WHERE time >= $3",
+            {Param::bytes(tenant), Param::bytes(owner),
+             Param::integer(retention_.expired_before(unix_now()))},
+            "deleting the owner's sessions");
+        connection.exec("DELETE FROM history_titles WHERE tenant = $1 AND owner = $2",
+                        {Param::bytes(tenant), Param::bytes(owner)}, "deleting the owner's titles");
+        std::vector<std::string> sessions;
+        for (int row = 0; row < removed.rows(); ++row)
+          sessions.push_back(removed.bytes(row, 0));
+        return sessions;
+      });
+    } catch (const PostgresError& error) {
+      throw std::runtime_error(std::string(error.what()) + ": the sessions were not deleted");
     }
   }
 
+  SweepOutcome sweep(int64_t now) override {
+    SweepOutcome outcome;
+    try {
+      if (retention_.ttl_days > 0) outcome.expired_turns = delete_expired(now);
+      client_->exec(
+          "DELETE FROM history_titles AS title WHERE NOT EXISTS (SELECT 1 FROM history_turns AS "
+          "turn WHERE turn.tenant = title.tenant AND turn.owner = title.owner AND turn.session = "
+          "title.session)",
+          {}, "deleting the titles of expired sessions");
+      if (retention_.max_sessions_per_owner > 0) outcome.evicted_sessions = evict_crowded_owners();
+    } catch (const PostgresError& error) {
+      throw std::runtime_error(std::string(error.what()) + ": the retention sweep stopped");
+    }
+    return outcome;
+  }
+
+  int64_t lost_turns() const override {
+    std::lock_guard lock(mutex_);
+    return lost_ + writer_->lost();
+  }
+  int64_t last_failure_time() const override {
+    std::lock_guard lock(mutex_);
+    return std::max(last_failure_time_, writer_->last_failure_time());
+  }
+
+ private:
+  // Waits for the queued turns of the session to be written (not while the server cannot be
+  // reached: they wait for it).
+  void write_queued_turns_of(const SessionKey& key) {
+    if (writer_->any_pending([&](const Pending& pending) { return pending.key == key; }))
+      writer_->flush();
+  }
+
+  // One turn inside a transaction. One that starts a session (its first, or the first after all
+  // its turns expired) first clears what the owner left expired, then evicts past the owner's
+  // limit, under the owner's lock; returns the sessions evicted.
+  std::vector<SessionKey> write_turn(Connection& connection, const SessionKey& key,
+                                     const Turn& turn) {
+    if (!retention_.limits_anything()) {
+      insert_turn(connection, key, turn);
+      return {};
+    }
+    int64_t cutoff = retention_.expired_before(unix_now());
+    postgres::Result last = connection.exec(
+        "SELECT time FROM history_turns WHERE tenant = $1 AND owner = $2 AND session = $3 ORDER "
+        "BY id DESC LIMIT 1",
+        key_params(key), "reading the session's last turn");
+    bool starts = last.rows() == 0 || last.integer(0, 0) < cutoff;
+    if (!starts) {
+      insert_turn(connection, key, turn);
+      return {};
+    }
+    // Until COMMIT: another replica starting a session of the owner counts this one.
+    lock_owner(connection, key);
+    if (retention_.ttl_days > 0) {
+      connection.exec("DELETE FROM history_turns WHERE tenant = $1 AND owner = $2 AND time < $3",
+                      {Param::bytes(key.tenant), Param::bytes(key.owner), Param::integer(cutoff)},
+                      "deleting the owner's expired turns");
+    }
+    connection.exec(
+        "DELETE FROM history_titles AS title WHERE tenant = $1 AND owner = $2 AND NOT EXISTS "
+        "(SELECT 1 FROM history_turns AS turn WHERE turn.tenant = $1 AND turn.owner = $2 AND "
+        "turn.session = title.session)",
+        {Param::bytes(key.tenant), Param::bytes(key.owner)},
+        "deleting the titles of the owner's expired sessions");
+    insert_turn(connection, key, turn);
+    if (retention_.max_sessions_per_owner <= 0) return {};
+    return evict_past_limit(connection, key, retention_.max_sessions_per_owner);
+  }
+
+  // The writer's batch of queued turns, in one transaction.
+  void write_batch(const std::deque<Pending>& batch) {
+    std::vector<SessionKey> evicted_keys;
+    client_->transaction([&](Connection& connection) {
+      evicted_keys.clear();  // a transaction run again starts over
+      for (const Pending& pending : batch) {
+        auto gone = write_turn(connection, pending.key, pending.turn);
+        evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
+      }
+    });
+    evicted(evicted_keys);
+  }
+
+  int64_t delete_expired(int64_t now) {
+    int64_t removed = 0;
+    for (;;) {
+      int64_t chunk =
+          client_
+              ->exec(
+                  "DELETE FROM history_turns WHERE id IN (SELECT id FROM "
+                  "history_turns WHERE time < $1 LIMIT $2)",
+                  {Param::integer(retention_.expired_before(now)), Param::integer(kSweepChunk)},
+                  "deleting expired turns")
+              .changed_rows();
+      removed += chunk;
+      if (chunk < kSweepChunk) return removed;
+    }
+  }
+
+  int64_t evict_crowded_owners() {
+    postgres::Result crowded = client_->exec(
+        "SELECT tenant, owner FROM history_turns GROUP BY tenant, owner HAVING COUNT(DISTINCT "
+        "session) > $1",
+        {Param::integer(retention_.max_sessions_per_owner)}, "finding owners past their limit");
+    std::vector<SessionKey> evicted_keys;
+    for (int row = 0; row < crowded.rows(); ++row) {
+      SessionKey owner{crowded.bytes(row, 0), crowded.bytes(row, 1), ""};
+      auto gone = client_->transaction([&](Connection& connection) {
+        lock_owner(connection, owner);
+        return evict_past_limit(connection, owner, retention_.max_sessions_per_owner);
+      });
+      evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
+    }
+    evicted(evicted_keys);
+    return static_cast<int64_t>(evicted_keys.size());
+  }
+
+  void count_lost(const char* why) {
+    std::fprintf(stderr, "chatflow: history: %s (1 turns lost)\n", why);
+    std::lock_guard lock(mutex_);
+    ++lost_;
+    last_failure_time_ = unix_now();
+  }
+
   std::shared_ptr<postgres::Client> client_;
+  Retention retention_;
   mutable std::mutex mutex_;
-  std::condition_variable work_;
-  std::condition_variable written_;
-  std::deque<Pending> queue_;
-  std::deque<Pending> writing_;  // the writer's batch, until it is written
-  int64_t lost_ = 0;
+  int64_t lost_ = 0;  // durable appends that failed
   int64_t last_failure_time_ = 0;
-  bool stopping_ = false;
-  std::thread writer_;
+  std::unique_ptr<storage::BatchWriter<Pending>> writer_;  // last: its thread uses the rest
 };
 
 }  // namespace
 
-std::unique_ptr<HistoryStore> make_postgres_store(std::shared_ptr<postgres::Client> client) {
-  return std::make_unique<PostgresStore>(std::move(client));
+std::unique_ptr<HistoryStore> make_postgres_store(std::shared_ptr<postgres::Client> client,
+                                                  Retention retention, size_t write_buffer_rows) {
+  return std::make_unique<PostgresStore>(std::move(client), retention, write_buffer_rows);
 }
 
 }  // namespace chatflow::history

@@ -76,14 +76,26 @@ Turn turn_of(const std::string& text) {
 RedisTurnCache::RedisTurnCache(std::unique_ptr<HistoryStore> durable,
                                std::shared_ptr<redis::Client> client, std::string key_prefix,
                                std::chrono::milliseconds ttl,
-                               std::shared_ptr<storage::FailureLog> failures)
+                               std::shared_ptr<storage::FailureLog> failures, Retention retention)
     : durable_(std::move(durable)),
       client_(std::move(client)),
       key_prefix_(std::move(key_prefix)),
       ttl_(ttl),
-      failures_(std::move(failures)) {}
+      failures_(std::move(failures)),
+      retention_(retention) {
+  // Evicted on whichever thread wrote: marked here, gone from Redis before this replica's next
+  // use of it (an append right after its own eviction drops them at once).
+  durable_->on_evicted([this](const std::vector<SessionKey>& keys) {
+    for (const auto& key : keys)
+      mark_stale(key);
+    evicted(keys);
+  });
+}
 
-RedisTurnCache::~RedisTurnCache() = default;
+RedisTurnCache::~RedisTurnCache() {
+  // The durable store's writer may still evict while it stops: its listener needs the rest.
+  durable_.reset();
+}
 
 std::string RedisTurnCache::key_of(const SessionKey& key) const {
   return key_prefix_ +
@@ -117,12 +129,25 @@ void RedisTurnCache::drop_stale() {
 }
 
 std::vector<Turn> RedisTurnCache::load(const SessionKey& key) {
+  return load_recent(key, 0);
+}
+
+std::vector<Turn> RedisTurnCache::unexpired(std::vector<Turn> turns) const {
+  int64_t cutoff = retention_.expired_before(static_cast<int64_t>(std::time(nullptr)));
+  std::erase_if(turns, [&](const Turn& turn) { return turn.time < cutoff; });
+  return turns;
+}
+
+std::vector<Turn> RedisTurnCache::load_recent(const SessionKey& key, size_t max_turns) {
   std::string base = key_of(key);
   std::string ttl = std::to_string(ttl_.count());
+  // The whole list, or its last max_turns entries (the header among them when the session is
+  // shorter).
+  std::string first = max_turns == 0 ? "0" : "-" + std::to_string(max_turns);
   std::string version;
   try {
     drop_stale();
-    std::vector<redis::Reply> replies = client_->pipeline({{"LRANGE", base + ":turns", "0", "-1"},
+    std::vector<redis::Reply> replies = client_->pipeline({{"LRANGE", base + ":turns", first, "-1"},
                                                            {"GET", base + ":version"},
                                                            {"PEXPIRE", base + ":turns", ttl}});
     for (const auto& reply : replies)
@@ -132,10 +157,12 @@ std::vector<Turn> RedisTurnCache::load(const SessionKey& key) {
     if (!cached.empty()) {
       std::vector<Turn> turns;
       try {
-        if (cached[0].text != kHeader) throw std::runtime_error("a cached session has no header");
-        for (size_t i = 1; i < cached.size(); ++i)
+        bool has_header = cached[0].text == kHeader;
+        if (max_turns == 0 && !has_header)
+          throw std::runtime_error("a cached session has no header");
+        for (size_t i = has_header ? 1 : 0; i < cached.size(); ++i)
           turns.push_back(turn_of(cached[i].text));
-        return turns;
+        return unexpired(std::move(turns));
       } catch (const std::runtime_error& damaged) {
         failures_->failed(damaged.what(), "the session is read from the durable store");
         mark_stale(key);
@@ -144,8 +171,9 @@ std::vector<Turn> RedisTurnCache::load(const SessionKey& key) {
     if (replies[1].kind == redis::Reply::Kind::string) version = replies[1].text;
   } catch (const redis::Error& error) {
     failures_->failed(error.what(), "sessions are read from the durable store");
-    return durable_->load(key);
+    return durable_->load_recent(key, max_turns);
   }
+  // The cache holds a session whole: a miss reads every turn, and gives back the newest.
   std::vector<Turn> turns = durable_->load(key);
   std::vector<std::string> args = {version, ttl, std::string(kHeader)};
   for (const auto& turn : turns)
@@ -155,6 +183,8 @@ std::vector<Turn> RedisTurnCache::load(const SessionKey& key) {
   } catch (const redis::Error& error) {
     failures_->failed(error.what(), "a session was not cached");
   }
+  if (max_turns > 0 && turns.size() > max_turns)
+    turns.erase(turns.begin(), turns.end() - static_cast<std::ptrdiff_t>(max_turns));
   return turns;
 }
 
@@ -184,15 +214,37 @@ std::optional<SessionSummary> RedisTurnCache::summary(const SessionKey& key) {
   return durable_->summary(key);
 }
 
-bool RedisTurnCache::remove(const SessionKey& key) {
-  bool removed = durable_->remove(key);
-  mark_stale(key);
+void RedisTurnCache::drop(const std::vector<SessionKey>& keys, const std::string& consequence) {
+  for (const auto& key : keys)
+    mark_stale(key);
   try {
     drop_stale();
   } catch (const redis::Error& error) {
-    failures_->failed(error.what(), "a deleted session's cached turns go when Redis is back");
+    failures_->failed(error.what(), consequence);
   }
+}
+
+bool RedisTurnCache::remove(const SessionKey& key) {
+  bool removed = durable_->remove(key);
+  drop({key}, "a deleted session's cached turns go when Redis is back");
   return removed;
+}
+
+std::vector<std::string> RedisTurnCache::remove_owner(const std::string& tenant,
+                                                      const std::string& owner) {
+  std::vector<std::string> removed = durable_->remove_owner(tenant, owner);
+  std::vector<SessionKey> keys;
+  for (const auto& session : removed)
+    keys.push_back({tenant, owner, session});
+  drop(keys, "deleted sessions' cached turns go when Redis is back");
+  return removed;
+}
+
+SweepOutcome RedisTurnCache::sweep(int64_t now) {
+  // Expired turns are hidden by their time; evicted sessions were marked by the listener.
+  SweepOutcome outcome = durable_->sweep(now);
+  drop({}, "evicted sessions' cached turns go when Redis is back");
+  return outcome;
 }
 
 std::optional<SessionSummary> RedisTurnCache::rename(const SessionKey& key,

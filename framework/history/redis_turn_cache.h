@@ -9,6 +9,10 @@
 // a fill only writes when the version is still the one it saw before reading the durable store.
 // A write this replica could not make in Redis (Redis unreachable) leaves the session marked
 // here, and its cached turns are dropped before this replica uses Redis again.
+//
+// Retention: cached turns past the TTL are never given back; a load of the newest N turns reads
+// only those from Redis; sessions the durable store deletes (one, an owner's, or evicted past an
+// owner's limit) are dropped from Redis as they go.
 #pragma once
 
 #include <chrono>
@@ -32,7 +36,7 @@ class RedisTurnCache final : public HistoryStore {
  public:
   RedisTurnCache(std::unique_ptr<HistoryStore> durable, std::shared_ptr<redis::Client> client,
                  std::string key_prefix, std::chrono::milliseconds ttl,
-                 std::shared_ptr<storage::FailureLog> failures);
+                 std::shared_ptr<storage::FailureLog> failures, Retention retention = {});
   ~RedisTurnCache() override;
 
   std::vector<Turn> load(const SessionKey& key) override;
@@ -44,9 +48,16 @@ class RedisTurnCache final : public HistoryStore {
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override;
   int64_t lost_turns() const override { return durable_->lost_turns(); }
   int64_t last_failure_time() const override { return durable_->last_failure_time(); }
+  std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) override;
+  std::vector<std::string> remove_owner(const std::string& tenant,
+                                        const std::string& owner) override;
+  SweepOutcome sweep(int64_t now) override;
 
  private:
   std::string key_of(const SessionKey& key) const;
+  // Drops the cached turns of the sessions now (Redis errors only logged).
+  void drop(const std::vector<SessionKey>& keys, const std::string& consequence);
+  std::vector<Turn> unexpired(std::vector<Turn> turns) const;
   // Drops the cached turns of sessions whose last write missed Redis; throws redis::Error.
   void drop_stale();
   void mark_stale(const SessionKey& key);
@@ -56,6 +67,7 @@ class RedisTurnCache final : public HistoryStore {
   std::string key_prefix_;
   std::chrono::milliseconds ttl_;
   std::shared_ptr<storage::FailureLog> failures_;
+  Retention retention_;
   std::mutex stale_mutex_;
   std::set<SessionKey> stale_;
 };

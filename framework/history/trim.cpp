@@ -3,7 +3,8 @@
 namespace chatflow::history {
 
 TrimOutcome trim_to_budget(const std::vector<Message>& messages, int64_t budget,
-                           const std::function<int64_t(const std::vector<Message>&)>& count) {
+                           const std::function<int64_t(const std::vector<Message>&)>& count,
+                           const std::string& budget_reason) {
   std::vector<Message> system;
   std::vector<Message> rest;
   for (const auto& message : messages)
@@ -33,11 +34,12 @@ TrimOutcome trim_to_budget(const std::vector<Message>& messages, int64_t budget,
   };
   int64_t minimum = count(build(0));
   if (minimum > budget) {
-    throw RequestFailure(RequestError{400, "invalid_request_error",
-                                      "the system prompt and the newest message alone need " +
-                                          std::to_string(minimum) + " tokens; the budget is " +
-                                          std::to_string(budget),
-                                      "context_length_exceeded", "messages"});
+    throw RequestFailure(RequestError{
+        400, "invalid_request_error",
+        "the system prompt and the newest message alone need " + std::to_string(minimum) +
+            " tokens; " +
+            (budget_reason.empty() ? "the budget is " + std::to_string(budget) : budget_reason),
+        "context_length_exceeded", "messages"});
   }
   // The count grows with every turn added: find the most that fit.
   size_t low = 0, high = turns.size();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "framework/api/request.h"
@@ -20,8 +21,10 @@ struct TrimOutcome {
 
 // `count` gives the tokens of a whole message list as the model sees it (template included).
 // Throws RequestFailure (400, context_length_exceeded) when the system messages and the newest
-// user message alone do not fit.
+// user message alone do not fit; its message ends with `budget_reason` (what set the budget),
+// "the budget is N" when empty.
 TrimOutcome trim_to_budget(const std::vector<Message>& messages, int64_t budget,
-                           const std::function<int64_t(const std::vector<Message>&)>& count);
+                           const std::function<int64_t(const std::vector<Message>&)>& count,
+                           const std::string& budget_reason = {});
 
 }  // namespace chatflow::history

@@ -297,6 +297,33 @@ Response delete_session(const RouteCall& call) {
                                                     {"deleted", true}}));
 }
 
+// DELETE /v1/sessions[?user=U | ?key=ID]: every session of the caller (for an admin, of the
+// owner the query names) is gone for good; answers how many there were.
+Response delete_sessions(const RouteCall& call) {
+  HistoryReader& history = history_of(call);
+  for (std::string_view name : {"user", "key"}) {
+    auto value = query_parameter(call.query, name);
+    if (value && value->empty()) {
+      throw RequestFailure(make_error(400, "invalid_request_error",
+                                      "'" + std::string(name) + "' names no one: give a value",
+                                      "invalid_value", std::string(name)));
+    }
+  }
+  int64_t deleted = history.delete_sessions(call.caller.tenant, session_owner(call));
+  return Response(
+      200, json::serialize(json::object{{"object", "sessions.deleted"}, {"deleted", deleted}}));
+}
+
+// GET /v1/sessions:export[?user=U | ?key=ID]: every session of the caller (an admin: of the
+// owner named) with all its turns, as JSON Lines, latest activity first.
+Response export_sessions(const RouteCall& call) {
+  HistoryReader& history = history_of(call);
+  std::string body;
+  history.export_sessions(call.caller.tenant, session_owner(call),
+                          [&](const std::string& line) { body += line; });
+  return Response(200, std::move(body), "application/x-ndjson");
+}
+
 // PATCH /v1/sessions/{id} {"title": "..."}: renames the session; answers its summary.
 Response rename_session(const RouteCall& call) {
   HistoryReader& history = history_of(call);
@@ -438,6 +465,16 @@ constexpr Route kRoutes[] = {
     {.pattern = "/detokenize", .method = "POST", .endpoint = detokenize, .off_io_thread = true},
     {.pattern = "/v1/usage", .method = "GET", .endpoint = usage, .off_io_thread = true},
     {.pattern = "/v1/sessions", .method = "GET", .endpoint = sessions, .off_io_thread = true},
+    {.pattern = "/v1/sessions",
+     .method = "DELETE",
+     .endpoint = delete_sessions,
+     .body_optional = true,
+     .off_io_thread = true},
+    // A colon, not a slash: "/v1/sessions/export" would be the session named "export".
+    {.pattern = "/v1/sessions:export",
+     .method = "GET",
+     .endpoint = export_sessions,
+     .off_io_thread = true},
     {.pattern = "/v1/sessions/{id}", .method = "GET", .endpoint = session, .off_io_thread = true},
     {.pattern = "/v1/sessions/{id}",
      .method = "PATCH",

@@ -1,6 +1,7 @@
 // Two chatflow replicas sharing one PostgreSQL (a server the test starts): the quota ledger
 // holds across both under concurrent load, a session begun on one continues on the other, and
-// kill -9 of a replica right after a stream completed loses no completed turn.
+// kill -9 of a replica right after a stream completed loses no completed turn, and usage rows
+// written while the server is down wait for it (up to postgres.write_buffer_rows).
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -77,7 +78,7 @@ describe('two replicas sharing PostgreSQL', { skip: unavailable ?? false }, () =
 
   test('both replicas applied the migrations exactly once', () => {
     assert.equal(postgres.query('chatflow', 'SELECT component, version FROM schema_migrations ORDER BY 1, 2'),
-      'history|1\nusage|1');
+      'history|1\nhistory|2\nusage|1');
   });
 
   test('32 concurrent requests across both replicas never push the ledger past the quota', async () => {
@@ -225,6 +226,70 @@ stages:
     } finally {
       postgres.stop();
       await server.stop();
+    }
+  });
+});
+
+// The outside probe: "during a PostgreSQL outage 112 of 192 usage rows of unlimited tenants were
+// lost". Requests of unlimited tenants need no round trip to be served; their usage rows now
+// wait for the server, and only those past write_buffer_rows are dropped, counted and logged.
+describe('usage rows while PostgreSQL is down', { skip: unavailable ?? false }, () => {
+  test('wait for the server and arrive; past the buffer they are counted lost', async () => {
+    const postgres = await startPostgres();
+    const keys = scratchPath('fleet-postgres-outage-keys.yaml');
+    const open = addKey(keys, 'open');
+    const admin = addKey(keys, 'ops', { roles: ['admin'] });
+    const file = writeTemp('fleet-postgres-outage.yaml', `version: 1
+name: fleet-postgres-outage
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+  shared: {type: postgres, url: "${postgres.createDatabase('chatflow')}", connect_timeout_s: 2, write_buffer_rows: 8}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: quota, type: quota, config: {ledger: shared}}
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+    const server = await startServer(['--pipeline', file]);
+    const rows = () => Number(postgres.query('chatflow', "SELECT count(*) FROM usage_records WHERE tenant = 'open'"));
+    // chatflow:storage_lost_writes_total{store="usage"} from /metrics (admins only).
+    const lost = async () => {
+      const text = await (await fetch(`${server.url}/metrics`, { headers: as(admin) })).text();
+      const line = text.split('\n').find((sample) =>
+        sample.startsWith('chatflow:storage_lost_writes_total{') && sample.includes('store="usage"'));
+      assert.ok(line, text);
+      return Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const serve = async (count) => {
+      for (let i = 0; i < count; i++) {
+        const answer = await post(server.url, '/v1/chat/completions', {
+          model: 'test-model', max_tokens: 3, messages: [{ role: 'user', content: `hello ${i}` }],
+        }, as(open));
+        assert.equal(answer.status, 200, answer.text);
+      }
+    };
+    try {
+      await serve(2);
+      await waitFor(() => rows() === 2, { what: 'the first rows' });
+      postgres.pause();
+      await serve(6);  // within the buffer of 8
+      await new Promise((resolve) => setTimeout(resolve, 3000));  // longer than the old retries
+      postgres.resume();
+      await waitFor(() => rows() === 8, { timeoutMs: 30000, intervalMs: 200, what: 'the 6 rows served during the outage' });
+      assert.equal(await lost(), 0);
+
+      postgres.pause();
+      await serve(12);  // 8 wait, 4 are dropped
+      postgres.resume();
+      await waitFor(() => rows() === 16, { timeoutMs: 30000, intervalMs: 200, what: 'the 8 buffered rows' });
+      assert.equal(await lost(), 4);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assert.equal(rows(), 16, 'no dropped row arrived after all');
+      const log = server.stderr();
+      assert.match(log, /8 rows already wait to be written; new rows are dropped and counted lost/);
+      assert.match(log, /rows are kept and written when it answers/);
+    } finally {
+      await server.stop();
+      postgres.stop();
     }
   });
 });

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -294,6 +296,157 @@ TEST(HistoryStore, AFileFromBeforeTitlesIsMigrated) {
   ASSERT_TRUE(store->rename(key("acme", "old"), "Renamed"));
   EXPECT_EQ(store->summary(key("acme", "old"))->title, "Renamed");
   EXPECT_EQ(store->load(key("acme", "old")).size(), 1u);
+}
+
+int64_t now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+// Both backends with the same retention.
+std::vector<std::unique_ptr<HistoryStore>> both_stores(const std::string& name,
+                                                       Retention retention) {
+  std::vector<std::unique_ptr<HistoryStore>> stores;
+  stores.push_back(make_memory_store(retention));
+  stores.push_back(make_sqlite_store(testing::fresh_path(name), retention));
+  return stores;
+}
+
+TEST(HistoryRetention, LoadRecentGivesTheNewestTurnsOldestFirst) {
+  for (auto& store : both_stores("recent")) {
+    for (const char* user : {"a", "b", "c"})
+      store->append(key("acme", "s1"), said(user), true);
+    store->append(key("acme", "s1"), said("queued"), false);
+    std::vector<Turn> recent = store->load_recent(key("acme", "s1"), 2);
+    ASSERT_EQ(recent.size(), 2u);
+    EXPECT_EQ(recent[0].user, "c");
+    EXPECT_EQ(recent[1].user, "queued");
+    EXPECT_EQ(store->load_recent(key("acme", "s1"), 0).size(), 4u);
+    EXPECT_EQ(store->load_recent(key("acme", "s1"), 9).size(), 4u);
+  }
+}
+
+TEST(HistoryRetention, ExpiredTurnsAreNeverReadAndTheSweepDeletesThem) {
+  Retention retention;
+  retention.ttl_days = 1;
+  for (auto& store : both_stores("ttl", retention)) {
+    int64_t two_days_ago = now() - 2 * 86400;
+    store->append(key("acme", "s1"), said("old", two_days_ago), true);
+    store->append(key("acme", "s1"), said("new"), true);
+    store->append(key("acme", "gone"), said("forgotten", two_days_ago), true);
+    store->append(key("acme", "queued"), said("late", two_days_ago), false);
+    std::vector<Turn> seen = store->load(key("acme", "s1"));
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0].user, "new");
+    EXPECT_TRUE(store->load(key("acme", "gone")).empty());
+    EXPECT_TRUE(store->load(key("acme", "queued")).empty()) << "queued but expired";
+    EXPECT_FALSE(store->summary(key("acme", "gone")));
+    EXPECT_FALSE(store->rename(key("acme", "gone"), "x")) << "an expired session is none";
+    EXPECT_EQ(ids(*store->list("acme", "user:u1", 10, "")), std::vector<std::string>{"s1"});
+    EXPECT_EQ(store->summary(key("acme", "s1"))->turns, 1);
+    store->sweep(now());
+    EXPECT_EQ(store->sweep(now()).expired_turns, 0) << "nothing left to expire";
+    EXPECT_EQ(store->load(key("acme", "s1")).size(), 1u);
+  }
+}
+
+// The sweep deletes expired rows from the file, and the title of a session left without a turn:
+// the session's id used again starts without it.
+TEST(HistoryRetention, TheSweepDeletesExpiredRowsAndTheirTitlesFromTheFile) {
+  Retention retention;
+  retention.ttl_days = 1;
+  std::string path = testing::fresh_path("ttl-title");
+  {
+    auto store = make_sqlite_store(path);  // no retention yet: the turns are kept
+    store->append(key("acme", "s1"), said("old", now() - 2 * 86400), true);
+    store->append(key("acme", "s2"), said("old too", now() - 3 * 86400), true);
+    store->append(key("acme", "s2"), said("recent"), true);
+    ASSERT_TRUE(store->rename(key("acme", "s1"), "Secret"));
+  }
+  auto store = make_sqlite_store(path, retention);
+  SweepOutcome swept = store->sweep(now());
+  EXPECT_EQ(swept.expired_turns, 2);
+  EXPECT_EQ(swept.evicted_sessions, 0);
+  {
+    sqlite3* database = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &database), SQLITE_OK);
+    auto count = [&](const char* sql) {
+      sqlite3_stmt* statement = nullptr;
+      EXPECT_EQ(sqlite3_prepare_v2(database, sql, -1, &statement, nullptr), SQLITE_OK);
+      EXPECT_EQ(sqlite3_step(statement), SQLITE_ROW);
+      int rows = sqlite3_column_int(statement, 0);
+      sqlite3_finalize(statement);
+      return rows;
+    };
+    EXPECT_EQ(count("SELECT COUNT(*) FROM turns"), 1);
+    EXPECT_EQ(count("SELECT COUNT(*) FROM session_titles"), 0);
+    sqlite3_close(database);
+  }
+  store->append(key("acme", "s1"), said("a new start"), true);
+  EXPECT_EQ(store->summary(key("acme", "s1"))->title, "a new start");
+}
+
+TEST(HistoryRetention, StartingASessionPastTheOwnersLimitEvictsTheLeastRecentlyActive) {
+  Retention retention;
+  retention.max_sessions_per_owner = 2;
+  for (auto& store : both_stores("limit", retention)) {
+    std::vector<SessionKey> told;
+    store->on_evicted([&](const std::vector<SessionKey>& keys) {
+      told.insert(told.end(), keys.begin(), keys.end());
+    });
+    store->append(key("acme", "s1"), said("one"), true);
+    store->append(key("acme", "s2"), said("two"), true);
+    store->append(key("acme", "s1"), said("one again"), true);  // s2 is the oldest now
+    store->append(key("acme", "s1", "user:u2"), said("another owner"), true);
+    EXPECT_TRUE(told.empty());
+    store->append(key("acme", "s3"), said("three"), true);
+    ASSERT_EQ(told.size(), 1u);
+    EXPECT_EQ(told[0], key("acme", "s2"));
+    EXPECT_TRUE(store->load(key("acme", "s2")).empty());
+    EXPECT_EQ(ids(*store->list("acme", "user:u1", 10, "")), (std::vector<std::string>{"s3", "s1"}));
+    EXPECT_EQ(store->load(key("acme", "s1", "user:u2")).size(), 1u);
+  }
+}
+
+TEST(HistoryRetention, TheSweepEvictsPastALoweredLimit) {
+  std::string path = testing::fresh_path("lowered");
+  {
+    auto store = make_sqlite_store(path);
+    for (const char* session : {"a", "b", "c", "d"})
+      store->append(key("acme", session), said(session), true);
+  }
+  Retention retention;
+  retention.max_sessions_per_owner = 1;
+  auto store = make_sqlite_store(path, retention);
+  std::vector<SessionKey> told;
+  store->on_evicted([&](const std::vector<SessionKey>& keys) {
+    told.insert(told.end(), keys.begin(), keys.end());
+  });
+  SweepOutcome swept = store->sweep(now());
+  EXPECT_EQ(swept.evicted_sessions, 3);
+  EXPECT_EQ(told.size(), 3u);
+  EXPECT_EQ(ids(*store->list("acme", "user:u1", 10, "")), std::vector<std::string>{"d"});
+}
+
+TEST(HistoryRetention, RemovingAnOwnerDeletesAllItsSessionsAndNoOneElses) {
+  for (auto& store : both_stores("owner")) {
+    store->append(key("acme", "a"), said("one"), true);
+    store->append(key("acme", "b"), said("two"), true);
+    store->append(key("acme", "b"), said("queued"), false);
+    store->rename(key("acme", "a"), "Named");
+    store->append(key("acme", "a", "user:u2"), said("theirs"), true);
+    store->append(key("globex", "a"), said("other tenant"), true);
+    std::vector<std::string> removed = store->remove_owner("acme", "user:u1");
+    std::sort(removed.begin(), removed.end());
+    EXPECT_EQ(removed, (std::vector<std::string>{"a", "b"}));
+    EXPECT_TRUE(store->load(key("acme", "a")).empty());
+    EXPECT_TRUE(store->load(key("acme", "b")).empty());
+    EXPECT_TRUE(store->list("acme", "user:u1", 10, "")->sessions.empty());
+    EXPECT_EQ(store->load(key("acme", "a", "user:u2")).size(), 1u);
+    EXPECT_EQ(store->load(key("globex", "a")).size(), 1u);
+    store->append(key("acme", "a"), said("fresh"), true);
+    EXPECT_EQ(store->summary(key("acme", "a"))->title, "fresh") << "the old title went";
+    EXPECT_TRUE(store->remove_owner("acme", "user:nobody").empty());
+  }
 }
 
 // The budget rules against the real tokenizer and chat template of a made-up model, whose

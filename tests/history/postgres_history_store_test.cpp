@@ -1,5 +1,8 @@
 #include "framework/history/postgres_history_store.h"
 
+#include <ctime>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "support/postgres_server.h"
@@ -10,12 +13,17 @@ namespace {
 class PostgresHistory : public testing::PostgresDatabaseTest {
  protected:
   // One "replica": its own pool and store over the shared database.
-  std::unique_ptr<HistoryStore> replica() {
+  std::unique_ptr<HistoryStore> replica(Retention retention = {}) {
     postgres::ClientOptions options;
     options.url = url_;
-    return make_postgres_store(std::make_shared<postgres::Client>(options));
+    options.connect_timeout_s = 2;
+    return make_postgres_store(std::make_shared<postgres::Client>(options), retention);
   }
 };
+
+int64_t now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
 
 SessionKey key(const std::string& session, const std::string& owner = "user:u1") {
   return {"acme", owner, session};
@@ -120,6 +128,136 @@ TEST_F(PostgresHistory, ADeletedSessionIsGoneAndItsIdStartsAfresh) {
   EXPECT_FALSE(store->remove(key("s1")));
   ASSERT_TRUE(store->append(key("s1"), turn("new start", "ok"), true));
   EXPECT_EQ(store->summary(key("s1"))->title, "new start") << "the old title went too";
+}
+
+TEST_F(PostgresHistory, AQueuedTurnWaitsOutAnOutageAndArrives) {
+  auto store = replica();
+  ASSERT_TRUE(store->append(key("s1"), turn("one", "1"), true));
+  ::testing::internal::CaptureStderr();
+  server_->pause();
+  store->append(key("s1"), turn("two", "", TurnStatus::cancelled), /*durable=*/false);
+  EXPECT_FALSE(store->append(key("s2"), turn("lost", "x"), true))
+      << "a durable turn cannot wait: its answer says it was not kept";
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(store->lost_turns(), 1) << "only the durable one";
+  server_->resume();
+  std::vector<Turn> seen;
+  for (int tries = 0; tries < 300 && seen.size() < 2; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    seen = replica()->load(key("s1"));
+  }
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].user, "two");
+  EXPECT_EQ(seen[1].status, TurnStatus::cancelled);
+  EXPECT_EQ(store->lost_turns(), 1);
+}
+
+TEST_F(PostgresHistory, LoadRecentGivesTheNewestTurnsOldestFirst) {
+  auto store = replica();
+  for (const char* user : {"a", "b", "c", "d"})
+    ASSERT_TRUE(store->append(key("s1"), turn(user, "x"), true));
+  std::vector<Turn> recent = store->load_recent(key("s1"), 2);
+  ASSERT_EQ(recent.size(), 2u);
+  EXPECT_EQ(recent[0].user, "c");
+  EXPECT_EQ(recent[1].user, "d");
+  EXPECT_EQ(store->load_recent(key("s1"), 0).size(), 4u);
+  EXPECT_EQ(store->load_recent(key("s1"), 10).size(), 4u);
+}
+
+TEST_F(PostgresHistory, ExpiredTurnsAreNeverReadAndTheSweepDeletesThemWithTheirTitles) {
+  Retention retention;
+  retention.ttl_days = 1;
+  auto store = replica(retention);
+  Turn old_turn = turn("old", "x");
+  old_turn.time = now() - 2 * 86400;
+  ASSERT_TRUE(store->append(key("s1"), old_turn, true));
+  ASSERT_TRUE(store->append(key("s1"), turn("new", "y"), true));
+  old_turn.user = "forgotten";
+  ASSERT_TRUE(store->append(key("gone"), old_turn, true));
+  std::vector<Turn> seen = store->load(key("s1"));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].user, "new");
+  EXPECT_EQ(store->summary(key("s1"))->turns, 1);
+  EXPECT_FALSE(store->summary(key("gone")));
+  auto page = store->list("acme", "user:u1", 10, "");
+  ASSERT_EQ(page->sessions.size(), 1u);
+  EXPECT_EQ(page->sessions[0].session, "s1");
+
+  postgres::ClientOptions options;
+  options.url = url_;
+  postgres::Client client(options);
+  client.exec("INSERT INTO history_titles VALUES ('acme', 'user:u1', 'gone', 'Old title')");
+  // s1's old turn went when its new one restarted the session; the sweep takes the rest.
+  SweepOutcome swept = store->sweep(now());
+  EXPECT_EQ(swept.expired_turns, 1);
+  EXPECT_EQ(client.exec("SELECT count(*) FROM history_turns").integer(0, 0), 1);
+  EXPECT_EQ(client.exec("SELECT count(*) FROM history_titles").integer(0, 0), 0)
+      << "a session with no turn left keeps no title";
+}
+
+TEST_F(PostgresHistory, StartingASessionPastTheOwnersLimitEvictsTheLeastRecentlyActive) {
+  Retention retention;
+  retention.max_sessions_per_owner = 2;
+  auto first = replica(retention);
+  auto second = replica(retention);
+  std::vector<SessionKey> told;
+  second->on_evicted([&](const std::vector<SessionKey>& keys) {
+    told.insert(told.end(), keys.begin(), keys.end());
+  });
+  ASSERT_TRUE(first->append(key("s1"), turn("one", "1"), true));
+  ASSERT_TRUE(first->append(key("s2"), turn("two", "2"), true));
+  ASSERT_TRUE(first->append(key("s1"), turn("one again", "1"), true));  // s2 is now the oldest
+  ASSERT_TRUE(first->append(key("theirs", "user:u2"), turn("other owner", "x"), true));
+  ASSERT_TRUE(second->append(key("s3"), turn("three", "3"), true));
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].session, "s2");
+  EXPECT_TRUE(first->load(key("s2")).empty());
+  EXPECT_EQ(first->load(key("s1")).size(), 2u);
+  auto page = first->list("acme", "user:u1", 10, "");
+  ASSERT_EQ(page->sessions.size(), 2u);
+  EXPECT_EQ(page->sessions[0].session, "s3");
+  EXPECT_EQ(page->sessions[1].session, "s1");
+  EXPECT_EQ(first->load(key("theirs", "user:u2")).size(), 1u) << "another owner's count apart";
+}
+
+TEST_F(PostgresHistory, ManyReplicasStartingSessionsAtOnceKeepTheLimit) {
+  Retention retention;
+  retention.max_sessions_per_owner = 3;
+  std::vector<std::unique_ptr<HistoryStore>> replicas;
+  for (int i = 0; i < 4; ++i)
+    replicas.push_back(replica(retention));
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 4; ++i) {
+    writers.emplace_back([&, i] {
+      for (int j = 0; j < 5; ++j)
+        replicas[i]->append(key("r" + std::to_string(i) + "-" + std::to_string(j)),
+                            turn("hello", "x"), true);
+    });
+  }
+  for (auto& writer : writers)
+    writer.join();
+  EXPECT_EQ(replicas[0]->list("acme", "user:u1", 50, "")->sessions.size(), 3u);
+}
+
+TEST_F(PostgresHistory, RemovingAnOwnerDeletesEveryOneOfItsSessionsAndNoOtherOwners) {
+  auto store = replica();
+  ASSERT_TRUE(store->append(key("a"), turn("one", "1"), true));
+  ASSERT_TRUE(store->append(key("b"), turn("two", "2"), true));
+  store->append(key("b"), turn("queued", "", TurnStatus::failed), false);
+  ASSERT_TRUE(store->rename(key("a"), "Named"));
+  ASSERT_TRUE(store->append(key("a", "user:u2"), turn("theirs", "x"), true));
+  std::vector<std::string> removed = store->remove_owner("acme", "user:u1");
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{"a", "b"}));
+  auto other = replica();
+  EXPECT_TRUE(other->load(key("a")).empty());
+  EXPECT_TRUE(other->load(key("b")).empty()) << "the queued turn did not come back";
+  EXPECT_TRUE(other->list("acme", "user:u1", 10, "")->sessions.empty());
+  EXPECT_EQ(other->load(key("a", "user:u2")).size(), 1u);
+  ASSERT_TRUE(store->append(key("a"), turn("fresh", "y"), true));
+  EXPECT_EQ(store->summary(key("a"))->title, "fresh") << "the old title went too";
+  EXPECT_TRUE(store->remove_owner("acme", "user:nobody").empty());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // read, and without Redis the durable store answers.
 #include "framework/history/redis_turn_cache.h"
 
+#include <ctime>
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -44,11 +45,22 @@ class InterruptedStore final : public HistoryStore {
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override {
     return store_->rename(key, title);
   }
+  std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) override {
+    return store_->load_recent(key, max_turns);
+  }
+  std::vector<std::string> remove_owner(const std::string& tenant,
+                                        const std::string& owner) override {
+    return store_->remove_owner(tenant, owner);
+  }
+  SweepOutcome sweep(int64_t now) override { return store_->sweep(now); }
+  void on_evicted(EvictionListener listener) override { store_->on_evicted(std::move(listener)); }
 
   std::function<void()> during_load;
 
+  explicit InterruptedStore(Retention retention = {}) : store_(make_memory_store(retention)) {}
+
  private:
-  std::unique_ptr<HistoryStore> store_ = make_memory_store();
+  std::unique_ptr<HistoryStore> store_;
 };
 
 struct Replica {
@@ -56,15 +68,15 @@ struct Replica {
   std::unique_ptr<RedisTurnCache> cache;
 };
 
-Replica replica(const std::string& url) {
+Replica replica(const std::string& url, Retention retention = {}) {
   redis::ClientOptions options;
   options.command_timeout = std::chrono::milliseconds(1000);
   auto client = std::make_shared<redis::Client>(redis::parse_url(url), options);
-  auto durable = std::make_unique<InterruptedStore>();
+  auto durable = std::make_unique<InterruptedStore>(retention);
   InterruptedStore* raw = durable.get();
-  return {raw, std::make_unique<RedisTurnCache>(std::move(durable), client,
-                                                "test:session:", std::chrono::minutes(1),
-                                                std::make_shared<storage::FailureLog>("test"))};
+  return {raw, std::make_unique<RedisTurnCache>(
+                   std::move(durable), client, "test:session:", std::chrono::minutes(1),
+                   std::make_shared<storage::FailureLog>("test"), retention)};
 }
 
 Turn turn(const std::string& user) {
@@ -128,6 +140,66 @@ TEST(RedisTurnCache, WithoutRedisTheDurableStoreAnswers) {
   EXPECT_EQ(users(only.cache->load(kSession)), (std::vector<std::string>{"one", "two"}));
   EXPECT_TRUE(only.cache->remove(kSession));
   EXPECT_TRUE(only.cache->load(kSession).empty());
+}
+
+TEST(RedisTurnCache, ANewestTurnsLoadReadsOnlyThoseFromRedis) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  Replica first = replica(server.url());
+  Replica second = replica(server.url());
+  for (const char* user : {"one", "two", "three"})
+    ASSERT_TRUE(first.cache->append(kSession, turn(user), true));
+  EXPECT_EQ(first.cache->load(kSession).size(), 3u) << "now cached, whole";
+  EXPECT_EQ(users(second.cache->load_recent(kSession, 2)),
+            (std::vector<std::string>{"two", "three"}));
+  EXPECT_EQ(users(second.cache->load_recent(kSession, 5)),
+            (std::vector<std::string>{"one", "two", "three"}))
+      << "a session shorter than the limit, its header among the entries read";
+}
+
+TEST(RedisTurnCache, CachedTurnsPastTheTtlAreNeverGivenBack) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  Retention retention;
+  retention.ttl_days = 1;
+  Replica first = replica(server.url(), retention);
+  Replica second = replica(server.url(), retention);
+  // Cached by a load before the turns are appended: they then reach Redis as written.
+  EXPECT_TRUE(first.cache->load(kSession).empty());
+  Turn old_turn = turn("old");
+  old_turn.time = static_cast<int64_t>(std::time(nullptr)) - 2 * 86400;
+  ASSERT_TRUE(first.cache->append(kSession, old_turn, true));
+  ASSERT_TRUE(first.cache->append(kSession, turn("new"), true));
+  EXPECT_EQ(users(second.cache->load(kSession)), std::vector<std::string>{"new"});
+  EXPECT_EQ(users(second.cache->load_recent(kSession, 2)), std::vector<std::string>{"new"});
+}
+
+TEST(RedisTurnCache, EvictedAndPurgedSessionsLeaveRedis) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  Retention retention;
+  retention.max_sessions_per_owner = 1;
+  Replica first = replica(server.url(), retention);
+  Replica second = replica(server.url(), retention);
+  std::vector<SessionKey> told;
+  first.cache->on_evicted([&](const std::vector<SessionKey>& keys) {
+    told.insert(told.end(), keys.begin(), keys.end());
+  });
+  // Each session is cached (by a load) before its turn: the turn then reaches Redis, and the
+  // second replica, whose own durable store stays empty, reads it there.
+  const SessionKey next{"acme", "ann", "next"};
+  EXPECT_TRUE(first.cache->load(kSession).empty());
+  EXPECT_TRUE(first.cache->load(next).empty());
+  ASSERT_TRUE(first.cache->append(kSession, turn("one"), true));
+  ASSERT_EQ(users(second.cache->load(kSession)), std::vector<std::string>{"one"});
+  ASSERT_TRUE(first.cache->append(next, turn("two"), true));  // evicts the story
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0], kSession);
+  EXPECT_TRUE(second.cache->load(kSession).empty()) << "the evicted session stayed in Redis";
+
+  EXPECT_EQ(users(second.cache->load(next)), std::vector<std::string>{"two"});
+  EXPECT_EQ(first.cache->remove_owner("acme", "ann"), std::vector<std::string>{"next"});
+  EXPECT_TRUE(second.cache->load(next).empty()) << "the purged session stayed in Redis";
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // Session history over HTTP: a session_id carries the conversation server-side, the turns survive
 // a restart (SQLite), a `kill -9` under 100 concurrent sessions loses no turn whose answer the
-// client saw complete, and a cancelled answer is recorded as cancelled, never replayed.
+// client saw complete, a cancelled answer is recorded as cancelled, never replayed, and a long
+// session on a small-context model keeps working, its oldest turns trimmed away.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, openStream, post, scratchPath, sessionPipeline, startServer, waitFor,
+  addKey, modelStages, openStream, post, runChatflow, scratchPath, sessionPipeline, startServer, waitFor,
+  writeTemp,
 } from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
@@ -189,6 +191,50 @@ describe('session history', () => {
       assert.ok(checked >= 300);
     } finally {
       await restarted.stop();
+    }
+  });
+});
+
+// The outside probe: "a session breaks after ~35 turns on a 2,048-token model". history_trim's
+// budget_tokens (here far above the context) is bounded by the context less max_tokens.
+describe('a long session on a small-context model', () => {
+  test('60 turns on a 512-token model all answer, the oldest turns trimmed away', async () => {
+    const context = 512;
+    const maxTokens = 16;
+    const model = scratchPath('small-context.gguf');
+    const made = runChatflow(['make-model', '--dim', '64', '--layers', '1', '--heads', '2', '--ffn', '128',
+      '--context', String(context), '-o', model]);
+    assert.equal(made.status, 0, made.stderr);
+    const keys = scratchPath('small-context-keys.yaml');
+    const key = addKey(keys, 'tenant-a', { user: 'u1' });
+    const pipeline = writeTemp('small-context.yaml', `version: 1
+name: small-context
+resources:
+  llm: {type: gguf_model, path: "${model}", name: small}
+  history: {type: history_store, backend: sqlite, path: "${scratchPath('small-context.db')}"}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 4000}}
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+    const server = await startServer(['--pipeline', pipeline]);
+    try {
+      const prompts = [];
+      for (let turn = 0; turn < 60; turn++) {
+        const answer = await post(server.url, '/v1/chat/completions', {
+          model: 'small', max_tokens: maxTokens, ignore_eos: true, temperature: 0, session_id: 'long',
+          messages: [{ role: 'user', content: `This is question number ${turn} of a long conversation.` }],
+        }, { Authorization: `Bearer ${key}` });
+        assert.equal(answer.status, 200, `turn ${turn}: ${answer.text}`);
+        assert.ok(answer.json.usage.prompt_tokens + maxTokens <= context, `turn ${turn}: ${answer.text}`);
+        prompts.push(answer.json.usage.prompt_tokens);
+      }
+      // Recent turns still came back as context (60 whole turns would need thousands of tokens).
+      assert.ok(prompts[59] > 3 * prompts[0], prompts.join(' '));
+      const stored = await (await fetch(`${server.url}/v1/sessions/long`, { headers: { Authorization: `Bearer ${key}` } })).json();
+      assert.equal(stored.turns.length, 60, 'every turn is kept, only the prompt is trimmed');
+    } finally {
+      await server.stop();
     }
   });
 });

@@ -1,11 +1,15 @@
 // The session list, rename and delete over HTTP against a real `chatflow serve` with API keys and
 // SQLite history: each user sees only their own sessions, titled by their first message; a title
 // survives a restart; a deleted session is gone (and its id starts afresh); bad limits, bad
-// titles and wrong methods are refused; the dashboard routes are for admins.
+// titles and wrong methods are refused; the dashboard routes are for admins. Then retention: an
+// owner's sessions deleted at once (DELETE /v1/sessions), exported as JSON Lines, and kept to
+// max_sessions_per_owner.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, post, scratchPath, sessionPipeline, startServer } from './harness.mjs';
+import {
+  addKey, modelStages, post, scratchPath, sessionPipeline, startServer, testModel, writeTemp,
+} from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
 
@@ -177,7 +181,7 @@ describe('session list, rename and delete', () => {
     assert.equal(put.headers.get('allow'), 'GET, PATCH, DELETE, OPTIONS');
     const postList = await call(server, 'POST', '/v1/sessions', u1, {});
     assert.equal(postList.status, 405);
-    assert.equal(postList.headers.get('allow'), 'GET, OPTIONS');
+    assert.equal(postList.headers.get('allow'), 'GET, DELETE, OPTIONS');
     const deleteSvg = await call(server, 'DELETE', '/v1/dashboard/graph.svg', admin);
     assert.equal(deleteSvg.status, 405);
     const patchNoType = await fetch(`${server.url}/v1/sessions/to-rename`, {
@@ -221,5 +225,138 @@ describe('session list, rename and delete', () => {
       assert.ok(metrics.includes(`# TYPE ${name} `), name);
     }
     assert.match(metrics, /chatflow:stage_duration_seconds_count\{pipeline="sessions_list",stage="trim"\} [1-9]/);
+  });
+});
+
+// A pipeline like sessionPipeline's, its history_store with `retention`.
+function retentionPipeline(name, keys, database, retention) {
+  return writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+  history: {type: history_store, backend: sqlite, path: "${database}", retention: ${retention}}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+}
+
+describe('retention: purge, export and the per-owner limit', () => {
+  let u1;
+  let u2;
+  let keyOnly;
+  let admin;
+  let otherAdmin;
+  let server;
+
+  before(async () => {
+    const keys = scratchPath('sessions-retention-keys.yaml');
+    u1 = addKey(keys, 'tenant-a', { user: 'u1' });
+    u2 = addKey(keys, 'tenant-a', { user: 'u2' });
+    keyOnly = addKey(keys, 'tenant-a');
+    admin = addKey(keys, 'tenant-a', { user: 'ops', roles: ['admin'] });
+    otherAdmin = addKey(keys, 'tenant-b', { user: 'ops', roles: ['admin'] });
+    const pipeline = retentionPipeline('sessions_retention', keys, scratchPath('sessions-retention.db'),
+      '{max_sessions_per_owner: 3, max_turns_loaded: 50}');
+    server = await startServer(['--pipeline', pipeline]);
+  });
+  after(async () => { if (server) await server.stop(); });
+
+  const ask = async (key, session, content) => {
+    const answer = await post(server.url, '/v1/chat/completions', {
+      model: 'test-model', max_tokens: 3, temperature: 0, session_id: session,
+      messages: [{ role: 'user', content }],
+    }, as(key));
+    assert.equal(answer.status, 200, answer.text);
+    return answer.json.choices[0].message.content;
+  };
+  const ids = async (key, query = '') => (await call(server, 'GET', `/v1/sessions${query}`, key)).json.data.map((s) => s.id);
+
+  test('starting a session past max_sessions_per_owner deletes the least recently active', async () => {
+    await ask(u1, 'oldest', 'first');
+    await ask(u1, 'middle', 'second');
+    await ask(u1, 'newest', 'third');
+    await ask(u1, 'oldest', 'first again');  // now `middle` is the least recently active
+    await ask(u2, 'theirs', 'not counted with u1');
+    assert.deepEqual(await ids(u1), ['oldest', 'newest', 'middle']);
+    await ask(u1, 'fourth', 'one too many');
+    assert.deepEqual(await ids(u1), ['fourth', 'oldest', 'newest']);
+    assert.equal((await call(server, 'GET', '/v1/sessions/middle', u1)).status, 404);
+    assert.deepEqual(await ids(u2), ['theirs']);
+  });
+
+  test('an owner exports every session with its turns as JSON Lines; admins name the owner', async () => {
+    const answer = await ask(u2, 'exported', 'What is in the export?');
+    const exported = await call(server, 'GET', '/v1/sessions:export', u2);
+    assert.equal(exported.status, 200, exported.text);
+    assert.match(exported.headers.get('content-type'), /^application\/x-ndjson/);
+    assert.ok(exported.text.endsWith('\n'));
+    const lines = exported.text.trimEnd().split('\n').map((line) => JSON.parse(line));
+    assert.deepEqual(lines.map((s) => s.id), ['exported', 'theirs'], 'latest activity first');
+    const [latest] = lines;
+    assert.equal(latest.object, 'session');
+    assert.equal(latest.title, 'What is in the export?');
+    assert.ok(latest.created_at > 1.7e9 && latest.updated_at >= latest.created_at, JSON.stringify(latest));
+    assert.deepEqual(latest.turns.map((t) => [t.user, t.assistant, t.status]),
+      [['What is in the export?', answer, 'completed']]);
+    assert.ok(latest.turns[0].completion_tokens > 0);
+
+    const byAdmin = await call(server, 'GET', '/v1/sessions:export?user=u2', admin);
+    assert.equal(byAdmin.text, exported.text);
+    const refused = await call(server, 'GET', '/v1/sessions:export?user=u2', u1);
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.json.error.type, 'permission_error');
+    const otherTenant = await call(server, 'GET', '/v1/sessions:export?user=u2', otherAdmin);
+    assert.equal(otherTenant.status, 200);
+    assert.equal(otherTenant.text, '', "another tenant's admin sees none of tenant-a's sessions");
+    assert.equal((await fetch(`${server.url}/v1/sessions:export`)).status, 401);
+    // "export" is still a session id like any other.
+    await ask(u2, 'export', 'a session named export');
+    assert.equal((await call(server, 'GET', '/v1/sessions/export', u2)).json.turns[0].user, 'a session named export');
+  });
+
+  test("DELETE /v1/sessions removes all of the caller's sessions and answers how many", async () => {
+    await ask(keyOnly, 'k1', 'a key without a user');
+    const refused = await call(server, 'DELETE', '/v1/sessions?user=u1', u2);
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.json.error.code, 'forbidden');
+    for (const query of ['?user=', '?key=']) {
+      const empty = await call(server, 'DELETE', `/v1/sessions${query}`, admin);
+      assert.equal(empty.status, 400, `${query}: ${empty.text}`);
+      assert.equal(empty.json.error.code, 'invalid_value');
+      assert.equal(empty.json.error.param, query.slice(1, -1));
+    }
+    assert.equal((await ids(u1)).length, 3, 'nothing was deleted by a refused call');
+
+    const purged = await call(server, 'DELETE', '/v1/sessions', u1);
+    assert.equal(purged.status, 200, purged.text);
+    assert.deepEqual(purged.json, { object: 'sessions.deleted', deleted: 3 });
+    assert.deepEqual(await ids(u1), []);
+    assert.equal((await call(server, 'GET', '/v1/sessions:export', u1)).text, '');
+    assert.deepEqual(await ids(u2), ['export', 'exported', 'theirs'], "another user's stay");
+    assert.deepEqual((await call(server, 'DELETE', '/v1/sessions', u1)).json.deleted, 0);
+
+    // An admin purges a user of the tenant by name, or a key without a user by its id.
+    assert.equal((await call(server, 'DELETE', '/v1/sessions?user=u2', otherAdmin)).json.deleted, 0,
+      'another tenant');
+    assert.equal((await call(server, 'DELETE', '/v1/sessions?user=u2', admin)).json.deleted, 3);
+    assert.deepEqual(await ids(u2), []);
+    assert.deepEqual(await ids(keyOnly), ['k1']);
+    assert.equal((await call(server, 'DELETE', '/v1/sessions', keyOnly)).json.deleted, 1);
+    // The ids start afresh.
+    await ask(u1, 'oldest', 'a new beginning');
+    assert.deepEqual((await call(server, 'GET', '/v1/sessions/oldest', u1)).json.turns.map((t) => t.user),
+      ['a new beginning']);
+  });
+
+  test('a bad retention setting is refused at start, naming the key', async () => {
+    const keys = scratchPath('sessions-retention-bad-keys.yaml');
+    addKey(keys, 'tenant-a');
+    const bad = retentionPipeline('sessions_retention_bad', keys, scratchPath('bad.db'), '{ttl_days: -1}');
+    await assert.rejects(startServer(['--pipeline', bad]), (error) => {
+      assert.match(error.message, /retention\.ttl_days/);
+      return true;
+    });
   });
 });

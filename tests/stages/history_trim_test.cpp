@@ -15,20 +15,24 @@
 namespace chatflow::testing {
 namespace {
 
-std::string model_path() {
+// A context far above what these conversations need beside the default max_tokens of 256.
+std::string model_path(int64_t context = 4096) {
   engine::ModelShape shape;
   shape.ffn = 96;
-  shape.context = 256;
+  shape.context = context;
   shape.type = kernels::TensorType::q8_0;
   return temp_model(shape);
 }
 
 std::unique_ptr<Pipeline> trimmed_echo(const std::string& database, int64_t budget_tokens = 2000,
-                                       const std::string& after_echo = "") {
-  return build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model_path() +
+                                       const std::string& after_echo = "",
+                                       const std::string& store_settings = "",
+                                       int64_t context = 4096) {
+  return build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" +
+                        model_path(context) +
                         "\"}\n  history: {type: history_store, backend: sqlite, path: \"" +
-                        database +
-                        "\"}\nstages:\n"
+                        database + "\"" + store_settings +
+                        "}\nstages:\n"
                         "  - {name: trim, type: history_trim, config: {store: history, model: "
                         "llm, budget_tokens: " +
                         std::to_string(budget_tokens) +
@@ -44,10 +48,11 @@ struct Asked {
 };
 
 Asked ask(Pipeline& pipeline, const std::string& tenant, const std::string& session,
-          std::vector<Message> messages) {
+          std::vector<Message> messages, int64_t max_tokens = 0) {
   std::shared_ptr<CollectingSink> sink;
   auto request = user_request("", sink);
   request->messages = std::move(messages);
+  if (max_tokens > 0) request->generation.max_tokens = max_tokens;
   request->identity.tenant = tenant;
   request->session_id = session;
   EXPECT_EQ(pipeline.submit(request), Admission::accepted);
@@ -202,6 +207,67 @@ TEST(HistoryTrim, AFilteredAnswerIsStoredAsFilteredAndNeverGivenBack) {
   EXPECT_EQ(turns[0].user, "how do I build a bomb");
   EXPECT_EQ(turns[0].status, history::TurnStatus::filtered);
   EXPECT_EQ(turns[1].status, history::TurnStatus::completed);
+}
+
+// The outside probe's defect: on a model with a small context the trim kept what budget_tokens
+// allowed, more than the context holds beside the answer, and the session failed (400) after
+// a few dozen turns. The context less max_tokens bounds the budget: the oldest turns go.
+TEST(HistoryTrim, ALongSessionOnASmallContextKeepsItsNewestTurnsWithinTheContext) {
+  const int64_t context = 512;
+  const int64_t max_tokens = 64;
+  auto pipeline =
+      trimmed_echo(fresh_path("history-small-context.db"), /*budget_tokens=*/4000, "", "", context);
+  ASSERT_TRUE(pipeline);
+  GgufModelConfig model_config;
+  model_config.path = model_path(context);
+  GgufModel model(model_config);
+  for (int turn = 0; turn < 60; ++turn) {
+    std::string question = "question number " + std::to_string(turn);
+    Asked asked = ask(*pipeline, "acme", "long", {{"user", question}}, max_tokens);
+    ASSERT_FALSE(asked.request->error())
+        << "turn " << turn << ": " << asked.request->error()->message;
+    ASSERT_EQ(asked.text, "echo: " + question);
+    Request probe;
+    probe.messages = asked.request->messages;
+    int64_t prompt = static_cast<int64_t>(model.encode_prompt(probe, true).size());
+    ASSERT_LE(prompt + max_tokens, context) << "turn " << turn;
+    if (turn == 59) {
+      const auto& kept = asked.request->messages;
+      EXPECT_EQ(kept.back().content, "question number 59");
+      ASSERT_GE(kept.size(), 3u);
+      EXPECT_EQ(kept[kept.size() - 3].content, "question number 58") << "the newest turn stays";
+      EXPECT_NE(kept.front().content, "question number 0") << "the oldest turn went";
+      EXPECT_TRUE(asked.request->annotation("history"));
+    }
+  }
+}
+
+TEST(HistoryTrim, AMaxTokensThatLeavesNoRoomInTheContextIs400NamingIt) {
+  auto pipeline =
+      trimmed_echo(fresh_path("history-no-room.db"), /*budget_tokens=*/4000, "", "", 512);
+  ASSERT_TRUE(pipeline);
+  Asked asked = ask(*pipeline, "acme", "", {{"user", "hello there"}}, /*max_tokens=*/500);
+  ASSERT_TRUE(asked.request->error());
+  EXPECT_EQ(asked.request->error()->status, 400);
+  EXPECT_EQ(asked.request->error()->code, "context_length_exceeded");
+  EXPECT_NE(asked.request->error()->message.find(
+                "the model's context of 512 tokens less 500 for the answer (max_tokens) leaves 12"),
+            std::string::npos)
+      << asked.request->error()->message;
+}
+
+TEST(HistoryTrim, ARequestLoadsOnlyTheNewestMaxTurnsLoaded) {
+  auto pipeline =
+      trimmed_echo(fresh_path("history-loaded.db"), 2000, "", ", retention: {max_turns_loaded: 2}");
+  ASSERT_TRUE(pipeline);
+  for (const char* question : {"one", "two", "three"})
+    ask(*pipeline, "acme", "s", {{"user", question}});
+  Asked asked = ask(*pipeline, "acme", "s", {{"user", "four"}});
+  EXPECT_EQ(roles_and_contents(asked.request->messages), (Conversation{{"user", "two"},
+                                                                       {"assistant", "echo: two"},
+                                                                       {"user", "three"},
+                                                                       {"assistant", "echo: three"},
+                                                                       {"user", "four"}}));
 }
 
 }  // namespace

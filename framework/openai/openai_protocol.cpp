@@ -9,6 +9,7 @@
 #include <boost/json.hpp>
 
 #include "framework/openai/output_constraint.h"
+#include "framework/openai/retract.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::openai {
@@ -809,7 +810,13 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
         event(envelope({choice(text, chunk.logprobs, false, std::nullopt, reasoning, calls)}));
   }
   if (chunk.is_final()) {
-    encoded += event(envelope({choice("", {}, false, chunk.finish)}));
+    json::object last = envelope({choice("", {}, false, chunk.finish)});
+    if (auto reason = request.annotation(kRetractAnnotation)) {
+      json::value& extension = last["chatflow"];
+      if (!extension.is_object()) extension = json::object{};
+      extension.as_object()["retract"] = json::object{{"reason", *reason}};
+    }
+    encoded += event(last);
     if (request.include_usage) {
       json::object usage_chunk = envelope({});
       usage_chunk["usage"] = usage_json(chunk.usage ? *chunk.usage : request.usage);

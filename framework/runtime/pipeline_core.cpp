@@ -268,6 +268,80 @@ struct StreamEmitter {
 
 }  // namespace
 
+HeldStream StageIoAccess::hold(StreamContext& context) {
+  auto& emitter = *static_cast<StreamEmitter*>(context.emitter_);
+  if (emitter.slot->held) throw std::logic_error("the stream's end is already held");
+  emitter.slot->held = true;
+  runtime(**emitter.request)->lifeline->handles.fetch_add(1, std::memory_order_relaxed);
+  HeldStream held;
+  held.request_ = *emitter.request;
+  held.node_ = emitter.node;
+  held.slot_ = emitter.slot;
+  return held;
+}
+
+}  // namespace chatflow::detail
+
+namespace chatflow {
+
+HeldStream hold_stream(StreamContext& context) {
+  return detail::StageIoAccess::hold(context);
+}
+
+HeldStream::HeldStream(HeldStream&& other) noexcept
+    : request_(std::move(other.request_)),
+      node_(std::exchange(other.node_, nullptr)),
+      slot_(std::exchange(other.slot_, nullptr)) {}
+
+HeldStream& HeldStream::operator=(HeldStream&& other) noexcept {
+  if (this != &other) {
+    HeldStream released(std::move(*this));
+    request_ = std::move(other.request_);
+    node_ = std::exchange(other.node_, nullptr);
+    slot_ = std::exchange(other.slot_, nullptr);
+  }
+  return *this;
+}
+
+HeldStream::~HeldStream() {
+  if (request_) fail(RequestError{500, "server_error",
+                                  "the stream was abandoned by the stage that held its end",
+                                  "abandoned", {}});
+}
+
+void HeldStream::emit(Chunk chunk) {
+  if (!request_) return;
+  bool last = chunk.is_final();
+  {
+    std::lock_guard lock(slot_->mutex);
+    detail::StreamEmitter emitter{node_, slot_, &request_};
+    detail::StreamEmitter::emit(&emitter, std::move(chunk));
+  }
+  if (last) release();
+}
+
+void HeldStream::fail(RequestError error) {
+  if (!request_) return;
+  {
+    std::lock_guard lock(slot_->mutex);
+    detail::StreamEmitter emitter{node_, slot_, &request_};
+    emitter.fail(std::move(error));
+  }
+  release();
+}
+
+// Through the request's lifeline: this may be the handle a draining pipeline waits for.
+void HeldStream::release() {
+  std::shared_ptr<Request> request = std::move(request_);
+  node_ = nullptr;
+  slot_ = nullptr;
+  detail::StageIoAccess::runtime(*request)->lifeline->release_handle();
+}
+
+}  // namespace chatflow
+
+namespace chatflow::detail {
+
 void PipelineCore::deliver_to_stage(StageRunner& runner, StreamSlot& slot,
                                     const Envelope& envelope) {
   Request& request = *envelope.request;
@@ -294,8 +368,9 @@ void PipelineCore::deliver_to_stage(StageRunner& runner, StreamSlot& slot,
     emitter.fail(stage_error(runner.index, error));
   }
   request.runtime_->timings[runner.index].record(start, now_ns());
-  // A stage that swallowed the final chunk would leave the request open forever.
-  if (input_finish && !slot.ended) {
+  // A stage that swallowed the final chunk would leave the request open forever (unless it
+  // holds the end, to emit it later).
+  if (input_finish && !slot.ended && !slot.held) {
     Chunk last;
     last.finish = input_finish;
     StreamEmitter::emit(&emitter, std::move(last));

@@ -11,6 +11,7 @@
 
 #include <tbb/flow_graph.h>
 
+#include "framework/api/held_stream.h"
 #include "framework/api/request.h"
 #include "framework/api/stage.h"
 #include "framework/loading/pipeline_spec.h"
@@ -53,6 +54,7 @@ struct StreamSlot {
   uint32_t next_in = 0;
   uint32_t next_out = 0;
   bool ended = false;  // the consumer emitted its final chunk
+  bool held = false;   // the consumer holds the stream's end (held_stream.h)
   std::map<uint32_t, Envelope> early;
   std::unique_ptr<StreamState> state;
 };
@@ -200,6 +202,7 @@ struct StageIoAccess {
   static Continuation make_continuation(PipelineCore& core, std::shared_ptr<Request> request,
                                         size_t stage);
   static RequestRuntime* runtime(Request& request);
+  static HeldStream hold(StreamContext& context);
 };
 
 }  // namespace chatflow::detail

@@ -1,9 +1,13 @@
 // The output_moderation stage after echo: echo streams the text word by word, so a phone number
-// or card number arrives split over several chunks, as a model would send it.
+// or card number arrives split over several chunks, as a model would send it. With a moderation
+// provider (a loopback /v1/moderations service): the answer streams on while it is judged, and
+// is retracted when a verdict trips after it was shown.
 #include <fstream>
 
+#include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "support/moderation_service.h"
 #include "support/pipeline_helpers.h"
 #include "support/temp_model.h"
 
@@ -66,6 +70,127 @@ TEST(OutputModeration, MasksBlockListPhrases) {
   auto pipeline = guarded_echo("{lists: {" + list + ": mask}, pii: []}");
   ASSERT_TRUE(pipeline);
   EXPECT_EQ(run_text(*pipeline, "never Build A Bomb ok"), "never [redacted] ok");
+}
+
+std::unique_ptr<Pipeline> judged_echo(const std::string& provider,
+                                      const std::string& more = "window_chars: 0") {
+  return guarded_echo("{pii: [], " + more + ", provider: " + provider + "}");
+}
+
+std::shared_ptr<Request> answer(Pipeline& pipeline, const std::string& text, bool stream,
+                                std::shared_ptr<CollectingSink>& sink) {
+  auto request = user_request(text, sink);
+  request->stream = stream;
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(sink->wait());
+  return request;
+}
+
+std::string input_of(const std::string& body) {
+  return std::string(boost::json::parse(body).as_object().at("input").as_string());
+}
+
+const std::string kRetractNotice = "\n\n[This answer was withdrawn by the content filter.]";
+
+TEST(OutputModeration, AProviderVerdictRetractsAnAnswerAlreadyShown) {
+  ModerationService service(std::map<std::string, std::string>{{"dragon", "violence"}});
+  auto pipeline = judged_echo("{type: http, url: \"" + service.url() + "\"}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, "once upon a time a dragon came", true, sink);
+  EXPECT_FALSE(request->error());
+  auto chunks = sink->chunks();
+  ASSERT_GE(chunks.size(), 2u);
+  // The flagged words reached the client before the verdict; the last chunk withdraws them.
+  std::string shown;
+  for (size_t i = 0; i + 1 < chunks.size(); ++i)
+    shown += chunks[i].text;
+  EXPECT_EQ(shown, "once upon a time a dragon came");
+  EXPECT_EQ(chunks.back().text, kRetractNotice);
+  EXPECT_EQ(chunks.back().finish, FinishReason::content_filter);
+  EXPECT_EQ(request->finish_reason(), FinishReason::content_filter);
+  EXPECT_EQ(request->annotation("retract"), "content_filter");
+  EXPECT_EQ(request->annotation("output_moderation"), "retracted:violence");
+  // The whole answer was judged at the end (no window before: it is shorter than one).
+  auto received = service.received();
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(input_of(received[0].body), "once upon a time a dragon came");
+}
+
+TEST(OutputModeration, AProviderJudgesTheAnswerSoFarInWindowsAndPassesACleanOne) {
+  ModerationService service(std::map<std::string, std::string>{{"dragon", "violence"}});
+  auto pipeline = judged_echo("{type: http, url: \"" + service.url() + "\"}",
+                              "window_chars: 0, check_every_chars: 10");
+  ASSERT_TRUE(pipeline);
+  std::string text = "the meadow was green. the sheep were white. the sky was blue and wide.";
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, text, true, sink);
+  EXPECT_EQ(sink->text(), text);
+  EXPECT_EQ(request->finish_reason(), FinishReason::stop);
+  EXPECT_FALSE(request->annotation("retract"));
+  auto received = service.received();
+  ASSERT_GE(received.size(), 2u) << "a window before the end, and the end";
+  // The window's check and the end's may reach the service in either order.
+  size_t whole = 0;
+  for (const auto& call : received) {
+    std::string input = input_of(call.body);
+    EXPECT_EQ(text.rfind(input, 0), 0u) << "each check sends the answer so far: " << input;
+    whole += input == text;
+  }
+  EXPECT_EQ(whole, 1u) << "the whole answer, once, at the end";
+}
+
+TEST(OutputModeration, ANonStreamedAnswerTheProviderFlagsIsTheNoticeAlone) {
+  ModerationService service(std::map<std::string, std::string>{{"dragon", "violence"}});
+  auto pipeline = judged_echo("{type: http, url: \"" + service.url() + "\"}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, "once upon a time a dragon came", false, sink);
+  EXPECT_EQ(sink->text(), "[This answer was withdrawn by the content filter.]");
+  EXPECT_EQ(request->finish_reason(), FinishReason::content_filter);
+  EXPECT_FALSE(request->annotation("retract")) << "nothing was shown, nothing to retract";
+  EXPECT_EQ(request->annotation("output_moderation"), "retracted:violence");
+  // A clean one is held whole until judged, then given unchanged.
+  auto clean = answer(*pipeline, "once upon a time a sheep came", false, sink);
+  EXPECT_EQ(sink->text(), "once upon a time a sheep came");
+  EXPECT_EQ(sink->chunks().size(), 1u);
+  EXPECT_EQ(clean->finish_reason(), FinishReason::stop);
+}
+
+TEST(OutputModeration, NoVerdictInTimeFailsOpenWithANote) {
+  ModerationService service(std::map<std::string, std::string>{{"dragon", "violence"}});
+  auto pipeline = judged_echo("{type: http, url: \"" + service.url() +
+                              "\", timeout_ms: 200, on_error: fail_open}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, "a slowpoke dragon", true, sink);
+  EXPECT_EQ(sink->text(), "a slowpoke dragon");
+  EXPECT_EQ(request->finish_reason(), FinishReason::stop);
+  EXPECT_EQ(request->annotation("output_moderation_error"), "timeout:fail_open");
+}
+
+TEST(OutputModeration, NoVerdictInTimeFailsClosed) {
+  ModerationService service(std::map<std::string, std::string>{{"dragon", "violence"}});
+  auto pipeline = judged_echo("{type: http, url: \"" + service.url() +
+                              "\", timeout_ms: 200, on_error: fail_closed}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  // Streamed: what was shown is withdrawn, the reason says why.
+  auto streamed = answer(*pipeline, "a slowpoke story", true, sink);
+  EXPECT_EQ(sink->chunks().back().text, kRetractNotice);
+  EXPECT_EQ(streamed->finish_reason(), FinishReason::content_filter);
+  EXPECT_EQ(streamed->annotation("retract"), "moderation_unavailable");
+  EXPECT_EQ(streamed->annotation("output_moderation_error"), "timeout:fail_closed");
+  // Not streamed: nothing was sent yet, so the answer is an error of its own.
+  auto held = answer(*pipeline, "a slowpoke story", false, sink);
+  EXPECT_EQ(sink->text(), "");
+  ASSERT_TRUE(held->error());
+  EXPECT_EQ(held->error()->status, 503);
+  EXPECT_EQ(held->error()->code, "moderation_unavailable");
+  EXPECT_NE(held->error()->message.find("moderation provider 'guard' (http) gave no answer "
+                                        "within 200 ms"),
+            std::string::npos)
+      << held->error()->message;
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ server::HttpServer::Reloader make_reloader(const ServeOptions& options) {
 
 // Where the server listens, a request to try, and how to reload and stop it.
 void print_serving(const Pipeline& pipeline, const server::ServerSettings& settings, uint16_t port,
-                   uint16_t metrics_port) {
+                   uint16_t metrics_port, bool tls) {
   const std::string& host = settings.host;
   std::string model = pipeline.spec().name;
   for (const auto& resource : pipeline.spec().resources) {
@@ -67,7 +67,9 @@ void print_serving(const Pipeline& pipeline, const server::ServerSettings& setti
       break;
     }
   }
-  std::string base = "http://" + url_host(host) + ":" + std::to_string(port);
+  std::string base = (tls ? "https://" : "http://") + url_host(host) + ":" + std::to_string(port);
+  // A certificate from a private CA: curl must be told which one.
+  std::string trust = tls ? " --cacert CA.pem" : "";
   std::string credentials;
   std::string key_hint;
   if (const auto* authenticator = pipeline.find<Authenticator>()) {
@@ -80,7 +82,7 @@ void print_serving(const Pipeline& pipeline, const server::ServerSettings& setti
   }
   std::cout << "chatflow: serving pipeline '" << pipeline.spec().name << "' (model " << model
             << ") at " << base << "/v1\n"
-            << "  try:  curl -N " << base << "/v1/chat/completions" << credentials
+            << "  try:  curl -N" << trust << " " << base << "/v1/chat/completions" << credentials
             << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
             << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
                "\"max_tokens\": 64, \"stream\": true}'\n"
@@ -132,7 +134,7 @@ int serve_command(const ServeOptions& options) {
   std::shared_ptr<Pipeline> shared(std::move(pipeline));
   server.set_reloader(make_reloader(options));
   server.serve(shared);
-  print_serving(*shared, config.server, server.port(), server.metrics_port());
+  print_serving(*shared, config.server, server.port(), server.metrics_port(), server.serves_tls());
   io.join();
   shared.reset();
   std::cout << "chatflow: stopped" << std::endl;

@@ -46,6 +46,18 @@ CacheCorrection parse_cache_correction(std::string_view body);
 inline constexpr size_t kMaxSessionTitle = 200;
 std::string parse_session_title(std::string_view body);
 
+// A session id, from the body's `session_id` or the `x-session-id` header: at most this many
+// bytes. Throws RequestFailure (400 naming `param`) for a longer one.
+inline constexpr size_t kMaxSessionIdBytes = 256;
+inline void check_session_id(std::string_view id, const std::string& param) {
+  if (id.size() > kMaxSessionIdBytes) {
+    throw RequestFailure(RequestError{
+        400, "invalid_request_error",
+        "'" + param + "' may be at most " + std::to_string(kMaxSessionIdBytes) + " characters",
+        "", param});
+  }
+}
+
 // {"error": {"message", "type", "param", "code"}}
 std::string error_json(const RequestError& error);
 

@@ -1,8 +1,10 @@
 #include "framework/server/connection.h"
 
 #include <algorithm>
+#include <sys/socket.h>
 
 #include <boost/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "framework/server/access_log.h"
 #include "framework/server/http_framing.h"
@@ -19,6 +21,15 @@ constexpr auto kLingerTime = std::chrono::seconds(3);
 // ... and how much of it we read at most: enough for a client sending a whole refused body to
 // read our answer, bounded for one that sends without end.
 constexpr size_t kMaxLingerBytes = 16u << 20;
+// How long a TLS client gets to answer our close_notify before the socket is closed anyway.
+constexpr auto kTlsShutdownTime = std::chrono::seconds(2);
+// One write takes about this much of the backlog.
+constexpr size_t kMaxWriteBytes = 1u << 20;
+
+std::chrono::steady_clock::duration seconds(double value) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(value));
+}
 
 }  // namespace
 
@@ -27,11 +38,14 @@ void Connection::ChunkHeaderCheck::operator()(uint64_t, beast::string_view exten
   if (extensions.size() > kMaxChunkExtensionBytes) error = http::error::bad_chunk_extension;
 }
 
-Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state, bool metrics_only)
-    : stream_(std::move(socket)),
+Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state, bool metrics_only,
+                       std::shared_ptr<boost::asio::ssl::context> tls)
+    : stream_(std::move(socket), std::move(tls)),
       state_(std::move(state)),
       metrics_only_(metrics_only),
-      timer_(stream_.get_executor()) {
+      timer_(stream_.get_executor()),
+      heartbeat_timer_(stream_.get_executor()),
+      buffer_(kMaxHeaderBytes) {
   boost::system::error_code ignored;
   stream_.socket().set_option(tcp::no_delay(true), ignored);
   auto endpoint = stream_.socket().remote_endpoint(ignored);
@@ -40,17 +54,76 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state, b
 }
 
 Connection::~Connection() {
+  if (!closed_ && !slot_handed_over_) state_->release_connection_slot();
+  release_anonymous_exchange();
   std::lock_guard lock(state_->mutex);
   state_->connections.erase(this);
 }
 
 void Connection::start() {
-  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    if (!self->stream_.is_tls()) return self->read_header();
+    // A client that connects and never says hello is pending like one slow with its header.
+    self->idle_since_ns_.store(now_ns(), std::memory_order_relaxed);
+    self->timer_.expires_after(seconds(self->state_->settings.header_timeout_s));
+    self->timer_.async_wait([self](beast::error_code error) {
+      if (!error) self->close();
+    });
+    self->stream_.socket().async_wait(tcp::socket::wait_read, [self](beast::error_code error) {
+      if (error || self->closed_) return self->close();
+      self->shake_hands();
+    });
+  });
+}
+
+// A TLS connection's first byte is a handshake record (22); a letter is a plain HTTP request
+// sent to the HTTPS address by mistake, which gets a plain answer saying so.
+void Connection::shake_hands() {
+  unsigned char first = 0;
+  ssize_t peeked = ::recv(stream_.socket().native_handle(), &first, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (peeked == 1 && first >= 'A' && first <= 'Z') {
+    timer_.cancel();
+    static const std::string body =
+        R"({"error":{"message":"this address serves HTTPS; use an https:// URL",)"
+        R"("type":"invalid_request_error","param":null,"code":"https_required"}})";
+    auto answer = std::make_shared<std::string>(
+        "HTTP/1.1 400 Bad Request\r\nServer: chatflow\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+    net::async_write(stream_.socket(), net::buffer(*answer),
+                     [self = shared_from_this(), answer](beast::error_code, size_t) {
+                       self->lingering_ = true;
+                       self->finishing_ = true;
+                       boost::system::error_code ignored;
+                       self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                       self->stream_.expires_after(kLingerTime);
+                       self->discard(/*below_tls=*/true);
+                     });
+    return;
+  }
+  stream_.expires_after(seconds(state_->settings.header_timeout_s));
+  stream_.async_handshake([self = shared_from_this()](beast::error_code error) {
+    self->timer_.cancel();
+    if (error) return self->close();
+    self->read_header();
+  });
 }
 
 void Connection::deliver(uint64_t exchange, std::string bytes) {
+  if (slow_client_.load(std::memory_order_relaxed)) return;
+  size_t backlog = posted_bytes_.load(std::memory_order_relaxed) +
+                   queued_bytes_.load(std::memory_order_relaxed) + bytes.size();
+  if (backlog > static_cast<size_t>(state_->settings.max_stream_backlog_bytes)) {
+    if (!slow_client_.exchange(true)) {
+      net::post(stream_.get_executor(),
+                [self = shared_from_this(), exchange] { self->on_slow_client(exchange); });
+    }
+    return;
+  }
+  posted_bytes_.fetch_add(bytes.size(), std::memory_order_relaxed);
   net::post(stream_.get_executor(),
             [self = shared_from_this(), exchange, bytes = std::move(bytes)]() mutable {
+              self->posted_bytes_.fetch_sub(bytes.size(), std::memory_order_relaxed);
               self->on_deliver(exchange, std::move(bytes));
             });
 }
@@ -72,6 +145,18 @@ void Connection::abort() {
 void Connection::close_if_idle() {
   net::post(stream_.get_executor(), [self = shared_from_this()] {
     if (self->idle_since_ns() > 0 && !self->request_ && !self->writing_) self->close();
+  });
+}
+
+void Connection::hand_over_slot(std::function<void(bool)> next) {
+  net::post(stream_.get_executor(), [self = shared_from_this(), next = std::move(next)] {
+    if (self->closed_ || self->idle_since_ns() == 0 || self->request_ || self->writing_) {
+      self->shedding_claimed_.store(false);
+      return next(false);
+    }
+    self->slot_handed_over_ = true;
+    self->close();
+    next(true);
   });
 }
 
@@ -99,8 +184,23 @@ void Connection::read_header() {
   parser_->body_limit(static_cast<uint64_t>(state_->settings.max_body_bytes));
   parser_->header_limit(kMaxHeaderBytes);
   parser_->on_chunk_header(chunk_header_check_);
+  if (buffer_.size() > 0) return read_rest_of_header();  // pipelined: the next one is here
+  // Idle until the first byte (keep_alive_timeout_s); then the header has header_timeout_s.
+  idle_since_ns_.store(now_ns(), std::memory_order_relaxed);
   stream_.expires_after(keep_alive_timeout());
-  if (buffer_.size() == 0) idle_since_ns_.store(now_ns(), std::memory_order_relaxed);
+  stream_.async_read_some(buffer_.prepare(4096),
+                          [self = shared_from_this()](beast::error_code error, size_t bytes) {
+                            if (error) return self->on_read_error(error);
+                            self->buffer_.commit(bytes);
+                            self->read_rest_of_header();
+                          });
+}
+
+void Connection::read_rest_of_header() {
+  if (closed_) return;
+  if (idle_since_ns_.load(std::memory_order_relaxed) == 0)
+    idle_since_ns_.store(now_ns(), std::memory_order_relaxed);
+  stream_.expires_after(seconds(state_->settings.header_timeout_s));
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code error, size_t) { self->on_header(error); });
@@ -109,6 +209,18 @@ void Connection::read_header() {
 void Connection::on_header(beast::error_code error) {
   idle_since_ns_.store(0, std::memory_order_relaxed);
   if (error) return on_read_error(error);
+  try {
+    route_header();
+  } catch (const std::exception& failure) {
+    // A bug, not the client's doing: this connection ends, the server goes on.
+    spdlog::error("HTTP connection {}: {} {} failed before its body was read: {}", remote_, method_,
+                  path_, failure.what());
+    close();
+  }
+}
+
+// What the header alone decides: the route, an early answer, or reading the body.
+void Connection::route_header() {
   received_ns_ = now_ns();
   ++exchange_;
   const auto& header = parser_->get();
@@ -119,8 +231,10 @@ void Connection::on_header(beast::error_code error) {
   headers_.clear();
   for (const auto& field : header)
     headers_.emplace_back(lowercase(field.name_string()), std::string(field.value()));
-  client_ = resolve_client(state_->trusted_proxies, peer_address_, header["X-Forwarded-For"],
-                           header["X-Forwarded-Proto"]);
+  // A proxy may append its own line rather than extend the client's: every line counts.
+  client_ = resolve_client(
+      state_->trusted_proxies, peer_address_, joined_field_lines(header, "X-Forwarded-For"),
+      joined_field_lines(header, "X-Forwarded-Proto"), stream_.is_tls() ? "https" : "http");
   request_id_ = usable_request_id(header["X-Request-Id"]).value_or("");
   if (auto problem = transfer_coding_problem(header)) {
     // Where this request ends is unknown, so nothing after it on the connection can be trusted.
@@ -154,12 +268,19 @@ void Connection::on_header(beast::error_code error) {
                         "other");
   }
   if (auto refusal = check_before_body(header)) return reject_early(*refusal);
+  if (!admit_anonymous_exchange()) {
+    Response busy = error_response(make_error(
+        503, "server_error", "too many connections without credentials are open; retry shortly",
+        "too_many_anonymous_connections"));
+    busy.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
+    return reject_early(EarlyAnswer{busy, std::nullopt});
+  }
   // curl and others wait (a whole second) for this before sending a body over 1 KiB.
   if (lowercase(header[http::field::expect]) == "100-continue" && !parser_->is_done()) {
     send("HTTP/1.1 100 Continue\r\n\r\n");
   }
   reading_body_ = true;
-  stream_.expires_after(keep_alive_timeout());
+  stream_.expires_after(seconds(state_->settings.body_timeout_s));
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code error, size_t) {
                      self->reading_body_ = false;
@@ -167,6 +288,21 @@ void Connection::on_header(beast::error_code error) {
                      self->call_.body = std::move(self->parser_->get().body());
                      self->dispatch();
                    });
+}
+
+// At most anonymous_connection_share of max_connections may be held by requests without
+// credentials that still have a body to read (or are being answered), when the pipeline
+// authenticates; the rest is kept for authenticated clients.
+bool Connection::admit_anonymous_exchange() {
+  bool anonymous = !metrics_only_ && served_ && served_->authenticator && call_.public_path;
+  if (!anonymous || parser_->is_done()) return true;
+  int64_t limit = state_->anonymous_exchange_limit();
+  if (state_->anonymous_exchanges.fetch_add(1, std::memory_order_relaxed) >= limit) {
+    state_->anonymous_exchanges.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  anonymous_exchange_ = true;
+  return true;
 }
 
 void Connection::on_read_error(beast::error_code error) {
@@ -181,6 +317,19 @@ void Connection::on_read_error(beast::error_code error) {
   } else if (error == http::error::header_limit) {
     reject_body(
         431, "the request headers are larger than " + std::to_string(kMaxHeaderBytes) + " bytes");
+  } else if (error == http::error::buffer_overflow) {
+    // Only a chunked body fills the buffer (a header hits header_limit first): a chunk-size
+    // line that does not end, or the last chunk's trailer fields. Beast parses either only
+    // once it is whole, and a trailer field of 64 KiB would make it throw.
+    std::string_view pending(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    if (pending.starts_with("\r\n")) pending.remove_prefix(2);
+    if (pending.find("\r\n") == std::string_view::npos) {
+      reject_body(400, "malformed HTTP request: a chunk extension is longer than " +
+                           std::to_string(kMaxChunkExtensionBytes) + " bytes");
+    } else {
+      reject_body(431, "the trailer fields after the request's chunked body are larger than " +
+                           std::to_string(kMaxHeaderBytes) + " bytes");
+    }
   } else if (error == http::error::bad_chunk_extension) {
     reject_body(400, "malformed HTTP request: a chunk extension is longer than " +
                          std::to_string(kMaxChunkExtensionBytes) + " bytes");
@@ -263,11 +412,15 @@ std::string Connection::stream_head(const Request& request) const {
   return head;
 }
 
-std::string Connection::framed(const std::string& bytes) const {
-  if (http10_ || bytes.empty()) return bytes;
+// One piece of a stream: an HTTP/1.1 chunk, or the bytes as they are for HTTP/1.0.
+void Connection::send_framed(std::string_view bytes) {
+  if (bytes.empty()) return;
+  if (http10_) return send(bytes);
   char size[32];
   std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-  return size + bytes + "\r\n";
+  send(size);
+  send(bytes);
+  send("\r\n");
 }
 
 void Connection::respond_error(const RequestError& error, const std::string& endpoint) {
@@ -287,7 +440,8 @@ void Connection::write_response(const Response& response, const std::string& req
   bool bodiless = response.status == 204 || response.status == 304;
   if (!bodiless) head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-  send(bodiless || method_ == "HEAD" ? head : head + response.body);
+  send(head);
+  if (!bodiless && method_ != "HEAD") send(response.body);
 }
 
 // Writes a whole response that needed no pipeline, and logs it; then reads the next request or
@@ -315,6 +469,7 @@ void Connection::respond(const Response& response, const std::string& endpoint,
 }
 
 void Connection::next_request() {
+  release_anonymous_exchange();
   // An idle connection must not keep a replaced pipeline (and its model) alive.
   served_.reset();
   call_ = RouteCall{};
@@ -328,26 +483,27 @@ void Connection::next_request() {
   }
 }
 
-void Connection::send(std::string bytes) {
+void Connection::send(std::string_view bytes) {
   if (closed_) return;
-  outbox_ += bytes;
+  outbox_.append(bytes);
+  queued_bytes_.store(outbox_.held_bytes(), std::memory_order_relaxed);
   flush();
 }
 
 void Connection::flush() {
   if (writing_ || closed_) return;
-  if (outbox_.empty()) {
+  if (!outbox_.has_queued()) {
     if (close_after_flush_) finish_connection();
     return;
   }
   writing_ = true;
-  sending_.swap(outbox_);
-  outbox_.clear();
   stream_.expires_after(keep_alive_timeout());
-  net::async_write(stream_, net::buffer(sending_),
+  net::async_write(stream_, outbox_.take(kMaxWriteBytes),
                    [self = shared_from_this()](beast::error_code error, size_t) {
                      self->writing_ = false;
-                     self->sending_.clear();
+                     self->outbox_.written();
+                     self->queued_bytes_.store(self->outbox_.held_bytes(),
+                                               std::memory_order_relaxed);
                      if (error) {
                        if (self->request_) return self->client_gone();
                        return self->close();
@@ -357,39 +513,66 @@ void Connection::flush() {
 }
 
 void Connection::finish_connection() {
-  if (!lingering_) return close();
+  if (finishing_) return;
+  finishing_ = true;
+  // Waiting only for the client to go: as good as idle when a slot is needed.
+  idle_since_ns_.store(now_ns(), std::memory_order_relaxed);
+  if (!lingering_) {
+    if (stream_.is_tls()) return shut_down_tls();
+    return close();
+  }
   // Stop sending, then drain what the client still sends until it closes or time runs out.
-  boost::system::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  // (TLS has no half-close; its close_notify follows the drain.)
+  if (!stream_.is_tls()) {
+    boost::system::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
   stream_.expires_after(kLingerTime);
   discard();
 }
 
-void Connection::discard() {
+// `below_tls`: the bytes are read from TCP as they are (a plain request on the TLS address).
+void Connection::discard(bool below_tls) {
   discard_buffer_.resize(64 * 1024);
-  stream_.async_read_some(net::buffer(discard_buffer_),
-                          [self = shared_from_this()](beast::error_code error, size_t bytes) {
-                            if (error) return self->close();
-                            // A refused client still sending megabytes gets no more of our
-                            // time: the answer is long on its way.
-                            self->discarded_bytes_ += bytes;
-                            if (self->discarded_bytes_ > kMaxLingerBytes) return self->close();
-                            self->discard();
-                          });
+  auto next = [self = shared_from_this(), below_tls](beast::error_code error, size_t bytes) {
+    if (error) return self->close();
+    // A refused client still sending megabytes gets no more of our time: the answer is long
+    // on its way.
+    self->discarded_bytes_ += bytes;
+    if (self->discarded_bytes_ > kMaxLingerBytes) return self->close();
+    self->discard(below_tls);
+  };
+  if (below_tls) return stream_.tcp().async_read_some(net::buffer(discard_buffer_), next);
+  stream_.async_read_some(net::buffer(discard_buffer_), next);
+}
+
+// A TLS response delimited by the connection's end (HTTP/1.0 streams) is only complete with a
+// close_notify; a client that does not answer ours in time is closed anyway.
+void Connection::shut_down_tls() {
+  stream_.expires_after(kTlsShutdownTime);
+  stream_.async_shutdown([self = shared_from_this()](beast::error_code) { self->close(); });
 }
 
 void Connection::close() {
   if (closed_) return;
   closed_ = true;
   timer_.cancel();
+  heartbeat_timer_.cancel();
+  release_anonymous_exchange();
+  if (!slot_handed_over_) state_->release_connection_slot();
   boost::system::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
   stream_.socket().close(ignored);
 }
 
+void Connection::release_anonymous_exchange() {
+  if (!anonymous_exchange_) return;
+  anonymous_exchange_ = false;
+  state_->anonymous_exchanges.fetch_sub(1, std::memory_order_relaxed);
+}
+
 std::chrono::steady_clock::duration Connection::keep_alive_timeout() const {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(state_->settings.keep_alive_timeout_s));
+  return seconds(state_->settings.keep_alive_timeout_s);
 }
 
 }  // namespace chatflow::server

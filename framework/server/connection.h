@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,8 +18,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "framework/server/connection_stream.h"
 #include "framework/server/forwarded.h"
 #include "framework/server/http_response.h"
+#include "framework/server/output_queue.h"
 #include "framework/server/routes.h"
 #include "framework/server/server_state.h"
 
@@ -43,12 +46,16 @@ struct EarlyAnswer {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // `metrics_only`: accepted on server.metrics_listen, which serves /metrics and /health alone.
-  Connection(tcp::socket socket, std::shared_ptr<ServerState> state, bool metrics_only = false);
+  // `tls`: the context of a server.tls address; the connection shakes hands first. The
+  // connection holds one of the server's connection slots, given back when it closes.
+  Connection(tcp::socket socket, std::shared_ptr<ServerState> state, bool metrics_only = false,
+             std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   ~Connection();
 
   void start();
 
-  // From sinks, on pipeline threads.
+  // From sinks, on pipeline threads. Past the slow-client cap the bytes are dropped and the
+  // request is cancelled, so a client that does not read cannot make the server hold more.
   void deliver(uint64_t exchange, std::string bytes);
   void complete(uint64_t exchange, Outcome outcome);
   // The server is going away now: cancel the request in flight and close.
@@ -60,11 +67,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   int64_t idle_since_ns() const { return idle_since_ns_.load(std::memory_order_relaxed); }
   // Closes the connection if it is still waiting for its next request (to make room).
   void close_if_idle();
+  // Marks the connection as the one to shed for a new client; false when another accept has
+  // already claimed it.
+  bool claim_for_shedding() { return !shedding_claimed_.exchange(true); }
+  // Closes the connection if it is still idle and hands its connection slot to `next` (true),
+  // or leaves it open and unclaimed (false). `next` runs on this connection's strand.
+  void hand_over_slot(std::function<void(bool)> next);
 
  private:
   // Reading requests.
+  void shake_hands();
   void read_header();
+  void read_rest_of_header();
   void on_header(beast::error_code error);
+  void route_header();
+  bool admit_anonymous_exchange();
   void on_read_error(beast::error_code error);
   void reject_body(int status, const std::string& message);
 
@@ -80,7 +97,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start_generation(const std::shared_ptr<const ServedPipeline>& served, RequestKind kind,
                         const std::string& body, const std::string& endpoint);
   void watch_request(double timeout);
+  void schedule_heartbeat();
   void on_deliver(uint64_t exchange, std::string bytes);
+  void on_slow_client(uint64_t exchange);
   void on_complete(uint64_t exchange, Outcome outcome);
   void on_readable(beast::error_code error, uint64_t exchange);
   void client_gone();
@@ -90,17 +109,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string common_headers() const;
   std::string allowed_origin(std::string_view origin) const;
   std::string stream_head(const Request& request) const;
-  std::string framed(const std::string& bytes) const;
+  void send_framed(std::string_view bytes);
   void respond_error(const RequestError& error, const std::string& endpoint);
   void write_response(const Response& response, const std::string& request_id);
   void respond(const Response& response, const std::string& endpoint,
                const RequestError* error = nullptr);
   void next_request();
-  void send(std::string bytes);
+  void send(std::string_view bytes);
   void flush();
   void finish_connection();
-  void discard();
+  void discard(bool below_tls = false);
+  void shut_down_tls();
   void close();
+  void release_anonymous_exchange();
   std::chrono::steady_clock::duration keep_alive_timeout() const;
 
   // Refuses chunk extensions past a small limit (the parser calls it for every chunk header).
@@ -108,23 +129,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void operator()(uint64_t size, beast::string_view extensions, beast::error_code& error);
   };
 
-  beast::tcp_stream stream_;
+  ConnectionStream stream_;
   std::shared_ptr<ServerState> state_;
   bool metrics_only_;
   ChunkHeaderCheck chunk_header_check_;
   net::steady_timer timer_;
+  net::steady_timer heartbeat_timer_;
+  // Bounded: a header or a chunked body's trailer must fit whole (Beast parses either only once
+  // all of it is in), and a trailer field of 64 KiB would make Beast throw.
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string remote_;  // the TCP peer, ip:port
   boost::asio::ip::address peer_address_;
 
-  std::string outbox_;   // queued while a write is in flight
-  std::string sending_;  // the write in flight
+  OutputQueue outbox_;
+  // Bytes handed to deliver() and not yet queued, read by pipeline threads for the cap.
+  std::atomic<size_t> posted_bytes_{0};
+  std::atomic<size_t> queued_bytes_{0};  // outbox_.held_bytes(), for the same readers
+  std::atomic<bool> slow_client_{false};
+  std::atomic<bool> shedding_claimed_{false};
+  bool slot_handed_over_ = false;
+  bool anonymous_exchange_ = false;  // counted in ServerState::anonymous_exchanges
   std::string discard_buffer_;
   size_t discarded_bytes_ = 0;
   bool writing_ = false;
   bool reading_body_ = false;
   bool close_after_flush_ = false;
+  bool finishing_ = false;
   bool lingering_ = false;
   bool closed_ = false;
   std::atomic<int64_t> idle_since_ns_{0};
@@ -149,6 +180,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<HttpSink> sink_;
   bool streaming_ = false;
   bool headers_sent_ = false;
+  int64_t last_stream_write_ns_ = 0;  // for heartbeats
   bool gone_ = false;
 };
 

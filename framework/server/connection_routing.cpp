@@ -126,6 +126,10 @@ void Connection::dispatch() {
     }
   } catch (const RequestFailure& failure) {
     return respond_error(failure.error(), endpoint);
+  } catch (const std::exception& failure) {
+    // Never out of the I/O handler: that would end the process.
+    return respond_error(make_error(500, "server_error", failure.what(), "internal_error"),
+                         endpoint);
   }
 }
 
@@ -186,11 +190,15 @@ void Connection::reload(const std::string& endpoint) {
       boost::json::array reused;
       for (const auto& name : outcome.reused)
         reused.push_back(boost::json::string(name));
-      self->respond(
-          Response(200, boost::json::serialize(boost::json::object{{"reloaded", true},
-                                                                   {"pipeline", outcome.pipeline},
-                                                                   {"resources_kept", reused}})),
-          endpoint);
+      boost::json::object answer{
+          {"reloaded", true}, {"pipeline", outcome.pipeline}, {"resources_kept", reused}};
+      if (outcome.tls) {
+        boost::json::object tls{{"reloaded", outcome.tls->ok},
+                                {"certificate", outcome.tls->certificate}};
+        if (!outcome.tls->ok) tls["error"] = outcome.tls->error;
+        answer["tls"] = std::move(tls);
+      }
+      self->respond(Response(200, boost::json::serialize(answer)), endpoint);
     });
   });
 }

@@ -98,14 +98,16 @@ bool TrustedProxies::contains(const ip::address& address) const {
 }
 
 ClientAddress resolve_client(const TrustedProxies& proxies, const ip::address& peer,
-                             std::string_view forwarded_for, std::string_view forwarded_proto) {
+                             std::string_view forwarded_for, std::string_view forwarded_proto,
+                             std::string_view connection_scheme) {
   ip::address client = peer;
   if (client.is_v6() && client.to_v6().is_v4_mapped())
     client = ip::make_address_v4(ip::v4_mapped, client.to_v6());
-  ClientAddress result{client.to_string(), "http", false};
+  ClientAddress result{client.to_string(), std::string(connection_scheme), false};
   if (!proxies.contains(client)) return result;
 
   // Right to left: the nearest proxy appended the last element.
+  size_t hops = 0;
   std::string_view rest = forwarded_for;
   while (!rest.empty()) {
     size_t comma = rest.rfind(',');
@@ -117,10 +119,27 @@ ClientAddress resolve_client(const TrustedProxies& proxies, const ip::address& p
     client = *address;
     result.address = client.to_string();
     result.forwarded = true;
+    ++hops;
     if (!proxies.contains(client)) break;
   }
-  std::string_view proto = trim(forwarded_proto.substr(0, forwarded_proto.find(',')));
-  if (proto == "https" || proto == "http") result.scheme = std::string(proto);
+
+  // The scheme the client used: where every proxy appends to X-Forwarded-Proto as to
+  // X-Forwarded-For, the element of the proxy that added the client's address (as many from the
+  // right); where fewer are given, the proxies pass on the first one's, so the first.
+  std::vector<std::string_view> schemes;
+  for (std::string_view list = forwarded_proto; !list.empty();) {
+    size_t comma = list.find(',');
+    schemes.push_back(trim(list.substr(0, comma)));
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  if (schemes.empty()) return result;
+  std::string_view scheme;
+  if (hops == 0) {
+    scheme = schemes.back();  // no client named: what the nearest proxy says of its own client
+  } else {
+    scheme = schemes.size() >= hops ? schemes[schemes.size() - hops] : schemes.front();
+  }
+  if (scheme == "https" || scheme == "http") result.scheme = std::string(scheme);
   return result;
 }
 

@@ -2,7 +2,9 @@
 // server.trusted_proxies; then X-Forwarded-For names it: read from the right, every address a
 // trusted proxy added is skipped and the first one that is not trusted is the client (what
 // nginx's real_ip_recursive does), so a client cannot pass itself off as anyone by sending the
-// header itself. X-Forwarded-Proto is believed from a trusted peer only.
+// header itself. X-Forwarded-Proto is believed from a trusted peer only, its element matched to
+// the client's X-Forwarded-For element when proxies append to both. Every line of either field
+// counts (a proxy may add a line of its own instead of extending the client's).
 //
 // X-Request-Id: a caller's id is kept when it is short printable ASCII (it then names the
 // request in the response, the access log and the trace); anything else is replaced.
@@ -42,9 +44,11 @@ struct ClientAddress {
 };
 
 // The client of a connection from `peer` that sent these X-Forwarded-For and -Proto values
-// (empty when absent).
+// (every line of each joined by commas; empty when absent). `connection_scheme`: how the peer
+// connected (https on a TLS address), the scheme when nothing forwarded says otherwise.
 ClientAddress resolve_client(const TrustedProxies& proxies, const boost::asio::ip::address& peer,
-                             std::string_view forwarded_for, std::string_view forwarded_proto);
+                             std::string_view forwarded_for, std::string_view forwarded_proto,
+                             std::string_view connection_scheme = "http");
 
 // Where an exchange came from, as the access log and the trace record it.
 struct ExchangeAddresses {

@@ -12,12 +12,6 @@
 #include "framework/server/request_spans.h"
 
 namespace chatflow::server {
-namespace {
-
-// A client that reads slower than we generate gets its request cancelled past this backlog.
-constexpr size_t kMaxQueuedBytes = 64u << 20;
-
-}  // namespace
 
 class HttpSink final : public Sink {
  public:
@@ -162,8 +156,10 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   request->request_id = request_id_.empty() ? request->id : request_id_;
   request->client_address = client_.address;
   request->headers = std::move(headers_);
-  if (request->session_id.empty()) {
-    if (auto session = request->header("x-session-id")) request->session_id = std::string(*session);
+  // The header holds to the body field's limits, whichever of the two names the session.
+  if (auto session = request->header("x-session-id")) {
+    openai::check_session_id(*session, "x-session-id");
+    if (request->session_id.empty()) request->session_id = std::string(*session);
   }
   if (state_->tracer) {
     request->trace = state_->tracer->start_request(request->header("traceparent"),
@@ -183,9 +179,13 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   streaming_ = request->stream;
   headers_sent_ = false;
   gone_ = false;
+  last_stream_write_ns_ = now_ns();
   state_->track(request);
   Admission admission = served->pipeline->submit(request);
-  if (admission == Admission::accepted) return watch_request(timeout);
+  if (admission == Admission::accepted) {
+    if (streaming_) schedule_heartbeat();
+    return watch_request(timeout);
+  }
 
   state_->untrack(request);
   request_.reset();
@@ -232,19 +232,59 @@ void Connection::watch_request(double timeout) {
       });
 }
 
+// While a stream is silent (queued, prefilling, a slow stage) an SSE comment every
+// sse_heartbeat_ms keeps proxies that cut idle connections from cutting it. The first one sends
+// the stream's head: from then on an error is an error event, as for any stream that began.
+void Connection::schedule_heartbeat() {
+  int64_t period_ms = state_->settings.sse_heartbeat_ms;
+  if (period_ms <= 0) return;
+  auto due = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+                 std::chrono::nanoseconds(last_stream_write_ns_))) +
+             std::chrono::milliseconds(period_ms);
+  heartbeat_timer_.expires_at(due);
+  heartbeat_timer_.async_wait(
+      [self = shared_from_this(), exchange = exchange_, period_ms](beast::error_code error) {
+        if (error || exchange != self->exchange_ || !self->request_ || self->closed_) return;
+        if (now_ns() - self->last_stream_write_ns_ >= period_ms * 1'000'000) {
+          if (!self->headers_sent_) {
+            self->send(self->stream_head(*self->request_));
+            self->headers_sent_ = true;
+          }
+          self->send_framed(": keep-alive\n\n");
+          self->last_stream_write_ns_ = now_ns();
+        }
+        self->schedule_heartbeat();
+      });
+}
+
 void Connection::on_deliver(uint64_t exchange, std::string bytes) {
   if (exchange != exchange_ || !request_ || closed_) return;
   if (!headers_sent_) {
     send(stream_head(*request_));
     headers_sent_ = true;
   }
-  send(framed(bytes));
-  if (outbox_.size() > kMaxQueuedBytes) {
-    request_->cancel(make_error(503, "server_error",
-                                "the client reads the stream too slowly; the request was "
-                                "cancelled",
-                                "slow_client"));
+  send_framed(bytes);
+  last_stream_write_ns_ = now_ns();
+  if (outbox_.held_bytes() > static_cast<size_t>(state_->settings.max_stream_backlog_bytes))
+    on_slow_client(exchange);
+}
+
+// The client reads the stream slower than it is made, by more than max_stream_backlog_bytes:
+// the request is cancelled and the connection closed at once, so what was queued for it is
+// freed (it could not read the error event behind it anyway).
+void Connection::on_slow_client(uint64_t exchange) {
+  if (exchange != exchange_ || !request_ || closed_) {
+    slow_client_.store(false);  // that exchange is over; the next one starts with a clean slate
+    return;
   }
+  request_->cancel(make_error(503, "server_error",
+                              "the client reads the stream too slowly (more than " +
+                                  std::to_string(state_->settings.max_stream_backlog_bytes) +
+                                  " bytes behind); the request was cancelled",
+                              "slow_client"));
+  outbox_.drop_queued();
+  queued_bytes_.store(outbox_.held_bytes(), std::memory_order_relaxed);
+  close();
 }
 
 // The client's side of the connection became readable while its request runs: more bytes (a
@@ -266,7 +306,8 @@ void Connection::on_readable(beast::error_code error, uint64_t exchange) {
   if (streaming_ && !headers_sent_) {
     send(stream_head(*request_));
     headers_sent_ = true;
-    send(framed(": waiting for the first token\n\n"));
+    send_framed(": waiting for the first token\n\n");
+    last_stream_write_ns_ = now_ns();
   }
   stream_.socket().async_wait(tcp::socket::wait_error,
                               [self = shared_from_this(), exchange](beast::error_code error) {
@@ -290,6 +331,7 @@ void Connection::on_complete(uint64_t exchange, Outcome outcome) {
   std::shared_ptr<Request> request = std::move(request_);
   request_.reset();
   timer_.cancel();
+  heartbeat_timer_.cancel();
   state_->untrack(request);
   const auto& error = request->error();
   int status = 200;
@@ -298,7 +340,7 @@ void Connection::on_complete(uint64_t exchange, Outcome outcome) {
   } else if (closed_) {
     status = error ? error->status : 200;
   } else if (streaming_ && headers_sent_) {
-    if (error) send(framed(openai::stream_error_events(*error)));
+    if (error) send_framed(openai::stream_error_events(*error));
     if (http10_) {
       keep_alive_ = false;
     } else {

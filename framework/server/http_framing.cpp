@@ -26,6 +26,16 @@ std::pair<std::string, std::string> split_target(std::string_view target) {
   return {path, query};
 }
 
+std::string joined_field_lines(const http::request_header<>& header, std::string_view name) {
+  std::string joined;
+  auto [first, last] = header.equal_range(name);
+  for (auto field = first; field != last; ++field) {
+    if (!joined.empty()) joined += ", ";
+    joined += field->value();
+  }
+  return joined;
+}
+
 // RFC 9112 section 6.3: a request body is framed by Content-Length or by a Transfer-Encoding
 // whose last coding is chunked; anything else could make this server and a proxy in front of it
 // disagree on where the request ends (request smuggling). The refusal's status and message.

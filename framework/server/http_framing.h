@@ -15,6 +15,11 @@ namespace chatflow::server {
 // ("http://host/v1/models") request target, trailing slashes removed.
 std::pair<std::string, std::string> split_target(std::string_view target);
 
+// Every line of the list field `name` as one list (RFC 9110 section 5.3: lines of a field are
+// one value joined by commas), in the order received; empty when absent.
+std::string joined_field_lines(const boost::beast::http::request_header<>& header,
+                               std::string_view name);
+
 // RFC 9112 section 6.3: a request body is framed by Content-Length or by a Transfer-Encoding
 // whose last coding is chunked; anything else could make this server and a proxy in front of it
 // disagree on where the request ends (request smuggling). The refusal's status (400, or 501

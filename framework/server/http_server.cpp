@@ -19,25 +19,44 @@ HttpServer::HttpServer(ServerSettings settings)
 HttpServer::~HttpServer() {
   net::post(state_->io, [state = state_] { state->abort_all(); });
   state_->work.reset();
-  while (true) {
+  auto run_a_while = [this] {
     state_->io.restart();
-    state_->io.run_for(std::chrono::milliseconds(10));
+    try {
+      state_->io.run_for(std::chrono::milliseconds(10));
+    } catch (const std::exception& error) {
+      spdlog::error("an I/O handler failed while the server closed: {}", error.what());
+    }
+  };
+  while (true) {
+    run_a_while();
     std::lock_guard lock(state_->mutex);
     if (state_->connections.empty() && state_->in_flight.empty() && state_->io.stopped()) break;
   }
   // An old pipeline's drain (after a reload) waits for its last requests to be released, and
   // the last reference may sit in a handler still queued here: keep running them until every
   // background task is done, or the join below would wait for ever.
-  while (state_->background_running.load(std::memory_order_acquire) > 0) {
-    state_->io.restart();
-    state_->io.run_for(std::chrono::milliseconds(10));
-  }
+  while (state_->background_running.load(std::memory_order_acquire) > 0)
+    run_a_while();
   state_->join_background();
   // Every request is released by now, its spans queued: send what fits in the export timeout.
   if (state_->tracer) state_->tracer->shutdown();
 }
 
 namespace {
+
+// Runs the I/O loop until it stops. A handler that throws unwinds out of run(): the connection
+// it served goes with its state, and the loop goes on for everyone else, instead of the
+// exception ending the process. Handlers catch what they expect; this is the last line.
+void run_io_handlers(net::io_context& io) {
+  while (true) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& error) {
+      spdlog::error("an I/O handler failed, its connection was dropped: {}", error.what());
+    }
+  }
+}
 
 // Descriptors the process needs besides its connections: the model file, logs, databases, the
 // event loop, plugins.
@@ -112,6 +131,11 @@ std::pair<std::string, int> split_host_port(const std::string& address) {
 void HttpServer::listen() {
   fit_connections_to_descriptor_limit(state_->settings);
   const ServerSettings& settings = state_->settings;
+  // A certificate or key that cannot be used stops the start, naming the file.
+  if (settings.tls.enabled) {
+    state_->tls = std::make_unique<ServerTls>(settings.tls);
+    spdlog::info("server.tls: serving {}", state_->tls->describe());
+  }
   // Read once here: a signal may close the acceptor (on the io thread) before anyone asks.
   state_->bound_port = listen_on(state_->acceptor, settings.host, settings.port);
   if (!settings.metrics_listen.empty()) {
@@ -131,6 +155,10 @@ uint16_t HttpServer::port() const {
   return state_->bound_port;
 }
 
+bool HttpServer::serves_tls() const {
+  return state_->tls != nullptr;
+}
+
 void HttpServer::serve(std::shared_ptr<Pipeline> pipeline) {
   state_->install(std::move(pipeline));
 }
@@ -148,9 +176,9 @@ void HttpServer::run(bool handle_signals) {
   }
   std::vector<std::thread> threads;
   for (int i = 1; i < state_->settings.io_threads; ++i) {
-    threads.emplace_back([this] { state_->io.run(); });
+    threads.emplace_back([this] { run_io_handlers(state_->io); });
   }
-  state_->io.run();
+  run_io_handlers(state_->io);
   for (auto& thread : threads)
     thread.join();
 }

@@ -28,12 +28,15 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds and listens, and starts answering: until serve() every API route and /health answer
-  // 503 (loading). Throws std::runtime_error when the address cannot be bound.
+  // 503 (loading). Throws std::runtime_error when the address cannot be bound, or (naming the
+  // file) when server.tls's certificate or key cannot be used.
   void listen();
   // The port actually bound (settings.port 0 picks a free one).
   uint16_t port() const;
   // The port of server.metrics_listen, or 0 when there is none.
   uint16_t metrics_port() const;
+  // Whether the main address speaks HTTPS (server.tls).
+  bool serves_tls() const;
 
   // Starts serving `pipeline`; its model resources give the model ids, tokenizer and engine
   // metrics. Call once.

@@ -128,6 +128,83 @@ bool ServerState::shed_idle_connection() {
   return true;
 }
 
+int64_t ServerState::anonymous_exchange_limit() const {
+  auto limit = static_cast<int64_t>(static_cast<double>(settings.max_connections) *
+                                    settings.anonymous_connection_share);
+  return std::max<int64_t>(1, limit);
+}
+
+void ServerState::release_connection_slot() {
+  std::lock_guard lock(mutex);
+  --connection_slots_used;
+}
+
+void ServerState::start_connection(tcp::socket socket, bool metrics_only) {
+  std::shared_ptr<Connection> connection;
+  try {
+    connection = std::make_shared<Connection>(std::move(socket), shared_from_this(), metrics_only,
+                                              metrics_only || !tls ? nullptr : tls->context());
+  } catch (const std::exception& error) {
+    // The slot was taken for it; without a connection nobody else gives it back.
+    spdlog::error("cannot set up an accepted connection: {}", error.what());
+    release_connection_slot();
+    return;
+  }
+  {
+    std::lock_guard lock(mutex);
+    connections[connection.get()] = connection;
+  }
+  connection->start();
+}
+
+namespace {
+
+// The idle connections (waiting for a request, sending their header, or lingering), the one
+// that has waited longest first.
+std::vector<std::shared_ptr<Connection>> idle_oldest_first(
+    std::vector<std::shared_ptr<Connection>> open) {
+  std::vector<std::pair<int64_t, std::shared_ptr<Connection>>> idle;
+  for (auto& connection : open) {
+    int64_t since = connection->idle_since_ns();
+    if (since > 0) idle.emplace_back(since, std::move(connection));
+  }
+  std::sort(idle.begin(), idle.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::shared_ptr<Connection>> ordered;
+  for (auto& entry : idle)
+    ordered.push_back(std::move(entry.second));
+  return ordered;
+}
+
+}  // namespace
+
+bool ServerState::take_free_slot() {
+  std::lock_guard lock(mutex);
+  if (connection_slots_used >= settings.max_connections) return false;
+  ++connection_slots_used;
+  return true;
+}
+
+// Exact under a burst: a slot is taken under the lock, and an idle connection closed to make
+// room hands its own slot to the one new socket that claimed it (claimed once, so a burst of
+// accepts cannot all count on the same idle connection).
+void ServerState::admit(tcp::socket socket, bool metrics_only) {
+  if (take_free_slot()) return start_connection(std::move(socket), metrics_only);
+  for (auto& idle : idle_oldest_first(open_connections())) {
+    if (!idle->claim_for_shedding()) continue;
+    auto waiting = std::make_shared<tcp::socket>(std::move(socket));
+    idle->hand_over_slot([self = shared_from_this(), waiting, metrics_only](bool handed) {
+      if (handed || self->take_free_slot()) {
+        return self->start_connection(std::move(*waiting), metrics_only);
+      }
+      // It became busy before it could be closed, and nothing else freed up.
+      refuse_connection(std::move(*waiting), self->settings.retry_after_s);
+    });
+    return;
+  }
+  refuse_connection(std::move(socket), settings.retry_after_s);
+}
+
 void ServerState::accept() {
   accept_on(acceptor, false);
   if (metrics_acceptor) accept_on(*metrics_acceptor, true);
@@ -149,24 +226,7 @@ void ServerState::accept_on(tcp::acceptor& listening, bool metrics_only) {
           });
       return;
     }
-    if (!error) {
-      size_t open;
-      {
-        std::lock_guard lock(self->mutex);
-        open = self->connections.size();
-      }
-      if (static_cast<int64_t>(open) >= self->settings.max_connections &&
-          !self->shed_idle_connection()) {
-        refuse_connection(std::move(socket), self->settings.retry_after_s);
-      } else {
-        auto connection = std::make_shared<Connection>(std::move(socket), self, metrics_only);
-        {
-          std::lock_guard lock(self->mutex);
-          self->connections[connection.get()] = connection;
-        }
-        connection->start();
-      }
-    }
+    if (!error) self->admit(std::move(socket), metrics_only);
     self->accept_on(listening, metrics_only);
   });
 }
@@ -307,7 +367,7 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
                     std::vector<std::pair<Labels, double>> samples;
                     if (auto state = weak.lock()) {
                       std::lock_guard lock(state->mutex);
-                      samples.push_back({{}, double(state->connections.size())});
+                      samples.push_back({{}, double(state->connection_slots_used)});
                     }
                     return samples;
                   });
@@ -323,6 +383,19 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
 ServerState::ReloadOutcome ServerState::reload() {
   std::lock_guard one_at_a_time(reload_mutex);
   ReloadOutcome outcome;
+  if (tls) {
+    // Certificates are rotated on their own schedule: read them whatever the pipeline does.
+    outcome.tls = tls->reload();
+    if (outcome.tls->ok) {
+      spdlog::info("server.tls: certificate and key read again; serving {}",
+                   outcome.tls->certificate);
+    } else {
+      spdlog::error(
+          "server.tls: the certificate and key were not reloaded, the old ones keep "
+          "serving ({}): {}",
+          outcome.tls->certificate, outcome.tls->error);
+    }
+  }
   auto current = served_snapshot();
   if (!reloader || !current) {
     outcome.error = "nothing to reload yet";

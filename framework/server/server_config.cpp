@@ -121,6 +121,38 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
              "folder of the built chat page and dashboard; empty: 'web' beside the executable");
   server.key("trusted_proxies", &ServerSettings::trusted_proxies,
              "CIDRs of proxies whose X-Forwarded-For/-Proto are believed (e.g. 127.0.0.1/32)");
+  server
+      .key("header_timeout_s", &ServerSettings::header_timeout_s,
+           "from a request's first byte to the end of its header (and a TLS handshake); "
+           "slower: closed")
+      .range(0.1, 3600);
+  server
+      .key("body_timeout_s", &ServerSettings::body_timeout_s,
+           "from the end of a request's header to the end of its body; slower: closed")
+      .range(0.1, 86400);
+  server
+      .key("anonymous_connection_share", &ServerSettings::anonymous_connection_share,
+           "share of max_connections that requests without credentials (public paths) may hold "
+           "while their body is read, when the pipeline authenticates")
+      .range(0.01, 1);
+  server
+      .key("sse_heartbeat_ms", &ServerSettings::sse_heartbeat_ms,
+           "a stream silent this long gets an SSE comment (': keep-alive'); 0: never")
+      .range(0, 3'600'000);
+  server
+      .key("max_stream_backlog_bytes", &ServerSettings::max_stream_backlog_bytes,
+           "a client this many bytes behind a stream is cancelled (503 slow_client) and closed")
+      .range(64 * 1024, int64_t{1} << 34);
+
+  SchemaBuilder<TlsSettings> tls;
+  tls.key("certificate_file", &TlsSettings::certificate_file,
+          "PEM file: the server's certificate, then its chain")
+      .required();
+  tls.key("key_file", &TlsSettings::key_file, "PEM file: the certificate's private key").required();
+  tls.key("client_ca_file", &TlsSettings::client_ca_file,
+          "PEM CAs: set, every client must present a certificate one of them signed");
+  server.object("tls", &ServerSettings::tls, tls,
+                "HTTPS on the main address (TLS 1.2+, ALPN http/1.1); off when absent");
 
   SchemaBuilder<TracingSettings> tracing;
   tracing.key("endpoint", &TracingSettings::endpoint,
@@ -183,6 +215,17 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
   ServeConfig config;
   config.server = parsed->server;
   const ConfigValue* server_value = root.find("server");
+  if (server_value && server_value->find("tls")) {
+    // The files are read when the server starts (and again on reload), not here.
+    auto& tls_files = config.server.tls;
+    tls_files.enabled = true;
+    std::filesystem::path base = std::filesystem::path(path).parent_path();
+    for (std::string* file :
+         {&tls_files.certificate_file, &tls_files.key_file, &tls_files.client_ca_file}) {
+      if (!file->empty() && std::filesystem::path(*file).is_relative())
+        *file = (base / *file).lexically_normal().string();
+    }
+  }
   if (const ConfigValue* tracing_value = server_value ? server_value->find("tracing") : nullptr) {
     if (!check_tracing(config.server.tracing, *tracing_value, diagnostics)) return std::nullopt;
   }

@@ -34,6 +34,17 @@ struct TracingSettings {
   std::string ca_file;  // https endpoint: PEM CAs trusted; empty: the system's trust store
 };
 
+// server.tls: HTTPS on the main address (TLS 1.2 or 1.3, ALPN http/1.1). The certificate and key
+// are read again on SIGHUP and POST /admin/reload; a pair that does not load then leaves the
+// old one serving. Off when the key is absent. Relative paths are relative to the serve file.
+struct TlsSettings {
+  bool enabled = false;
+  std::string certificate_file;  // PEM: the server's certificate, then its chain
+  std::string key_file;          // PEM: its private key (unencrypted)
+  std::string client_ca_file;    // PEM CAs; set: every client must present a certificate they
+                                 // signed (mutual TLS). Empty: no client certificate asked.
+};
+
 struct ServerSettings {
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -43,6 +54,20 @@ struct ServerSettings {
   double shutdown_timeout_s = 30;
   double request_timeout_s = 600;
   double keep_alive_timeout_s = 60;
+  // From the first byte of a request to the end of its header, and for a TLS handshake.
+  double header_timeout_s = 10;
+  // From the end of a request's header to the end of its body.
+  double body_timeout_s = 60;
+  // The share of max_connections that requests without credentials (public paths such as
+  // /health) may hold while their body is read or they are answered, when the pipeline
+  // authenticates: the rest stays open to authenticated clients.
+  double anonymous_connection_share = 0.5;
+  // A stream that has sent nothing for this long gets an SSE comment (": keep-alive"), so idle
+  // proxies do not cut it while the request waits or prefills; 0: never.
+  int64_t sse_heartbeat_ms = 10000;
+  // A client that reads a stream this far behind (bytes waiting in the server) has its request
+  // cancelled (503 slow_client) and its connection closed.
+  int64_t max_stream_backlog_bytes = 64 << 20;
   // Seconds a client is told to wait (Retry-After) when the admission limit is reached.
   int retry_after_s = 1;
   // Where the JSON access log goes: stderr, stdout, off, or a file path.
@@ -60,6 +85,7 @@ struct ServerSettings {
   // proxy such as nginx in front of the server. Empty: the TCP peer is the client.
   std::vector<std::string> trusted_proxies;
   TracingSettings tracing;
+  TlsSettings tls;
 };
 
 // Problems with `settings` that the schema cannot see (a trusted proxy that is no CIDR), as

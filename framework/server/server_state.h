@@ -24,6 +24,7 @@
 #include "framework/server/metrics.h"
 #include "framework/server/served_pipeline.h"
 #include "framework/server/server_config.h"
+#include "framework/server/server_tls.h"
 #include "framework/server/static_files.h"
 #include "framework/server/worker_pool.h"
 #include "framework/tracing/tracer.h"
@@ -65,7 +66,15 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   // Accepts on the main address and, when configured, the metrics address.
   void accept();
   void accept_on(tcp::acceptor& listening, bool metrics_only);
+  // A new socket gets a connection slot (max_connections of them, main and metrics addresses
+  // together): a free one, else the slot of an idle connection closed for it, else a 503.
+  void admit(tcp::socket socket, bool metrics_only);
+  void start_connection(tcp::socket socket, bool metrics_only);
+  void release_connection_slot();
+  bool take_free_slot();
   bool shed_idle_connection();
+  // How many anonymous exchanges (ServerSettings::anonymous_connection_share) may be open.
+  int64_t anonymous_exchange_limit() const;
   void wait_for_signal();
   void wait_for_hangup();
 
@@ -77,6 +86,7 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
     std::string pipeline;
     std::vector<std::string> reused;
     std::string error;
+    std::optional<ServerTls::ReloadOutcome> tls;  // server.tls's files, read again
   };
   // Builds and installs the configured pipeline again; one reload at a time.
   ReloadOutcome reload();
@@ -97,6 +107,7 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   net::io_context io;
   tcp::acceptor acceptor;
   std::optional<tcp::acceptor> metrics_acceptor;  // server.metrics_listen
+  std::unique_ptr<ServerTls> tls;                 // server.tls; null when off
   uint16_t bound_metrics_port = 0;
   uint16_t bound_port = 0;  // set by listen(), before the io thread starts
   net::steady_timer drain_timer;
@@ -117,7 +128,11 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   std::vector<std::thread> background;
   std::atomic<int> background_running{0};
 
+  // Requests without credentials with a body still to read or an answer still to come.
+  std::atomic<int64_t> anonymous_exchanges{0};
+
   std::mutex mutex;
+  int64_t connection_slots_used = 0;  // sockets admitted and not yet closed
   std::shared_ptr<const ServedPipeline> served;
   std::set<std::shared_ptr<Request>> in_flight;
   std::map<Connection*, std::weak_ptr<Connection>> connections;

@@ -1,5 +1,6 @@
 // The server's own limits, as an operator configures them: connections past max_connections
-// (idle ones shed first, then a 503), a process started under a low `ulimit -n`, the metrics
+// (idle ones shed first, then a 503; exact under a burst), the share anonymous requests may hold
+// and the header and body timeouts, a process started under a low `ulimit -n`, the metrics
 // address without credentials, CORS origins, and long endpoints off the I/O thread.
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -89,6 +90,100 @@ describe('connection limits', () => {
     assert.equal(response.headers['retry-after'], '1');
     assert.equal(JSON.parse(response.body).error.code, 'too_many_connections');
     for (const socket of busy) socket.destroy();
+  });
+});
+
+describe('a burst of connections', () => {
+  let server;
+  before(async () => {
+    const config = serveFile('burst', '  max_connections: 4\n  keep_alive_timeout_s: 60\n',
+      `${process.env.CHATFLOW_SOURCE_DIR}/graphs/echo.yaml`);
+    server = await startServer(['--config', config]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('40 clients connecting at once leave exactly max_connections open', async () => {
+    // Each asks for /health at once and keeps its connection: while the server sheds one to
+    // make room, that one may be busy with its request already.
+    const sockets = await Promise.all(Array.from({ length: 40 }, async () => {
+      const socket = await connect(server.port);
+      socket.on('data', () => {});
+      socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+      return socket;
+    }));
+    const open = new Set(sockets);
+    for (const socket of sockets) {
+      socket.on('close', () => open.delete(socket));
+      if (socket.destroyed) open.delete(socket);
+    }
+    // Each new client took the slot of an idle one (closed for it) or was refused: the server
+    // holds four, whichever they are, once the closes have arrived.
+    await waitFor(() => open.size <= 4, { timeoutMs: 5000, what: `at most 4 open (now ${open.size})` });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(open.size, 4);
+    for (const socket of sockets) socket.destroy();
+  });
+});
+
+describe('connections without credentials', () => {
+  let server;
+  let key;
+  before(async () => {
+    const keys = scratchPath('anonymous-keys.yaml');
+    key = addKey(keys, 'acme');
+    const pipeline = writeTemp('anonymous-auth.yaml', `version: 1
+name: echo
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: echo, type: echo}
+`);
+    const config = serveFile('anonymous', '  max_connections: 6\n  anonymous_connection_share: 0.5\n' +
+      '  body_timeout_s: 2\n  header_timeout_s: 0.5\n', pipeline);
+    server = await startServer(['--config', config]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('half-sent bodies on /health hold at most their share; keys still get in', async () => {
+    // Six clients without credentials promise a body on /health (public) and send part of it.
+    const answers = [];
+    const holders = await Promise.all([0, 1, 2, 3, 4, 5].map(async (index) => {
+      const socket = await connect(server.port);
+      answers[index] = '';
+      socket.on('data', (data) => { answers[index] += data; });
+      socket.write('GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nhalf');
+      return socket;
+    }));
+    // Half of max_connections may be held that way; the rest are refused at once.
+    await waitFor(() => answers.filter((answer) => answer.startsWith('HTTP/1.1 503')).length === 3,
+      { what: 'three anonymous clients to be refused' });
+    const refused = parseResponse(Buffer.from(answers.find((answer) => answer.startsWith('HTTP/1.1 503'))));
+    assert.equal(JSON.parse(refused.body).error.code, 'too_many_anonymous_connections');
+    assert.equal(refused.headers['retry-after'], '1');
+    // An authenticated client is served while they hold their share, and /health answers.
+    const served = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'let me in' }] }),
+    });
+    assert.equal(served.status, 200, await served.text());
+    assert.equal((await fetch(`${server.url}/health`)).status, 200);
+    // The held ones run out of body_timeout_s and are closed.
+    await Promise.all(holders.map(closed));
+  });
+
+  test('a client sending its header slowly is closed after header_timeout_s', async () => {
+    const socket = await connect(server.port);
+    socket.write('GET /health HTTP/1.1\r\nHost: x\r\n');
+    const started = Date.now();
+    await closed(socket);
+    // Well before keep_alive_timeout_s (60 s): header_timeout_s is 0.5 s.
+    assert.ok(Date.now() - started < 30000, `closed after ${Date.now() - started} ms`);
   });
 });
 

@@ -59,6 +59,26 @@ describe('error responses', () => {
     assertError(await chat({ model: 'test-model', messages: user, stop: 5 }), 400, { param: 'stop' });
   });
 
+  test('a session id longer than 256 characters is a 400, in the body or the x-session-id header', async () => {
+    const long = 's'.repeat(257);
+    assertError(await chat({ model: 'test-model', messages: user, max_tokens: 2, session_id: long }), 400,
+      { param: 'session_id', message: /at most 256 characters/ });
+    const headed = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'x-session-id': long },
+      body: JSON.stringify({ model: 'test-model', messages: user, max_tokens: 2 }),
+    });
+    const text = await headed.text();
+    assertError({ status: headed.status, json: JSON.parse(text), text }, 400,
+      { param: 'x-session-id', message: /at most 256 characters/ });
+    const fits = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'x-session-id': 's'.repeat(256) },
+      body: JSON.stringify({ model: 'test-model', messages: user, max_tokens: 2 }),
+    });
+    assert.equal(fits.status, 200, await fits.text());
+  });
+
   test('out-of-range values are refused, never clamped', async () => {
     assertError(await chat({ model: 'test-model', messages: user, max_tokens: -5 }), 400, { param: 'max_tokens', message: /-5/ });
     assertError(await chat({ model: 'test-model', messages: user, max_tokens: 0 }), 400, { param: 'max_tokens' });

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "framework/server/http_framing.h"
+
 namespace chatflow::server {
 namespace {
 
@@ -85,6 +87,22 @@ TEST(ResolveClient, GarbageStopsTheWalkAtTheLastGoodHop) {
   EXPECT_EQ(bare.scheme, "http");
 }
 
+TEST(ResolveClient, TheSchemeIsTheOneAddedWithTheClientsAddress) {
+  auto trusted = proxies({"127.0.0.1", "10.0.0.0/8"});
+  auto peer = ip::make_address("127.0.0.1");
+  // Both proxies appended to both fields: the client's hop (second from the right) was https,
+  // whatever the client wrote at the left.
+  auto client =
+      resolve_client(trusted, peer, "1.1.1.1, 198.51.100.7, 10.0.0.5", "http, https, http");
+  EXPECT_EQ(client.address, "198.51.100.7");
+  EXPECT_EQ(client.scheme, "https");
+  // A proxy that set one value for the whole chain: that value.
+  EXPECT_EQ(resolve_client(trusted, peer, "198.51.100.7, 10.0.0.5", "https").scheme, "https");
+  // Over TLS without forwarding, the connection's own scheme.
+  EXPECT_EQ(resolve_client(trusted, ip::make_address("203.0.113.9"), "", "", "https").scheme,
+            "https");
+}
+
 TEST(UsableRequestId, KeepsPrintableIdsAndRefusesTheRest) {
   EXPECT_EQ(usable_request_id("req-0123_abc.9:z/+=@"), "req-0123_abc.9:z/+=@");
   EXPECT_FALSE(usable_request_id(""));
@@ -92,6 +110,15 @@ TEST(UsableRequestId, KeepsPrintableIdsAndRefusesTheRest) {
   EXPECT_FALSE(usable_request_id("line\r\nInjected: yes"));
   EXPECT_FALSE(usable_request_id(std::string(129, 'a')));
   EXPECT_TRUE(usable_request_id(std::string(128, 'a')));
+}
+
+TEST(JoinedFieldLines, EveryLineOfAListFieldInOrder) {
+  boost::beast::http::request_header<> header;
+  header.insert("X-Forwarded-For", "203.0.113.66");
+  header.insert("Host", "x");
+  header.insert("x-forwarded-for", "198.51.100.7, 10.0.0.5");
+  EXPECT_EQ(joined_field_lines(header, "X-Forwarded-For"), "203.0.113.66, 198.51.100.7, 10.0.0.5");
+  EXPECT_EQ(joined_field_lines(header, "X-Forwarded-Proto"), "");
 }
 
 }  // namespace

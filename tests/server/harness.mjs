@@ -90,7 +90,7 @@ export async function startServer(args, { fileLimit, fileSizeBlocks } = {}) {
     const timer = setTimeout(() => reject(new Error(`the server did not start in 30 s:\n${stdout}\n${stderr}`)), 30000);
     child.stdout.on('data', (data) => {
       stdout += data;
-      const match = /at (http:\/\/[^ ]+)\/v1/.exec(stdout);
+      const match = /at (https?:\/\/[^ ]+)\/v1/.exec(stdout);
       if (match) {
         clearTimeout(timer);
         resolve(match[1]);

@@ -1,5 +1,5 @@
 // HTTP framing as an attacker or an odd client sends it: request smuggling through
-// Transfer-Encoding (RFC 9112 section 6.3), long chunk extensions, absolute-form targets,
+// Transfer-Encoding (RFC 9112 section 6.3), long chunk extensions and trailers, absolute-form targets,
 // credentials checked before any body is read, and half-closed connections that still get
 // their answer.
 import assert from 'node:assert/strict';
@@ -71,6 +71,32 @@ describe('HTTP framing', () => {
       `Transfer-Encoding: chunked\r\n\r\n2;${'x'.repeat(70000)}\r\n{}\r\n0\r\n\r\n`);
     assert.deepEqual(statuses(raw), [400], raw.toString().slice(0, 300));
     assert.match(JSON.parse(parseResponse(raw).body).error.message, /chunk extension/);
+  });
+
+  test('a trailer field of 64 KiB is a 431, not the end of the server', async () => {
+    // Beast keeps a field's length in 16 bits and throws past it; a header is bounded before
+    // that, a chunked body's trailer was not. Anonymous /health was enough on any pipeline.
+    const trailer = `0\r\nX-Padding: ${'t'.repeat(70000)}\r\n\r\n`;
+    const health = await rawExchange(server.port,
+      `GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${trailer}`);
+    assert.deepEqual(statuses(health), [431], health.toString().slice(0, 300));
+    const response = parseResponse(health);
+    assert.equal(response.headers.connection, 'close');
+    assert.equal(JSON.parse(response.body).error.code, 'headers_too_large');
+    assert.match(JSON.parse(response.body).error.message, /trailer/);
+    const body = Buffer.from(chat);
+    const completion = await rawExchange(server.port,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+      `Transfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${chat}\r\n${trailer}`);
+    assert.deepEqual(statuses(completion), [431], completion.toString().slice(0, 300));
+    assert.equal(server.child.exitCode, null, 'the server is still running');
+    // A trailer that fits is read, and the body answered.
+    const small = await rawExchange(server.port,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+      `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body.length.toString(16)}\r\n${chat}\r\n` +
+      `0\r\nX-Checksum: ${'c'.repeat(1000)}\r\n\r\n`);
+    assert.equal(parseResponse(small).status, 200);
+    assert.equal(JSON.parse(parseResponse(small).body).choices[0].message.content, 'HELLO FRAMING');
   });
 
   test('an absolute-form target is served like its path', async () => {

@@ -129,5 +129,42 @@ TEST_F(ServeFileTest, WithoutAnEndpointTheOpenTelemetryVariablesGiveIt) {
   unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT");
 }
 
+TEST_F(ServeFileTest, TlsIsOffWithoutTheKeyAndItsFilesAreRelativeToTheServeFile) {
+  auto plain = load("  port: 0\n");
+  ASSERT_TRUE(plain) << diagnostics_.to_string();
+  EXPECT_FALSE(plain->server.tls.enabled);
+  auto config = load("  tls: {certificate_file: certs/server.pem, key_file: /etc/x/server.key}\n");
+  ASSERT_TRUE(config) << diagnostics_.to_string();
+  EXPECT_TRUE(config->server.tls.enabled);
+  EXPECT_EQ(config->server.tls.certificate_file, (folder_ / "certs/server.pem").string());
+  EXPECT_EQ(config->server.tls.key_file, "/etc/x/server.key");
+  EXPECT_EQ(config->server.tls.client_ca_file, "");
+}
+
+TEST_F(ServeFileTest, TlsWithoutAKeyFileIsAnErrorAtItsLine) {
+  EXPECT_FALSE(load("  tls:\n    certificate_file: server.pem\n"));
+  ASSERT_EQ(diagnostics_.size(), 1u);
+  EXPECT_EQ(diagnostics_.errors()[0].where.line, 3);
+  EXPECT_NE(diagnostics_.errors()[0].message.find("key_file"), std::string::npos)
+      << diagnostics_.to_string();
+}
+
+TEST_F(ServeFileTest, ConnectionGuardsAreReadAndRangeChecked) {
+  auto config = load(
+      "  header_timeout_s: 2.5\n  body_timeout_s: 30\n  anonymous_connection_share: 0.25\n"
+      "  sse_heartbeat_ms: 0\n  max_stream_backlog_bytes: 1048576\n");
+  ASSERT_TRUE(config) << diagnostics_.to_string();
+  EXPECT_DOUBLE_EQ(config->server.header_timeout_s, 2.5);
+  EXPECT_DOUBLE_EQ(config->server.body_timeout_s, 30);
+  EXPECT_DOUBLE_EQ(config->server.anonymous_connection_share, 0.25);
+  EXPECT_EQ(config->server.sse_heartbeat_ms, 0);
+  EXPECT_EQ(config->server.max_stream_backlog_bytes, 1048576);
+  EXPECT_FALSE(load("  port: 0\n  anonymous_connection_share: 1.5\n"));
+  ASSERT_EQ(diagnostics_.size(), 1u);
+  EXPECT_EQ(diagnostics_.errors()[0].where.line, 3);
+  EXPECT_NE(diagnostics_.errors()[0].message.find("anonymous_connection_share"), std::string::npos)
+      << diagnostics_.to_string();
+}
+
 }  // namespace
 }  // namespace chatflow::server

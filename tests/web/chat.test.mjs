@@ -271,6 +271,61 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 });
 
+describe('a retracted answer', { skip: reason || false }, () => {
+  let browser;
+  let server;
+  let proxy;
+  let script = null;
+  before(async () => {
+    browser = await launch();
+    server = await startServer(['--pipeline', echoPipeline()]);
+    proxy = await scriptingProxy(server.url, async (body) => {
+      const next = script;
+      script = null;
+      return next ? next(body) : null;
+    });
+  });
+  after(async () => {
+    await proxy?.close();
+    await browser?.close();
+    if (server) assert.equal((await server.stop()).code, 0);
+  });
+
+  test('the shown text goes, the notice stands in its place, and it is not sent as context', async () => {
+    const page = await openPage(browser, proxy.url);
+    await ready(page);
+    const base = { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'scripted' };
+    const events = [
+      { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: 'Once a dragon ' }, finish_reason: null }] },
+      { ...base, choices: [{ index: 0, delta: { content: 'burned the village down.' }, finish_reason: null }] },
+    ];
+    const tail = [
+      { ...base, choices: [{ index: 0, delta: { content: '\n\n[This answer was withdrawn by the content filter.]' }, finish_reason: null }] },
+      { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'content_filter' }], chatflow: { retract: { reason: 'content_filter' } } },
+    ];
+    const text = (list) => Buffer.from(list.map((e) => `data: ${JSON.stringify(e)}\n\n`).join(''));
+    // The retract comes well after the text, as a moderation verdict would.
+    script = () => ({ pieces: [text(events), Buffer.alloc(0), text(tail), Buffer.from('data: [DONE]\n\n')], pauseMs: 600 });
+    await send(page, 'Tell me a story');
+    await page.waitForFunction(() => document.querySelector('.message.assistant .content')?.textContent.includes('dragon'));
+    await lastAnswerDone(page);
+    const answer = page.locator('.message.assistant').last();
+    const shown = await answer.locator('.content').textContent();
+    assert.ok(!shown.includes('dragon'), `the retracted text is still shown: ${shown}`);
+    assert.match(shown, /withdrawn by the content filter after it was shown/);
+    assert.equal(await answer.getAttribute('class'), 'message assistant retracted');
+    assert.equal(await answer.locator('.retracted-notice').count(), 1);
+    assert.doesNotMatch(await answer.locator('.answer-notices').textContent(), /rest of this answer/);
+
+    await send(page, 'And then?');
+    await lastAnswerDone(page);
+    const sent = proxy.requests.at(-1).body.messages;
+    assert.ok(!JSON.stringify(sent).includes('dragon'), `the retracted answer went back as context: ${JSON.stringify(sent)}`);
+    assert.deepEqual(page.problems.filter((p) => !p.includes('404')), []);
+    await page.context().close();
+  });
+});
+
 describe('Stop, rate limits and saved conversations', { skip: reason || false }, () => {
   let browser;
   before(async () => {

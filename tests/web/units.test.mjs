@@ -15,6 +15,7 @@ const { SseParser, interpretEvent } = await load('sse.js');
 const prom = await load('prometheus.js');
 const { closeOpen, BlockSplitter } = await load('markdown_stream.js');
 const { Typewriter } = await load('typewriter.js');
+const { readCompletion, retractMessage } = await load('completion_stream.js');
 
 function parseAll(pieces) {
   const events = [];
@@ -139,6 +140,85 @@ describe('streaming markdown', () => {
   });
 });
 
+describe('reading a completion stream', () => {
+  const base = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm' };
+  const chunk = (delta, finish = null, extra = {}) => ({ ...base, choices: [{ index: 0, delta, finish_reason: finish }], ...extra });
+  // The bytes chatflow sends for an answer output moderation retracted after it was shown.
+  const retracted = [
+    chunk({ role: 'assistant', content: '' }),
+    chunk({ content: 'Once a dragon ' }),
+    chunk({ content: 'burned it all.' }),
+    chunk({ content: '\n\n[This answer was withdrawn by the content filter.]' }),
+    chunk({}, 'content_filter', { chatflow: { retract: { reason: 'content_filter' } } }),
+    { ...base, choices: [], usage: { prompt_tokens: 3, completion_tokens: 6, total_tokens: 9 } },
+  ].map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n';
+
+  function body(text, cuts) {
+    const bytes = Buffer.from(text);
+    const pieces = [];
+    let start = 0;
+    for (const cut of cuts) {
+      pieces.push(bytes.subarray(start, cut));
+      start = cut;
+    }
+    pieces.push(bytes.subarray(start));
+    return new ReadableStream({
+      start(controller) {
+        for (const piece of pieces) if (piece.length) controller.enqueue(new Uint8Array(piece));
+        controller.close();
+      },
+    });
+  }
+  async function read(text, cuts = []) {
+    const calls = [];
+    const failed = await readCompletion(body(text, cuts), {
+      content: (t) => calls.push(['content', t]),
+      reasoning: (t) => calls.push(['reasoning', t]),
+      toolCalls: (c) => calls.push(['toolCalls', c]),
+      citations: (c) => calls.push(['citations', c]),
+      usage: (u) => calls.push(['usage', u.completion_tokens]),
+      retract: (r) => calls.push(['retract', r.reason]),
+      finish: (f) => calls.push(['finish', f]),
+    });
+    return { calls, failed };
+  }
+
+  test('a retract comes after the text it withdraws, then the finish reason', async () => {
+    const { calls, failed } = await read(retracted);
+    assert.equal(failed, null);
+    assert.deepEqual(calls, [
+      ['content', 'Once a dragon '],
+      ['content', 'burned it all.'],
+      ['content', '\n\n[This answer was withdrawn by the content filter.]'],
+      ['retract', 'content_filter'],
+      ['finish', 'content_filter'],
+      ['usage', 6],
+    ]);
+  });
+  test('however the bytes are cut, the same calls', async () => {
+    const { calls: whole } = await read(retracted);
+    for (let cut = 1; cut < retracted.length; cut += 7) {
+      const { calls } = await read(retracted, [cut]);
+      assert.deepEqual(calls, whole, `cut at ${cut}`);
+    }
+  });
+  test('content after a retract is not shown', async () => {
+    const late = retracted.replace('data: [DONE]', `data: ${JSON.stringify(chunk({ content: 'late' }))}\n\ndata: [DONE]`);
+    const { calls } = await read(late);
+    assert.ok(!calls.some(([kind, text]) => kind === 'content' && text === 'late'));
+  });
+  test('a content_filter finish without the marker is no retract', async () => {
+    const stopped = [chunk({ content: 'Half' }), chunk({ content: ' [stopped]' }, 'content_filter')]
+      .map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n';
+    const { calls } = await read(stopped);
+    assert.deepEqual(calls, [['content', 'Half'], ['content', ' [stopped]'], ['finish', 'content_filter']]);
+  });
+  test('the notice says why', () => {
+    assert.match(retractMessage({ reason: 'content_filter' }), /withdrawn by the content filter/);
+    assert.match(retractMessage({ reason: 'moderation_unavailable' }), /could not check it/);
+  });
+});
+
 describe('typewriter', () => {
   function harness() {
     let time = 0;
@@ -162,6 +242,18 @@ describe('typewriter', () => {
     }
     assert.ok(frames * 16 <= 1500, `${frames} frames`);
     assert.ok(shown.length > 10, 'revealed over many frames, not at once');
+  });
+  test('discard() drops what was not shown, and end resolves at once', async () => {
+    const { writer, shown, step } = harness();
+    writer.push('w'.repeat(1000));
+    step(16);
+    const before = shown.join('').length;
+    assert.ok(before > 0 && before < 1000);
+    writer.discard();
+    const ended = writer.end();
+    for (let i = 0; i < 10; i += 1) step(16);
+    await ended;
+    assert.equal(shown.join('').length, before);
   });
   test('after end() the rest drains quickly and end resolves', async () => {
     const { writer, shown, step } = harness();

@@ -74,6 +74,7 @@ export class AnswerView {
 
   // Text the typewriter revealed.
   appendText(more) {
+    if (this.retracted) return;
     this.text += more;
     const stable = this.splitter.append(more);
     if (stable > this.renderedStable) this.keepStreamedFence(stable);
@@ -172,6 +173,28 @@ export class AnswerView {
     fence.partial.replaceChildren(closingSoon.test(rest) ? '' : highlightFragment(rest, fence.info));
   }
 
+  // The content filter withdrew the answer after it was shown: its text (and reasoning, tool
+  // calls and citations, which belong to it) goes, and `message` stands in its place. Copy and
+  // the conversation sent with the next question no longer hold it.
+  retract(message) {
+    clearTimeout(this.redraw);
+    this.redraw = null;
+    this.retracted = true;
+    this.text = '';
+    this.reasoning = '';
+    this.openFence = null;
+    this.reasoningBox.hidden = true;
+    this.reasoningText.textContent = '';
+    this.tools.hidden = true;
+    this.tools.replaceChildren();
+    this.citations.hidden = true;
+    this.citations.replaceChildren();
+    this.root.classList.add('retracted');
+    const notice = element('p', 'retracted-notice', message);
+    notice.setAttribute('role', 'status');
+    this.content.replaceChildren(notice);
+  }
+
   appendReasoning(more) {
     this.reasoning += more;
     this.reasoningBox.hidden = false;
@@ -234,6 +257,7 @@ export class AnswerView {
     this.finished = true;
     clearTimeout(this.redraw);
     this.root.setAttribute('aria-busy', 'false');
+    if (this.retracted) return;
     if (this.text.length <= wholeRenderLimit || this.renderedStable === 0) {
       this.content.innerHTML = this.text.trim() ? renderMarkdown(this.text) : '';
       return;

@@ -4,7 +4,7 @@ import './chat.css';
 
 import { AnswerView, userMessage } from './answer_view.js';
 import { apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, probeOpen, storeKey } from './api.js';
-import { readCompletion } from './completion_stream.js';
+import { readCompletion, retractMessage } from './completion_stream.js';
 import { warmUp } from './render.js';
 import { SessionsSidebar } from './sessions_sidebar.js';
 import { setupTheme } from './theme.js';
@@ -237,6 +237,7 @@ async function ask(text, { fresh }) {
   let contentChunks = 0;
   let usage = null;
   let finishReason = null;
+  let retracted = null;
   // Follows the answer down while the reader is at the bottom; scrolling up stops that.
   const follow = () => ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 80;
   const typewriter = new Typewriter((more) => {
@@ -283,11 +284,16 @@ async function ask(text, { fresh }) {
       toolCalls: (calls) => view.setToolCalls(calls),
       citations: (list) => view.setCitations(list),
       usage: (value) => { usage = value; },
+      retract: (info) => {
+        retracted = info;
+        typewriter.discard();
+        view.retract(retractMessage(info));
+      },
       finish: (reason) => { finishReason = reason; },
     });
     await typewriter.end();
     if (failed) view.notice(`The answer stopped with an error: ${failed.message || JSON.stringify(failed)}`, 'error');
-    if (finishReason === 'content_filter') view.notice('The rest of this answer was withheld by the content filter.', 'warning');
+    if (finishReason === 'content_filter' && !retracted) view.notice('The rest of this answer was withheld by the content filter.', 'warning');
     if (finishReason === 'length') view.notice('The answer reached its length limit.', 'info');
   } catch (error) {
     typewriter.flush();

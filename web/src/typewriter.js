@@ -52,6 +52,12 @@ export class Typewriter {
     if (this.ended) this.finish();
   }
 
+  // Drops what was not shown yet (the answer was retracted): nothing more is revealed.
+  discard() {
+    this.pending = '';
+    if (this.ended) this.finish();
+  }
+
   finish() {
     const done = this.onDrained;
     this.onDrained = null;

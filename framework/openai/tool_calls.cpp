@@ -6,6 +6,8 @@
 
 #include <boost/json.hpp>
 
+#include "framework/grammar/grammar.h"
+#include "framework/grammar/matcher.h"
 #include "framework/text/stream_markers.h"
 
 namespace chatflow::openai {
@@ -102,6 +104,35 @@ std::vector<std::string> offered_names(const std::vector<ToolDefinition>& tools)
 
 ToolCallStreamer::ToolCallStreamer(ToolCallFormat format, std::vector<std::string> offered)
     : format_(format), offered_(std::move(offered)), call_depth_(call_depth_of(format)) {}
+
+ToolCallStreamer::ToolCallStreamer(ToolCallFormat format,
+                                   const std::vector<ToolDefinition>& offered)
+    : ToolCallStreamer(format, offered_names(offered)) {
+  for (const auto& tool : offered)
+    if (tool.strict) strict_schemas_[tool.name] = tool.parameters.empty() ? "{}" : tool.parameters;
+}
+
+bool ToolCallStreamer::arguments_acceptable(const std::string& name,
+                                            std::string_view arguments) const {
+  json::error_code error;
+  json::value parsed = json::parse(arguments, error);
+  if (error || !parsed.is_object()) return false;
+  auto schema = strict_schemas_.find(name);
+  if (schema == strict_schemas_.end()) return true;
+  auto [compiled, added] = strict_grammars_.try_emplace(name);
+  if (added) {
+    try {
+      compiled->second = grammar::compile_json_schema(json::parse(schema->second));
+    } catch (const std::exception&) {
+      // A schema the grammar compiler cannot read (the local engine refuses it before it runs;
+      // an upstream engine enforced it itself): only the JSON object is checked.
+    }
+  }
+  if (!compiled->second) return true;
+  // The grammar reads JSON in a canonical shape: the model's text is re-serialised first.
+  grammar::Matcher matcher(compiled->second);
+  return matcher.advance(json::serialize(parsed)) && matcher.accepting();
+}
 
 bool ToolCallStreamer::offered(const std::string& name) const {
   return std::find(offered_.begin(), offered_.end(), name) != offered_.end();
@@ -207,14 +238,9 @@ void ToolCallStreamer::scan_content(Pieces& pieces, bool last) {
   mode_ = Mode::plain;
 }
 
-void ToolCallStreamer::emit_arguments(std::string_view arguments, Pieces& pieces) {
-  if (arguments.empty()) return;
+void ToolCallStreamer::set_arguments(std::string arguments) {
   arguments_given_ = true;
-  if (!pieces.calls.empty() && pieces.calls.back().index == calls_started_ - 1) {
-    pieces.calls.back().arguments.append(arguments);
-  } else {
-    pieces.calls.push_back({calls_started_ - 1, {}, {}, std::string(arguments)});
-  }
+  region_calls_.back().arguments = std::move(arguments);
 }
 
 void ToolCallStreamer::start_object() {
@@ -227,7 +253,7 @@ void ToolCallStreamer::start_object() {
 }
 
 // A value at the call's depth ends at `end` (exclusive).
-void ToolCallStreamer::end_value(size_t end, Pieces& pieces) {
+void ToolCallStreamer::end_value(size_t end) {
   std::string_view slice = std::string_view(held_).substr(value_start_, end - value_start_);
   if (value_ == Value::name) {
     json::error_code error;
@@ -238,8 +264,8 @@ void ToolCallStreamer::end_value(size_t end, Pieces& pieces) {
     } else if (!header_sent_) {
       header_sent_ = call_open_ = true;
       ++calls_started_;
-      pieces.calls.push_back({calls_started_ - 1, new_tool_call_id(format_), name_, {}});
-      emit_arguments(pending_arguments_, pieces);
+      region_calls_.push_back({calls_started_ - 1, new_tool_call_id(format_), name_, {}});
+      if (!pending_arguments_.empty()) set_arguments(std::move(pending_arguments_));
       pending_arguments_.clear();
     }
   } else if (value_ == Value::arguments) {
@@ -248,12 +274,10 @@ void ToolCallStreamer::end_value(size_t end, Pieces& pieces) {
       // Arguments written as a JSON string hold the object's text: the text is the arguments.
       json::error_code error;
       json::value parsed = json::parse(slice, error);
-      arguments = !error && parsed.is_string() ? std::string(parsed.get_string()) : "{}";
-      arguments_sent_ = 0;
+      if (!error && parsed.is_string()) arguments = std::string(parsed.get_string());
     }
     if (header_sent_) {
-      emit_arguments(
-          std::string_view(arguments).substr(std::min(arguments_sent_, arguments.size())), pieces);
+      set_arguments(std::move(arguments));
     } else {
       pending_arguments_ = std::move(arguments);
     }
@@ -279,7 +303,7 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
         if (reading_key_) {
           reading_key_ = false;
         } else if (value_ != Value::none && first_of_value() == '"' && depth_ == value_depth_) {
-          end_value(position_ + 1, pieces);
+          end_value(position_ + 1);
         }
       } else if (reading_key_) {
         key_.push_back(c);
@@ -305,7 +329,6 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
                : key_ == "arguments" || key_ == "parameters" ? Value::arguments
                                                              : Value::other;
       container_value = c == '{' || c == '[';
-      arguments_sent_ = 0;
     }
     switch (c) {
       case '"':
@@ -325,22 +348,18 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
         break;
       case '}':
       case ']':
-        if (at_members && value_ != Value::none && !container_value) end_value(position_, pieces);
+        if (at_members && value_ != Value::none && !container_value) end_value(position_);
         --depth_;
         if (value_ != Value::none && container_value && depth_ == value_depth_) {
-          end_value(position_ + 1, pieces);
+          end_value(position_ + 1);
         }
         if (depth_ == call_depth_ - 1 && c == '}' && in_call_list_ && header_sent_) {
-          if (!arguments_given_) emit_arguments("{}", pieces);  // a call that takes none
+          if (!arguments_given_) set_arguments("{}");  // a call that takes none
           header_sent_ = call_open_ = false;
         }
         if (format_ == ToolCallFormat::generic && depth_ == 1) in_call_list_ = false;
         if (depth_ == 0) {
-          // A region without a call (JSON that is no call) was text after all.
-          if (calls_started_ == calls_before_region_) {
-            held_space_ = space_before_region_;
-            emit_content(std::string_view(held_).substr(0, position_ + 1), pieces);
-          }
+          end_region(position_ + 1, pieces);
           mode_ = Mode::trailer;
           held_.erase(0, position_ + 1);
           position_ = 0;
@@ -352,7 +371,7 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
         break;
       case ',':
         if (at_members) {
-          if (value_ != Value::none && !container_value) end_value(position_, pieces);
+          if (value_ != Value::none && !container_value) end_value(position_);
           after_colon_ = false;
           value_ = Value::none;
         }
@@ -361,24 +380,32 @@ bool ToolCallStreamer::scan_call(Pieces& pieces, bool last) {
         break;
     }
   }
-  // Object arguments in progress go out as they come (a string's once it is whole).
-  if (value_ == Value::arguments && header_sent_ && first_of_value() != '"') {
-    size_t available = held_.size() - value_start_;
-    emit_arguments(
-        std::string_view(held_).substr(value_start_ + arguments_sent_, available - arguments_sent_),
-        pieces);
-    arguments_sent_ = available;
-  }
   if (last) {
-    if (calls_started_ == calls_before_region_) {  // it was text
-      held_space_ = space_before_region_;
-      emit_content(held_, pieces);
-    }
+    // The answer ended inside the region: what it holds is text, not calls that can be made.
+    call_open_ = header_sent_ = false;
+    region_calls_.clear();
+    end_region(held_.size(), pieces);
     held_.clear();
     mode_ = Mode::plain;
     return true;
   }
   return false;
+}
+
+void ToolCallStreamer::end_region(size_t end, Pieces& pieces) {
+  bool called = calls_started_ > calls_before_region_ && !region_calls_.empty();
+  for (const auto& call : region_calls_)
+    called = called && arguments_acceptable(call.name, call.arguments);
+  if (called) {
+    for (auto& call : region_calls_)
+      pieces.calls.push_back(std::move(call));
+  } else {
+    // JSON that is no call, or calls that cannot be made: text after all.
+    calls_started_ = calls_before_region_;
+    held_space_ = space_before_region_;
+    emit_content(std::string_view(held_).substr(0, end), pieces);
+  }
+  region_calls_.clear();
 }
 
 bool ToolCallStreamer::scan_trailer(bool last) {
@@ -416,10 +443,10 @@ bool ToolCallStreamer::scan_trailer(bool last) {
   return true;
 }
 
-ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
-                                 const std::vector<std::string>& offered) {
+namespace {
+
+ParsedToolCalls parse_with(ToolCallStreamer& streamer, std::string_view text) {
   ParsedToolCalls parsed;
-  ToolCallStreamer streamer(format, offered);
   ToolCallStreamer::Pieces pieces = streamer.push(text, /*last=*/true);
   for (auto& delta : pieces.calls) {
     if (delta.index >= static_cast<int>(parsed.calls.size())) parsed.calls.resize(delta.index + 1);
@@ -431,6 +458,20 @@ ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
   parsed.content = trim(pieces.content);
   parsed.complete = streamer.calls_complete();
   return parsed;
+}
+
+}  // namespace
+
+ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
+                                 const std::vector<std::string>& offered) {
+  ToolCallStreamer streamer(format, offered);
+  return parse_with(streamer, text);
+}
+
+ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
+                                 const std::vector<ToolDefinition>& offered) {
+  ToolCallStreamer streamer(format, offered);
+  return parse_with(streamer, text);
 }
 
 std::string generic_tool_instructions(const std::vector<ToolDefinition>& tools) {

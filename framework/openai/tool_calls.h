@@ -5,19 +5,32 @@
 // {"tool_calls": [{"name", "arguments"}]} answer, which the system prompt then asks for. Only a
 // call of an offered function counts: any other JSON stays text.
 //
+// A call is only a call when it can be made: its arguments are a JSON object (and, for a tool
+// declared `strict`, one its parameters schema accepts). Otherwise the text the calls were
+// written in (a Hermes block, a Llama object, a Mistral or generic list) stays in the content,
+// as vLLM's tool parsers leave JSON they cannot read; an answer cut inside a call (max_tokens)
+// is such text too. The client never receives arguments it could not parse.
+//
 // Streaming: text arrives in arbitrary pieces. Text that could open a call is held until the
-// next piece decides; inside a call the function's name is sent once it is whole and known, then
-// the arguments as they arrive, as OpenAI streams them. Content is trimmed at both ends and
+// next piece decides; the calls written in one place (a Hermes block, the list of a Mistral or
+// generic answer, one Llama object) are held until that place closes and then sent whole, each
+// with its id, name and arguments, once they are checked. Content is trimmed at both ends and
 // around calls, as a whole answer's is. A finished answer goes through the same streamer at once,
 // so streamed and whole answers agree.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "framework/api/request.h"
+
+namespace chatflow::grammar {
+class Grammar;
+}
 
 namespace chatflow::openai {
 
@@ -47,6 +60,9 @@ struct ToolCallDelta {
 class ToolCallStreamer {
  public:
   ToolCallStreamer(ToolCallFormat format, std::vector<std::string> offered);
+  // The functions a request offers, whose `strict` ones have their arguments checked against
+  // their schemas too.
+  ToolCallStreamer(ToolCallFormat format, const std::vector<ToolDefinition>& offered);
 
   struct Pieces {
     std::string content;
@@ -61,6 +77,9 @@ class ToolCallStreamer {
   bool found_calls() const { return calls_started_ > 0; }
   bool calls_complete() const { return !call_open_; }
 
+  // Whether `arguments` can be the arguments of a call of `name` (see above).
+  bool arguments_acceptable(const std::string& name, std::string_view arguments) const;
+
  private:
   enum class Mode { content, call, trailer, plain };
   enum class Value { none, name, arguments, other };
@@ -72,9 +91,12 @@ class ToolCallStreamer {
   void open_call(size_t at);
   // Content as a whole answer shows it: no space at its start, none before a call or at its end.
   void emit_content(std::string_view text, Pieces& pieces);
-  void emit_arguments(std::string_view text, Pieces& pieces);
+  void set_arguments(std::string arguments);
   void start_object();
-  void end_value(size_t end, Pieces& pieces);
+  void end_value(size_t end);
+  // The region of calls ended at held_[end]: its calls go out if each can be made, else the
+  // region's text is content.
+  void end_region(size_t end, Pieces& pieces);
   bool offered(const std::string& name) const;
 
   ToolCallFormat format_;
@@ -102,11 +124,15 @@ class ToolCallStreamer {
   size_t value_start_ = 0;
   int value_depth_ = 0;
   std::string name_;
-  bool rejected_ = false;          // this object names no offered function
-  std::string pending_arguments_;  // arguments read before the name
-  bool header_sent_ = false;
-  bool arguments_given_ = false;  // the current call's arguments went out
-  size_t arguments_sent_ = 0;     // bytes of the current arguments value given out
+  bool rejected_ = false;                    // this object names no offered function
+  std::string pending_arguments_;            // arguments read before the name
+  bool header_sent_ = false;                 // the current object is a call of an offered function
+  bool arguments_given_ = false;             // the current call's arguments were read
+  std::vector<ToolCallDelta> region_calls_;  // the current region's calls, held until it ends
+  // Offered functions declared strict: their schemas' text, and each compiled once it is needed
+  // (null when the schema cannot be compiled: then only the JSON object is checked).
+  std::map<std::string, std::string> strict_schemas_;
+  mutable std::map<std::string, std::shared_ptr<const grammar::Grammar>> strict_grammars_;
 };
 
 // A whole answer: its content (calls removed, trimmed) and its calls.
@@ -117,6 +143,8 @@ struct ParsedToolCalls {
 };
 ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
                                  const std::vector<std::string>& offered);
+ParsedToolCalls parse_tool_calls(std::string_view text, ToolCallFormat format,
+                                 const std::vector<ToolDefinition>& offered);
 
 // The generic format's instruction and the tools, for a system prompt whose template cannot
 // show tools itself.

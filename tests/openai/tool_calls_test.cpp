@@ -82,6 +82,29 @@ const std::vector<Case>& cases() {
        "{\"name\": \"f\", \"parameters\": \"{\\\"x\\\": 1}\"}",
        "",
        {{"f", "{\"x\": 1}"}}},
+      // Arguments that are not a JSON object make no call: the text they came in stays content
+      // (all of a list's text when one of its calls is such), and later blocks still count.
+      {ToolCallFormat::hermes,
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": Paris}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": Paris}}\n</tool_call>",
+       {}},
+      {ToolCallFormat::hermes,
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"city\\\": Par\"}\n</tool_call> then "
+       "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>",
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"city\\\": Par\"}\n</tool_call> then",
+       {{"g", "{}"}}},
+      {ToolCallFormat::llama3,
+       "{\"name\": \"f\", \"parameters\": [1, 2]}",
+       "{\"name\": \"f\", \"parameters\": [1, 2]}",
+       {}},
+      {ToolCallFormat::mistral,
+       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"arguments\": 7}]",
+       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"arguments\": 7}]",
+       {}},
+      {ToolCallFormat::generic,
+       "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"k\": }}]}",
+       "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"k\": }}]}",
+       {}},
   };
   return all;
 }
@@ -157,29 +180,50 @@ TEST(ToolCalls, AByteAtATimeGivesTheSameCalls) {
   }
 }
 
-TEST(ToolCalls, ArgumentsStreamBeforeTheCallCloses) {
+TEST(ToolCalls, ACallGoesOutWholeOnceItsObjectCloses) {
   ToolCallStreamer streamer(ToolCallFormat::hermes, kOffered);
   auto first = streamer.push("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"text\": \"hel");
-  ASSERT_EQ(first.calls.size(), 1u);
-  EXPECT_EQ(first.calls[0].name, "f");
-  EXPECT_EQ(first.calls[0].arguments, "{\"text\": \"hel");
+  EXPECT_TRUE(first.calls.empty()) << "arguments not yet known to be JSON are held";
+  EXPECT_TRUE(first.content.empty());
   auto second = streamer.push("lo\"}}\n</tool_call>", true);
   ASSERT_EQ(second.calls.size(), 1u);
-  EXPECT_EQ(second.calls[0].arguments, "lo\"}");
-  EXPECT_TRUE(second.calls[0].id.empty());
+  EXPECT_EQ(second.calls[0].index, 0);
+  EXPECT_FALSE(second.calls[0].id.empty());
+  EXPECT_EQ(second.calls[0].name, "f");
+  EXPECT_EQ(second.calls[0].arguments, "{\"text\": \"hello\"}");
+  EXPECT_TRUE(second.content.empty());
   EXPECT_TRUE(streamer.found_calls());
 }
 
-TEST(ToolCalls, AnAnswerCutInsideACallDidNotFinishWithCalls) {
-  ParsedToolCalls cut =
-      parse_tool_calls("{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"x\": 1",
-                       ToolCallFormat::generic, kOffered);
-  ASSERT_EQ(cut.calls.size(), 1u);
-  EXPECT_FALSE(cut.complete);
+TEST(ToolCalls, AnAnswerCutInsideACallIsContent) {
+  const std::string text = "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"x\": 1";
+  ParsedToolCalls cut = parse_tool_calls(text, ToolCallFormat::generic, kOffered);
+  EXPECT_TRUE(cut.calls.empty());
+  EXPECT_EQ(cut.content, text);
   ParsedToolCalls whole =
       parse_tool_calls("{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"x\": 1}}]}",
                        ToolCallFormat::generic, kOffered);
   EXPECT_TRUE(whole.complete);
+}
+
+TEST(ToolCalls, AStrictToolsArgumentsMustMatchItsSchema) {
+  ToolDefinition weather{"get_weather", "",
+                         R"({"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"], "additionalProperties": false})",
+                         true};
+  const std::string wrong =
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"town\": \"Oslo\"}}</tool_call>";
+  const std::string right =
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
+  ParsedToolCalls refused = parse_tool_calls(wrong, ToolCallFormat::hermes, std::vector{weather});
+  EXPECT_TRUE(refused.calls.empty());
+  EXPECT_EQ(refused.content, wrong);
+  ParsedToolCalls accepted = parse_tool_calls(right, ToolCallFormat::hermes, std::vector{weather});
+  ASSERT_EQ(accepted.calls.size(), 1u);
+  EXPECT_EQ(accepted.calls[0].arguments, "{\"city\": \"Oslo\"}");
+  // Not strict: any JSON object is a call's arguments.
+  weather.strict = false;
+  EXPECT_EQ(parse_tool_calls(wrong, ToolCallFormat::hermes, std::vector{weather}).calls.size(), 1u);
 }
 
 TEST(ToolCalls, FormatFromTheTemplate) {

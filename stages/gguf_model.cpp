@@ -78,7 +78,8 @@ bool splits_reasoning(const std::string& reasoning_format, const engine::ChatFor
 GgufModel::GgufModel(const GgufModelConfig& config)
     : model_(config.tokenizer_only ? nullptr : engine::Model::load(config.path)),
       name_(config.name.empty() ? std::filesystem::path(config.path).stem().string() : config.name),
-      block_tokens_(config.kv_cache.block_tokens) {
+      block_tokens_(config.kv_cache.block_tokens),
+      max_tokens_default_(config.max_tokens_default) {
   std::string gguf_template;
   if (model_) {
     tokenizer_ = &model_->tokenizer();
@@ -256,10 +257,21 @@ EngineStats GgufModel::engine_stats() const {
   return to_engine_stats(stats(), block_tokens_);
 }
 
+int64_t GgufModel::answer_token_limit(const GenerationParams& generation,
+                                      int64_t prompt_tokens) const {
+  if (generation.max_tokens > 0) return generation.max_tokens;
+  int64_t room = context_length_;
+  if (scheduler_) room = std::min(room, scheduler_->capacity_tokens());
+  room = std::max<int64_t>(1, room - prompt_tokens);
+  return max_tokens_default_ > 0 ? std::min(max_tokens_default_, room) : room;
+}
+
 std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io,
                                                    PortId resume_port) {
   require_engine();
   engine::SequenceSpec spec = to_sequence_spec(request);
+  spec.max_tokens =
+      answer_token_limit(request.generation, static_cast<int64_t>(spec.prompt.size()));
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});
@@ -366,6 +378,11 @@ ResourceTypeInfo gguf_model_resource_type() {
   type.config().key("tokenizer_only", &GgufModelConfig::tokenizer_only,
                     "read only the vocabulary and chat template (no weights, no scheduler): "
                     "counts tokens for gates in front of an upstream engine");
+  type.config()
+      .key("max_tokens_default", &GgufModelConfig::max_tokens_default,
+           "the answer's bound when a request gives no max_tokens; 0: up to the context (its "
+           "length minus the prompt), as OpenAI and vLLM do")
+      .at_least(0);
   type.config().object("kv_cache", &GgufModelConfig::kv_cache, kv_cache, "the paged KV cache");
   type.config().object("scheduler", &GgufModelConfig::scheduler, scheduler, "continuous batching");
   type.create([](const GgufModelConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {

@@ -48,6 +48,8 @@ struct GgufModelConfig {
   bool tokenizer_only = false;
   KvCacheConfig kv_cache;
   SchedulerSettings scheduler;
+  // The answer's bound when a request gives no max_tokens; 0: up to the context.
+  int64_t max_tokens_default = 0;
 };
 
 // What a sequence run outside any request produced (generate_text and next_token_logprobs are
@@ -88,6 +90,12 @@ class GgufModel final : public Resource, public ServedModel {
   std::string detokenize(std::span<const int32_t> tokens) const override;
   EngineStats engine_stats() const override;
   bool generates() const override { return !tokenizer_only(); }
+
+  // The most tokens the answer after a prompt of `prompt_tokens` may have: the request's
+  // max_tokens when given (the engine refuses one that does not fit), else what the context and
+  // the KV cache leave (at least 1), or max_tokens_default when that is less. What the gates
+  // reserve and the engine is held to.
+  int64_t answer_token_limit(const GenerationParams& generation, int64_t prompt_tokens) const;
 
   // The request's prompt as token ids: chat messages through the chat template (control tokens
   // only where the template wrote them), a completion prompt as it is. Throws RequestFailure
@@ -168,6 +176,15 @@ class GgufModel final : public Resource, public ServedModel {
   ToolCallFormat template_tool_format_ = ToolCallFormat::generic;
   std::string name_;
   int64_t block_tokens_;
+  int64_t max_tokens_default_ = 0;
 };
+
+// What a gate reserves for the answer: `model`'s answer_token_limit, or without a model the
+// request's max_tokens, else kMaxTokensWithoutContext.
+inline int64_t answer_token_bound(const GgufModel* model, const GenerationParams& generation,
+                                  int64_t prompt_tokens) {
+  if (model) return model->answer_token_limit(generation, prompt_tokens);
+  return generation.max_tokens > 0 ? generation.max_tokens : kMaxTokensWithoutContext;
+}
 
 }  // namespace chatflow

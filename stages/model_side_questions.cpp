@@ -81,6 +81,8 @@ GgufModel::AsideAnswer GgufModel::answer_aside(const Request& request, std::vect
   require_engine();
   engine::SequenceSpec spec = to_sequence_spec(request);
   spec.prompt.assign(prompt.begin(), prompt.end());
+  spec.max_tokens =
+      answer_token_limit(request.generation, static_cast<int64_t>(spec.prompt.size()));
   if (auto error = scheduler_->validate(spec)) {
     throw RequestFailure(
         RequestError{400, "invalid_request_error", *error, "context_length_exceeded", "messages"});

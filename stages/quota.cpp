@@ -47,7 +47,10 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
   Route process(Request& request, StageIo&) override {
     const std::string& tenant = request.identity.tenant;
     std::optional<int64_t> allowance = allowance_of(tenant);
-    int64_t reservation = allowance ? prompt_bound(request) + request.generation.max_tokens : 0;
+    int64_t prompt = allowance ? prompt_bound(request) : 0;
+    // Without max_tokens, up to the model's context (GgufModel::answer_token_limit).
+    int64_t reservation =
+        allowance ? prompt + answer_token_bound(model_.get(), request.generation, prompt) : 0;
     std::string hold = usage::new_hold_id();
     if (!reserve(tenant, hold, reservation, allowance)) {
       int64_t used = ledger_->used_tokens(tenant);

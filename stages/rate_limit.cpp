@@ -113,16 +113,18 @@ class RateLimitStage final : public RequestStage {
     int64_t prompt_tokens = static_cast<int64_t>(request.prompt_tokens.size());
     if (prompt_tokens == 0 && model_)
       prompt_tokens = static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    // Without max_tokens, up to the model's context (GgufModel::answer_token_limit).
+    int64_t max_tokens = answer_token_bound(model_.get(), request.generation, prompt_tokens);
     // A request that can never fit the model is a 400, not a 429 a client would retry for ever.
-    if (model_ && prompt_tokens + request.generation.max_tokens > model_->context_length()) {
+    if (model_ && prompt_tokens + max_tokens > model_->context_length()) {
       throw RequestFailure(RequestError{
           400, "invalid_request_error",
           "the prompt is " + std::to_string(prompt_tokens) + " tokens and max_tokens is " +
-              std::to_string(request.generation.max_tokens) + ": together more than the model's " +
-              "context of " + std::to_string(model_->context_length()) + " tokens",
+              std::to_string(max_tokens) + ": together more than the model's " + "context of " +
+              std::to_string(model_->context_length()) + " tokens",
           "context_length_exceeded", "messages"});
     }
-    double tokens = static_cast<double>(prompt_tokens + request.generation.max_tokens);
+    double tokens = static_cast<double>(prompt_tokens + max_tokens);
     std::vector<limits::Claim> claims = claims_of(request, tokens);
     limits::Reservation reservation;
     try {

@@ -94,7 +94,9 @@ using HeaderFields = std::vector<std::pair<std::string, std::string>>;
 
 // What the caller asked the model for; fields and defaults follow OpenAI's API.
 struct GenerationParams {
-  int64_t max_tokens = 256;
+  // 0: not given: the answer may fill the model's context, as OpenAI and vLLM read it (the
+  // model resource resolves it: GgufModel::answer_token_limit, upstream's max_tokens_default).
+  int64_t max_tokens = 0;
   float temperature = 1.0f;
   float top_p = 1.0f;
   int top_k = 0;  // 0: off
@@ -113,6 +115,10 @@ struct GenerationParams {
   bool parallel_tool_calls = true;
   ResponseFormat response_format;
 };
+
+// The answer's bound where max_tokens was not given and no context length is known: a gate
+// without a model, an upstream without context_length or tokenizer.
+inline constexpr int64_t kMaxTokensWithoutContext = 4096;
 
 enum class RequestKind { chat, completion };
 

@@ -535,7 +535,8 @@ ResponseFormat parse_response_format(const Fields& fields) {
 
 GenerationParams parse_generation_params(const Fields& fields, RequestKind kind) {
   GenerationParams params;
-  int64_t max_tokens = fields.integer("max_tokens", params.max_tokens, 1, 1 << 20);
+  // Absent (or null): 0, the answer may fill the context (GenerationParams::max_tokens).
+  int64_t max_tokens = fields.integer("max_tokens", 0, 1, 1 << 20);
   params.max_tokens = fields.integer("max_completion_tokens", max_tokens, 1, 1 << 20);
   params.temperature = static_cast<float>(fields.number("temperature", 1.0, 0.0, 2.0));
   params.top_p = static_cast<float>(fields.number("top_p", 1.0, 0.0, 1.0));
@@ -594,8 +595,7 @@ void parse_completion_request(std::string_view body, RequestKind kind, Request& 
         Fields(options->get_object(), "stream_options.").boolean("include_usage", false);
   }
   request.session_id = fields.string("session_id", "");
-  if (request.session_id.size() > 256)
-    invalid("'session_id' may be at most 256 characters", "session_id");
+  check_session_id(request.session_id, "session_id");
   // A client-chosen label: an identity only ever comes from the credential.
   request.end_user = fields.string("user", "");
   // OpenAI fields that change nothing here (storage for OpenAI's own products, tags, tiers).
@@ -795,7 +795,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
   }
   std::vector<ToolCallDelta> calls;
   if (chat && request.tool_format != ToolCallFormat::none) {
-    if (!tools_) tools_.emplace(request.tool_format, offered_names(request.generation.tools));
+    if (!tools_) tools_.emplace(request.tool_format, request.generation.tools);
     ToolCallStreamer::Pieces pieces = tools_->push(text, chunk.is_final());
     text = std::move(pieces.content);
     calls = std::move(pieces.calls);
@@ -844,9 +844,8 @@ std::string completion_json(const Request& request, const std::string& text,
           pieces.reasoning.empty() ? json::value(nullptr) : json::value(pieces.reasoning);
     }
     if (request.tool_format != ToolCallFormat::none) {
-      ParsedToolCalls parsed =
-          parse_tool_calls(std::string(message["content"].as_string()), request.tool_format,
-                           offered_names(request.generation.tools));
+      ParsedToolCalls parsed = parse_tool_calls(std::string(message["content"].as_string()),
+                                                request.tool_format, request.generation.tools);
       if (!parsed.calls.empty()) {
         message["content"] =
             parsed.content.empty() ? json::value(nullptr) : json::value(parsed.content);

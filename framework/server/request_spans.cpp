@@ -64,7 +64,8 @@ std::string operation_name(RequestKind kind) {
 void add_gen_ai_attributes(const Request& request, std::vector<SpanAttribute>& attributes) {
   attributes.push_back({"gen_ai.operation.name", operation_name(request.kind)});
   if (!request.model.empty()) attributes.push_back({"gen_ai.request.model", request.model});
-  attributes.push_back({"gen_ai.request.max_tokens", request.generation.max_tokens});
+  if (request.generation.max_tokens > 0)  // 0: not given (up to the context)
+    attributes.push_back({"gen_ai.request.max_tokens", request.generation.max_tokens});
   attributes.push_back(
       {"gen_ai.request.temperature", static_cast<double>(request.generation.temperature)});
   attributes.push_back({"gen_ai.request.top_p", static_cast<double>(request.generation.top_p)});

@@ -179,6 +179,34 @@ TEST(ModelStages, PromptThatCannotFitIsA400) {
   EXPECT_EQ(request->error()->code, "context_length_exceeded");
 }
 
+// Without max_tokens (OpenAI's and vLLM's reading), the answer may fill the context.
+TEST(ModelStages, WithoutMaxTokensTheAnswerFillsTheContext) {
+  auto pipeline = build_yaml(pipeline_yaml(model_path()), builtin_registry());
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = completion("the little robot", sink);
+  request->generation.max_tokens = GenerationParams{}.max_tokens;  // not given
+  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(request->finish_reason(), FinishReason::length);
+  EXPECT_EQ(request->usage.prompt_tokens + request->usage.completion_tokens, 256);
+}
+
+TEST(ModelStages, MaxTokensDefaultCapsAnAnswerWithoutMaxTokens) {
+  auto pipeline =
+      build_yaml(pipeline_yaml(model_path(), ", max_tokens_default: 20"), builtin_registry());
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = completion("the little robot", sink);
+  request->generation.max_tokens = GenerationParams{}.max_tokens;  // not given
+  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(request->finish_reason(), FinishReason::length);
+  EXPECT_EQ(request->usage.completion_tokens, 20);
+}
+
 TEST(ModelStages, SseEventsHaveTheOpenAiShape) {
   std::string path = model_path();
   auto pipeline = build_yaml(pipeline_yaml(path), builtin_registry());

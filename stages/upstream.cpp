@@ -37,6 +37,9 @@ struct UpstreamConfig {
   int64_t max_idle_connections = 64;
   int64_t context_length = 0;
   std::string tokenizer;
+  int64_t max_tokens_default = 0;
+  int64_t max_answer_bytes = 16 << 20;
+  int64_t max_answer_ms = 600000;
   HealthConfig health;
   BreakerConfig circuit_breaker;
   TlsConfig tls;
@@ -102,11 +105,13 @@ std::shared_ptr<Resource> create_upstream(const UpstreamConfig& config, Resource
   settings.breaker.cooldown = std::chrono::milliseconds(config.circuit_breaker.cooldown_ms);
   settings.verify_tls = config.tls.verify;
   settings.ca_file = config.tls.ca_file;
+  settings.max_answer_bytes = static_cast<size_t>(config.max_answer_bytes);
+  settings.max_answer_time = std::chrono::milliseconds(config.max_answer_ms);
   std::shared_ptr<GgufModel> tokenizer;
   if (!config.tokenizer.empty()) tokenizer = context.resource<GgufModel>(config.tokenizer);
-  return std::make_shared<UpstreamModel>(std::move(settings), config.model,
-                                         config.name.empty() ? config.model : config.name,
-                                         config.context_length, std::move(tokenizer));
+  return std::make_shared<UpstreamModel>(
+      std::move(settings), config.model, config.name.empty() ? config.model : config.name,
+      config.context_length, std::move(tokenizer), config.max_tokens_default);
 }
 
 ResourceTypeInfo upstream_resource_type() {
@@ -178,6 +183,20 @@ ResourceTypeInfo upstream_resource_type() {
            "a gguf_model whose tokenizer counts tokens as the engine does (when the engine "
            "reports no usage); empty: estimated")
       .resource("gguf_model");
+  type.config()
+      .key("max_tokens_default", &UpstreamConfig::max_tokens_default,
+           "the answer's bound when a request gives no max_tokens; 0: up to the context "
+           "(context_length or the tokenizer's, less the prompt), else 4096")
+      .at_least(0);
+  type.config()
+      .key("max_answer_bytes", &UpstreamConfig::max_answer_bytes,
+           "bytes one answer's stream may hold, whatever the engine sends; past it the answer "
+           "ends with an error")
+      .range(1024, int64_t{1} << 40);
+  type.config()
+      .key("max_answer_ms", &UpstreamConfig::max_answer_ms,
+           "from the request sent to the answer's end at most this long")
+      .range(1, 86'400'000);
   type.config().object("health", &UpstreamConfig::health, health, "health checks");
   type.config().object("circuit_breaker", &UpstreamConfig::circuit_breaker, breaker,
                        "per-endpoint circuit breaker");
@@ -192,12 +211,13 @@ CHATFLOW_REGISTER_TYPE(upstream_resource_type);
 
 UpstreamModel::UpstreamModel(upstream::UpstreamSettings settings, std::string upstream_model,
                              std::string served_name, int64_t context_length,
-                             std::shared_ptr<GgufModel> tokenizer)
+                             std::shared_ptr<GgufModel> tokenizer, int64_t max_tokens_default)
     : client_(std::move(settings)),
       upstream_model_(std::move(upstream_model)),
       served_name_(std::move(served_name)),
       context_length_(context_length),
-      tokenizer_(std::move(tokenizer)) {}
+      tokenizer_(std::move(tokenizer)),
+      max_tokens_default_(max_tokens_default) {}
 
 int64_t UpstreamModel::count_prompt_tokens(const Request& request) const {
   if (tokenizer_) return static_cast<int64_t>(tokenizer_->encode_prompt(request, true).size());
@@ -213,6 +233,74 @@ int64_t UpstreamModel::count_prompt_tokens(const Request& request) const {
 int64_t UpstreamModel::count_text_tokens(const std::string& text) const {
   if (tokenizer_) return static_cast<int64_t>(tokenizer_->tokenize(text, false, false).size());
   return (static_cast<int64_t>(text.size()) + 3) / 4;
+}
+
+int64_t UpstreamModel::prompt_token_bound(const Request& request) const {
+  // Generous for the template's own text (markers, a default system prompt, the tools'
+  // instructions): the bound only has to stop an absurd count from being charged.
+  constexpr int64_t kPerMessage = 16;
+  constexpr int64_t kTemplate = 256;
+  auto size = [](const std::string& text) { return static_cast<int64_t>(text.size()); };
+  int64_t bytes = size(request.prompt) + size(request.chat_template_kwargs) + kTemplate;
+  for (const auto& message : request.messages) {
+    bytes += size(message.role) + size(message.content) + size(message.tool_call_id) + kPerMessage;
+    for (const auto& call : message.tool_calls)
+      bytes += size(call.name) + size(call.arguments) + kPerMessage;
+  }
+  for (const auto& tool : request.generation.tools)
+    bytes += size(tool.name) + size(tool.description) + size(tool.parameters) + kPerMessage;
+  return bytes;
+}
+
+UpstreamModel::AnswerLimit UpstreamModel::answer_token_limit(const GenerationParams& generation,
+                                                             int64_t prompt_tokens) const {
+  if (generation.max_tokens > 0) return {generation.max_tokens, true};
+  if (max_tokens_default_ > 0) return {max_tokens_default_, true};
+  if (context_length_ > 0) return {std::max<int64_t>(1, context_length_ - prompt_tokens), false};
+  if (tokenizer_) {
+    // The gates count with the same model, so they reserved exactly this.
+    int64_t room = std::max<int64_t>(1, tokenizer_->context_length() - prompt_tokens);
+    int64_t limit = tokenizer_->answer_token_limit(generation, prompt_tokens);
+    return {limit, limit < room};  // below the room: the tokenizer's max_tokens_default
+  }
+  return {kMaxTokensWithoutContext, true};
+}
+
+int64_t UpstreamModel::count_output_tokens(std::string_view text, int64_t engine_events) const {
+  if (tokenizer_)
+    return std::max<int64_t>(1,
+                             static_cast<int64_t>(tokenizer_->tokenize(text, false, false).size()));
+  auto by_bytes =
+      (static_cast<int64_t>(text.size()) + kBytesPerTokenAtMost - 1) / kBytesPerTokenAtMost;
+  return std::max({int64_t{1}, engine_events, by_bytes});
+}
+
+std::string UpstreamModel::cut_output(std::string_view text, int64_t tokens,
+                                      int64_t counted) const {
+  if (tokens <= 0) return {};
+  if (tokens >= counted) return std::string(text);
+  auto utf8_start = [&](size_t at) {
+    while (at > 0 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80)
+      --at;
+    return at;
+  };
+  if (!tokenizer_) {
+    // The events were merged: their text is shared out evenly among the tokens they stand for.
+    auto keep = static_cast<size_t>(static_cast<int64_t>(text.size()) * tokens / counted);
+    return std::string(text.substr(0, utf8_start(keep)));
+  }
+  // The longest start the tokenizer counts within `tokens`.
+  size_t low = 0, high = text.size();
+  while (low < high) {
+    size_t middle = utf8_start(low + (high - low + 1) / 2);
+    if (middle <= low) break;
+    if (count_output_tokens(text.substr(0, middle), 1) <= tokens) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  return std::string(text.substr(0, low));
 }
 
 int64_t UpstreamModel::context_length() const {

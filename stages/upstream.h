@@ -21,7 +21,7 @@ class UpstreamModel final : public Resource, public ServedModel {
   // `tokenizer` may be null: token counts are then the engine's, or estimated (see count_*).
   UpstreamModel(upstream::UpstreamSettings settings, std::string upstream_model,
                 std::string served_name, int64_t context_length,
-                std::shared_ptr<GgufModel> tokenizer);
+                std::shared_ptr<GgufModel> tokenizer, int64_t max_tokens_default = 0);
 
   upstream::UpstreamClient& client() { return client_; }
   // The name the engine knows the model by (the body's "model").
@@ -33,6 +33,29 @@ class UpstreamModel final : public Resource, public ServedModel {
   int64_t count_prompt_tokens(const Request& request) const;
   // Tokens of generated `text`: with the tokenizer, else a token per 4 bytes.
   int64_t count_text_tokens(const std::string& text) const;
+  // No prompt the engine reads for `request` has more tokens than this: its bytes (every token
+  // stands for at least one) with the tools it offers, plus room for the template's markers.
+  // The engine's own count is believed up to it.
+  int64_t prompt_token_bound(const Request& request) const;
+
+  // The most tokens the answer may have: the request's max_tokens, else max_tokens_default,
+  // else the tokenizer's bound, else what context_length leaves, else kMaxTokensWithoutContext.
+  // `sent`: whether the engine is told it (not when it comes from the context, which the engine
+  // counts exactly itself).
+  struct AnswerLimit {
+    int64_t tokens = 0;
+    bool sent = true;
+  };
+  AnswerLimit answer_token_limit(const GenerationParams& generation, int64_t prompt_tokens) const;
+
+  // Tokens the engine spent on output it sent as `engine_events` events holding `text`, counted
+  // so as never to cut short an answer the engine kept within max_tokens: with the tokenizer,
+  // else one token per event (as vLLM, llama.cpp's server and chatflow stream them) and at least
+  // one per kBytesPerTokenAtMost bytes.
+  int64_t count_output_tokens(std::string_view text, int64_t engine_events) const;
+  // The start of `text` that holds `tokens` of the `counted` that count_output_tokens found.
+  std::string cut_output(std::string_view text, int64_t tokens, int64_t counted) const;
+  static constexpr int64_t kBytesPerTokenAtMost = 16;
 
   const std::string& model_id() const override { return served_name_; }
   int64_t context_length() const override;
@@ -50,6 +73,7 @@ class UpstreamModel final : public Resource, public ServedModel {
   std::string served_name_;
   int64_t context_length_;
   std::shared_ptr<GgufModel> tokenizer_;
+  int64_t max_tokens_default_;
 };
 
 }  // namespace chatflow

@@ -12,17 +12,27 @@
 // The engine's structured deltas are written back into the text form chatflow's stream uses,
 // and the request is told how to read it, as a chat template would tell it: reasoning
 // (reasoning_content) becomes "<think>...</think>" before the content, with the request's
-// reasoning split on when the answer starts with reasoning; tool calls become Hermes
-// "<tool_call>{"name", "arguments"}</tool_call>" blocks, with the request's tool format Hermes
-// when it offers tools. sse_emit then streams them as reasoning_content and tool_calls again,
-// moderation screens them, and history hands them back. What is lost: the engine's tool call
-// ids (chatflow makes new ones) and log-probabilities (refused with a 400).
+// reasoning split on when the answer starts with reasoning (a "</think>" inside the reasoning is
+// escaped, see ReasoningEscaper); tool calls become Hermes
+// "<tool_call>{"name", "arguments"}</tool_call>" blocks, each once it is whole, with the
+// request's tool format Hermes when it offers tools. sse_emit then streams them as
+// reasoning_content and tool_calls again, moderation screens them, and history hands them back.
+// What is lost: the engine's tool call ids (chatflow makes new ones) and log-probabilities
+// (refused with a 400).
 //
-// Usage: the engine's usage event (stream_options.include_usage); when it sends none, tokens are
-// counted with the upstream's tokenizer, else estimated (upstream.h).
+// The engine is held to the request's max_tokens (or the upstream's bound for a request without
+// one) even when it ignores it: see UpstreamAnswer. Usage: the engine's usage event
+// (stream_options.include_usage), believed only within those bounds; when it sends none, tokens
+// are counted with the upstream's tokenizer, else estimated (upstream.h).
+#include <algorithm>
+#include <optional>
+#include <string_view>
+#include <utility>
+
 #include <boost/json.hpp>
 
 #include "framework/api/trace.h"
+#include "framework/text/stream_markers.h"
 #include "framework/upstream/request_body.h"
 #include "stages/upstream.h"
 
@@ -51,37 +61,67 @@ std::string affinity_key(const Request& request) {
   return {};
 }
 
+// Engine reasoning is written inside "<think>...</think>", so reasoning text holding that closing
+// marker would end the block early and show the rest of the reasoning as the answer. Each one in
+// it is written with a zero-width space before its ">": the same to a reader, no marker to the
+// split. A piece that may be the start of one is held back until the next decides.
+class ReasoningEscaper {
+ public:
+  std::string push(std::string_view text) {
+    held_.append(text);
+    std::string out;
+    size_t at = 0;
+    for (size_t found; (found = held_.find(text::kThinkingCloses, at)) != std::string::npos;
+         at = found + text::kThinkingCloses.size()) {
+      out.append(held_, at, found - at);
+      out += kEscapedClose;
+    }
+    size_t keep = text::partial_marker(std::string_view(held_).substr(at), text::kThinkingCloses);
+    out.append(held_, at, held_.size() - at - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+  }
+  // What was held back: at the block's end it is no marker.
+  std::string flush() { return std::exchange(held_, {}); }
+
+  static constexpr std::string_view kEscapedClose = "</think\u200b>";
+
+ private:
+  std::string held_;
+};
+
 // One request's answer as the engine streams it, written into the pipeline's stream. Runs on
 // the upstream client's thread, and is destroyed on its releaser: it holds the request so that
 // the last reference, and with it the request's release work, is never let go of on the thread
 // every call's stream depends on.
+//
+// The request's max_tokens holds here too, whatever the engine does with it: output is counted
+// as it comes (UpstreamModel::count_output_tokens), and the event that would pass the limit is
+// cut to it, the answer ends with finish_reason "length", and the call ends, which closes the
+// connection so that the engine stops. Usage never counts more completion tokens than the limit.
 class UpstreamAnswer final : public upstream::StreamObserver {
  public:
   UpstreamAnswer(std::shared_ptr<Request> request, Continuation continuation,
-                 std::shared_ptr<UpstreamModel> model, ChildSpan span)
+                 std::shared_ptr<UpstreamModel> model, ChildSpan span, int64_t token_limit)
       : request_(std::move(request)),
         continuation_(std::move(continuation)),
         model_(std::move(model)),
-        span_(std::move(span)) {}
+        span_(std::move(span)),
+        token_limit_(token_limit) {}
 
   // A stream that did not end well (the client left, the engine failed) still spent what it
   // generated: counted here, before the writer lets go of the request, so limits, quota and
   // metrics charge it as they do a gguf_model's partial answer.
   ~UpstreamAnswer() override {
-    if (ended_ || generated_.empty()) return;
-    try {
-      // Only once the request ended in an error (cancelled, timed out): then nothing but its
-      // release reads the usage. A stream a stage stopped (output moderation) is finished
-      // elsewhere, with the tokens it counted.
-      if (request_->finished() && request_->error())
-        request_->usage.completion_tokens = model_->count_text_tokens(generated_);
-    } catch (const std::exception&) {
-      // Counting failed (out of memory): the partial answer goes uncharged rather than the
-      // client thread ending the process.
-    }
+    if (ended_ || delivered_tokens_ == 0) return;
+    // Only once the request ended in an error (cancelled, timed out): then nothing but its
+    // release reads the usage. A stream a stage stopped (output moderation) is finished
+    // elsewhere, with the tokens it counted.
+    if (request_->finished() && request_->error())
+      request_->usage.completion_tokens = charged_completion_tokens();
   }
 
-  void on_output(const upstream::StreamEvent& event, bool first,
+  bool on_output(const upstream::StreamEvent& event, bool first,
                  const std::string& endpoint) override {
     if (first) {
       Request* request = request_.get();
@@ -94,62 +134,31 @@ class UpstreamAnswer final : public upstream::StreamObserver {
       splits_reasoning_ = request->reasoning.enabled;
       writer_ = continuation_.resume_streaming(kOut);
     }
-    if (!writer_) return;  // the request ended before its first output (nothing to resume)
-    std::string text;
-    if (!event.reasoning.empty()) {
-      if (splits_reasoning_ && !reasoning_done_) {
-        if (!in_reasoning_) text += "<think>";
-        in_reasoning_ = true;
-      }
-      text += event.reasoning;
+    if (!writer_) return false;  // the request ended before its first output: nothing to write
+    int64_t counted = model_->count_output_tokens(output_text(event), event.pieces);
+    int64_t left = token_limit_ - delivered_tokens_;
+    if (counted <= left) {
+      write(event, counted, event.pieces);
+      return true;
     }
-    if (!event.content.empty()) {
-      text += close_reasoning() + close_call();
-      text += event.content;
-    }
-    for (const auto& piece : event.tool_calls) {
-      text += close_reasoning();
-      if (!open_call_ || *open_call_ != piece.index) {
-        text += close_call();
-        text +=
-            "<tool_call>\n{\"name\": " + boost::json::serialize(boost::json::value(piece.name)) +
-            ", \"arguments\": ";
-        open_call_ = piece.index;
-      }
-      text += piece.arguments;
-      arguments_written_ = arguments_written_ || !piece.arguments.empty();
-    }
-    generated_ += text;
-    Chunk chunk = Chunk::delta(std::move(text));
-    chunk.tokens_without_ids = event.pieces;
-    writer_.write(std::move(chunk));
+    upstream::StreamEvent kept = cut_event(event, left, counted);
+    write(kept, left, std::min(event.pieces, left));
+    end_stream(FinishReason::length, usage_as_counted());
+    return false;
   }
 
   void on_end(const upstream::StreamEnd& end) override {
-    Request* request = request_.get();
-    request->generation_times.finished_ns = now_ns();
     if (!writer_) writer_ = continuation_.resume_streaming(kOut);  // an empty answer
-    Chunk last;
-    last.text = close_reasoning() + close_call();
-    generated_ += last.text;
-    Usage usage = request->usage;  // the prompt as counted before the call
+    Usage usage = usage_as_counted();
+    // The engine's own count, believed within what it can be: no more completion tokens than
+    // the limit it was held to, no more prompt tokens than the prompt's bytes allow.
     if (end.usage && end.usage->prompt_tokens > 0) {
-      usage = *end.usage;
-    } else {
-      usage.completion_tokens = model_->count_text_tokens(generated_);
+      usage.prompt_tokens =
+          std::min(end.usage->prompt_tokens, model_->prompt_token_bound(*request_));
+      usage.cached_prompt_tokens = std::min(end.usage->cached_prompt_tokens, usage.prompt_tokens);
+      usage.completion_tokens = std::min(end.usage->completion_tokens, token_limit_);
     }
-    // The last chunk carries it; the runtime writes it into the request when the chunk reaches
-    // the sink (this thread writing the request would race stages reading it).
-    last.finish = finish_reason_of(end.finish_reason);
-    last.usage = usage;
-    // Ended before the last chunk: the request's spans are taken once it finishes.
-    span_.set_attribute("http.response.status_code", int64_t{200});
-    span_.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens);
-    span_.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens);
-    span_.end();
-    writer_.write(std::move(last));
-    writer_ = ChunkWriter();
-    ended_ = true;
+    end_stream(finish_reason_of(end.finish_reason), usage);
   }
 
   void on_failure(const RequestError& error, bool) override {
@@ -180,19 +189,136 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   }
 
  private:
+  // A tool call as the engine streams it: held until it is whole, so that what is passed on
+  // can be checked (see close_call).
+  struct OpenCall {
+    int index = 0;
+    std::string name;
+    std::string arguments;
+  };
+
+  // The text the engine generated in `event`, which its tokens stand for.
+  static std::string output_text(const upstream::StreamEvent& event) {
+    std::string text = event.reasoning + event.content;
+    for (const auto& piece : event.tool_calls)
+      text += piece.name + piece.arguments;
+    return text;
+  }
+
+  // The start of `event` that holds `tokens` of the `counted` its text stands for, in the order
+  // the engine wrote it: reasoning, content, then the tool calls.
+  upstream::StreamEvent cut_event(const upstream::StreamEvent& event, int64_t tokens,
+                                  int64_t counted) const {
+    size_t budget = model_->cut_output(output_text(event), tokens, counted).size();
+    auto take = [&budget](const std::string& text) {
+      std::string kept = text.substr(0, std::min(budget, text.size()));
+      budget -= kept.size();
+      return kept;
+    };
+    upstream::StreamEvent kept;
+    kept.reasoning = take(event.reasoning);
+    kept.content = take(event.content);
+    for (const auto& piece : event.tool_calls) {
+      if (budget == 0) break;
+      upstream::ToolCallPiece part = piece;
+      part.name = take(piece.name);
+      part.arguments = take(piece.arguments);
+      kept.tool_calls.push_back(std::move(part));
+    }
+    return kept;
+  }
+
+  void write(const upstream::StreamEvent& event, int64_t tokens, int64_t engine_events) {
+    std::string text;
+    if (!event.reasoning.empty()) {
+      if (splits_reasoning_ && !reasoning_done_) {
+        text += close_call();
+        if (!in_reasoning_) text += "<think>";
+        in_reasoning_ = true;
+        text += reasoning_escaper_.push(event.reasoning);
+      } else {
+        text += event.reasoning;  // after the answer began: content
+      }
+    }
+    if (!event.content.empty()) {
+      text += close_reasoning() + close_call();
+      text += event.content;
+    }
+    for (const auto& piece : event.tool_calls) {
+      text += close_reasoning();
+      if (!open_call_ || open_call_->index != piece.index) {
+        text += close_call();
+        open_call_ = OpenCall{piece.index, piece.name, {}};
+      }
+      if (open_call_->name.empty()) open_call_->name = piece.name;
+      open_call_->arguments += piece.arguments;
+    }
+    delivered_tokens_ += tokens;
+    delivered_bytes_ += static_cast<int64_t>(output_text(event).size());
+    held_events_ += engine_events;
+    if (text.empty()) return;  // a call still being written: its tokens go with its text
+    Chunk chunk = Chunk::delta(std::move(text));
+    chunk.tokens_without_ids = std::exchange(held_events_, 0);
+    writer_.write(std::move(chunk));
+  }
+
+  // What the answer spent by the gateway's own count, for when the engine reports nothing: the
+  // tokenizer's, else the larger of one per event and one per 4 bytes; never past the limit.
+  Usage usage_as_counted() const {
+    Usage usage = request_->usage;  // the prompt as counted before the call
+    usage.completion_tokens = charged_completion_tokens();
+    return usage;
+  }
+
+  int64_t charged_completion_tokens() const {
+    int64_t tokens = delivered_tokens_;
+    if (!model_->tokenizer()) tokens = std::max(tokens, (delivered_bytes_ + 3) / 4);
+    return std::min(tokens, token_limit_);
+  }
+
+  void end_stream(FinishReason finish, const Usage& usage) {
+    request_->generation_times.finished_ns = now_ns();
+    Chunk last;
+    last.text = close_reasoning() + close_call();
+    last.tokens_without_ids = std::exchange(held_events_, 0);
+    // The last chunk carries the usage; the runtime writes it into the request when the chunk
+    // reaches the sink (this thread writing the request would race stages reading it).
+    last.finish = finish;
+    last.usage = usage;
+    // Ended before the last chunk: the request's spans are taken once it finishes.
+    span_.set_attribute("http.response.status_code", int64_t{200});
+    span_.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens);
+    span_.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens);
+    span_.end();
+    writer_.write(std::move(last));
+    writer_ = ChunkWriter();
+    ended_ = true;
+  }
+
   std::string close_reasoning() {
     if (!in_reasoning_) return {};
     in_reasoning_ = false;
     reasoning_done_ = true;
-    return "</think>";
+    return reasoning_escaper_.flush() + std::string(text::kThinkingCloses);
   }
 
+  // The held call as a Hermes block. Arguments that are a JSON object go as the engine wrote
+  // them (balanced JSON cannot close the block early); anything else (not JSON, cut short, not
+  // an object) goes as a JSON string holding the text, never raw, so that nothing in it can end
+  // the block and open another call. Such a call is no call to the client: the tool-call reader
+  // keeps it as content (framework/openai/tool_calls.h).
   std::string close_call() {
     if (!open_call_) return {};
+    OpenCall call = std::move(*open_call_);
     open_call_.reset();
-    std::string text = arguments_written_ ? "}\n</tool_call>" : "{}}\n</tool_call>";
-    arguments_written_ = false;
-    return text;
+    boost::system::error_code error;
+    boost::json::value arguments = boost::json::parse(call.arguments, error);
+    std::string written = call.arguments.empty() ? "{}"
+                          : !error && arguments.is_object()
+                              ? call.arguments
+                              : boost::json::serialize(boost::json::value(call.arguments));
+    return "<tool_call>\n{\"name\": " + boost::json::serialize(boost::json::value(call.name)) +
+           ", \"arguments\": " + written + "}\n</tool_call>";
   }
 
   std::shared_ptr<Request> request_;
@@ -202,12 +328,15 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   // cancelled() ends it too, which is const to the client.
   mutable ChildSpan span_;
   ChunkWriter writer_;
+  int64_t token_limit_;
+  int64_t delivered_tokens_ = 0;  // by count_output_tokens
+  int64_t delivered_bytes_ = 0;
+  int64_t held_events_ = 0;  // engine events whose text is not written yet (a call in progress)
   bool splits_reasoning_ = false;
   bool in_reasoning_ = false;
   bool reasoning_done_ = false;
-  std::optional<int> open_call_;
-  bool arguments_written_ = false;
-  std::string generated_;
+  ReasoningEscaper reasoning_escaper_;
+  std::optional<OpenCall> open_call_;
   bool ended_ = false;
 };
 
@@ -235,9 +364,12 @@ class UpstreamGenerateStage final : public RequestStage {
       request.tool_format = ToolCallFormat::hermes;
     }
     request.usage.prompt_tokens = model_->count_prompt_tokens(request);
+    UpstreamModel::AnswerLimit limit =
+        model_->answer_token_limit(request.generation, request.usage.prompt_tokens);
     upstream::UpstreamCall call;
     call.path = upstream::request_path(request);
-    call.body = upstream::request_body(request, model_->upstream_model());
+    call.body =
+        upstream::request_body(request, model_->upstream_model(), limit.sent ? limit.tokens : 0);
     call.affinity_key = affinity_key(request);
     ChildSpan span;
     if (request.trace) {
@@ -257,8 +389,8 @@ class UpstreamGenerateStage final : public RequestStage {
     }
     if (!request.request_id.empty()) call.headers.emplace_back("x-request-id", request.request_id);
     request.generation_times.queued_ns = now_ns();
-    call.observer =
-        std::make_shared<UpstreamAnswer>(io.request_ptr(), io.defer(), model_, std::move(span));
+    call.observer = std::make_shared<UpstreamAnswer>(io.request_ptr(), io.defer(), model_,
+                                                     std::move(span), limit.tokens);
     model_->client().start(std::move(call));
     return Route::deferred();
   }

@@ -86,7 +86,7 @@ std::string request_path(const Request& request) {
   return request.kind == RequestKind::chat ? "/v1/chat/completions" : "/v1/completions";
 }
 
-std::string request_body(const Request& request, const std::string& model) {
+std::string request_body(const Request& request, const std::string& model, int64_t max_tokens) {
   const GenerationParams& generation = request.generation;
   json::object body{{"model", model}, {"stream", true}};
   body["stream_options"] = json::object{{"include_usage", true}};
@@ -95,9 +95,9 @@ std::string request_body(const Request& request, const std::string& model) {
   } else {
     body["prompt"] = request.prompt;
   }
-  // Always sent: the pipeline's gates reserved prompt + max_tokens, so the engine must not write
-  // more than that.
-  body["max_tokens"] = generation.max_tokens;
+  // The pipeline's gates reserved prompt + max_tokens, so the engine must not write more than
+  // that (the gateway cuts an engine that does: upstream_generate.cpp).
+  if (max_tokens > 0) body["max_tokens"] = max_tokens;
   body["temperature"] = generation.temperature;
   body["top_p"] = generation.top_p;
   // Beyond OpenAI's parameters: vLLM, llama.cpp's server and chatflow read these; each is sent

@@ -14,7 +14,8 @@ namespace chatflow::upstream {
 // POST target below the endpoint's base path: /v1/chat/completions or /v1/completions.
 std::string request_path(const Request& request);
 
-// `model`: the name the engine knows the model by.
-std::string request_body(const Request& request, const std::string& model);
+// `model`: the name the engine knows the model by; `max_tokens`: the bound sent (what the gates
+// reserved), or 0 to send none, so that the engine fills its context as the client asked.
+std::string request_body(const Request& request, const std::string& model, int64_t max_tokens);
 
 }  // namespace chatflow::upstream

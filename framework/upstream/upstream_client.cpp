@@ -364,7 +364,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     message_.body() = call_.body;
     message_.prepare_payload();
     first_output_deadline_ = Clock::now() + settings().first_byte_timeout;
-    connection_->tcp().expires_at(first_output_deadline_);
+    answer_deadline_ = Clock::now() + settings().max_answer_time;
+    answer_bytes_ = 0;
+    connection_->tcp().expires_at(std::min(first_output_deadline_, answer_deadline_));
     connection_->with_stream([&](auto& stream) {
       http::async_write(stream, message_,
                         [self = shared_from_this()](beast::error_code error, size_t) {
@@ -397,8 +399,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     auto& body = parser_->get().body();
     body.data = body_buffer_.data();
     body.size = body_buffer_.size();
-    connection_->tcp().expires_at(output_started_ ? Clock::now() + settings().idle_timeout
-                                                  : first_output_deadline_);
+    connection_->tcp().expires_at(
+        std::min(output_started_ ? Clock::now() + settings().idle_timeout : first_output_deadline_,
+                 answer_deadline_));
     connection_->with_stream([&](auto& stream) {
       http::async_read_some(
           stream, connection_->buffer(), *parser_,
@@ -423,13 +426,18 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       }
       return finish();
     }
+    answer_bytes_ += bytes;
+    if (answer_bytes_ > settings().max_answer_bytes) {
+      return stream_failed("the answer passed max_answer_bytes (" +
+                           std::to_string(settings().max_answer_bytes) + " bytes)");
+    }
     if (bytes > 0 && status_ == 200) {
       for (StreamEvent& event : reframer_.push(std::string_view(body_buffer_.data(), bytes))) {
         if (!take(event)) return;
       }
       if (reframer_.ended()) return ended_well();
       // With an error, transport_failed decides whether what came is delivered or retried.
-      if (!error) deliver_pending();
+      if (!error && !deliver_pending()) return;
     } else if (bytes > 0 && error_body_.size() < kMaxErrorBody) {
       error_body_.append(body_buffer_.data(), std::min(bytes, kMaxErrorBody - error_body_.size()));
     }
@@ -461,23 +469,36 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       pending_->pieces += event.pieces;
       return true;
     }
-    deliver_pending();
+    if (!deliver_pending()) return false;
     pending_ = std::move(event);
     pending_plain_ = plain;
     return true;
   }
 
-  void deliver_pending() {
-    if (!pending_) return;
+  // False when the observer ended the call, having all of the answer it takes.
+  bool deliver_pending() {
+    if (!pending_) return true;
     StreamEvent event = std::move(*pending_);
     pending_.reset();
     bool first = !output_started_;
     output_started_ = true;
-    call_.observer->on_output(event, first, settings().endpoints[*endpoint_].text);
+    if (call_.observer->on_output(event, first, settings().endpoints[*endpoint_].text)) return true;
+    ended_early();
+    return false;
+  }
+
+  // The observer took all it wants (the request's max_tokens): the answer ended well for the
+  // endpoint, and closing the connection is what stops the engine generating.
+  void ended_early() {
+    client_->balancer.release(*endpoint_, EndpointBalancer::Outcome::success, Clock::now());
+    endpoint_.reset();
+    if (connection_) connection_->close();
+    connection_.reset();
+    finish();
   }
 
   void ended_well() {
-    deliver_pending();
+    if (!deliver_pending()) return;
     call_.observer->on_end(end_);
     client_->balancer.release(*endpoint_, EndpointBalancer::Outcome::success, Clock::now());
     endpoint_.reset();
@@ -507,6 +528,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       reused_ = false;
       parser_.reset();
       return connect_fresh();
+    }
+    if (is_timeout(error) && Clock::now() >= answer_deadline_) {
+      return endpoint_failed(Failure::timeout,
+                             "the answer took longer than max_answer_ms (" +
+                                 std::to_string(settings().max_answer_time.count()) + " ms)");
     }
     if (is_timeout(error)) {
       bool waiting = !output_started_;
@@ -546,7 +572,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void endpoint_failed(Failure failure, const std::string& why) {
     // Output the client has not seen yet can still be retried elsewhere; after the first
     // delivery, the client gets all that came before the error.
-    if (output_started_) deliver_pending();
+    if (output_started_ && !deliver_pending()) return;
     pending_.reset();
     const std::string& url = settings().endpoints[*endpoint_].text;
     client_->balancer.release(*endpoint_, EndpointBalancer::Outcome::failure, Clock::now());
@@ -598,6 +624,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   std::optional<StreamEvent> pending_;  // output of the current read not yet delivered
   bool pending_plain_ = false;
   Clock::time_point first_output_deadline_{};
+  Clock::time_point answer_deadline_ = Clock::time_point::max();
+  size_t answer_bytes_ = 0;  // of the current attempt's body
   bool output_started_ = false;
   bool done_ = false;
   bool draining_ = false;

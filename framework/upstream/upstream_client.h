@@ -46,6 +46,10 @@ struct UpstreamSettings {
   size_t max_idle_connections = 64;  // per endpoint
   bool verify_tls = true;
   std::string ca_file;  // empty: the system's trust store
+  // One answer's bounds, whatever the engine sends (events without output included): bytes of
+  // its body, and time from the request sent to the body's end.
+  size_t max_answer_bytes = 16u << 20;
+  std::chrono::milliseconds max_answer_time{600000};
 };
 
 // How the stream ended well: the finish reason and usage the engine reported, if it did.
@@ -60,8 +64,10 @@ class StreamObserver {
  public:
   virtual ~StreamObserver() = default;
   // An event with output; `first` for the first one (from then on there is no failover).
-  // `endpoint` is the base URL serving the call.
-  virtual void on_output(const StreamEvent& event, bool first, const std::string& endpoint) = 0;
+  // `endpoint` is the base URL serving the call. False when the observer has all of the answer
+  // it takes (the request's max_tokens) and ended it: the call ends there, its connection is
+  // closed so that the engine stops generating, and the observer hears nothing more.
+  virtual bool on_output(const StreamEvent& event, bool first, const std::string& endpoint) = 0;
   virtual void on_end(const StreamEnd& end) = 0;
   // The call failed; `after_output` when some output was already passed on.
   virtual void on_failure(const RequestError& error, bool after_output) = 0;

@@ -27,6 +27,9 @@ const Case kCases[] = {
     {"<thin", false, "", "<thin"},
     {"<think></think>", false, "", ""},
     {"</think>only content", true, "", "only content"},
+    // How the upstream relay writes a "</think>" inside an engine's reasoning (a zero-width space
+    // before its ">"): no marker, so the reasoning goes on.
+    {"<think>a </think\u200b> b</think>c", false, "a </think\u200b> b", "c"},
 };
 
 void expect_parts(const ReasoningSplitter::Pieces& pieces, const Case& c, const std::string& how) {

@@ -200,6 +200,9 @@ class AgentLoop {
     Clock::time_point started;
     Clock::time_point deadline;
     Usage spent;
+    // Prompt tokens of the final answer the caller's limits hold: what the gates reserved for
+    // the conversation as it came, and each step's messages once they were added.
+    int64_t answer_prompt_held = 0;
     int calls_run = 0;
     std::vector<AgentStep> trace;
     std::vector<std::string> flagged;
@@ -211,6 +214,7 @@ class AgentLoop {
     state.deadline = std::min(
         request.deadline, state.started + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(config_.timeout_s)));
+    state.answer_prompt_held = static_cast<int64_t>(model_->encode_prompt(request, true).size());
     std::vector<const AgentTool*> offered = offered_to(request.identity);
     std::string end = "step_limit";
     int step = 1;
@@ -275,8 +279,8 @@ class AgentLoop {
       throw;
     }
     state.spent += answer.usage;
-    openai::ParsedToolCalls parsed = openai::parse_tool_calls(
-        answer.text, answer.tool_format, openai::offered_names(probe.generation.tools));
+    openai::ParsedToolCalls parsed =
+        openai::parse_tool_calls(answer.text, answer.tool_format, probe.generation.tools);
     if (parsed.calls.empty()) {
       if (!answer.cut_at_length) return "answered";
       return budget_bound ? "budget_exhausted" : "step_max_tokens";
@@ -309,13 +313,24 @@ class AgentLoop {
     request.messages.push_back(std::move(assistant));
     for (auto& result : results)
       request.messages.push_back(std::move(result));
-    // The answer must still fit the context: a step whose results would push it out is left
-    // out of the conversation (its calls ran, the trace says so) and the loop ends.
+    // The answer must still fit the context, and the caller's limits must hold the prompt the
+    // step added to it (the answer runs on the whole transcript, and the gates reserved only the
+    // conversation as it came): a step whose results would pass either is left out of the
+    // conversation (its calls ran, the trace says so) and the loop ends.
     auto answer_prompt = static_cast<int64_t>(model_->encode_prompt(request, true).size());
-    if (answer_prompt + request.generation.max_tokens > model_->context_length()) {
+    auto leave_out = [&](const char* why) {
       request.messages.erase(request.messages.begin() + static_cast<std::ptrdiff_t>(before),
                              request.messages.end());
-      return "context_full";
+      return std::optional<std::string>(why);
+    };
+    if (answer_prompt + model_->answer_token_limit(request.generation, answer_prompt) >
+        model_->context_length()) {
+      return leave_out("context_full");
+    }
+    if (answer_prompt > state.answer_prompt_held) {
+      if (!request.reserve_aside(answer_prompt - state.answer_prompt_held))
+        return leave_out("limit_reached");
+      state.answer_prompt_held = answer_prompt;
     }
     return stop;
   }

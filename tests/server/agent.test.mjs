@@ -53,6 +53,10 @@ function startToolServer() {
         response.writeHead(200, { 'Content-Type': 'text/plain' });
         return response.end(injection);
       }
+      if (request.url === '/long') {
+        response.writeHead(200, { 'Content-Type': 'text/plain' });
+        return response.end(Array.from({ length: 500 }, (_, i) => `line ${i}`).join(', '));
+      }
       return reply(404, { error: 'no such tool' });
     });
   });
@@ -602,5 +606,60 @@ describe('the example tool server (scripts/agent_tool_server.mjs)', () => {
     } finally {
       child.kill();
     }
+  });
+});
+
+describe('agent: the final answer is held too', () => {
+  let tools;
+  let keysFile;
+  const servers = [];
+  before(async () => {
+    tools = await startToolServer();
+    keysFile = scratchPath('agent-answer-keys.yaml');
+  });
+  after(async () => {
+    for (const server of servers) assert.equal((await server.stop()).code, 0);
+    tools.server.close();
+  });
+
+  const pipeline = (name, tenants = '{}') => agentPipeline(name, `        - {name: read_long, roles: [reader], parameters: ${cityParameters},
+           http: {url: "${tools.url}/long", timeout_s: 5}}`, 'max_steps: 1',
+  `  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: quota, type: quota, config: {database: ${scratchPath(`${name}.db`)}, model: llm, tenants: ${tenants}}}\n`);
+
+  test('an allowance that holds the step but not the result the answer would read is never passed', async () => {
+    const reader = addKey(keysFile, 'small', { user: 'reader', roles: ['reader'] });
+    const plain = addKey(keysFile, 'small', { user: 'plain' });
+    const admin = addKey(keysFile, 'small', { user: 'root', roles: ['admin'] });
+    const question = { max_tokens: 8, messages: [{ role: 'user', content: 'Read me the long note' }] };
+    // Without an allowance: the answer's prompt as the question came (no tool offered to
+    // `plain`), and with the step's call and result in it.
+    const free = await startServer(['--pipeline', pipeline('agent-answer-free')]);
+    servers.push(free);
+    const bare = await ask(free, plain, question);
+    const full = await ask(free, reader, question);
+    assert.equal(bare.status, 200, bare.text);
+    assert.equal(full.status, 200, full.text);
+    assert.equal(lastStep(full).status, 'step_limit');
+    const asked = bare.json.usage.prompt_tokens;
+    const growth = full.json.usage.prompt_tokens - asked;
+    assert.ok(growth > 400, `the result adds ${growth} prompt tokens to the answer`);
+    // Holds the question's answer (prompt + max_tokens) and the step (its prompt and
+    // step_max_tokens), and half of what the step's result adds to the answer's prompt.
+    const allowance = asked + 8 + lastStep(full).prompt_tokens + 160 + Math.floor(growth / 2);
+    const limited = await startServer(['--pipeline', pipeline('agent-answer-small', `{small: "${allowance}"}`)]);
+    servers.push(limited);
+    const response = await ask(limited, reader, question);
+    assert.equal(response.status, 200, response.text);
+    const row = await waitFor(async () => {
+      const report = await fetch(`${limited.url}/v1/usage?tenant=small`, { headers: as(admin) });
+      const found = (await report.json()).data[0];
+      return found?.requests === 1 ? found : undefined;
+    }, { what: 'the ledger row' });
+    assert.ok(row.total_tokens <= allowance, `billed ${row.total_tokens} of ${allowance}`);
+    // The call ran; its result was left out of the answer, which read the question as it came.
+    assert.deepEqual(toolSteps(response).map((step) => step.status), ['ok']);
+    assert.equal(lastStep(response).status, 'limit_reached');
+    assert.equal(response.json.usage.prompt_tokens, asked);
   });
 });

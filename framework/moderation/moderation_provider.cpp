@@ -119,7 +119,7 @@ std::shared_ptr<PendingCheck> ProviderRunner::start(CheckInput input) {
     std::lock_guard lock(mutex_);
     earliest = deadlines_.empty() || pending->deadline() < deadlines_.begin()->first;
     deadlines_.emplace(pending->deadline(), pending);
-    queue_.push_back({std::move(input), pending});
+    queue_.push_back({std::move(input), pending, {}});
   }
   wake_.notify_one();
   if (earliest) watch_wake_.notify_one();

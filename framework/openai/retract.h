@@ -3,8 +3,9 @@
 // stream ends with finish_reason "content_filter", and its last chunk carries chatflow's
 // extension "chatflow": {"retract": {"reason": "content_filter" | "moderation_unavailable"}}:
 // the text shown so far is to be removed. An ordinary chunk, not a named SSE event: the
-// official OpenAI clients (openai-node, openai-python) treat a named event as data of another
-// shape (or ignore its name) and would break on it, while an unknown field is left alone.
+// official OpenAI clients hand a named event to the caller in place of a chunk (openai-node 4
+// as `{event, data}`, where code reading `chunk.choices` breaks), while an unknown field in a
+// chunk is left alone.
 #pragma once
 
 #include <string_view>

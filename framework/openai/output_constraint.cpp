@@ -87,6 +87,26 @@ std::string call_trigger(ToolCallFormat format) {
   }
 }
 
+// The grammar built and tried: one that would be too large, or would keep too many readings of
+// the text alive at once, is this request's 400 now rather than a failed stream part-way through
+// the answer (GrammarLimits; probe_ambiguity).
+std::shared_ptr<const grammar::Grammar> build_checked(Builder& builder, Expr root,
+                                                      const std::string& param) {
+  try {
+    auto grammar = builder.build(root);
+    grammar::probe_ambiguity(*grammar);
+    return grammar;
+  } catch (const grammar::GrammarLimitExceeded& error) {
+    throw RequestFailure(RequestError{400, "invalid_request_error",
+                                      "'" + param + "' is too complex to enforce: " + error.what(),
+                                      "schema_too_complex", param});
+  } catch (const std::invalid_argument& error) {  // the grammar's own safety net
+    throw RequestFailure(RequestError{400, "invalid_request_error",
+                                      "'" + param + "' cannot be enforced: " + error.what(),
+                                      "unsupported_schema", param});
+  }
+}
+
 std::string constraint_key(const GenerationParams& params, ToolCallFormat format, bool reasoning) {
   json::array tools;
   for (const auto& tool : params.tools)
@@ -154,15 +174,17 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const GenerationParams& p
                 : schema_expr(builder, params.response_format.schema,
                               "response_format.json_schema.schema");
   }
+  const std::string param = demand.shaped ? "response_format.json_schema.schema" : "tools";
   // A call that waits for its trigger starts at the trigger itself.
   if (demand.calls && !demand.forced_calls && !demand.shaped)
-    return builder.build(calls_expr(builder, params, format));
+    return build_checked(builder, calls_expr(builder, params, format), param);
   // After a thinking block come the line breaks that close it.
   Expr after_thinking =
       builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 3);
   if (!demand.calls) {
     // The answer is the value itself, as the client will parse it: no space before it.
-    return builder.build(reasoning ? builder.sequence({after_thinking, *value}) : *value);
+    return build_checked(builder, reasoning ? builder.sequence({after_thinking, *value}) : *value,
+                         param);
   }
   Expr body = demand.shaped && !demand.forced_calls
                   ? builder.choice({calls_expr(builder, params, format), *value})
@@ -172,7 +194,7 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const GenerationParams& p
       reasoning
           ? after_thinking
           : builder.repeat(builder.choice({builder.literal(" "), builder.literal("\n")}), 0, 1);
-  return builder.build(builder.sequence({leading, body}));
+  return build_checked(builder, builder.sequence({leading, body}), param);
 }
 
 }  // namespace chatflow::openai

@@ -31,7 +31,9 @@ OutputConstraint output_constraint(const GenerationParams& params, ToolCallForma
                                    bool reasoning);
 
 // The grammar of output_constraint's key. Throws RequestFailure (400) naming a schema keyword
-// the tool parameters or response_format use that cannot be enforced.
+// the tool parameters or response_format use that cannot be enforced, or (code
+// "schema_too_complex") a grammar over its GrammarLimits: too large, or so ambiguous that a
+// probe of a few hundred characters keeps more readings alive than a state may hold.
 std::shared_ptr<const grammar::Grammar> output_grammar(const GenerationParams& params,
                                                        ToolCallFormat format, bool reasoning);
 

@@ -1,7 +1,8 @@
 // libFuzzer target: any bytes as a JSON Schema. Compiling must either succeed or throw
-// grammar::SchemaError (never another exception, a crash, a stack overflow or a hang: deep
-// schemas and $ref cycles are refused); a compiled schema's masks, random-walked over a small
-// vocabulary, must agree with Matcher::advance on every token chosen.
+// grammar::SchemaError, or GrammarLimitExceeded for a grammar over its limits (never another
+// exception, a crash, a stack overflow or a hang: deep schemas and $ref cycles are refused); a
+// compiled schema's masks, random-walked over a small vocabulary, must agree with
+// Matcher::advance on every token chosen, unless a state outgrows the grammar's limits.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,24 +27,10 @@ std::shared_ptr<const chatflow::grammar::TokenTable> vocabulary() {
   return chatflow::grammar::make_token_table(std::move(tokens));
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+// Random walks through the grammar, each mask checked against the matcher.
+void random_walks(const std::shared_ptr<const chatflow::grammar::Grammar>& grammar, size_t size) {
   using namespace chatflow::grammar;
   static const auto table = vocabulary();
-  if (size > 8192) return 0;
-  std::string_view text(reinterpret_cast<const char*>(data), size);
-  boost::system::error_code error;
-  boost::json::parse_options options;
-  options.max_depth = 256;
-  boost::json::value schema = boost::json::parse(text, error, {}, options);
-  if (error) return 0;
-  std::shared_ptr<const Grammar> grammar;
-  try {
-    grammar = compile_json_schema(schema);
-  } catch (const SchemaError&) {
-    return 0;
-  }
   TokenMasker masker(grammar, table, 64);
   uint64_t choice = 0x9E3779B97F4A7C15ULL ^ size;
   for (int walk = 0; walk < 3; ++walk) {
@@ -61,6 +48,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       size_t token = allowed[(choice >> 33) % allowed.size()];
       if (!state.advance(table->token_bytes[token])) __builtin_trap();
     }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace chatflow::grammar;
+  if (size > 8192) return 0;
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  boost::system::error_code error;
+  boost::json::parse_options options;
+  options.max_depth = 256;
+  boost::json::value schema = boost::json::parse(text, error, {}, options);
+  if (error) return 0;
+  std::shared_ptr<const Grammar> grammar;
+  try {
+    grammar = compile_json_schema(schema);
+  } catch (const SchemaError&) {
+    return 0;
+  } catch (const GrammarLimitExceeded&) {
+    return 0;
+  }
+  try {
+    random_walks(grammar, size);
+  } catch (const GrammarLimitExceeded&) {
+    // A state over the grammar's limits ends the walk, as it ends a request.
   }
   return 0;
 }

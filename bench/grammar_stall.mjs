@@ -91,9 +91,9 @@ async function heavy(url, schema, { abortAfterMs } = {}) {
   try {
     const response = await fetch(`${url}/v1/chat/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' }, signal: controller.signal,
-      body: JSON.stringify({ model: 'm', stream: true, max_tokens: 200, seed: 3,
+      body: JSON.stringify({ model: 'm', stream: true, max_tokens: 200, seed: 3, ignore_eos: !schema,
         messages: [{ role: 'user', content: 'x' }],
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }),
+        ...(schema ? { response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } } : {}) }),
     });
     status = response.status;
     const text = await response.text();
@@ -107,6 +107,7 @@ async function heavy(url, schema, { abortAfterMs } = {}) {
 const patterns = (count, pattern) => ({ anyOf: Array.from({ length: count }, (_, i) =>
   ({ type: 'string', pattern: typeof pattern === 'function' ? pattern(i) : pattern })) });
 const cases = [
+  ['no response_format (a control: what any second sequence costs)', null, {}],
   ['anyOf of 50 ".{0,1000}" (the probe\'s)', patterns(50, '.{0,1000}'), {}],
   ['anyOf of 50 "x.{0,9xx}", distinct', patterns(50, (i) => `x.{0,${900 + i}}`), {}],
   ['anyOf of 8 "[a-y]{0,300}z", distinct', patterns(8, (i) => `^[a-${String.fromCharCode(120 - i)}]{0,300}z$`), {}],

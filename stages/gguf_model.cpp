@@ -362,7 +362,8 @@ ResourceTypeInfo gguf_model_resource_type() {
       .choices({"auto", "cpu", "cuda"});
   type.config()
       .key("threads", &GgufModelConfig::threads,
-           "compute threads; 0: one for tiny models, else all cores")
+           "compute threads; 0: one for tiny models, else the CPUs this process may use "
+           "(affinity mask, cgroup CPU quota)")
       .range(0, 1024);
   type.config().key(
       "chat_template", &GgufModelConfig::chat_template,

@@ -1,12 +1,15 @@
 // chatflow's command line: each command declares its own subcommand (framework/cli/command.h);
 // this file lists them, parses, and runs the one chosen.
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <tbb/global_control.h>
 
 #include "framework/cli/command.h"
+#include "framework/engine/compute_threads.h"
 
 namespace {
 
@@ -62,5 +65,12 @@ int main(int argc, char** argv) {
     int code = app.exit(error);
     return code == 0 ? 0 : 2;
   }
+  // oneTBB sizes its worker pool by the affinity mask but not by a cgroup CPU quota (a
+  // container's --cpus), so on a large host the pipeline's and engines' arenas would start a
+  // worker per host core. At least 2: the pipeline's arena keeps one slot for outside threads and
+  // needs one worker to run the requests enqueued into it.
+  tbb::global_control worker_cap(
+      tbb::global_control::max_allowed_parallelism,
+      static_cast<size_t>(std::max(2, chatflow::engine::available_cpus())));
   return selected ? run_reporting_errors(selected) : 2;
 }

@@ -57,11 +57,16 @@ class LimiterUnavailable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One process's buckets, in memory.
+// One process's buckets, in memory. A bucket that has refilled to its limit is the same as no
+// bucket (a new one starts full), so such buckets are dropped: whenever the count has doubled
+// since the last sweep, and once per window. Distinct callers (per-address buckets) thus cost
+// memory only while their buckets are being drained. Past `max_buckets` the least recently used
+// are dropped too (each then starts full again when its caller comes back).
 class InMemoryRateLimiter final : public RateLimiter {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit InMemoryRateLimiter(double window_s);
+  static constexpr size_t kDefaultMaxBuckets = 1'000'000;
+  explicit InMemoryRateLimiter(double window_s, size_t max_buckets = kDefaultMaxBuckets);
 
   Reservation reserve(const std::vector<Claim>& claims) override;
   void refund(const std::string& bucket, double limit, double amount) override;
@@ -69,18 +74,27 @@ class InMemoryRateLimiter final : public RateLimiter {
 
   // For tests: the clock the buckets refill by.
   void set_clock(std::function<Clock::time_point()> now) { now_ = std::move(now); }
+  // How many buckets are held (for tests and metrics).
+  size_t bucket_count() const;
 
  private:
   struct Bucket {
     double level = 0;
+    double limit = 0;  // as last claimed
     Clock::time_point updated;
   };
   Bucket& bucket(const std::string& name, double limit, Clock::time_point now);
+  void sweep_if_due(Clock::time_point now);
+  void sweep(Clock::time_point now);
+  void drop_least_recently_used(size_t keep);
 
   double window_s_;
+  size_t max_buckets_;
   std::function<Clock::time_point()> now_ = [] { return Clock::now(); };
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::unordered_map<std::string, Bucket> buckets_;
+  Clock::time_point last_sweep_;
+  size_t next_sweep_size_;
 };
 
 }  // namespace chatflow::limits

@@ -43,5 +43,57 @@ TEST(RateLimiter, AllOrNothingAndNever) {
   EXPECT_TRUE(limiter.reserve({{"unlimited", 0, 1e9}}).granted);
 }
 
+// One bucket per client address: 100,000 addresses once each must not stay in memory after
+// their buckets have refilled (a full bucket is the same as none).
+TEST(RateLimiter, RefilledBucketsAreDroppedSoDistinctCallersDoNotAccumulate) {
+  InMemoryRateLimiter limiter(60);
+  auto now = InMemoryRateLimiter::Clock::now();
+  limiter.set_clock([&] { return now; });
+  for (int i = 0; i < 100'000; ++i) {
+    std::string address = "address:10." + std::to_string(i / 65536) + "." +
+                          std::to_string(i / 256 % 256) + "." + std::to_string(i % 256);
+    ASSERT_TRUE(limiter.reserve({{address + ":requests", 5, 1}}).granted);
+    now += std::chrono::microseconds(100);  // 10 s for all of them
+  }
+  // Within the window, while their buckets refill, they are held (else their limits would
+  // reset); a count well below 100,000 here means buckets were dropped before they had refilled.
+  EXPECT_GT(limiter.bucket_count(), 5'000u);
+  now += std::chrono::seconds(61);
+  ASSERT_TRUE(limiter.reserve({{"address:192.0.2.1:requests", 5, 1}}).granted);
+  EXPECT_LE(limiter.bucket_count(), 1u) << "refilled buckets were kept";
+}
+
+TEST(RateLimiter, ABucketStillRefillingSurvivesASweepWithItsLevel) {
+  InMemoryRateLimiter limiter(60);
+  auto now = InMemoryRateLimiter::Clock::now();
+  limiter.set_clock([&] { return now; });
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(limiter.reserve({{"tenant:busy", 3, 1}}).granted);
+  // A burst of other callers forces sweeps while "tenant:busy" is empty.
+  for (int i = 0; i < 5'000; ++i)
+    ASSERT_TRUE(limiter.reserve({{"address:" + std::to_string(i), 1000, 1}}).granted);
+  now += std::chrono::seconds(61);  // everyone refilled, and a sweep is due
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(limiter.reserve({{"tenant:busy", 3, 1}}).granted);
+  now += std::chrono::seconds(1);
+  EXPECT_LE(limiter.bucket_count(), 1u);
+  Reservation refused = limiter.reserve({{"tenant:busy", 3, 1}});
+  EXPECT_FALSE(refused.granted) << "a sweep gave an empty bucket back full";
+  EXPECT_NEAR(refused.retry_after_s, 19, 1e-6);
+}
+
+TEST(RateLimiter, PastTheBoundTheLeastRecentlyUsedBucketsGo) {
+  InMemoryRateLimiter limiter(60, /*max_buckets=*/2'000);
+  auto now = InMemoryRateLimiter::Clock::now();
+  limiter.set_clock([&] { return now; });
+  for (int i = 0; i < 10'000; ++i) {
+    ASSERT_TRUE(limiter.reserve({{"address:" + std::to_string(i), 5, 5}}).granted);
+    now += std::chrono::microseconds(10);
+    ASSERT_LE(limiter.bucket_count(), 2'001u) << i;
+  }
+  // The newest callers keep their empty buckets.
+  EXPECT_FALSE(limiter.reserve({{"address:9999", 5, 1}}).granted);
+}
+
 }  // namespace
 }  // namespace chatflow::limits

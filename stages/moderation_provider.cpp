@@ -8,6 +8,7 @@
 
 #include "framework/moderation/llama_guard.h"
 #include "framework/moderation/openai_moderation.h"
+#include "framework/security/loopback.h"
 #include "stages/upstream.h"
 
 namespace chatflow {
@@ -128,6 +129,14 @@ std::shared_ptr<const moderation::ModerationProvider> http_provider(
   std::string error;
   auto endpoint = tools::parse_http_url(config.url, error);
   if (!endpoint) throw ConfigError("provider.url: " + error);
+  if (!endpoint->tls && !security::is_loopback_host(endpoint->host)) {
+    throw ConfigError("provider.url: '" + config.url +
+                      "' is plain http to another host, where anyone on the way reads " +
+                      (config.api_key_env.empty() ? std::string("the prompts")
+                                                  : "the API key (api_key_env) and the prompts") +
+                      " and can answer in the provider's place; use https (ca_file for a private "
+                      "CA), or http only to a loopback address");
+  }
   moderation::HttpModerationSettings settings;
   settings.endpoint = std::move(*endpoint);
   settings.url = config.url;

@@ -149,6 +149,12 @@ TEST(InputModeration, ProviderSettingsThatCannotWorkAreConfigErrors) {
            {"{type: classifier}", "exactly one of gguf_model and upstream"},
            {"{type: http, url: \"http://127.0.0.1:9/\", on_error: maybe}", "on_error"},
            {"{type: magic}", "type"},
+           // Plain http only to this host: elsewhere the API key and the prompts go in clear.
+           {"{type: http, url: \"http://moderation.internal.example/v1/moderations\"}",
+            "provider.url: 'http://moderation.internal.example/v1/moderations' is plain http to "
+            "another host"},
+           {"{type: http, url: \"http://10.0.0.7:8080/v1/moderations\", api_key_env: HOME}",
+            "reads the API key (api_key_env)"},
        }) {
     Diagnostics diagnostics;
     auto spec = check_yaml(

@@ -6,13 +6,19 @@
 // limits) is then on the request for every later stage, the prefix-cache salt and the logs.
 // A role may be limited to some models. The stage is also the server's Authenticator for the
 // routes outside the pipeline.
-#include <arpa/inet.h>
+//
+// Nothing here waits on a thread. A token whose kid the key set does not hold may ask for the
+// set to be fetched again (security/jwks_cache.h): the server's header check then lets the
+// request go on to this stage (when it is the pipeline's first), which waits for that fetch
+// deferred, holding no pipeline thread, and decides once it has ended. Routes outside the
+// pipeline answer such a token 401 at once (the fetch goes on, so a retry finds the new key).
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <sstream>
+#include <variant>
 
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
@@ -21,6 +27,7 @@
 #include "framework/security/jwt.h"
 #include "framework/security/key_store.h"
 #include "framework/security/keys_file.h"
+#include "framework/security/loopback.h"
 #include "framework/tools/http_post.h"
 
 namespace chatflow {
@@ -38,6 +45,7 @@ struct JwtConfig {
   int jwks_timeout_ms = 2000;
   std::string issuer;
   std::string audience;
+  bool allow_any_audience = false;
   std::string tenant_claim = "tenant";
   std::string user_claim = "sub";
   std::string roles_claim = "roles";
@@ -70,6 +78,12 @@ std::string lowercase(std::string_view text) {
   return out;
 }
 
+// A token whose key is not in the key set yet, and the fetch of the set whose end decides.
+struct AwaitedKey {
+  std::string token;
+  int64_t fetch = 0;
+};
+
 // How JWTs are checked: the claims the settings ask for, with the one configured key or the key
 // a provider's key set holds for the token's kid.
 struct JwtVerifier {
@@ -77,14 +91,47 @@ struct JwtVerifier {
   std::optional<security::VerificationKey> key;
   std::unique_ptr<security::JwksCache> key_set;
 
-  Identity verify(const std::string& token) const {
-    if (key_set) {
-      security::VerificationKey chosen = key_set->key_for(security::read_jwt_header(token));
-      return security::verify_jwt(token, chosen, settings, unix_now());
-    }
-    return security::verify_jwt(token, *key, settings, unix_now());
+  // The identity, or the fetch an unknown kid waits for; never waits. Throws JwtError.
+  std::variant<Identity, AwaitedKey> verify(const std::string& token,
+                                            security::JwksCache::Asker asker) const {
+    if (!key_set) return security::verify_jwt(token, *key, settings, unix_now());
+    security::JwksCache::Lookup found = key_set->lookup(security::read_jwt_header(token), asker);
+    if (!found.key) return AwaitedKey{token, found.awaited_fetch};
+    return security::verify_jwt(token, *found.key, settings, unix_now());
+  }
+
+  // With the key set as it is now (once the awaited fetch has ended). Throws JwtError.
+  Identity verify_now(const std::string& token) const {
+    security::VerificationKey chosen = key_set->current_key(security::read_jwt_header(token));
+    return security::verify_jwt(token, chosen, settings, unix_now());
   }
 };
+
+// The credential in the header fields: `Authorization: Bearer` wins over x-api-key.
+std::string credential_of(const HeaderFields& headers) {
+  std::string credential;
+  bool from_authorization = false;
+  for (const auto& [name, value] : headers) {
+    if (name == "authorization") {
+      std::string_view text = value;
+      if (text.size() < 7 || lowercase(text.substr(0, 7)) != "bearer ") {
+        unauthenticated("the Authorization header must be 'Bearer <key>'", "invalid_api_key");
+      }
+      text.remove_prefix(7);
+      while (!text.empty() && text.front() == ' ')
+        text.remove_prefix(1);
+      credential = std::string(text);
+      from_authorization = true;
+    } else if (name == "x-api-key" && !from_authorization) {
+      credential = value;
+    }
+  }
+  if (credential.empty()) {
+    unauthenticated("no API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+                    "missing_api_key");
+  }
+  return credential;
+}
 
 class AuthStage final : public RequestStage, public Authenticator {
  public:
@@ -92,8 +139,8 @@ class AuthStage final : public RequestStage, public Authenticator {
             std::unique_ptr<JwtVerifier> jwt, std::optional<std::string> development_key)
       : config_(config),
         keys_(std::move(keys)),
-        jwt_(std::move(jwt)),
-        development_key_(std::move(development_key)) {
+        development_key_(std::move(development_key)),
+        jwt_(std::move(jwt)) {
     for (const auto& [role, models] : config.model_access) {
       std::istringstream words(models);
       std::string model;
@@ -102,42 +149,54 @@ class AuthStage final : public RequestStage, public Authenticator {
     }
   }
 
-  Route process(Request& request, StageIo&) override {
-    request.identity = authenticate(request.headers);
-    if (!access_.empty() && !may_use(request.identity, request.model)) {
-      throw RequestFailure(
-          RequestError{403, "permission_error",
-                       "your role does not give access to the model '" + request.model + "'",
-                       "model_not_allowed", "model"});
+  Route process(Request& request, StageIo& io) override {
+    auto decision = decide(request.headers, security::JwksCache::Asker::returning_request);
+    if (auto* identity = std::get_if<Identity>(&decision)) {
+      admit(request, std::move(*identity));
+      return Route::to(0);
     }
-    return Route::to(0);
+    // The token's kid asked for the key set again: wait for that fetch deferred, holding no
+    // pipeline thread (the graph's arena may have a single worker).
+    auto continuation = std::make_shared<Continuation>(io.defer());
+    jwt_->key_set->when_fetched(std::get<AwaitedKey>(decision).fetch,
+                                [this, continuation, token = std::get<AwaitedKey>(decision).token] {
+                                  decide_after_fetch(*continuation, token);
+                                });
+    return Route::deferred();
   }
 
   Identity authenticate(const HeaderFields& headers) const override {
-    std::string credential;
-    bool from_authorization = false;
-    for (const auto& [name, value] : headers) {
-      if (name == "authorization") {
-        std::string_view text = value;
-        if (text.size() < 7 || lowercase(text.substr(0, 7)) != "bearer ") {
-          unauthenticated("the Authorization header must be 'Bearer <key>'", "invalid_api_key");
-        }
-        text.remove_prefix(7);
-        while (!text.empty() && text.front() == ' ')
-          text.remove_prefix(1);
-        credential = std::string(text);
-        from_authorization = true;
-      } else if (name == "x-api-key" && !from_authorization) {
-        credential = value;
-      }
+    auto decision = decide(headers, security::JwksCache::Asker::new_request);
+    if (auto* identity = std::get_if<Identity>(&decision)) return std::move(*identity);
+    unauthenticated(
+        "invalid token: the token's key ('kid') is not in the key set yet; the set is being "
+        "fetched again from the identity provider: retry in a moment",
+        "invalid_token");
+  }
+
+  std::optional<Identity> authenticate_or_defer(const HeaderFields& headers) const override {
+    auto decision = decide(headers, security::JwksCache::Asker::new_request);
+    if (auto* identity = std::get_if<Identity>(&decision)) return std::move(*identity);
+    return std::nullopt;
+  }
+
+  bool is_public(std::string_view path) const override {
+    for (const auto& open : config_.public_paths) {
+      if (open == path) return true;
     }
-    if (credential.empty()) {
-      unauthenticated("no API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
-                      "missing_api_key");
-    }
+    return false;
+  }
+
+  std::optional<std::string> new_development_key() const override { return development_key_; }
+
+ private:
+  // The caller, or the key set's fetch that decides; never waits. Throws RequestFailure (401).
+  std::variant<Identity, AwaitedKey> decide(const HeaderFields& headers,
+                                            security::JwksCache::Asker asker) const {
+    std::string credential = credential_of(headers);
     if (jwt_ && security::looks_like_jwt(credential)) {
       try {
-        return jwt_->verify(credential);
+        return jwt_->verify(credential, asker);
       } catch (const security::JwtError& error) {
         unauthenticated(std::string("invalid token: ") + error.what(), "invalid_token");
       }
@@ -157,16 +216,48 @@ class AuthStage final : public RequestStage, public Authenticator {
     unauthenticated("incorrect API key provided", "invalid_api_key");
   }
 
-  bool is_public(std::string_view path) const override {
-    for (const auto& open : config_.public_paths) {
-      if (open == path) return true;
+  // The identity on the request, once the caller may do what it asks. Throws RequestFailure.
+  void admit(Request& request, Identity identity) const {
+    request.identity = std::move(identity);
+    if (!access_.empty() && !may_use(request.identity, request.model)) {
+      throw RequestFailure(
+          RequestError{403, "permission_error",
+                       "your role does not give access to the model '" + request.model + "'",
+                       "model_not_allowed", "model"});
     }
-    return false;
+    // Sessions belong to a user or a key; a caller with neither would share "" with every other.
+    if (!request.session_id.empty() && request.identity.owner().empty()) {
+      throw RequestFailure(
+          RequestError{403, "permission_error",
+                       "your credential names no user, so it cannot keep a session: send the "
+                       "request without session_id (or x-session-id), or use a token with a user "
+                       "claim or an API key",
+                       "no_session_owner", "session_id"});
+    }
   }
 
-  std::optional<std::string> new_development_key() const override { return development_key_; }
+  // On the key set's thread, once the fetch the token's kid asked for has ended.
+  void decide_after_fetch(Continuation& continuation, const std::string& token) const {
+    try {
+      Identity identity;
+      try {
+        identity = jwt_->verify_now(token);
+      } catch (const security::JwtError& error) {
+        unauthenticated(std::string("invalid token: ") + error.what(), "invalid_token");
+      }
+      admit(continuation.request(), std::move(identity));
+    } catch (const RequestFailure& failure) {
+      return continuation.fail(failure.error());
+    } catch (const std::exception& error) {
+      return continuation.fail(RequestError{500,
+                                            "server_error",
+                                            std::string("authentication failed: ") + error.what(),
+                                            "stage_failed",
+                                            {}});
+    }
+    continuation.resume(0);
+  }
 
- private:
   bool may_use(const Identity& identity, const std::string& model) const {
     for (const auto& role : identity.roles) {
       auto allowed = access_.find(role);
@@ -180,17 +271,12 @@ class AuthStage final : public RequestStage, public Authenticator {
 
   AuthConfig config_;
   std::unique_ptr<security::KeysFile> keys_;
-  std::unique_ptr<JwtVerifier> jwt_;
   std::optional<std::string> development_key_;
   std::map<std::string, std::vector<std::string>> access_;
+  // Last, so destroyed first: a key set calls back what still waits for it as it goes, and the
+  // callbacks use the members above.
+  std::unique_ptr<JwtVerifier> jwt_;
 };
-
-bool is_loopback_host(const std::string& host) {
-  unsigned char bytes[16];
-  if (host == "localhost") return true;
-  if (::inet_pton(AF_INET, host.c_str(), bytes) == 1) return bytes[0] == 127;
-  return host == "::1";
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream file(path);
@@ -208,7 +294,7 @@ FetchKeySet key_set_fetcher(const std::string& url, const std::string& ca_file) 
   std::string error;
   auto endpoint = tools::parse_http_url(url, error);
   if (!endpoint) throw ConfigError("jwt.jwks_url: " + error);
-  if (!endpoint->tls && !is_loopback_host(endpoint->host)) {
+  if (!endpoint->tls && !security::is_loopback_host(endpoint->host)) {
     throw ConfigError("jwt.jwks_url: '" + url +
                       "' is plain http to another host, where anyone on the way could hand out "
                       "keys of their own; use https (jwks_ca_file for a private CA), or http "
@@ -257,6 +343,24 @@ std::unique_ptr<security::JwksCache> make_key_set(const JwtConfig& config) {
   }
   if (!config.jwks_ca_file.empty() && config.jwks_url.empty())
     throw ConfigError("jwt.jwks_ca_file is for jwks_url");
+  // A provider's keys sign the tokens of every application it serves: without an audience to
+  // check, a token issued to any of them would be taken here, roles and all.
+  if (config.audience.empty() && !config.allow_any_audience) {
+    throw ConfigError(
+        "jwt.audience is required with a key set (jwks_url, jwks_file): without it a token the "
+        "provider issued to any other application is accepted here; set it to the 'aud' the "
+        "provider puts in chatflow's tokens (or, for a key set that signs chatflow's tokens "
+        "alone, set jwt.issuer and jwt.allow_any_audience: true)");
+  }
+  if (config.allow_any_audience && !config.audience.empty()) {
+    throw ConfigError("jwt.allow_any_audience: true and jwt.audience '" + config.audience +
+                      "' contradict each other; keep one");
+  }
+  if (config.allow_any_audience && config.issuer.empty()) {
+    throw ConfigError(
+        "jwt.allow_any_audience needs jwt.issuer: tokens of any audience are taken only from "
+        "the one issuer named");
+  }
   security::JwksCache::Settings settings;
   settings.algorithm = config.algorithm;
   auto milliseconds = [](double seconds) {
@@ -282,6 +386,11 @@ std::unique_ptr<security::JwksCache> make_key_set(const JwtConfig& config) {
 std::unique_ptr<JwtVerifier> make_jwt_verifier(const JwtConfig& config) {
   bool key_set = !config.jwks_url.empty() || !config.jwks_file.empty();
   if (config.algorithm.empty() && !key_set) return nullptr;
+  if (config.allow_any_audience && !key_set) {
+    throw ConfigError(
+        "jwt.allow_any_audience is for a key set (jwks_url, jwks_file); with one key of its "
+        "own, jwt.audience is already optional");
+  }
   auto verifier = std::make_unique<JwtVerifier>();
   security::JwtSettings& settings = verifier->settings;
   settings.algorithm = config.algorithm;
@@ -379,15 +488,23 @@ StageTypeInfo auth_stage_type() {
           "fetch the key set again this often; 0: only at start and on unknown kids")
       .range(0, 86400);
   jwt.key("jwks_min_refresh_s", &JwtConfig::jwks_min_refresh_s,
-          "an unknown kid fetches the set again at most once per this many seconds")
-      .range(0, 3600);
+          "unknown kids fetch the set again at most once per this many seconds, and only when "
+          "no fetch is under way")
+      .range(1, 3600);
   jwt.key("jwks_timeout_ms", &JwtConfig::jwks_timeout_ms,
-          "bound on one fetch of the key set, and on a request's wait for it")
+          "bound on one fetch of the key set (a request whose unknown kid asked for it waits "
+          "for its end, holding no thread)")
       .range(50, 60000);
   jwt.key("issuer", &JwtConfig::issuer, "required 'iss', when set");
-  jwt.key("audience", &JwtConfig::audience, "required in 'aud', when set");
+  jwt.key("audience", &JwtConfig::audience,
+          "required in 'aud', when set; must be set with a key set (jwks_url, jwks_file) unless "
+          "allow_any_audience");
+  jwt.key("allow_any_audience", &JwtConfig::allow_any_audience,
+          "with a key set that signs chatflow's tokens alone: no audience check (needs issuer)");
   jwt.key("tenant_claim", &JwtConfig::tenant_claim, "claim naming the tenant");
-  jwt.key("user_claim", &JwtConfig::user_claim, "claim naming the user");
+  jwt.key("user_claim", &JwtConfig::user_claim,
+          "claim naming the user, required in every token (a string or an integer); empty: "
+          "tokens name no user, and such callers cannot keep sessions");
   jwt.key("roles_claim", &JwtConfig::roles_claim, "claim listing roles");
   jwt.key("leeway_s", &JwtConfig::leeway_s, "clock skew allowed for exp and nbf").range(0, 3600);
   type.config().key("keys_file", &AuthConfig::keys_file,

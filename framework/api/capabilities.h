@@ -18,8 +18,15 @@ class Authenticator {
  public:
   virtual ~Authenticator() = default;
   // The caller's identity from the request's header fields; throws RequestFailure (401) when
-  // credentials are missing or wrong.
+  // credentials are missing or wrong. Never waits (the server calls it on its I/O thread): a
+  // decision that needs a wait is a 401 that says to retry.
   virtual Identity authenticate(const HeaderFields& headers) const = 0;
+  // The same for a request that goes on through this authenticator as its pipeline's first
+  // stage: nullopt when the decision needs a wait (a token signed with a key the provider's key
+  // set is being fetched for), which the stage then makes without holding a thread.
+  virtual std::optional<Identity> authenticate_or_defer(const HeaderFields& headers) const {
+    return authenticate(headers);
+  }
   // Whether `path` (e.g. "/health", "/metrics") is open without credentials.
   virtual bool is_public(std::string_view path) const = 0;
   // A key created at start-up for development (shown once), if this start created one.

@@ -44,6 +44,26 @@ std::optional<int64_t> time_claim(const json::object& claims, const char* name) 
   throw JwtError(std::string("the token's '") + name + "' claim is not a number");
 }
 
+// The user a token names: sessions and history belong to it, so a token without one would share
+// them with every other such token. A number (some providers' subject ids) is its decimal text.
+std::string user_of(const json::object& claims, const std::string& name) {
+  const json::value* user = claims.if_contains(name);
+  if (!user || user->is_null())
+    throw JwtError("the token has no '" + name + "' claim naming the user");
+  std::string text;
+  if (user->is_string()) {
+    text = std::string(user->get_string());
+  } else if (user->is_int64()) {
+    text = std::to_string(user->get_int64());
+  } else if (user->is_uint64()) {
+    text = std::to_string(user->get_uint64());
+  } else {
+    throw JwtError("the token's '" + name + "' claim (the user) is not a string or an integer");
+  }
+  if (text.empty()) throw JwtError("the token's '" + name + "' claim (the user) is empty");
+  return text;
+}
+
 }  // namespace
 
 bool looks_like_jwt(std::string_view token) {
@@ -162,8 +182,7 @@ Identity verify_jwt(std::string_view token, const VerificationKey& key, const Jw
   if (!tenant || !tenant->is_string() || tenant->get_string().empty())
     throw JwtError("the token has no '" + settings.tenant_claim + "' claim naming the tenant");
   identity.tenant = std::string(tenant->get_string());
-  if (const json::value* user = claims.if_contains(settings.user_claim); user && user->is_string())
-    identity.user = std::string(user->get_string());
+  if (!settings.user_claim.empty()) identity.user = user_of(claims, settings.user_claim);
   if (const json::value* roles = claims.if_contains(settings.roles_claim)) {
     if (roles->is_array()) {
       for (const auto& role : roles->get_array()) {

@@ -24,6 +24,8 @@ struct JwtSettings {
   std::string issuer;          // when set, `iss` must equal it
   std::string audience;        // when set, `aud` (a string or a list) must hold it
   std::string tenant_claim = "tenant";
+  // Required in every token (a string, or an integer taken as its decimal text); empty: tokens
+  // name no user, and such callers own no sessions.
   std::string user_claim = "sub";
   std::string roles_claim = "roles";
   int64_t leeway_s = 30;  // clock skew allowed for exp and nbf

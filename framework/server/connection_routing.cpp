@@ -46,8 +46,19 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
   call_.public_path = metrics_only_ || (served_ && served_->authenticator &&
                                         served_->authenticator->is_public(path_));
   if (served_ && served_->authenticator && !call_.public_path) {
+    // Nothing here may wait: this is the connection's I/O thread. A generation that passes the
+    // authenticator first in the pipeline may leave it the decision (a JWT whose key the key
+    // set is being fetched for); the stage then waits without holding a thread.
+    const Authenticator& authenticator = *served_->authenticator;
+    bool pipeline_decides =
+        route.kind == RouteKind::generation && served_->pipeline &&
+        dynamic_cast<const Authenticator*>(served_->pipeline->stage(0)) == &authenticator;
     try {
-      call_.caller = served_->authenticator->authenticate(headers_);
+      if (!pipeline_decides) {
+        call_.caller = authenticator.authenticate(headers_);
+      } else if (auto caller = authenticator.authenticate_or_defer(headers_)) {
+        call_.caller = std::move(*caller);
+      }
     } catch (const RequestFailure& failure) {
       return refusal(failure.error());
     }

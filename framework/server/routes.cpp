@@ -199,7 +199,18 @@ HistoryReader& history_of(const RouteCall& call) {
 std::string session_owner(const RouteCall& call) {
   std::string user = query_value(call.query, "user");
   std::string key = query_value(call.query, "key");
-  if (user.empty() && key.empty()) return call.caller.owner();
+  if (user.empty() && key.empty()) {
+    // An authenticated caller who owns nothing (a JWT when jwt.user_claim is empty) has no
+    // sessions: "" would be every such caller's, each reading the others'.
+    if (call.served->authenticator && call.caller.owner().empty()) {
+      throw RequestFailure(make_error(403, "permission_error",
+                                      "your credential names no user, so there are no sessions of "
+                                      "yours: sessions need a token with a user claim or an API "
+                                      "key",
+                                      "no_session_owner"));
+    }
+    return call.caller.owner();
+  }
   if (call.served->authenticator && !call.caller.has_role("admin")) {
     throw RequestFailure(make_error(403, "permission_error",
                                     "only admins may read another user's sessions", "forbidden"));

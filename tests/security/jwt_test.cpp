@@ -57,6 +57,7 @@ TEST(Jwt, VerifiesTheRfc7519ExampleToken) {
   settings.secret = *base64url_decode(
       "AyM1SysPpbyDfgZld3umj1qzKObwVMkoqQ-EstJQLr_T-1qS0gZH75aKtMN3Yj0iPS4hcgUuTwjAzZr1Z9CAow");
   settings.tenant_claim = "iss";
+  settings.user_claim = "";  // its claims name no user
   EXPECT_EQ(verify_jwt(token, settings, 1300819300).tenant, "joe");
   EXPECT_THROW(verify_jwt(token, settings, 1300819380 + 31), JwtError);  // past exp + leeway
 }
@@ -99,7 +100,8 @@ TEST(Jwt, RefusesEveryBadToken) {
   // An audience list that holds ours is fine.
   EXPECT_NO_THROW(verify_jwt(
       hs256(kHeader,
-            R"({"tenant":"t","aud":["x","chatflow"],"iss":"https://login.example","exp":)" +
+            R"({"tenant":"t","sub":"u","aud":["x","chatflow"],"iss":"https://login.example",)"
+            R"("exp":)" +
                 std::to_string(kNow + 60) + "}"),
       settings, kNow));
 }
@@ -142,6 +144,61 @@ TEST(Jwt, VerifiesRs256WithThePublicKeyOnly) {
       verify_jwt(signed_part + "." + base64url_encode(hmac_sha256(public_pem, signed_part)),
                  settings, kNow),
       JwtError);
+}
+
+// Sessions and history belong to the user a token names: tokens without one would all share
+// one owner, and so each other's sessions.
+TEST(Jwt, ATokenWithoutAUsableUserClaimIsRefused) {
+  JwtSettings settings = hs_settings();
+  auto token = [](const std::string& user_field) {
+    return hs256(kHeader, R"({"iss":"https://login.example","aud":"chatflow","tenant":"acme",)" +
+                              user_field + R"("exp":)" + std::to_string(kNow + 600) + "}");
+  };
+  for (const auto& [field, why] : std::vector<std::pair<std::string, std::string>>{
+           {"", "the token has no 'sub' claim naming the user"},
+           {R"("sub":null,)", "the token has no 'sub' claim naming the user"},
+           {R"("sub":"",)", "'sub' claim (the user) is empty"},
+           {R"("sub":{"id":"x"},)", "'sub' claim (the user) is not a string or an integer"},
+           {R"("sub":["x"],)", "not a string or an integer"},
+           {R"("sub":true,)", "not a string or an integer"},
+           {R"("sub":1.5,)", "not a string or an integer"},
+       }) {
+    try {
+      Identity identity = verify_jwt(token(field), settings, kNow);
+      ADD_FAILURE() << field << ": accepted, user '" << identity.user << "'";
+    } catch (const JwtError& error) {
+      EXPECT_NE(std::string(error.what()).find(why), std::string::npos)
+          << field << ": " << error.what();
+    }
+  }
+  settings.user_claim = "uid";
+  EXPECT_THROW(verify_jwt(token(R"("sub":"alice",)"), settings, kNow), JwtError);
+  EXPECT_EQ(verify_jwt(token(R"("uid":"alice",)"), settings, kNow).user, "alice");
+}
+
+TEST(Jwt, ANumericUserClaimIsItsDecimalText) {
+  JwtSettings settings = hs_settings();
+  auto token = [](const std::string& user) {
+    return hs256(kHeader, R"({"iss":"https://login.example","aud":"chatflow","tenant":"acme",)"
+                          R"("sub":)" +
+                              user + R"(,"exp":)" + std::to_string(kNow + 600) + "}");
+  };
+  EXPECT_EQ(verify_jwt(token("1234567890123"), settings, kNow).user, "1234567890123");
+  EXPECT_EQ(verify_jwt(token("-7"), settings, kNow).user, "-7");
+  EXPECT_EQ(verify_jwt(token("18446744073709551615"), settings, kNow).user, "18446744073709551615");
+}
+
+TEST(Jwt, AnEmptyUserClaimSettingMeansTokensNameNoUser) {
+  JwtSettings settings = hs_settings();
+  settings.user_claim = "";
+  Identity identity = verify_jwt(
+      hs256(kHeader, R"({"iss":"https://login.example","aud":"chatflow","tenant":"acme",)"
+                     R"("sub":"ignored","exp":)" +
+                         std::to_string(kNow + 600) + "}"),
+      settings, kNow);
+  EXPECT_EQ(identity.tenant, "acme");
+  EXPECT_EQ(identity.user, "");
+  EXPECT_EQ(identity.owner(), "") << "such a caller owns nothing; the session routes refuse it";
 }
 
 }  // namespace

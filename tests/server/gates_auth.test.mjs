@@ -12,7 +12,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, jwtHs256, modelStages, post, runChatflow, scratchPath, startServer, testModel, waitFor, writeTemp,
+  addKey, jwtHs256, modelStages, openStream, post, runChatflow, scratchPath, startServer, testModel, waitFor, writeTemp,
 } from './harness.mjs';
 
 const secret = 'a-shared-secret-of-at-least-thirty-two-bytes';
@@ -184,14 +184,18 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // A provider's JWKS endpoint: serves `keys` (or fails), counting every fetch.
 function keySetServer(tls) {
-  const provider = { keys: [], failing: false, fetches: 0 };
+  const provider = { keys: [], failing: false, fetches: 0, delayMs: 0 };
   const handler = (request, response) => {
     provider.fetches += 1;
-    if (provider.failing) {
-      response.writeHead(503).end('down for maintenance');
-      return;
-    }
-    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: provider.keys }));
+    const answer = () => {
+      if (provider.failing) {
+        response.writeHead(503).end('down for maintenance');
+        return;
+      }
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: provider.keys }));
+    };
+    if (provider.delayMs > 0) setTimeout(answer, provider.delayMs);
+    else answer();
   };
   provider.server = tls ? https.createServer(tls, handler) : http.createServer(handler);
   provider.listening = new Promise((resolve) => provider.server.listen(0, '127.0.0.1', resolve));
@@ -301,7 +305,7 @@ describe('a key set from a file (jwks_file)', () => {
     const before = signingKey('ES256', 'file-1');
     const after = signingKey('RS256', 'file-2');
     const file = writeTemp('jwks.json', JSON.stringify({ keys: [before.jwk] }));
-    const server = await startServer(['--pipeline', jwksPipeline('jwks-file', `jwks_file: "${file}", jwks_min_refresh_s: 0`)]);
+    const server = await startServer(['--pipeline', jwksPipeline('jwks-file', `jwks_file: "${file}", jwks_min_refresh_s: 1`)]);
     try {
       const chat = { model: 'jwks-file', messages: [{ role: 'user', content: 'hello' }] };
       const ok = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${before.sign(claimsNow())}` });
@@ -309,6 +313,7 @@ describe('a key set from a file (jwks_file)', () => {
       const unknown = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${after.sign(claimsNow())}` });
       assertAuthError(unknown, 'invalid_token');
       fs.writeFileSync(file, JSON.stringify({ keys: [after.jwk] }));
+      await sleep(1100);  // the unknown kid above read the file; the next read may come a second later
       const rotated = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${after.sign(claimsNow())}` });
       assert.equal(rotated.status, 200, rotated.text);
     } finally {
@@ -360,6 +365,186 @@ describe('a key set over https (jwks_url with jwks_ca_file)', () => {
         });
     } finally {
       provider.server.close();
+    }
+  });
+});
+
+// The server's only I/O thread (io_threads: 1) must never wait for an identity provider: while a
+// slow provider is asked for a rotated key, everyone else is answered as usual, and the request
+// with the new key is answered once the set has come.
+describe('a slow key set fetch holds up nobody else', () => {
+  let server;
+  let provider;
+  const known = signingKey('RS256', 'known-1');
+  const rotated = signingKey('ES256', 'rotated-1');
+  const as = (token) => ({ Authorization: `Bearer ${token}` });
+  before(async () => {
+    provider = keySetServer();
+    provider.keys = [known.jwk];
+    await provider.listening;
+    server = await startServer(['--pipeline', writeTemp('jwks-slow.yaml', `version: 1
+name: jwks-slow
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+stages:
+  - name: auth
+    type: auth
+    config:
+      jwt: {jwks_url: "${provider.url()}", jwks_min_refresh_s: 1, jwks_refresh_s: 3600, jwks_timeout_ms: 10000,
+            issuer: https://login.example, audience: chatflow}
+${modelStages}  - {name: emit, type: sse_emit}
+`)]);
+  });
+  after(async () => {
+    assert.equal((await server.stop()).code, 0);
+    provider.server.close();
+  });
+
+  test('health checks and streams are answered while an unknown kid waits 3 s for the provider', async () => {
+    await sleep(1100);  // past jwks_min_refresh_s since the fetch at start
+    provider.keys = [known.jwk, rotated.jwk];
+    provider.delayMs = 3000;
+    const started = Date.now();
+    const waiting = post(server.url, '/v1/chat/completions',
+      { model: 'test-model', max_tokens: 2, messages: [{ role: 'user', content: 'hello' }] }, as(rotated.sign(claimsNow())));
+    await waitFor(() => provider.fetches === 2, { what: 'the unknown kid to ask the provider' });
+    // Generous bounds: each of these takes milliseconds unless something waits for the provider.
+    const timed = async (what, run) => {
+      const begun = Date.now();
+      const result = await run();
+      assert.ok(Date.now() - begun < 1000, `${what} took ${Date.now() - begun} ms while the key set was fetched`);
+      return result;
+    };
+    const health = await timed('GET /health', () => fetch(`${server.url}/health`));
+    assert.equal(health.status, 200);
+    const stream = openStream(server.port, '/v1/chat/completions', {
+      model: 'test-model', max_tokens: 4000, ignore_eos: true, stream: true,
+      messages: [{ role: 'user', content: 'Once upon a time' }],
+    }, as(known.sign(claimsNow())));
+    try {
+      await timed('another client\'s stream', () => stream.waitEvents(3, 5000));
+    } finally {
+      stream.socket.destroy();
+    }
+    const other = await timed('another client\'s request', () => post(server.url, '/v1/chat/completions',
+      { model: 'test-model', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }, as(known.sign(claimsNow()))));
+    assert.equal(other.status, 200, other.text);
+    assert.ok(Date.now() - started < 2500, 'the provider answered before the checks were through');
+    // The request with the rotated key passes once the set has come.
+    const answered = await waiting;
+    assert.equal(answered.status, 200, answered.text);
+    assert.ok(Date.now() - started >= 2900, 'answered before the provider was');
+    assert.equal(provider.fetches, 2, 'one fetch for the rotated key');
+  });
+});
+
+describe('JWT callers and their sessions', () => {
+  const sessionsPipeline = (name, jwtExtra) => writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model, tokenizer_only: true}
+  history: {type: history_store, backend: sqlite, path: "${scratchPath(`${name}.db`)}"}
+stages:
+  - name: auth
+    type: auth
+    config:
+      jwt: {algorithm: HS256, secret: "${secret}", issuer: https://login.example, audience: chatflow${jwtExtra}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm}}
+  - {name: echo, type: echo}
+  - {name: emit, type: sse_emit}
+`);
+  const token = (claims) => ({ Authorization: `Bearer ${jwtHs256({ iss: 'https://login.example', aud: 'chatflow',
+    tenant: 'initech', exp: Math.floor(Date.now() / 1000) + 300, ...claims }, secret)}` });
+  const chat = (name, session) => ({ model: 'test-model', messages: [{ role: 'user', content: 'hello' }], session_id: session });
+
+  test('a token without its user claim is 401; a numeric one is the user', async () => {
+    const server = await startServer(['--pipeline', sessionsPipeline('jwt-users', '')]);
+    try {
+      for (const claims of [{ jti: 'a' }, { sub: '' }, { sub: { id: 'x' } }]) {
+        const refused = await post(server.url, '/v1/chat/completions', chat('jwt-users', 's-1'), token(claims));
+        assertAuthError(refused, 'invalid_token');
+        assert.match(refused.json.error.message, /'sub' claim/);
+        const listed = await fetch(`${server.url}/v1/sessions`, { headers: token(claims) });
+        assert.equal(listed.status, 401, `GET /v1/sessions with ${JSON.stringify(claims)}`);
+      }
+      const numeric = await post(server.url, '/v1/chat/completions', chat('jwt-users', 'n-1'), token({ sub: 4242 }));
+      assert.equal(numeric.status, 200, numeric.text);
+      const mine = await fetch(`${server.url}/v1/sessions`, { headers: token({ sub: 4242 }) });
+      assert.equal(mine.status, 200);
+      assert.deepEqual((await mine.json()).data.map((session) => session.id), ['n-1']);
+      // The same number written as a string is the same user.
+      const same = await fetch(`${server.url}/v1/sessions`, { headers: token({ sub: '4242' }) });
+      assert.deepEqual((await same.json()).data.map((session) => session.id), ['n-1']);
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+
+  test('with user_claim "" callers own no sessions: session routes and session_id are 403', async () => {
+    const server = await startServer(['--pipeline', sessionsPipeline('jwt-no-users', ', user_claim: ""')]);
+    try {
+      const first = token({ jti: 'first' });
+      const second = token({ jti: 'second' });
+      const plain = await post(server.url, '/v1/chat/completions', chat('jwt-no-users'), first);
+      assert.equal(plain.status, 200, plain.text);
+      const withSession = await post(server.url, '/v1/chat/completions', chat('jwt-no-users', 'mine'), first);
+      assert.equal(withSession.status, 403, withSession.text);
+      assert.equal(withSession.json.error.code, 'no_session_owner');
+      assert.match(withSession.json.error.message, /names no user/);
+      for (const [method, path] of [['GET', '/v1/sessions'], ['GET', '/v1/sessions/mine'], ['GET', '/v1/sessions:export'],
+        ['DELETE', '/v1/sessions'], ['DELETE', '/v1/sessions/mine']]) {
+        const response = await fetch(server.url + path, { method, headers: second });
+        assert.equal(response.status, 403, `${method} ${path}`);
+        assert.equal((await response.json()).error.code, 'no_session_owner', `${method} ${path}`);
+      }
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+});
+
+describe('a key set needs an audience', () => {
+  test('jwks_file without jwt.audience stops the start naming the key; allow_any_audience needs the issuer', async () => {
+    const key = signingKey('RS256', 'aud-1');
+    const file = writeTemp('jwks-audience.json', JSON.stringify({ keys: [key.jwk] }));
+    const pipelineWith = (name, jwt) => writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+stages:
+  - name: auth
+    type: auth
+    config:
+      jwt: {jwks_file: "${file}"${jwt}}
+  - {name: echo, type: echo}
+  - {name: emit, type: sse_emit}
+`);
+    // Why the server would not start; a server that starts is stopped and fails the test.
+    const refusal = async (pipeline) => {
+      let started;
+      try {
+        started = await startServer(['--pipeline', pipeline]);
+      } catch (error) {
+        return error.message;
+      }
+      await started.stop();
+      assert.fail(`${pipeline} started`);
+    };
+    const noAudience = await refusal(pipelineWith('jwks-no-audience', ', issuer: https://login.example'));
+    assert.match(noAudience, /jwks-no-audience\.yaml:\d+:\d+: error: .*jwt\.audience/);
+    assert.match(noAudience, /any other application/);
+    assert.match(await refusal(pipelineWith('jwks-any-no-issuer', ', allow_any_audience: true')),
+      /jwt\.allow_any_audience needs jwt\.issuer/);
+    const server = await startServer(['--pipeline',
+      pipelineWith('jwks-any-audience', ', issuer: https://login.example, allow_any_audience: true')]);
+    try {
+      const chat = { model: 'jwks-any-audience', messages: [{ role: 'user', content: 'hello' }] };
+      const claims = { ...claimsNow(), aud: 'some-app' };
+      const ok = await post(server.url, '/v1/chat/completions', chat, { Authorization: `Bearer ${key.sign(claims)}` });
+      assert.equal(ok.status, 200, ok.text);
+      const otherIssuer = await post(server.url, '/v1/chat/completions', chat,
+        { Authorization: `Bearer ${key.sign({ ...claims, iss: 'https://elsewhere.example' })}` });
+      assertAuthError(otherIssuer, 'invalid_token');
+    } finally {
+      assert.equal((await server.stop()).code, 0);
     }
   });
 });

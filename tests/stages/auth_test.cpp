@@ -2,9 +2,12 @@
 // `chatflow keys add` writes it), HS256 JWTs, and model access by role. The credential comes in
 // the request's header fields, as the HTTP server passes them on.
 #include <chrono>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -242,7 +245,7 @@ std::string config_errors(const std::string& auth_config) {
 }
 
 std::string jwt_claims() {
-  return R"({"sub":"erin","tenant":"umbrella","roles":["admin"],"exp":)" +
+  return R"({"sub":"erin","tenant":"umbrella","roles":["admin"],"aud":"chatflow","exp":)" +
          std::to_string(unix_now() + 300) + "}";
 }
 
@@ -250,7 +253,9 @@ TEST(Auth, AKeySetFileVerifiesTokensByKidAndIsReadAgainForAnUnknownOne) {
   testing::SigningKey first("RS256", "file-1");
   testing::SigningKey second("ES256", "file-2");
   std::string path = write_temp_file("auth-jwks.json", testing::key_set({first.jwk()}));
-  auto pipeline = guarded_echo("{jwt: {jwks_file: \"" + path + "\", jwks_min_refresh_s: 0}}");
+  auto pipeline = guarded_echo("{jwt: {jwks_file: \"" + path +
+                               "\", jwks_min_refresh_s: 1, audience: chatflow}}");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1050));  // unknown kids may fetch now
   ASSERT_TRUE(pipeline);
   auto good = ask(*pipeline, {{"authorization", "Bearer " + first.sign(jwt_claims())}}, nullptr);
   ASSERT_FALSE(good->error()) << good->error()->message;
@@ -262,8 +267,9 @@ TEST(Auth, AKeySetFileVerifiesTokensByKidAndIsReadAgainForAnUnknownOne) {
   ASSERT_TRUE(unknown->error());
   EXPECT_NE(unknown->error()->message.find("'file-2' is not in the key set"), std::string::npos)
       << unknown->error()->message;
-  // Rotated in the file: the unknown kid reads it again.
+  // Rotated in the file: the unknown kid reads it again (a second after the last read).
   std::ofstream(path, std::ios::trunc) << testing::key_set({second.jwk()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1050));
   auto rotated =
       ask(*pipeline, {{"authorization", "Bearer " + second.sign(jwt_claims())}}, nullptr);
   EXPECT_FALSE(rotated->error()) << rotated->error()->message;
@@ -277,8 +283,9 @@ TEST(Auth, KeySetConfigurationsThatCannotWorkAreConfigErrors) {
   std::string file = write_temp_file("auth-jwks-config.json", testing::key_set({key.jwk()}));
   std::string pem = write_temp_file("auth-jwks-config.pem", key.public_pem());
   for (const auto& [config, expected] : std::vector<std::pair<std::string, std::string>>{
-           {"{jwt: {jwks_url: \"http://login.example/jwks.json\"}}", "plain http to another host"},
-           {"{jwt: {jwks_url: \"ftp://login.example/jwks.json\"}}",
+           {"{jwt: {jwks_url: \"http://login.example/jwks.json\", audience: a}}",
+            "plain http to another host"},
+           {"{jwt: {jwks_url: \"ftp://login.example/jwks.json\", audience: a}}",
             "is not an http:// or https://"},
            {"{jwt: {jwks_file: \"" + file + "\", jwks_url: \"https://login.example/j\"}}",
             "set one of jwt.jwks_url and jwt.jwks_file"},
@@ -291,9 +298,12 @@ TEST(Auth, KeySetConfigurationsThatCannotWorkAreConfigErrors) {
             "cannot be used with a key set"},
            {"{jwt: {jwks_file: \"" + file + "\", jwks_ca_file: \"" + pem + "\"}}",
             "jwks_ca_file is for jwks_url"},
-           {"{jwt: {jwks_file: \"" + fresh_path("auth-no-such-jwks.json") + "\"}}", "cannot read"},
-           {"{jwt: {algorithm: ES256, jwks_file: \"" + file + "\"}}",
+           {"{jwt: {jwks_file: \"" + fresh_path("auth-no-such-jwks.json") + "\", audience: a}}",
+            "cannot read"},
+           {"{jwt: {algorithm: ES256, jwks_file: \"" + file + "\", audience: a}}",
             "holds no key chatflow can verify tokens with"},
+           {"{jwt: {jwks_file: \"" + file + "\", jwks_min_refresh_s: 0, audience: a}}",
+            "jwks_min_refresh_s"},
        }) {
     std::string errors = config_errors(config);
     EXPECT_NE(errors.find(expected), std::string::npos) << config << "\n" << errors;
@@ -302,7 +312,8 @@ TEST(Auth, KeySetConfigurationsThatCannotWorkAreConfigErrors) {
 
 TEST(Auth, AKeySetUrlThatDoesNotAnswerStopsTheStartNamingIt) {
   std::string url = "http://127.0.0.1:" + std::to_string(testing::free_port()) + "/jwks.json";
-  std::string errors = config_errors("{jwt: {jwks_url: \"" + url + "\", jwks_timeout_ms: 500}}");
+  std::string errors =
+      config_errors("{jwt: {jwks_url: \"" + url + "\", jwks_timeout_ms: 500, audience: a}}");
   EXPECT_NE(errors.find("the key set at " + url + " cannot be used"), std::string::npos) << errors;
 }
 
@@ -329,6 +340,166 @@ TEST(Auth, AKeysFileEmptiedWhileServingIsRefusedAndTheKeysStillWork) {
   EXPECT_FALSE(after->error()) << "an emptied keys file locked alice out: "
                                << after->error()->message;
   EXPECT_FALSE(ask(*pipeline, {{"x-api-key", keys.bob}}, nullptr)->error());
+}
+// A provider's keys sign the tokens of every application it serves: with a key set the audience
+// must be checked, unless the configuration says the set signs chatflow's tokens alone (and
+// names their issuer).
+TEST(Auth, AKeySetWithoutAnAudienceIsAConfigErrorNamingTheKey) {
+  testing::SigningKey key("RS256", "k");
+  std::string file = write_temp_file("auth-jwks-audience.json", testing::key_set({key.jwk()}));
+  for (const auto& [config, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"{jwt: {jwks_file: \"" + file + "\"}}", "jwt.audience is required with a key set"},
+           {"{jwt: {jwks_file: \"" + file + "\", issuer: https://login.example}}",
+            "a token the provider issued to any other application is accepted"},
+           {"{jwt: {jwks_file: \"" + file + "\", allow_any_audience: true}}",
+            "jwt.allow_any_audience needs jwt.issuer"},
+           {"{jwt: {jwks_file: \"" + file +
+                "\", issuer: https://login.example, audience: x, allow_any_audience: true}}",
+            "contradict each other"},
+           {"{jwt: {algorithm: HS256, secret: \"" + kSecret + "\", allow_any_audience: true}}",
+            "jwt.allow_any_audience is for a key set"},
+       }) {
+    std::string errors = config_errors(config);
+    EXPECT_NE(errors.find("test.yaml:3:"), std::string::npos) << config << "\n" << errors;
+    EXPECT_NE(errors.find(expected), std::string::npos) << config << "\n" << errors;
+  }
+  // Named issuer, any audience: a token for another app of that issuer passes, another
+  // issuer's does not.
+  auto pipeline = guarded_echo("{jwt: {jwks_file: \"" + file +
+                               "\", issuer: https://login.example, allow_any_audience: true}}");
+  ASSERT_TRUE(pipeline);
+  std::string claims = R"({"sub":"erin","tenant":"umbrella","aud":"another-app",)"
+                       R"("iss":"https://login.example","exp":)" +
+                       std::to_string(unix_now() + 300) + "}";
+  EXPECT_FALSE(ask(*pipeline, {{"authorization", "Bearer " + key.sign(claims)}}, nullptr)->error());
+  std::string elsewhere = R"({"sub":"erin","tenant":"umbrella","aud":"another-app",)"
+                          R"("iss":"https://elsewhere.example","exp":)" +
+                          std::to_string(unix_now() + 300) + "}";
+  expect_authentication_error(
+      *ask(*pipeline, {{"authorization", "Bearer " + key.sign(elsewhere)}}, nullptr),
+      "invalid_token");
+}
+
+TEST(Auth, ATokenWithoutItsUserClaimIs401) {
+  Keys keys = write_keys("auth-no-user-keys.yaml");
+  auto pipeline = keys_and_jwt(keys);
+  ASSERT_TRUE(pipeline);
+  std::string no_user = R"({"iss":"https://login.example","aud":"chatflow","tenant":"initech",)"
+                        R"("roles":["admin"],"exp":)" +
+                        std::to_string(unix_now() + 300) + "}";
+  auto request = ask(*pipeline, {{"authorization", "Bearer " + hs256_token(no_user)}}, nullptr);
+  expect_authentication_error(*request, "invalid_token");
+  ASSERT_TRUE(request->error());
+  EXPECT_NE(request->error()->message.find("no 'sub' claim naming the user"), std::string::npos)
+      << request->error()->message;
+}
+
+// With user_claim "" tokens name no user: such callers own nothing, so a session (which would
+// be shared by all of them) is refused.
+TEST(Auth, ACallerWithoutAUserCannotKeepASession) {
+  auto pipeline = guarded_echo("{jwt: {algorithm: HS256, secret: \"" + kSecret +
+                               "\", audience: chatflow, user_claim: \"\"}}");
+  ASSERT_TRUE(pipeline);
+  std::string token = hs256_token(R"({"aud":"chatflow","tenant":"initech","exp":)" +
+                                  std::to_string(unix_now() + 300) + "}");
+  std::shared_ptr<CollectingSink> sink;
+  auto plain = ask(*pipeline, {{"authorization", "Bearer " + token}}, nullptr);
+  ASSERT_FALSE(plain->error()) << plain->error()->message;
+  EXPECT_EQ(plain->identity.tenant, "initech");
+  EXPECT_EQ(plain->identity.owner(), "");
+  auto request = user_request("hello", sink);
+  request->model = "test-model";
+  request->session_id = "shared";
+  request->headers = {{"authorization", "Bearer " + token}};
+  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_TRUE(request->error());
+  EXPECT_EQ(request->error()->status, 403);
+  EXPECT_EQ(request->error()->code, "no_session_owner");
+  EXPECT_EQ(request->error()->param, "session_id");
+  EXPECT_EQ(sink->text(), "");
+}
+
+// The auth stage waits for a key set fetch deferred: a request whose unknown kid asked for the
+// set holds no pipeline thread (on a 2-core machine the graph's arena has one worker), so
+// another caller is answered while it waits, and it passes once the rotated set has come.
+TEST(Auth, AnUnknownKidWaitsForTheFetchWithoutHoldingAPipelineThread) {
+  testing::SigningKey first("RS256", "slow-1");
+  testing::SigningKey second("ES256", "slow-2");
+  std::string path = write_temp_file("auth-jwks-slow.json", testing::key_set({first.jwk()}));
+  auto pipeline = guarded_echo("{jwt: {jwks_file: \"" + path +
+                               "\", jwks_min_refresh_s: 1, audience: chatflow}}");
+  ASSERT_TRUE(pipeline);
+  // The next read of the set blocks until the test writes the rotated set: a slow provider.
+  std::string fifo = path + ".fifo";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::rename(fifo, path);
+  // Should the test stop early, the blocked read gets an end of file, so the pipeline can go.
+  struct Unblock {
+    std::string path;
+    ~Unblock() {
+      int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  } unblock{path};
+  std::this_thread::sleep_for(std::chrono::milliseconds(1050));
+
+  std::shared_ptr<CollectingSink> waiting_sink;
+  auto waiting = user_request("rotated", waiting_sink);
+  waiting->model = "test-model";
+  waiting->headers = {{"authorization", "Bearer " + second.sign(jwt_claims())}};
+  ASSERT_EQ(pipeline->submit(waiting), Admission::accepted);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // it reaches the stage, asks
+  EXPECT_FALSE(waiting_sink->wait(std::chrono::milliseconds(0))) << "answered before the set came";
+
+  for (int i = 0; i < 4; ++i) {
+    std::shared_ptr<CollectingSink> sink;
+    auto other = user_request("known", sink);
+    other->model = "test-model";
+    other->headers = {{"authorization", "Bearer " + first.sign(jwt_claims())}};
+    ASSERT_EQ(pipeline->submit(other), Admission::accepted);
+    ASSERT_TRUE(sink->wait(std::chrono::seconds(3))) << "another caller waited for the key set";
+    EXPECT_FALSE(other->error()) << other->error()->message;
+    EXPECT_EQ(sink->text(), "known");
+  }
+
+  std::ofstream(path) << testing::key_set({first.jwk(), second.jwk()});
+  ASSERT_TRUE(waiting_sink->wait());
+  EXPECT_FALSE(waiting->error()) << waiting->error()->message;
+  EXPECT_EQ(waiting_sink->text(), "rotated");
+  EXPECT_EQ(waiting->identity.tenant, "umbrella");
+}
+
+// What the server asks on its I/O thread never waits: an unknown kid that may fetch leaves the
+// decision to the stage (nullopt), or, where nothing can wait, is a 401 that says to retry.
+TEST(Auth, TheServersHeaderCheckNeverWaits) {
+  testing::SigningKey first("RS256", "hdr-1");
+  testing::SigningKey second("RS256", "hdr-2");
+  std::string path = write_temp_file("auth-jwks-header.json", testing::key_set({first.jwk()}));
+  auto pipeline = guarded_echo("{jwt: {jwks_file: \"" + path +
+                               "\", jwks_min_refresh_s: 1, audience: chatflow}}");
+  ASSERT_TRUE(pipeline);
+  auto* authenticator = pipeline->find<Authenticator>();
+  ASSERT_NE(authenticator, nullptr);
+  HeaderFields known = {{"authorization", "Bearer " + first.sign(jwt_claims())}};
+  HeaderFields unknown = {{"authorization", "Bearer " + second.sign(jwt_claims())}};
+  ASSERT_TRUE(authenticator->authenticate_or_defer(known));
+  EXPECT_EQ(authenticator->authenticate_or_defer(known)->tenant, "umbrella");
+  // Within jwks_min_refresh_s of the start's fetch no fetch may come: refused at once.
+  EXPECT_THROW(authenticator->authenticate_or_defer(unknown), RequestFailure);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1050));
+  EXPECT_FALSE(authenticator->authenticate_or_defer(unknown)) << "the stage should decide";
+  // Where nothing can wait (routes outside the pipeline): the fetch is asked for, the caller
+  // told to retry.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1050));
+  try {
+    authenticator->authenticate(unknown);
+    ADD_FAILURE() << "an unknown kid was accepted";
+  } catch (const RequestFailure& failure) {
+    EXPECT_EQ(failure.error().status, 401);
+    EXPECT_NE(failure.error().message.find("retry"), std::string::npos) << failure.error().message;
+  }
 }
 }  // namespace
 }  // namespace chatflow::testing

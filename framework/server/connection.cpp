@@ -25,6 +25,10 @@ constexpr size_t kMaxLingerBytes = 16u << 20;
 constexpr auto kTlsShutdownTime = std::chrono::seconds(2);
 // One write takes about this much of the backlog.
 constexpr size_t kMaxWriteBytes = 1u << 20;
+// A keep-alive client's next request is read only while at most this much of its answers waits
+// to be written: one that pipelines requests and never reads would otherwise have every answer
+// queued, however many it sends.
+constexpr size_t kMaxUnwrittenAnswerBytes = 64 * 1024;
 
 std::chrono::steady_clock::duration seconds(double value) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -268,6 +272,14 @@ void Connection::route_header() {
                         "other");
   }
   if (auto refusal = check_before_body(header)) return reject_early(*refusal);
+  if (!route_->takes_body && !parser_->is_done()) {
+    // A body the route never reads is not read into memory (max_body_bytes for every anonymous
+    // GET /health otherwise): the answer goes out now, and the connection closes, discarding
+    // what still arrives for a few seconds so the client reads the answer.
+    keep_alive_ = false;
+    lingering_ = true;
+    return dispatch();
+  }
   if (!admit_anonymous_exchange()) {
     Response busy = error_response(make_error(
         503, "server_error", "too many connections without credentials are open; retry shortly",
@@ -476,6 +488,10 @@ void Connection::next_request() {
   route_ = nullptr;
   if (closed_) return;
   if (keep_alive_ && !lingering_ && !state_->draining) {
+    if (outbox_.held_bytes() > kMaxUnwrittenAnswerBytes) {
+      waiting_for_writes_ = true;  // read on once the client has read enough (flush)
+      return;
+    }
     read_header();
   } else {
     close_after_flush_ = true;
@@ -509,7 +525,15 @@ void Connection::flush() {
                        return self->close();
                      }
                      self->flush();
+                     self->read_on_after_writes();
                    });
+}
+
+// Reads the next request of a client whose answers had piled up, once most are written.
+void Connection::read_on_after_writes() {
+  if (!waiting_for_writes_ || closed_ || outbox_.held_bytes() > kMaxUnwrittenAnswerBytes) return;
+  waiting_for_writes_ = false;
+  next_request();
 }
 
 void Connection::finish_connection() {

@@ -115,6 +115,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void respond(const Response& response, const std::string& endpoint,
                const RequestError* error = nullptr);
   void next_request();
+  void read_on_after_writes();
   void send(std::string_view bytes);
   void flush();
   void finish_connection();
@@ -153,6 +154,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string discard_buffer_;
   size_t discarded_bytes_ = 0;
   bool writing_ = false;
+  bool waiting_for_writes_ = false;  // the next request waits for the client to read answers
   bool reading_body_ = false;
   bool close_after_flush_ = false;
   bool finishing_ = false;

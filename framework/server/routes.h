@@ -52,6 +52,7 @@ struct Route {
   SideEndpoint endpoint = nullptr;
   RequestKind generation = RequestKind::chat;
   bool needs_pipeline = true;      // answered 503 (model_loading) until a pipeline serves
+  bool takes_body = false;         // reads the body; other routes answer without reading one
   bool body_optional = false;      // may come without a body (and so without a Content-Type)
   bool off_io_thread = false;      // may take long (big inputs, a database): run on a worker
   std::string_view admin_refusal;  // Access::admin: the 403's message

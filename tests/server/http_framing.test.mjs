@@ -75,20 +75,22 @@ describe('HTTP framing', () => {
 
   test('a trailer field of 64 KiB is a 431, not the end of the server', async () => {
     // Beast keeps a field's length in 16 bits and throws past it; a header is bounded before
-    // that, a chunked body's trailer was not. Anonymous /health was enough on any pipeline.
+    // that, a chunked body's trailer was not. Anonymous /health was enough on any pipeline:
+    // now a body sent to /health is not parsed at all, the answer comes and the connection ends.
     const trailer = `0\r\nX-Padding: ${'t'.repeat(70000)}\r\n\r\n`;
     const health = await rawExchange(server.port,
       `GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${trailer}`);
-    assert.deepEqual(statuses(health), [431], health.toString().slice(0, 300));
-    const response = parseResponse(health);
-    assert.equal(response.headers.connection, 'close');
-    assert.equal(JSON.parse(response.body).error.code, 'headers_too_large');
-    assert.match(JSON.parse(response.body).error.message, /trailer/);
+    assert.deepEqual(statuses(health), [200], health.toString().slice(0, 300));
+    assert.equal(parseResponse(health).headers.connection, 'close');
     const body = Buffer.from(chat);
     const completion = await rawExchange(server.port,
       `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
       `Transfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${chat}\r\n${trailer}`);
     assert.deepEqual(statuses(completion), [431], completion.toString().slice(0, 300));
+    const refused = parseResponse(completion);
+    assert.equal(refused.headers.connection, 'close');
+    assert.equal(JSON.parse(refused.body).error.code, 'headers_too_large');
+    assert.match(JSON.parse(refused.body).error.message, /trailer/);
     assert.equal(server.child.exitCode, null, 'the server is still running');
     // A trailer that fits is read, and the body answered.
     const small = await rawExchange(server.port,

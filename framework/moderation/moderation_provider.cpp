@@ -88,11 +88,21 @@ ProviderRunner::ProviderRunner(std::shared_ptr<const ModerationProvider> provide
 
 ProviderRunner::~ProviderRunner() {
   std::deque<Job> left;
+  std::vector<std::shared_ptr<PendingCheck>> outstanding;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
     left.swap(queue_);
+    for (auto& [deadline, watched] : deadlines_) {
+      if (auto check = watched.lock()) outstanding.push_back(std::move(check));
+    }
+    deadlines_.clear();
   }
+  // The checks still running are told to stop, so the joins below wait for providers to notice
+  // (an HTTP call looks every 20 ms), not for their timeouts: a pipeline torn down after a
+  // reload is gone in moments.
+  for (auto& check : outstanding)
+    check->abandon();
   wake_.notify_all();
   watch_wake_.notify_all();
   for (auto& job : left) {

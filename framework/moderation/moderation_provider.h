@@ -110,7 +110,7 @@ class PendingCheck {
 // Runs a provider's checks on `threads` threads of its own. Every check has its outcome by its
 // deadline (and a grace of kGrace): a check still queued then, or whose provider overruns it, is
 // settled as a timeout by the runner's watch (and the provider told to stop). Destruction
-// abandons what is queued and waits for the running checks.
+// abandons what is queued, tells the running checks to stop, and waits for them.
 class ProviderRunner {
  public:
   ProviderRunner(std::shared_ptr<const ModerationProvider> provider, std::string name,

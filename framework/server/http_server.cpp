@@ -38,6 +38,8 @@ HttpServer::~HttpServer() {
   while (state_->background_running.load(std::memory_order_acquire) > 0)
     run_a_while();
   state_->join_background();
+  // A replaced pipeline let go of by then is being destroyed on the reaper's thread.
+  state_->reaper->wait_until_idle();
   // Every request is released by now, its spans queued: send what fits in the export timeout.
   if (state_->tracer) state_->tracer->shutdown();
 }

@@ -334,7 +334,7 @@ void ServerState::poll_connections_closed(std::chrono::steady_clock::time_point 
 }
 
 void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
-  auto fresh = std::make_shared<ServedPipeline>();
+  auto fresh = std::make_unique<ServedPipeline>();
   fresh->pipeline = pipeline;
   fresh->created = unix_seconds();
   for (const auto& resource_spec : pipeline->spec().resources) {
@@ -371,12 +371,14 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
                     }
                     return samples;
                   });
+  std::shared_ptr<const ServedPipeline> adopted = PipelineReaper::adopt(std::move(fresh), reaper);
   std::shared_ptr<const ServedPipeline> old;
   {
     std::lock_guard lock(mutex);
-    old = std::exchange(served, std::move(fresh));
+    old = std::exchange(served, std::move(adopted));
   }
-  // Requests already admitted finish on the old pipeline; it goes once they have.
+  // Requests already admitted finish on the old pipeline; it goes once they have and every
+  // connection routed with it has let go (on the reaper's thread, whoever lets go last).
   if (old) in_background([old] { old->pipeline->drain(); });
 }
 

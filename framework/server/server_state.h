@@ -22,6 +22,7 @@
 #include "framework/server/forwarded.h"
 #include "framework/server/http_server.h"
 #include "framework/server/metrics.h"
+#include "framework/server/pipeline_reaper.h"
 #include "framework/server/served_pipeline.h"
 #include "framework/server/server_config.h"
 #include "framework/server/server_tls.h"
@@ -102,6 +103,8 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   std::vector<std::shared_ptr<Connection>> open_connections();
 
   ServerSettings settings;
+  // Destroys every served pipeline once its last user lets go, off the I/O threads.
+  std::shared_ptr<PipelineReaper> reaper = std::make_shared<PipelineReaper>();
   StaticFiles static_files{settings.web_root};  // GET /, /dashboard, /assets/
   TrustedProxies trusted_proxies = parse_trusted_proxies(settings.trusted_proxies);
   net::io_context io;

@@ -145,6 +145,48 @@ TEST(ProviderRunner, ACallbackForASettledCheckRunsOnTheRunnersThreadNotTheCaller
   EXPECT_NE(ran_on, std::this_thread::get_id());
 }
 
+// Keeps each check going until it is abandoned or `patience` has passed; counts the checks that
+// were told to stop.
+class PatientProvider final : public ModerationProvider {
+ public:
+  explicit PatientProvider(std::chrono::milliseconds patience) : patience_(patience) {}
+  CheckOutcome check(const CheckInput& input) const override {
+    ++calls;
+    for (auto until = CheckClock::now() + patience_; CheckClock::now() < until;) {
+      if (input.abandoned()) {
+        ++stopped;
+        return CheckOutcome::failure("stopped");
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return CheckOutcome::failure("gave up waiting");
+  }
+  std::string_view kind() const override { return "test"; }
+  mutable std::atomic<int> calls{0};
+  mutable std::atomic<int> stopped{0};
+
+ private:
+  std::chrono::milliseconds patience_;
+};
+
+// A pipeline torn down (after a reload) destroys its runners, which join their threads: checks
+// still running are abandoned first, so the join does not wait out a provider call's timeout.
+TEST(ProviderRunner, DestroyingTheRunnerStopsTheChecksStillRunning) {
+  auto provider = std::make_shared<PatientProvider>(3s);
+  auto runner = std::make_unique<ProviderRunner>(provider, "guard", 2);
+  auto first = runner->start(input_of("one", 60s));
+  auto second = runner->start(input_of("two", 60s));
+  auto limit = CheckClock::now() + 5s;
+  while (provider->calls.load() < 2 && CheckClock::now() < limit)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(provider->calls.load(), 2);
+  runner.reset();
+  EXPECT_EQ(provider->stopped.load(), 2);
+  ASSERT_TRUE(first->poll());
+  ASSERT_TRUE(second->poll());
+  EXPECT_EQ(first->poll()->kind, CheckOutcome::Kind::failed);
+}
+
 TEST(PendingCheck, TheFirstOutcomeWins) {
   PendingCheck check(CheckClock::now() + 1s);
   check.settle(CheckOutcome::failure("first"));

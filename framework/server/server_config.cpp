@@ -72,6 +72,23 @@ bool check_tracing(TracingSettings& tracing, const ConfigValue& value, Diagnosti
   return true;
 }
 
+// `file` as the serve file at `serve_file` names it: relative to the serve file's folder. Empty
+// stays empty (each key's default).
+std::string beside(const std::string& serve_file, const std::string& file) {
+  if (file.empty() || std::filesystem::path(file).is_absolute()) return file;
+  return (std::filesystem::path(serve_file).parent_path() / file).lexically_normal().string();
+}
+
+// Every path key of the server block, read relative to the serve file, so the file means the
+// same wherever chatflow is started. The access log's stream names are no paths.
+void resolve_paths_beside(const std::string& serve_file, ServerSettings& server) {
+  for (std::string* file : {&server.tls.certificate_file, &server.tls.key_file,
+                            &server.tls.client_ca_file, &server.tracing.ca_file, &server.web_root})
+    *file = beside(serve_file, *file);
+  if (server.access_log != "stderr" && server.access_log != "stdout" && server.access_log != "off")
+    server.access_log = beside(serve_file, server.access_log);
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> settings_problems(const ServerSettings& settings) {
@@ -112,13 +129,14 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
            "Retry-After seconds sent with 503 when the pipeline is full")
       .range(0, 3600);
   server.key("access_log", &ServerSettings::access_log,
-             "JSON access log: stderr, stdout, off, or a file path");
+             "JSON access log: stderr, stdout, off, or a file path (relative to this file)");
   server.key("metrics_listen", &ServerSettings::metrics_listen,
              "host:port serving only /metrics and /health without credentials; empty: none");
   server.key("cors_origins", &ServerSettings::cors_origins,
              "origins whose browser pages may call the API (\"*\": any); empty: none");
   server.key("web_root", &ServerSettings::web_root,
-             "folder of the built chat page and dashboard; empty: 'web' beside the executable");
+             "folder of the built chat page and dashboard, relative to this file; empty: 'web' "
+             "beside the executable");
   server.key("trusted_proxies", &ServerSettings::trusted_proxies,
              "CIDRs of proxies whose X-Forwarded-For/-Proto are believed (e.g. 127.0.0.1/32)");
   server
@@ -180,7 +198,8 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
   tracing.key("headers", &TracingSettings::headers,
               "HTTP header fields sent with every export (e.g. a collector's API key)");
   tracing.key("ca_file", &TracingSettings::ca_file,
-              "https endpoint: PEM file of the CAs trusted; empty: the system's trust store");
+              "https endpoint: PEM file of the CAs trusted (relative to this file); empty: the "
+              "system's trust store");
   server.object("tracing", &ServerSettings::tracing, tracing,
                 "OpenTelemetry traces over OTLP/HTTP; off when absent");
 
@@ -214,24 +233,14 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
 
   ServeConfig config;
   config.server = parsed->server;
+  resolve_paths_beside(path, config.server);
+  config.pipeline = beside(path, parsed->pipeline);
   const ConfigValue* server_value = root.find("server");
-  if (server_value && server_value->find("tls")) {
-    // The files are read when the server starts (and again on reload), not here.
-    auto& tls_files = config.server.tls;
-    tls_files.enabled = true;
-    std::filesystem::path base = std::filesystem::path(path).parent_path();
-    for (std::string* file :
-         {&tls_files.certificate_file, &tls_files.key_file, &tls_files.client_ca_file}) {
-      if (!file->empty() && std::filesystem::path(*file).is_relative())
-        *file = (base / *file).lexically_normal().string();
-    }
-  }
+  // The TLS files are read when the server starts (and again on reload), not here.
+  if (server_value && server_value->find("tls")) config.server.tls.enabled = true;
   if (const ConfigValue* tracing_value = server_value ? server_value->find("tracing") : nullptr) {
     if (!check_tracing(config.server.tracing, *tracing_value, diagnostics)) return std::nullopt;
   }
-  std::filesystem::path pipeline(parsed->pipeline);
-  if (pipeline.is_relative()) pipeline = std::filesystem::path(path).parent_path() / pipeline;
-  config.pipeline = pipeline.lexically_normal().string();
   std::error_code error;
   if (!std::filesystem::is_regular_file(config.pipeline, error)) {
     diagnostics.error(root.find("pipeline")->where, "pipeline file '" + config.pipeline +

@@ -1,4 +1,6 @@
-// The serve file: the HTTP server's settings and the pipeline it serves.
+// The serve file: the HTTP server's settings and the pipeline it serves. Every path in it (the
+// pipeline, server.tls's files, server.tracing.ca_file, an access_log file, web_root) is
+// relative to the serve file; load_serve_config returns them resolved.
 //
 //   server:
 //     host: 127.0.0.1

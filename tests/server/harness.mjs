@@ -63,10 +63,11 @@ ${modelStages}  - {name: emit, type: sse_emit}
 // Starts the server; resolves once it printed its URL. `args` go after `serve`. With
 // `fileLimit`, the server runs under `ulimit -n` of that many open files; with
 // `fileSizeBlocks`, no file it writes may grow past that many 512-byte blocks (a full disk,
-// with SIGXFSZ ignored so writes fail instead).
-export async function startServer(args, { fileLimit, fileSizeBlocks } = {}) {
+// with SIGXFSZ ignored so writes fail instead). Without `--access-log` in `args` the log goes to
+// a scratch file (`accessLog`), unless `serveFileAccessLog` leaves it to the serve file.
+export async function startServer(args, { fileLimit, fileSizeBlocks, serveFileAccessLog = false } = {}) {
   const accessLog = path.join(scratch, `access-${process.pid}-${Math.random().toString(16).slice(2)}.log`);
-  const logArgs = args.includes('--access-log') ? [] : ['--access-log', accessLog];
+  const logArgs = args.includes('--access-log') || serveFileAccessLog ? [] : ['--access-log', accessLog];
   const serveArgs = ['serve', '--port', '0', ...logArgs, ...args];
   const limits = [];
   if (fileLimit) limits.push(`ulimit -n ${fileLimit}`);

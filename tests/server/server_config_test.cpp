@@ -1,5 +1,5 @@
-// server.tracing in the serve file: off when absent, every key read, and each mistake reported
-// at its file:line:column.
+// The serve file: server.tracing off when absent, every key read, each mistake reported at its
+// file:line:column; server.tls and the connection guards; every path relative to the file.
 #include "framework/server/server_config.h"
 
 #include <cstdlib>
@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+
+#include "support/test_certificates.h"
 
 namespace chatflow::server {
 namespace {
@@ -164,6 +166,38 @@ TEST_F(ServeFileTest, ConnectionGuardsAreReadAndRangeChecked) {
   EXPECT_EQ(diagnostics_.errors()[0].where.line, 3);
   EXPECT_NE(diagnostics_.errors()[0].message.find("anonymous_connection_share"), std::string::npos)
       << diagnostics_.to_string();
+}
+
+// Wherever chatflow runs, every path in a serve file is read relative to the file: the tracing
+// CA (checked at its line, so found only there), an access log file and the web root, as the
+// pipeline and server.tls's files are.
+TEST_F(ServeFileTest, EveryPathIsRelativeToTheServeFile) {
+  if (!testing::TestCertificates::available()) GTEST_SKIP() << "openssl is not installed";
+  testing::TestCertificates certificates;
+  std::filesystem::create_directories(folder_ / "certs");
+  std::filesystem::copy_file(certificates.ca(), folder_ / "certs" / "ca.pem");
+  auto config = load(
+      "  access_log: logs/access.log\n"
+      "  web_root: site\n"
+      "  tracing: {endpoint: \"https://collector:4318/v1/traces\", ca_file: certs/ca.pem}\n");
+  ASSERT_TRUE(config) << diagnostics_.to_string();
+  EXPECT_EQ(config->server.access_log, (folder_ / "logs" / "access.log").string());
+  EXPECT_EQ(config->server.web_root, (folder_ / "site").string());
+  EXPECT_EQ(config->server.tracing.ca_file, (folder_ / "certs" / "ca.pem").string());
+  EXPECT_EQ(config->pipeline, (folder_ / "pipeline.yaml").string());
+}
+
+TEST_F(ServeFileTest, AbsolutePathsTheLogStreamsAndAnEmptyWebRootStayAsWritten) {
+  for (std::string sink : {"stderr", "stdout", "off"}) {
+    auto config = load("  access_log: " + sink + "\n");
+    ASSERT_TRUE(config) << diagnostics_.to_string();
+    EXPECT_EQ(config->server.access_log, sink);
+    EXPECT_EQ(config->server.web_root, "") << "empty: the web folder beside the executable";
+  }
+  auto config = load("  access_log: /var/log/chatflow/access.log\n  web_root: /srv/chatflow/web\n");
+  ASSERT_TRUE(config) << diagnostics_.to_string();
+  EXPECT_EQ(config->server.access_log, "/var/log/chatflow/access.log");
+  EXPECT_EQ(config->server.web_root, "/srv/chatflow/web");
 }
 
 }  // namespace

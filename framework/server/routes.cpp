@@ -195,10 +195,10 @@ HistoryReader& history_of(const RouteCall& call) {
 }
 
 // Whose sessions a call means: the caller's own, or for an admin the user (?user=U) or the key
-// without a user (?key=ID) of their tenant that the query names.
+// without a user (?key=ID) of their tenant that the query names, URL-encoded (alice%40example.com).
 std::string session_owner(const RouteCall& call) {
-  std::string user = query_value(call.query, "user");
-  std::string key = query_value(call.query, "key");
+  std::string user = percent_decoded(query_value(call.query, "user"));
+  std::string key = percent_decoded(query_value(call.query, "key"));
   if (user.empty() && key.empty()) {
     // An authenticated caller who owns nothing (a JWT when jwt.user_claim is empty) has no
     // sessions: "" would be every such caller's, each reading the others'.

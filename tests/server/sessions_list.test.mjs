@@ -360,3 +360,39 @@ describe('retention: purge, export and the per-owner limit', () => {
     });
   });
 });
+
+describe('an admin names a user whose name must be URL-encoded', () => {
+  const names = ['alice@example.com', 'Ann Lee+1/ops'];
+  const keys = {};
+  let admin;
+  let server;
+
+  before(async () => {
+    const file = scratchPath('sessions-encoded-keys.yaml');
+    for (const name of names) keys[name] = addKey(file, 'tenant-e', { user: name });
+    admin = addKey(file, 'tenant-e', { user: 'ops', roles: ['admin'] });
+    server = await startServer(['--pipeline', sessionPipeline('sessions_encoded', file, scratchPath('sessions-encoded.db'))]);
+  });
+  after(async () => { if (server) await server.stop(); });
+
+  test('the query value is percent-decoded for listing, export and purge', async () => {
+    for (const name of names) {
+      const answer = await post(server.url, '/v1/chat/completions', {
+        model: 'test-model', max_tokens: 3, temperature: 0, session_id: `of ${name}`,
+        messages: [{ role: 'user', content: `hello from ${name}` }],
+      }, as(keys[name]));
+      assert.equal(answer.status, 200, answer.text);
+    }
+    for (const name of names) {
+      const query = `?user=${encodeURIComponent(name)}`;
+      const listed = await call(server, 'GET', `/v1/sessions${query}`, admin);
+      assert.equal(listed.status, 200, listed.text);
+      assert.deepEqual(listed.json.data.map((s) => s.id), [`of ${name}`], query);
+      const exported = await call(server, 'GET', `/v1/sessions:export${query}`, admin);
+      assert.deepEqual(exported.text.trimEnd().split('\n').map((line) => JSON.parse(line).id), [`of ${name}`], query);
+      const purged = await call(server, 'DELETE', `/v1/sessions${query}`, admin);
+      assert.deepEqual(purged.json, { object: 'sessions.deleted', deleted: 1 }, query);
+      assert.deepEqual((await call(server, 'GET', '/v1/sessions', keys[name])).json.data, [], `${name}'s own list`);
+    }
+  });
+});

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sys/stat.h>
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -11,6 +12,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <spdlog/spdlog.h>
 
 namespace chatflow::server {
 namespace {
@@ -35,6 +37,26 @@ void require_readable(const std::string& key, const std::string& file) {
     throw TlsSetupError("server.tls." + key + ": cannot read '" + file +
                         "': " + std::strerror(errno));
   }
+}
+
+// A private key others on the machine can read is as good as published to them: said at every
+// load (start and reload), naming the file and its mode, never its contents.
+void warn_if_others_read(const std::string& key_file) {
+  struct stat status {};
+  if (::stat(key_file.c_str(), &status) != 0) return;
+  bool group = status.st_mode & S_IRGRP;
+  bool others = status.st_mode & S_IROTH;
+  if (!group && !others) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(status.st_mode & 07777));
+  spdlog::warn(
+      "server.tls.key_file: '{}' is readable by {} (mode {}): whoever can read it can pose as "
+      "this server; make it readable by its owner alone (chmod 600)",
+      key_file,
+      group && others ? "its group and others"
+      : group         ? "its group"
+                      : "others",
+      mode);
 }
 
 // A key file protected by a passphrase would make OpenSSL ask on the terminal; refuse instead.
@@ -105,6 +127,7 @@ ServerTls::Loaded ServerTls::load(const TlsSettings& settings) {
   ERR_clear_error();
   require_readable("certificate_file", settings.certificate_file);
   require_readable("key_file", settings.key_file);
+  warn_if_others_read(settings.key_file);
   if (!settings.client_ca_file.empty()) require_readable("client_ca_file", settings.client_ca_file);
 
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);

@@ -266,3 +266,46 @@ pipeline: ${process.env.CHATFLOW_SOURCE_DIR}/graphs/echo.yaml
       /certificate required|handshake failure|socket hang up|ECONNRESET/i);
   });
 });
+
+describe('a private key file that others may read', () => {
+  let authority;
+  let serving;
+  before(() => {
+    authority = certificateAuthority(scratchPath('tls-mode-ca'));
+    serving = authority.leaf('mode-server', '9009');
+  });
+
+  // Starts the server on the key copied with `mode`, and returns what it logged (spdlog writes to
+  // standard output) once serving.
+  async function startedWithKeyMode(name, mode) {
+    const key = scratchPath(`${name}.key`);
+    fs.copyFileSync(serving.key, key);
+    fs.chmodSync(key, mode);
+    const config = writeTemp(`${name}-serve.yaml`, `server:
+  tls: {certificate_file: ${serving.certificate}, key_file: ${key}}
+pipeline: ${process.env.CHATFLOW_SOURCE_DIR}/graphs/echo.yaml
+`);
+    const server = await startServer(['--config', config]);
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+    return { key, log: server.stdout() + server.stderr() };
+  }
+
+  test('is served with a warning naming the file and its mode, never its bytes', async () => {
+    const { key, log } = await startedWithKeyMode('tls-mode-shared', 0o644);
+    const warning = log.split('\n').find((line) => line.includes('server.tls.key_file'));
+    assert.ok(warning, log);
+    assert.ok(warning.includes(`'${key}'`), warning);
+    assert.match(warning, /\[warning\].*readable by its group and others \(mode 0644\).*chmod 600/);
+    const secret = fs.readFileSync(key, 'utf8').split('\n').filter((line) => line && !line.startsWith('-----'));
+    for (const line of ['PRIVATE KEY', ...secret]) assert.ok(!log.includes(line), `the log holds '${line}'`);
+
+    const groupOnly = await startedWithKeyMode('tls-mode-group', 0o640);
+    assert.match(groupOnly.log, /server\.tls\.key_file: '.*tls-mode-group\.key' is readable by its group \(mode 0640\)/);
+  });
+
+  test('readable by its owner alone, it is served without a warning', async () => {
+    const { log } = await startedWithKeyMode('tls-mode-private', 0o600);
+    assert.ok(!log.includes('server.tls.key_file'), log);
+  });
+});

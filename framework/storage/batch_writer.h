@@ -95,13 +95,33 @@ class BatchWriter {
     return true;
   }
 
-  // Waits until every item pushed before the call is written or counted lost: true. Returns
-  // false at once when a write failed transiently and waits to be tried again (the items are
-  // kept; the store cannot be reached now).
+  // Waits until every item pushed before the call is written, counted lost or discarded: true.
+  // Returns false at once when a write failed transiently and waits to be tried again (the
+  // items are kept; the store cannot be reached now).
   bool flush() {
     std::unique_lock lock(mutex_);
     uint64_t target = accepted_;
+    ++waiting_flushes_;
     written_.wait(lock, [&] { return finished_ >= target || retrying_; });
+    --waiting_flushes_;
+    return finished_ >= target;
+  }
+  // As flush(), but a batch waiting to be tried again is tried at once (its wait cut short) and
+  // the call waits for that try: false when it (or a later batch before the call's items)
+  // fails transiently again. For callers that must not overtake what waits (a session's turns
+  // keep their order), at the cost of one more try of a store that may still be down.
+  bool flush_trying_now() {
+    std::unique_lock lock(mutex_);
+    uint64_t target = accepted_;
+    uint64_t failures_before = transient_failures_;
+    if (retrying_) {
+      retry_now_ = true;
+      work_.notify_all();
+    }
+    ++waiting_flushes_;
+    written_.wait(lock,
+                  [&] { return finished_ >= target || transient_failures_ != failures_before; });
+    --waiting_flushes_;
     return finished_ >= target;
   }
 
@@ -116,11 +136,17 @@ class BatchWriter {
   // returns how many.
   template <class Matches>
   size_t discard_queued(Matches&& matches) {
-    std::lock_guard lock(mutex_);
-    auto kept = std::remove_if(queue_.begin(), queue_.end(), matches);
-    size_t discarded = static_cast<size_t>(queue_.end() - kept);
-    queue_.erase(kept, queue_.end());
-    finished_ += discarded;
+    size_t discarded = 0;
+    {
+      std::lock_guard lock(mutex_);
+      auto kept = std::remove_if(queue_.begin(), queue_.end(), matches);
+      discarded = static_cast<size_t>(queue_.end() - kept);
+      queue_.erase(kept, queue_.end());
+      finished_ += discarded;
+    }
+    // A flush() waiting for these items has nothing left to wait for, and the writer, which
+    // may find the queue empty now, will not end a batch that would tell it.
+    if (discarded > 0) written_.notify_all();
     return discarded;
   }
 
@@ -138,6 +164,11 @@ class BatchWriter {
   size_t buffered() const {
     std::lock_guard lock(mutex_);
     return queue_.size() + writing_.size();
+  }
+  // flush() calls waiting now (for tests that must know a caller is inside flush()).
+  size_t waiting_flushes() const {
+    std::lock_guard lock(mutex_);
+    return waiting_flushes_;
   }
 
  private:
@@ -187,6 +218,8 @@ class BatchWriter {
       }
       last_failure_time_ = unix_now();
       retrying_ = true;
+      ++transient_failures_;
+      retry_now_ = false;     // this try was the one asked for
       written_.notify_all();  // flush() stops waiting
       outage_log_.failed(transient_error, std::to_string(queue_.size() + writing_.size()) +
                                               " rows are kept and written when it answers");
@@ -198,9 +231,10 @@ class BatchWriter {
           return;
         }
       }
-      // A stop cuts the wait short: the grace starts then.
+      // A stop cuts the wait short (the grace starts then), and so does flush_trying_now().
       bool was_stopping = stopping_;
-      work_.wait_for(lock, backoff, [&] { return stopping_ && !was_stopping; });
+      work_.wait_for(lock, backoff, [&] { return (stopping_ && !was_stopping) || retry_now_; });
+      retry_now_ = false;
       backoff = std::min(backoff * 2, options_.max_backoff);
     }
   }
@@ -281,11 +315,14 @@ class BatchWriter {
   std::condition_variable work_;
   std::condition_variable written_;
   Batch queue_;
-  Batch writing_;          // the batch being written
-  uint64_t accepted_ = 0;  // items pushed and not dropped
-  uint64_t finished_ = 0;  // of those, written, lost or discarded
-  bool retrying_ = false;  // the batch failed transiently and waits to be tried again
+  Batch writing_;                    // the batch being written
+  uint64_t accepted_ = 0;            // items pushed and not dropped
+  uint64_t finished_ = 0;            // of those, written, lost or discarded
+  bool retrying_ = false;            // the batch failed transiently and waits to be tried again
+  uint64_t transient_failures_ = 0;  // tries that failed transiently, ever
+  bool retry_now_ = false;           // flush_trying_now() asks for a try without waiting
   bool stopping_ = false;
+  size_t waiting_flushes_ = 0;
   int64_t lost_ = 0;
   int64_t last_failure_time_ = 0;
   std::thread thread_;  // last: it starts once everything above exists

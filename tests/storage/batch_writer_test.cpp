@@ -1,7 +1,9 @@
 #include "framework/storage/batch_writer.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -237,6 +239,85 @@ TEST(BatchWriter, DiscardedQueuedItemsAreNeitherWrittenNorLost) {
       EXPECT_EQ(item % 2, 0) << "a discarded item was written";
     }
   }
+}
+
+// A caller that must not overtake a batch waiting for the store asks for it to be tried at
+// once instead of after its wait (an hour here), and learns how that try went.
+TEST(BatchWriter, FlushTryingNowTriesAWaitingBatchAtOnce) {
+  FlakyStore store;
+  store.down = true;
+  BatchWriterOptions options = retrying();
+  options.first_backoff = std::chrono::hours(1);
+  options.max_backoff = std::chrono::hours(1);
+  testing::internal::CaptureStderr();
+  Writer writer(
+      "test store", [&](const Writer::Batch& batch) { store.write(batch); }, options);
+  writer.push(1);
+  wait_until([&] { return store.attempts == 1; });
+  EXPECT_FALSE(writer.flush());
+  EXPECT_EQ(store.attempts, 1) << "flush() does not ask for a try";
+  EXPECT_FALSE(writer.flush_trying_now()) << "the store is still down";
+  EXPECT_EQ(store.attempts, 2);
+  store.down = false;
+  EXPECT_TRUE(writer.flush_trying_now());
+  EXPECT_EQ(store.items(), std::vector<int>{1});
+  testing::internal::GetCapturedStderr();
+}
+
+// Opened once by one thread; waited for by another.
+class Latch {
+ public:
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    opened_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
+// The writer is kept busy in its upkeep while an item is pushed, a flush starts waiting for it,
+// and the item is discarded before the writer ever takes it: the writer then finds an empty
+// queue and writes nothing, so only the discard can tell the flush that nothing is left.
+TEST(BatchWriter, AFlushWaitingForAnItemThatIsDiscardedReturns) {
+  Latch upkeep_running;
+  Latch upkeep_may_end;
+  BatchWriterOptions options;
+  options.upkeep = [&] {
+    upkeep_running.open();
+    upkeep_may_end.wait();
+  };
+  options.upkeep_interval = std::chrono::hours(1);  // once, at start
+  std::vector<int> written;                         // the writer's thread only
+  Writer writer(
+      "test store",
+      [&](const Writer::Batch& batch) {
+        written.insert(written.end(), batch.begin(), batch.end());
+      },
+      options);
+  upkeep_running.wait();
+  writer.push(1);
+  auto flushed = std::async(std::launch::async, [&] { return writer.flush(); });
+  wait_until([&] { return writer.waiting_flushes() == 1; });
+  EXPECT_EQ(writer.discard_queued([](int item) { return item == 1; }), 1u);
+  upkeep_may_end.open();
+  bool returned = flushed.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "flush() still waits for an item that was discarded";
+  if (!returned) {
+    writer.push(2);  // a later batch's end wakes it
+    flushed.wait();
+  }
+  EXPECT_TRUE(flushed.get());
+  EXPECT_EQ(writer.lost(), 0);
 }
 
 }  // namespace

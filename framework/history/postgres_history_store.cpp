@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <mutex>
 
 #include "framework/history/session_title.h"
@@ -142,7 +143,16 @@ std::vector<SessionKey> evict_past_limit(Connection& connection, const SessionKe
 struct Pending {
   SessionKey key;
   Turn turn;
+  uint64_t sequence = 0;  // the order turns were queued in, for the deletions made meanwhile
 };
+
+// Whether a transaction that failed this way surely did not commit and is worth running again:
+// the server could not be reached. Turns are not unique by anything the server could check: a
+// batch whose COMMIT was lost is not written again (it may be there).
+bool worth_trying_again(const std::exception& error) {
+  auto* failure = dynamic_cast<const PostgresError*>(&error);
+  return failure && failure->connection_failed() && !failure->commit_unknown();
+}
 
 class PostgresStore final : public HistoryStore {
  public:
@@ -152,12 +162,7 @@ class PostgresStore final : public HistoryStore {
     client_->migrate("history", history_migrations());
     storage::BatchWriterOptions writing;
     writing.max_buffered = write_buffer_rows;
-    // Turns are not unique by anything the server could check: a batch whose COMMIT was lost
-    // is not written again (it may be there), only one that surely did not commit.
-    writing.is_transient = [](const std::exception& error) {
-      auto* failure = dynamic_cast<const PostgresError*>(&error);
-      return failure && failure->connection_failed() && !failure->commit_unknown();
-    };
+    writing.is_transient = worth_trying_again;
     writer_ = std::make_unique<storage::BatchWriter<Pending>>(
         "history " + client_->server(),
         [this](const std::deque<Pending>& batch) { write_batch(batch); }, std::move(writing));
@@ -197,11 +202,22 @@ class PostgresStore final : public HistoryStore {
   bool append(const SessionKey& key, Turn turn, bool durable) override {
     if (turn.time == 0) turn.time = unix_now();
     if (!durable) {
-      writer_->push({key, std::move(turn)});
+      uint64_t sequence = 0;
+      {
+        std::lock_guard lock(mutex_);
+        sequence = next_sequence_++;
+      }
+      writer_->push({key, std::move(turn), sequence});
       return true;
     }
-    // A queued turn of the same session goes first, so the session keeps its order.
-    write_queued_turns_of(key);
+    // A queued turn of the same session goes first, so the session keeps its order; one that
+    // cannot be written now (the server does not answer) cannot be overtaken either.
+    if (!write_queued_turns_of(key)) {
+      count_lost(
+          "an earlier turn of the session waits for the server to answer, and a turn cannot be "
+          "written before it");
+      return false;
+    }
     std::vector<SessionKey> evicted_keys;
     try {
       // Committed when transaction() returns; run again if the connection broke before COMMIT.
@@ -257,11 +273,14 @@ class PostgresStore final : public HistoryStore {
   }
 
   bool remove(const SessionKey& key) override {
-    // A queued turn of the session must not come back after the deletion.
-    writer_->discard_queued([&](const Pending& pending) { return pending.key == key; });
-    writer_->flush();
+    // A queued turn of the session must not come back after the deletion: one still queued is
+    // taken out; one in the batch being written is left out of it (below).
+    auto of_session = [&](const Pending& pending) { return pending.key == key; };
+    bool had_queued_turns = writer_->discard_queued(of_session) > 0;
+    std::lock_guard order(write_order_mutex_);
+    bool had_turns = false;
     try {
-      return client_->transaction([&](Connection& connection) {
+      had_turns = client_->transaction([&](Connection& connection) {
         int64_t removed =
             connection
                 .exec("DELETE FROM history_turns WHERE tenant = $1 AND owner = $2 AND session = $3",
@@ -275,6 +294,12 @@ class PostgresStore final : public HistoryStore {
     } catch (const PostgresError& error) {
       throw std::runtime_error(std::string(error.what()) + ": the session was not deleted");
     }
+    if (writer_->any_pending(of_session)) {
+      std::lock_guard lock(mutex_);
+      removed_sessions_[key] = next_sequence_;
+      had_queued_turns = true;
+    }
+    return had_turns || had_queued_turns;
   }
 
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override {
@@ -302,12 +327,14 @@ class PostgresStore final : public HistoryStore {
 
   std::vector<std::string> remove_owner(const std::string& tenant,
                                         const std::string& owner) override {
-    writer_->discard_queued([&](const Pending& pending) {
+    auto of_owner = [&](const Pending& pending) {
       return pending.key.tenant == tenant && pending.key.owner == owner;
-    });
-    writer_->flush();
+    };
+    writer_->discard_queued(of_owner);
+    std::lock_guard order(write_order_mutex_);
+    std::vector<std::string> sessions;
     try {
-      return client_->transaction([&](Connection& connection) {
+      sessions = client_->transaction([&](Connection& connection) {
         postgres::Result removed = connection.exec(
             "WITH deleted AS (DELETE FROM history_turns WHERE tenant = $1 AND owner = $2 "
             "RETURNING session, time) SELECT DISTINCT session FROM deleted WHERE time >= $3",
@@ -316,14 +343,19 @@ class PostgresStore final : public HistoryStore {
             "deleting the owner's sessions");
         connection.exec("DELETE FROM history_titles WHERE tenant = $1 AND owner = $2",
                         {Param::bytes(tenant), Param::bytes(owner)}, "deleting the owner's titles");
-        std::vector<std::string> sessions;
+        std::vector<std::string> removed_sessions;
         for (int row = 0; row < removed.rows(); ++row)
-          sessions.push_back(removed.bytes(row, 0));
-        return sessions;
+          removed_sessions.push_back(removed.bytes(row, 0));
+        return removed_sessions;
       });
     } catch (const PostgresError& error) {
       throw std::runtime_error(std::string(error.what()) + ": the sessions were not deleted");
     }
+    if (writer_->any_pending(of_owner)) {
+      std::lock_guard lock(mutex_);
+      removed_owners_[{tenant, owner}] = next_sequence_;
+    }
+    return sessions;
   }
 
   SweepOutcome sweep(int64_t now) override {
@@ -352,11 +384,12 @@ class PostgresStore final : public HistoryStore {
   }
 
  private:
-  // Waits for the queued turns of the session to be written (not while the server cannot be
-  // reached: they wait for it).
-  void write_queued_turns_of(const SessionKey& key) {
-    if (writer_->any_pending([&](const Pending& pending) { return pending.key == key; }))
-      writer_->flush();
+  // Waits for the queued turns of the session to be written; while the server could not be
+  // reached, they are tried once more at once. False when they still wait.
+  bool write_queued_turns_of(const SessionKey& key) {
+    if (!writer_->any_pending([&](const Pending& pending) { return pending.key == key; }))
+      return true;
+    return writer_->flush_trying_now();
   }
 
   // One turn inside a transaction. One that starts a session (its first, or the first after all
@@ -396,17 +429,56 @@ class PostgresStore final : public HistoryStore {
     return evict_past_limit(connection, key, retention_.max_sessions_per_owner);
   }
 
-  // The writer's batch of queued turns, in one transaction.
+  // The writer's batch of queued turns, in one transaction, less those of sessions deleted
+  // since they were queued. A batch is tried again while the server cannot be reached, and a
+  // deletion can commit in between: the order lock makes each try see every deletion that
+  // committed before it, and none commit during it.
   void write_batch(const std::deque<Pending>& batch) {
+    std::unique_lock order(write_order_mutex_);
+    std::vector<const Pending*> kept = still_wanted(batch);
     std::vector<SessionKey> evicted_keys;
-    client_->transaction([&](Connection& connection) {
-      evicted_keys.clear();  // a transaction run again starts over
-      for (const Pending& pending : batch) {
-        auto gone = write_turn(connection, pending.key, pending.turn);
-        evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
+    try {
+      if (!kept.empty()) {
+        client_->transaction([&](Connection& connection) {
+          evicted_keys.clear();  // a transaction run again starts over
+          for (const Pending* pending : kept) {
+            auto gone = write_turn(connection, pending->key, pending->turn);
+            evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
+          }
+        });
       }
-    });
+    } catch (const std::exception& error) {
+      if (!worth_trying_again(error)) forget_deletions_before(batch);  // the batch is lost
+      throw;
+    }
+    forget_deletions_before(batch);
+    order.unlock();
     evicted(evicted_keys);
+  }
+
+  // The turns of `batch` that no deletion since they were queued has taken out.
+  std::vector<const Pending*> still_wanted(const std::deque<Pending>& batch) {
+    std::lock_guard lock(mutex_);
+    std::vector<const Pending*> kept;
+    for (const Pending& pending : batch) {
+      auto session = removed_sessions_.find(pending.key);
+      if (session != removed_sessions_.end() && pending.sequence < session->second) continue;
+      auto owner = removed_owners_.find({pending.key.tenant, pending.key.owner});
+      if (owner != removed_owners_.end() && pending.sequence < owner->second) continue;
+      kept.push_back(&pending);
+    }
+    return kept;
+  }
+
+  // The batch is done with: the deletions that could only concern it and turns before it
+  // are needed no more.
+  void forget_deletions_before(const std::deque<Pending>& batch) {
+    uint64_t next = 0;
+    for (const Pending& pending : batch)
+      next = std::max(next, pending.sequence + 1);
+    std::lock_guard lock(mutex_);
+    std::erase_if(removed_sessions_, [&](const auto& entry) { return entry.second <= next; });
+    std::erase_if(removed_owners_, [&](const auto& entry) { return entry.second <= next; });
   }
 
   int64_t delete_expired(int64_t now) {
@@ -452,9 +524,17 @@ class PostgresStore final : public HistoryStore {
 
   std::shared_ptr<postgres::Client> client_;
   Retention retention_;
+  // Held by each try of the writer's batch and by deletions, so that no deletion commits
+  // while a try is under way. Taken before mutex_, never while holding it.
+  std::mutex write_order_mutex_;
   mutable std::mutex mutex_;
   int64_t lost_ = 0;  // durable appends that failed
   int64_t last_failure_time_ = 0;
+  uint64_t next_sequence_ = 0;  // of the next queued turn
+  // Deletions made while a turn they concern waited in the writer's batch: the sequence of the
+  // first turn queued after each. A turn before it is not written.
+  std::map<SessionKey, uint64_t> removed_sessions_;
+  std::map<std::pair<std::string, std::string>, uint64_t> removed_owners_;
   std::unique_ptr<storage::BatchWriter<Pending>> writer_;  // last: its thread uses the rest
 };
 

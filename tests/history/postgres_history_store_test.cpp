@@ -1,6 +1,9 @@
 #include "framework/history/postgres_history_store.h"
 
+#include <algorithm>
+#include <chrono>
 #include <ctime>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -258,6 +261,120 @@ TEST_F(PostgresHistory, RemovingAnOwnerDeletesEveryOneOfItsSessionsAndNoOtherOwn
   ASSERT_TRUE(store->append(key("a"), turn("fresh", "y"), true));
   EXPECT_EQ(store->summary(key("a"))->title, "fresh") << "the old title went too";
   EXPECT_TRUE(store->remove_owner("acme", "user:nobody").empty());
+}
+
+// An outage the test switches on and off with the server up: while `down`, inserting a turn
+// whose user message is "queued" fails as a lost connection would (SQLSTATE 08006), so the
+// batch that holds it is kept and tried again, while everything else is written as usual. Each
+// failed try takes a number from test_outage_tries (a sequence: not rolled back).
+class PostgresHistoryOutage : public PostgresHistory {
+ protected:
+  void SetUp() override {
+    PostgresHistory::SetUp();
+    if (IsSkipped()) return;
+    store_ = replica();  // its migrations make the table the trigger is on
+    postgres::ClientOptions options;
+    options.url = url_;
+    admin_ = std::make_unique<postgres::Client>(options);
+    admin_->exec("CREATE TABLE test_outage (down BOOLEAN NOT NULL)");
+    admin_->exec("INSERT INTO test_outage VALUES (true)");
+    admin_->exec("CREATE SEQUENCE test_outage_tries");
+    admin_->exec(
+        "CREATE FUNCTION test_outage_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF "
+        "NEW.user_content = 'queued'::bytea AND (SELECT down FROM test_outage) THEN PERFORM "
+        "nextval('test_outage_tries'); RAISE EXCEPTION 'the test took the server away' USING "
+        "ERRCODE = '08006'; END IF; RETURN NEW; END $$");
+    admin_->exec(
+        "CREATE TRIGGER test_outage BEFORE INSERT ON history_turns FOR EACH ROW EXECUTE "
+        "FUNCTION test_outage_insert()");
+    ::testing::internal::CaptureStderr();  // the writer logs the outage
+    capturing_ = true;
+  }
+  void TearDown() override {
+    store_.reset();  // its writer's last lines go to the capture too
+    if (capturing_) ::testing::internal::GetCapturedStderr();
+  }
+
+  int64_t failed_tries() {
+    return admin_
+        ->exec(
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
+            "test_outage_tries")
+        .integer(0, 0);
+  }
+  // Queues a turn whose batch then fails, and waits until it failed `tries` times (each wait
+  // doubles: from 0.1 s).
+  void queue_a_turn_that_waits(const SessionKey& session, int64_t tries = 1) {
+    store_->append(session, turn("queued", "", TurnStatus::failed), /*durable=*/false);
+    wait_for("the queued turn's batch to fail", [&] { return failed_tries() >= tries; });
+  }
+  // Ends the outage and waits until the writer is past the batch it kept: a turn queued behind
+  // it is on the server.
+  void end_the_outage_and_wait_for_the_writer() {
+    admin_->exec("UPDATE test_outage SET down = false");
+    store_->append(key("marker", "user:marker"), turn("after", "x"), /*durable=*/false);
+    wait_for("the writer to write the kept batch",
+             [&] { return replica()->load(key("marker", "user:marker")).size() == 1; });
+  }
+  static void wait_for(const char* what, const std::function<bool()>& done) {
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!done()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "waited too long for " << what;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  static std::vector<std::string> users(const std::vector<Turn>& turns) {
+    std::vector<std::string> all;
+    for (const Turn& each : turns)
+      all.push_back(each.user);
+    return all;
+  }
+
+  std::unique_ptr<HistoryStore> store_;
+  std::unique_ptr<postgres::Client> admin_;
+  bool capturing_ = false;
+};
+
+// The session is deleted while the batch holding its queued turn waits to be tried again (the
+// server answers the DELETE): when that batch is written, the turn must not bring it back.
+TEST_F(PostgresHistoryOutage, ASessionDeletedWhileItsQueuedTurnWaitsStaysDeleted) {
+  ASSERT_TRUE(store_->append(key("s1"), turn("one", "1"), true));
+  ASSERT_TRUE(store_->append(key("s2"), turn("kept", "2"), true));
+  queue_a_turn_that_waits(key("s1"));
+  EXPECT_TRUE(store_->remove(key("s1")));
+  end_the_outage_and_wait_for_the_writer();
+  EXPECT_TRUE(replica()->load(key("s1")).empty()) << "the deleted session came back";
+  EXPECT_EQ(replica()->load(key("s2")).size(), 1u);
+  ASSERT_TRUE(store_->append(key("s1"), turn("new start", "ok"), true));
+  EXPECT_EQ(users(replica()->load(key("s1"))), (std::vector<std::string>{"new start"}));
+}
+
+TEST_F(PostgresHistoryOutage, AnOwnerDeletedWhileItsQueuedTurnWaitsStaysDeleted) {
+  ASSERT_TRUE(store_->append(key("a"), turn("one", "1"), true));
+  ASSERT_TRUE(store_->append(key("a", "user:u2"), turn("theirs", "2"), true));
+  queue_a_turn_that_waits(key("b"));
+  store_->append(key("b", "user:u2"), turn("queued", "", TurnStatus::failed), false);
+  std::vector<std::string> removed = store_->remove_owner("acme", "user:u1");
+  EXPECT_EQ(removed, (std::vector<std::string>{"a"}));
+  end_the_outage_and_wait_for_the_writer();
+  EXPECT_TRUE(replica()->list("acme", "user:u1", 10, "")->sessions.empty())
+      << "a deleted owner's session came back";
+  EXPECT_EQ(replica()->load(key("b", "user:u2")).size(), 1u) << "another owner's turn is kept";
+}
+
+// A durable turn of a session whose earlier turn waits for the server is not written before it:
+// while the server still fails, the durable one is refused (not kept); once it answers, the
+// waiting turn is written at once and the durable one after it.
+TEST_F(PostgresHistoryOutage, ADurableTurnNeverOvertakesItsSessionsQueuedTurn) {
+  ASSERT_TRUE(store_->append(key("s1"), turn("one", "1"), true));
+  queue_a_turn_that_waits(key("s1"), /*tries=*/3);
+  EXPECT_FALSE(store_->append(key("s1"), turn("while down", "x"), true))
+      << "written before the session's earlier turn";
+  admin_->exec("UPDATE test_outage SET down = false");
+  EXPECT_TRUE(store_->append(key("s1"), turn("after", "y"), true));
+  EXPECT_EQ(users(replica()->load(key("s1"))),
+            (std::vector<std::string>{"one", "queued", "after"}));
+  EXPECT_EQ(store_->lost_turns(), 1) << "the refused durable turn";
 }
 
 }  // namespace

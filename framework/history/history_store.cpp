@@ -61,7 +61,9 @@ constexpr std::string_view kSummarySelect =
 
 class SqliteStore final : public HistoryStore {
  public:
-  SqliteStore(const std::string& path, Retention retention) : path_(path), retention_(retention) {
+  SqliteStore(const std::string& path, Retention retention, SqliteSweepOptions sweep)
+      : path_(path), retention_(retention), sweep_(std::move(sweep)) {
+    sweep_.chunk_turns = std::max<int64_t>(sweep_.chunk_turns, 1);
     if (sqlite3_open_v2(path.c_str(), &database_,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                         nullptr) != SQLITE_OK) {
@@ -244,13 +246,31 @@ class SqliteStore final : public HistoryStore {
     return outcome.sessions;
   }
 
+  // Runs on the caller's thread (the sweeper's), in short transactions of its own, each under
+  // the database lock: reads, and the writer's batches, get in between.
   SweepOutcome sweep(int64_t now) override {
-    Pending pending(Operation::sweep);
-    pending.now = now;
-    Written outcome = commit(std::move(pending));
-    if (!outcome.ok)
+    // What was queued before the sweep is swept too.
+    if (!commit(Pending(Operation::barrier)).ok)
       throw std::runtime_error("history database " + path_ + ": the retention sweep failed");
-    return outcome.swept;
+    SweepOutcome outcome;
+    try {
+      if (retention_.ttl_days > 0) outcome.expired_turns = delete_expired(now);
+      {
+        std::lock_guard lock(database_mutex_);
+        change(
+            "DELETE FROM session_titles WHERE NOT EXISTS (SELECT 1 FROM turns WHERE turns.tenant "
+            "= session_titles.tenant AND turns.owner = session_titles.owner AND turns.session = "
+            "session_titles.session)",
+            {});
+      }
+      if (retention_.max_sessions_per_owner > 0) outcome.evicted_sessions = evict_crowded_owners();
+    } catch (const std::exception& error) {
+      std::lock_guard lock(mutex_);
+      last_failure_time_ = unix_now();
+      throw std::runtime_error("history database " + path_ +
+                               ": the retention sweep failed: " + error.what());
+    }
+    return outcome;
   }
 
   int64_t lost_turns() const override {
@@ -269,11 +289,11 @@ class SqliteStore final : public HistoryStore {
     bool ok = false;
     int64_t changes = 0;                // rows the operation changed
     std::vector<std::string> sessions;  // remove_owner: the sessions it deleted
-    SweepOutcome swept;                 // sweep
   };
-  // Every write goes through the writer in order, so a deletion cannot be overtaken by a turn
-  // of the same session that was queued before it.
-  enum class Operation { append, remove, rename, remove_owner, sweep };
+  // Every write of a session goes through the writer in order, so a deletion cannot be
+  // overtaken by a turn of the same session that was queued before it. A barrier writes
+  // nothing: once it is done, so is everything queued before it.
+  enum class Operation { append, remove, rename, remove_owner, barrier };
   struct Pending {
     explicit Pending(Operation operation, SessionKey key = {}, Turn turn = {})
         : operation(operation), key(std::move(key)), turn(std::move(turn)) {}
@@ -281,7 +301,6 @@ class SqliteStore final : public HistoryStore {
     SessionKey key;                    // remove_owner: its tenant and owner
     Turn turn;                         // append
     std::string title;                 // rename
-    int64_t now = 0;                   // sweep
     std::shared_ptr<Written> written;  // null: nobody waits
   };
 
@@ -366,11 +385,11 @@ class SqliteStore final : public HistoryStore {
     return last.step() && sqlite3_column_int64(last.get(), 0) >= cutoff;
   }
 
-  // Deletes the owner's least recently active sessions past max_sessions_per_owner and
-  // remembers them for the eviction listener.
-  void evict_past_limit(const std::string& tenant, const std::string& owner) {
-    if (retention_.max_sessions_per_owner <= 0) return;
+  // Deletes the owner's least recently active sessions past max_sessions_per_owner; returns
+  // them.
+  std::vector<SessionKey> evict_past_limit(const std::string& tenant, const std::string& owner) {
     std::vector<SessionKey> gone;
+    if (retention_.max_sessions_per_owner <= 0) return gone;
     {
       sqlite::Statement past(database_,
                              "SELECT session FROM turns WHERE tenant = ? AND owner = ? GROUP BY "
@@ -383,7 +402,7 @@ class SqliteStore final : public HistoryStore {
     }
     for (const auto& key : gone)
       delete_session(key);
-    batch_evicted_.insert(batch_evicted_.end(), gone.begin(), gone.end());
+    return gone;
   }
 
   void insert_turn(const Pending& pending) {
@@ -424,7 +443,9 @@ class SqliteStore final : public HistoryStore {
           pending.key);
     }
     insert_turn(pending);
-    if (starts) evict_past_limit(pending.key.tenant, pending.key.owner);
+    if (!starts) return;
+    auto gone = evict_past_limit(pending.key.tenant, pending.key.owner);
+    batch_evicted_.insert(batch_evicted_.end(), gone.begin(), gone.end());
   }
 
   std::vector<std::string> write_remove_owner(const SessionKey& owner) {
@@ -444,33 +465,56 @@ class SqliteStore final : public HistoryStore {
     return sessions;
   }
 
-  SweepOutcome write_sweep(int64_t now) {
-    SweepOutcome outcome;
-    if (retention_.ttl_days > 0)
-      outcome.expired_turns =
-          change("DELETE FROM turns WHERE time < ?4", {}, retention_.expired_before(now));
-    change(
-        "DELETE FROM session_titles WHERE NOT EXISTS (SELECT 1 FROM turns WHERE turns.tenant = "
-        "session_titles.tenant AND turns.owner = session_titles.owner AND turns.session = "
-        "session_titles.session)",
-        {});
-    if (retention_.max_sessions_per_owner > 0) {
-      std::vector<std::pair<std::string, std::string>> crowded;
+  // The sweep's expired turns, chunk by chunk; returns how many.
+  int64_t delete_expired(int64_t now) {
+    int64_t removed = 0;
+    for (;;) {
+      int64_t chunk = 0;
       {
-        sqlite::Statement owners(database_,
-                                 "SELECT tenant, owner FROM turns GROUP BY tenant, owner HAVING "
-                                 "COUNT(DISTINCT session) > ?");
-        sqlite3_bind_int64(owners.get(), 1, retention_.max_sessions_per_owner);
-        while (owners.step())
-          crowded.push_back(
-              {sqlite::column_text(owners.get(), 0), sqlite::column_text(owners.get(), 1)});
+        std::lock_guard lock(database_mutex_);
+        sqlite::Statement statement(database_,
+                                    "DELETE FROM turns WHERE id IN (SELECT id FROM turns WHERE "
+                                    "time < ?1 LIMIT ?2)");
+        sqlite3_bind_int64(statement.get(), 1, retention_.expired_before(now));
+        sqlite3_bind_int64(statement.get(), 2, sweep_.chunk_turns);
+        statement.step();
+        chunk = sqlite3_changes(database_);
       }
-      size_t before = batch_evicted_.size();
-      for (const auto& [tenant, owner] : crowded)
-        evict_past_limit(tenant, owner);
-      outcome.evicted_sessions = static_cast<int64_t>(batch_evicted_.size() - before);
+      removed += chunk;
+      if (chunk < sweep_.chunk_turns) return removed;
+      if (sweep_.between_chunks) sweep_.between_chunks();
     }
-    return outcome;
+  }
+
+  // The sweep's evictions past a lowered max_sessions_per_owner, an owner per transaction;
+  // returns how many sessions went.
+  int64_t evict_crowded_owners() {
+    std::vector<std::pair<std::string, std::string>> crowded;
+    {
+      std::lock_guard lock(database_mutex_);
+      sqlite::Statement owners(database_,
+                               "SELECT tenant, owner FROM turns GROUP BY tenant, owner HAVING "
+                               "COUNT(DISTINCT session) > ?");
+      sqlite3_bind_int64(owners.get(), 1, retention_.max_sessions_per_owner);
+      while (owners.step())
+        crowded.push_back(
+            {sqlite::column_text(owners.get(), 0), sqlite::column_text(owners.get(), 1)});
+    }
+    std::vector<SessionKey> evicted_keys;
+    for (const auto& [tenant, owner] : crowded) {
+      std::lock_guard lock(database_mutex_);
+      exec("BEGIN");
+      try {
+        auto gone = evict_past_limit(tenant, owner);
+        exec("COMMIT");
+        evicted_keys.insert(evicted_keys.end(), gone.begin(), gone.end());
+      } catch (...) {
+        sqlite3_exec(database_, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+      }
+    }
+    evicted(evicted_keys);
+    return static_cast<int64_t>(evicted_keys.size());
   }
 
   // One queued operation, inside the writer's transaction.
@@ -495,8 +539,7 @@ class SqliteStore final : public HistoryStore {
       case Operation::remove_owner:
         outcome.sessions = write_remove_owner(pending.key);
         return;
-      case Operation::sweep:
-        outcome.swept = write_sweep(pending.now);
+      case Operation::barrier:
         return;
     }
   }
@@ -558,6 +601,7 @@ class SqliteStore final : public HistoryStore {
 
   std::string path_;
   Retention retention_;
+  SqliteSweepOptions sweep_;
   sqlite3* database_ = nullptr;
   std::unique_ptr<sqlite::Statement> insert_;  // the writer's, prepared once
   std::vector<SessionKey> batch_evicted_;      // the writer's: evicted in this batch
@@ -574,8 +618,9 @@ class SqliteStore final : public HistoryStore {
 
 }  // namespace
 
-std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path, Retention retention) {
-  return std::make_unique<SqliteStore>(path, retention);
+std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path, Retention retention,
+                                                SqliteSweepOptions sweep) {
+  return std::make_unique<SqliteStore>(path, retention, std::move(sweep));
 }
 
 }  // namespace chatflow::history

@@ -133,8 +133,19 @@ class HistoryStore {
   EvictionListener evicted_listener_;
 };
 
+// How the SQLite store's sweep goes about it.
+struct SqliteSweepOptions {
+  // Expired turns are deleted this many at a time, each chunk in a transaction of its own with
+  // the database free between chunks: the first sweep of a large file (ttl_days just set) holds
+  // up reads and writes for one chunk at a time, not for all of it.
+  int64_t chunk_turns = 5'000;
+  // Called between two chunks with nothing locked (tests).
+  std::function<void()> between_chunks;
+};
+
 std::unique_ptr<HistoryStore> make_memory_store(Retention retention = {});
 // Throws std::runtime_error when the file cannot be opened or set up.
-std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path, Retention retention = {});
+std::unique_ptr<HistoryStore> make_sqlite_store(const std::string& path, Retention retention = {},
+                                                SqliteSweepOptions sweep = {});
 
 }  // namespace chatflow::history

@@ -1,8 +1,11 @@
 #include <algorithm>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <future>
+#include <mutex>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -383,6 +386,55 @@ TEST(HistoryRetention, TheSweepDeletesExpiredRowsAndTheirTitlesFromTheFile) {
   }
   store->append(key("acme", "s1"), said("a new start"), true);
   EXPECT_EQ(store->summary(key("acme", "s1"))->title, "a new start");
+}
+
+// The first sweep of a large file (ttl_days just set): its expired turns go a chunk at a time,
+// and between chunks the store serves reads and writes. Here the sweep stands still after its
+// first chunk until a read, a listing and a durable turn went through.
+TEST(HistoryRetention, TheSqliteSweepDeletesInChunksAndTheStoreServesBetweenThem) {
+  Retention retention;
+  retention.ttl_days = 1;
+  std::mutex mutex;
+  std::condition_variable changed;
+  int pauses = 0;
+  bool may_go_on = false;
+  SqliteSweepOptions sweep;
+  sweep.chunk_turns = 10;
+  sweep.between_chunks = [&] {
+    std::unique_lock lock(mutex);
+    if (++pauses > 1) return;
+    changed.notify_all();
+    changed.wait(lock, [&] { return may_go_on; });
+  };
+  auto store = make_sqlite_store(testing::fresh_path("chunks"), retention, sweep);
+  // One owner each: an old turn starting an owner's session would clear that owner's expired
+  // turns itself.
+  for (int i = 0; i < 35; ++i) {
+    store->append(key("acme", "old", "user:" + std::to_string(i)), said("old", now() - 2 * 86400),
+                  false);
+  }
+  ASSERT_TRUE(store->append(key("acme", "live"), said("before"), true));
+  auto swept = std::async(std::launch::async, [&] { return store->sweep(now()); });
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(20), [&] { return pauses > 0; }));
+  }
+  auto served = std::async(std::launch::async, [&] {
+    bool appended = store->append(key("acme", "live"), said("during"), true);
+    return appended && store->load(key("acme", "live")).size() == 2 &&
+           ids(*store->list("acme", "user:u1", 10, "")) == std::vector<std::string>{"live"};
+  });
+  bool in_between = served.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  {
+    std::lock_guard lock(mutex);
+    may_go_on = true;
+  }
+  changed.notify_all();
+  EXPECT_TRUE(in_between) << "the store waited for the whole sweep";
+  EXPECT_TRUE(served.get());
+  EXPECT_EQ(swept.get().expired_turns, 35);
+  EXPECT_EQ(pauses, 3) << "chunks of 10, 10, 10 and 5";
+  EXPECT_EQ(store->load(key("acme", "live")).size(), 2u);
 }
 
 TEST(HistoryRetention, StartingASessionPastTheOwnersLimitEvictsTheLeastRecentlyActive) {

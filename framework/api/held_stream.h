@@ -27,11 +27,12 @@ class HeldStream {
   HeldStream(HeldStream&& other) noexcept;
   HeldStream& operator=(HeldStream&& other) noexcept;
   // A handle let go of before it ended the stream fails the request (500 "abandoned"), which
-  // would otherwise stay open forever.
+  // would otherwise stay open forever; let go of inside process() (an exception thrown after
+  // hold_stream()), the request fails once process() is over, with that exception's error.
   ~HeldStream();
 
   // Passes a chunk on, as StreamContext::emit does; a chunk with `finish` ends the stream and
-  // the hold. Not from inside this stage's process() (whose lock it takes): from another thread.
+  // the hold. From any thread, inside this stage's process() too.
   void emit(Chunk chunk);
   // Fails the request after the chunks emitted before.
   void fail(RequestError error);

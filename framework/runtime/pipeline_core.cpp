@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include <tbb/task_arena.h>
 
@@ -9,28 +10,33 @@
 
 namespace chatflow::detail {
 
+// Each side stores, then loads what the other stores: a release decrements a counter and then
+// reads `closing`, the drain sets `closing` and then reads the counters (as does submit(), which
+// counts a request in and then reads `closing`). Only sequentially consistent operations promise
+// that at least one side sees the other's store; with acquire/release both loads may read the
+// old values on a weak-memory CPU (ARM, POWER), and the last release's wake-up is missed.
 void Lifeline::release_active() {
-  if (active.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
-      closing.load(std::memory_order_acquire)) {
+  if (active.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      closing.load(std::memory_order_seq_cst)) {
     std::lock_guard lock(mutex);
     idle.notify_all();
   }
 }
 
 void Lifeline::release_handle() {
-  if (handles.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
-      closing.load(std::memory_order_acquire)) {
+  if (handles.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      closing.load(std::memory_order_seq_cst)) {
     std::lock_guard lock(mutex);
     idle.notify_all();
   }
 }
 
 void Lifeline::wait_idle() {
-  closing.store(true, std::memory_order_release);
+  closing.store(true, std::memory_order_seq_cst);
   std::unique_lock lock(mutex);
   idle.wait(lock, [this] {
-    return active.load(std::memory_order_acquire) == 0 &&
-           handles.load(std::memory_order_acquire) == 0;
+    return active.load(std::memory_order_seq_cst) == 0 &&
+           handles.load(std::memory_order_seq_cst) == 0;
   });
 }
 
@@ -120,7 +126,13 @@ Admission PipelineCore::submit(std::shared_ptr<Request> request) {
   size_t active = lifeline_->active.load(std::memory_order_relaxed);
   do {
     if (active >= spec_.max_in_flight) return Admission::full;
-  } while (!lifeline_->active.compare_exchange_weak(active, active + 1, std::memory_order_acq_rel));
+  } while (!lifeline_->active.compare_exchange_weak(active, active + 1, std::memory_order_seq_cst));
+  // Counted in first, then `closing` read (see Lifeline): a drain that began meanwhile either
+  // waits for this request or is seen here, never neither.
+  if (lifeline_->closing.load(std::memory_order_seq_cst)) {
+    lifeline_->release_active();
+    return Admission::closed;
+  }
   if (request->runtime_) {
     lifeline_->release_active();
     throw std::logic_error("request '" + request->id + "' was submitted twice");
@@ -236,6 +248,31 @@ void PipelineCore::process_request(StageRunner& runner, const Envelope& envelope
 
 namespace {
 
+// The stream slot whose stage's process() runs on this thread, with the slot's lock held (a
+// HeldStream used or let go of there must not take it again).
+thread_local StreamSlot* slot_in_process = nullptr;
+
+class ProcessingSlot {
+ public:
+  explicit ProcessingSlot(StreamSlot& slot) : previous_(slot_in_process) {
+    slot_in_process = &slot;
+  }
+  ~ProcessingSlot() { slot_in_process = previous_; }
+  ProcessingSlot(const ProcessingSlot&) = delete;
+  ProcessingSlot& operator=(const ProcessingSlot&) = delete;
+
+ private:
+  StreamSlot* previous_;
+};
+
+RequestError abandoned_error() {
+  return RequestError{500,
+                      "server_error",
+                      "the stream was abandoned by the stage that held its end",
+                      "abandoned",
+                      {}};
+}
+
 // Passes a stream stage's output on, numbering it for the next consumer.
 struct StreamEmitter {
   FlowNode* node;
@@ -304,16 +341,25 @@ HeldStream& HeldStream::operator=(HeldStream&& other) noexcept {
 }
 
 HeldStream::~HeldStream() {
-  if (request_) fail(RequestError{500, "server_error",
-                                  "the stream was abandoned by the stage that held its end",
-                                  "abandoned", {}});
+  if (!request_) return;
+  if (detail::slot_in_process == slot_) {
+    // Inside the stage's process() (a throw after holding, most likely), whose thread holds the
+    // slot's lock: the runtime ends the stream once process() is over, with the error it threw.
+    slot_->held = false;
+    slot_->abandoned = true;
+    release();
+    return;
+  }
+  fail(detail::abandoned_error());
 }
 
 void HeldStream::emit(Chunk chunk) {
   if (!request_) return;
   bool last = chunk.is_final();
   {
-    std::lock_guard lock(slot_->mutex);
+    // Inside the stage's process() its thread already holds the lock.
+    std::unique_lock lock(slot_->mutex, std::defer_lock);
+    if (detail::slot_in_process != slot_) lock.lock();
     detail::StreamEmitter emitter{node_, slot_, &request_};
     detail::StreamEmitter::emit(&emitter, std::move(chunk));
   }
@@ -323,7 +369,8 @@ void HeldStream::emit(Chunk chunk) {
 void HeldStream::fail(RequestError error) {
   if (!request_) return;
   {
-    std::lock_guard lock(slot_->mutex);
+    std::unique_lock lock(slot_->mutex, std::defer_lock);
+    if (detail::slot_in_process != slot_) lock.lock();
     detail::StreamEmitter emitter{node_, slot_, &request_};
     emitter.fail(std::move(error));
   }
@@ -361,12 +408,15 @@ void PipelineCore::deliver_to_stage(StageRunner& runner, StreamSlot& slot,
       StageIoAccess::make_context(request, slot.state, &emitter, &StreamEmitter::emit);
   try {
     RunningStage running(runner.index);
+    ProcessingSlot processing(slot);
     static_cast<StreamStage*>(runner.stage)->process(context, std::move(chunk));
   } catch (const RequestFailure& failure) {
     emitter.fail(failure.error());
   } catch (const std::exception& error) {
     emitter.fail(stage_error(runner.index, error));
   }
+  // A held end let go of inside process() without a throw: the stream would stay open.
+  if (std::exchange(slot.abandoned, false)) emitter.fail(abandoned_error());
   request.runtime_->timings[runner.index].record(start, now_ns());
   // A stage that swallowed the final chunk would leave the request open forever (unless it
   // holds the end, to emit it later).

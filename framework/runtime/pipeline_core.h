@@ -53,8 +53,9 @@ struct StreamSlot {
   std::mutex mutex;
   uint32_t next_in = 0;
   uint32_t next_out = 0;
-  bool ended = false;  // the consumer emitted its final chunk
-  bool held = false;   // the consumer holds the stream's end (held_stream.h)
+  bool ended = false;      // the consumer emitted its final chunk
+  bool held = false;       // the consumer holds the stream's end (held_stream.h)
+  bool abandoned = false;  // it let go of it inside process(), the stream not ended
   std::map<uint32_t, Envelope> early;
   std::unique_ptr<StreamState> state;
 };

@@ -1,9 +1,12 @@
 // A stream stage that holds its stream's end (held_stream.h): the final chunk it emits later,
 // from another thread, ends the stream after everything before it; the pipeline's threads serve
 // other requests meanwhile (the runtime does not end the held stream by itself); a handle let go
-// of without ending the stream fails the request instead of leaving it open.
+// of without ending the stream fails the request instead of leaving it open, also when that
+// happens inside process() (a throw after holding), on the thread that runs it.
 #include "framework/api/held_stream.h"
 
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -18,9 +21,12 @@ using namespace std::chrono_literals;
 
 // hold_end: passes chunks on; at the final one holds the end and hands the handle to a thread
 // that, once the test opens its gate, emits " [held end]" and the final chunk (or, with
-// `drop: true`, lets go of the handle without a word).
+// `drop: true`, lets go of the handle without a word). With `in_process: throw` it holds the end
+// and then throws from process() (the handle dies as the exception leaves); with `in_process:
+// drop` the handle dies at the end of process(), without a word.
 struct HoldEndConfig {
   bool drop = false;
+  std::string in_process;
 };
 
 struct Threads {
@@ -61,6 +67,14 @@ class HoldEndStage final : public StreamStage {
       : config_(config), gate_(std::move(gate)), threads_(threads) {}
   void process(StreamContext& context, Chunk chunk) override {
     if (!chunk.is_final()) return context.emit(std::move(chunk));
+    if (config_.in_process == "throw") {
+      HeldStream held = hold_stream(context);
+      throw std::runtime_error("failed after holding the end");
+    }
+    if (config_.in_process == "drop") {
+      HeldStream held = hold_stream(context);
+      return;
+    }
     auto held = std::make_shared<HeldStream>(hold_stream(context));
     auto finish = chunk.finish;
     threads_->start([held, finish, gate = gate_, drop = config_.drop]() mutable {
@@ -86,6 +100,7 @@ class HeldStreamTest : public ::testing::Test {
     StageTypeBuilder<HoldEndConfig> type("hold_end", StageKind::stream, "holds the end");
     type.port("out", PortKind::stream, "the chunks");
     type.config().key("drop", &HoldEndConfig::drop, "let go of the handle");
+    type.config().key("in_process", &HoldEndConfig::in_process, "throw or drop in process()");
     auto gate = gate_;
     auto* threads = &threads_;
     type.create([gate, threads](const HoldEndConfig& config, StageContext&) {
@@ -97,12 +112,12 @@ class HeldStreamTest : public ::testing::Test {
     gate_->release();
     threads_.join();
   }
-  std::unique_ptr<Pipeline> pipeline(bool drop) {
-    return build_yaml(
-        std::string("version: 1\nstages:\n") +
-            "  - {name: gen, type: generate, config: {chunks: 3}}\n" +
-            "  - {name: hold, type: hold_end, config: {drop: " + (drop ? "true" : "false") + "}}\n",
-        registry_);
+  std::unique_ptr<Pipeline> pipeline(bool drop, const std::string& in_process = "") {
+    return build_yaml(std::string("version: 1\nstages:\n") +
+                          "  - {name: gen, type: generate, config: {chunks: 3}}\n" +
+                          "  - {name: hold, type: hold_end, config: {drop: " +
+                          (drop ? "true" : "false") + ", in_process: '" + in_process + "'}}\n",
+                      registry_);
   }
 
   Registry registry_;
@@ -149,6 +164,41 @@ TEST_F(HeldStreamTest, AHandleLetGoOfFailsTheRequest) {
   ASSERT_TRUE(request->error());
   EXPECT_EQ(request->error()->code, "abandoned");
   EXPECT_EQ(sink->text(), "t0 t1 t2 ");
+  built->drain();
+}
+
+// The handle dies inside process(), on the pipeline thread that holds the stream's lock: the
+// request ends with the stage's error (once process() returned), and the thread goes on.
+TEST_F(HeldStreamTest, AStageThatThrowsAfterHoldingTheEndFailsTheRequestWithItsError) {
+  auto built = pipeline(false, "throw");
+  ASSERT_TRUE(built);
+  for (int i = 0; i < 2; ++i) {  // the second shows the pipeline thread was not lost
+    std::shared_ptr<CollectingSink> sink;
+    auto request = user_request("go", sink);
+    ASSERT_EQ(built->submit(request), Admission::accepted);
+    ASSERT_TRUE(sink->wait(10s)) << "request " << i << " never finished";
+    ASSERT_TRUE(request->error());
+    EXPECT_EQ(request->error()->status, 500);
+    EXPECT_EQ(request->error()->message,
+              "stage 'hold' (hold_end) failed: failed after holding the end");
+    EXPECT_EQ(sink->text(), "t0 t1 t2 ");
+    EXPECT_EQ(sink->finish_calls(), 1);
+  }
+  built->drain();
+}
+
+TEST_F(HeldStreamTest, AHandleLetGoOfInsideProcessFailsTheRequest) {
+  auto built = pipeline(false, "drop");
+  ASSERT_TRUE(built);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = user_request("go", sink);
+  ASSERT_EQ(built->submit(request), Admission::accepted);
+  ASSERT_TRUE(sink->wait(10s));
+  ASSERT_TRUE(request->error());
+  EXPECT_EQ(request->error()->code, "abandoned");
+  EXPECT_EQ(sink->text(), "t0 t1 t2 ");
+  for (const Chunk& chunk : sink->chunks())
+    EXPECT_FALSE(chunk.is_final()) << "the stream ended as if the stage had finished it";
   built->drain();
 }
 

@@ -78,8 +78,10 @@ bool PendingCheck::abandoned() const {
 }
 
 ProviderRunner::ProviderRunner(std::shared_ptr<const ModerationProvider> provider, std::string name,
-                               size_t threads)
-    : provider_(std::move(provider)), name_(std::move(name)) {
+                               size_t threads, size_t max_outstanding)
+    : provider_(std::move(provider)),
+      name_(std::move(name)),
+      max_outstanding_(std::max<size_t>(max_outstanding, 1)) {
   threads = std::max<size_t>(threads, 1);
   for (size_t i = 0; i < threads; ++i)
     threads_.emplace_back([this] { work(); });
@@ -119,6 +121,13 @@ ProviderRunner::~ProviderRunner() {
 
 std::shared_ptr<PendingCheck> ProviderRunner::start(CheckInput input) {
   auto pending = std::make_shared<PendingCheck>(input.deadline);
+  if (outstanding_->fetch_add(1) >= max_outstanding_) {
+    outstanding_->fetch_sub(1);
+    pending->settle(
+        CheckOutcome::failure(std::to_string(max_outstanding_) + " checks already wait for it"));
+    return pending;
+  }
+  pending->on_settled([outstanding = outstanding_] { outstanding->fetch_sub(1); });
   std::weak_ptr<PendingCheck> watched = pending;
   input.abandoned = [watched] {
     auto check = watched.lock();
@@ -127,6 +136,7 @@ std::shared_ptr<PendingCheck> ProviderRunner::start(CheckInput input) {
   bool earliest = false;
   {
     std::lock_guard lock(mutex_);
+    if (deadlines_.size() >= 2 * max_outstanding_) forget_settled_deadlines();
     earliest = deadlines_.empty() || pending->deadline() < deadlines_.begin()->first;
     deadlines_.emplace(pending->deadline(), pending);
     queue_.push_back({std::move(input), pending, {}});
@@ -144,6 +154,15 @@ void ProviderRunner::when_settled(const std::shared_ptr<PendingCheck>& check,
     queue_.push_back({{}, nullptr, std::move(callback)});
   }
   wake_.notify_one();
+}
+
+void ProviderRunner::forget_settled_deadlines() {
+  // Past the bound only one in two entries can be outstanding: dropping the rest makes this
+  // rare (once per max_outstanding starts at most).
+  std::erase_if(deadlines_, [](const auto& entry) {
+    auto check = entry.second.lock();
+    return !check || check->ready();
+  });
 }
 
 void ProviderRunner::watch() {

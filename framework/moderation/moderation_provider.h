@@ -6,6 +6,7 @@
 // moderation, before the model).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -111,10 +112,16 @@ class PendingCheck {
 // deadline (and a grace of kGrace): a check still queued then, or whose provider overruns it, is
 // settled as a timeout by the runner's watch (and the provider told to stop). Destruction
 // abandons what is queued, tells the running checks to stop, and waits for them.
+//
+// At most `max_outstanding` checks are outstanding (started and not yet settled) at once: one
+// more is settled at once as a failure ("N checks already wait for it"), which the stage's
+// on_error then decides, so a provider that slows down under a flood costs bounded memory
+// instead of arrival rate × timeout.
 class ProviderRunner {
  public:
+  static constexpr size_t kDefaultMaxOutstanding = 1000;
   ProviderRunner(std::shared_ptr<const ModerationProvider> provider, std::string name,
-                 size_t threads);
+                 size_t threads, size_t max_outstanding = kDefaultMaxOutstanding);
   ~ProviderRunner();
   ProviderRunner(const ProviderRunner&) = delete;
   ProviderRunner& operator=(const ProviderRunner&) = delete;
@@ -125,6 +132,9 @@ class ProviderRunner {
   // on the caller's (which may hold a lock the callback takes). It must not throw.
   void when_settled(const std::shared_ptr<PendingCheck>& check, std::function<void()> callback);
   static constexpr std::chrono::milliseconds kGrace{50};
+
+  // Checks started and not yet settled.
+  size_t outstanding() const { return outstanding_->load(); }
 
   // The name that error messages and annotations use (the stage's).
   const std::string& name() const { return name_; }
@@ -138,9 +148,16 @@ class ProviderRunner {
   };
   void work();
   void watch();
+  // Drops the deadlines of checks settled or gone (the watch only drops them when due), so that
+  // they stay about as many as the outstanding checks. Called with mutex_ held.
+  void forget_settled_deadlines();
 
   std::shared_ptr<const ModerationProvider> provider_;
   std::string name_;
+  size_t max_outstanding_;
+  // Checks started and not settled; counted down by each check as it settles, which may be
+  // after the runner is gone.
+  std::shared_ptr<std::atomic<size_t>> outstanding_ = std::make_shared<std::atomic<size_t>>(0);
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable watch_wake_;

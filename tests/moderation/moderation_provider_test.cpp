@@ -196,5 +196,45 @@ TEST(PendingCheck, TheFirstOutcomeWins) {
   EXPECT_EQ(check.poll()->error, "first");
 }
 
+// A provider that slows down under a flood must not let checks pile up: past the runner's bound a
+// new check is settled at once as a failure (the stage's on_error decides), and the provider is
+// not called for it.
+TEST(ProviderRunner, PastItsBoundANewCheckFailsAtOnce) {
+  auto provider = std::make_shared<SleepyProvider>(0ms, /*until_abandoned=*/true);
+  ProviderRunner runner(provider, "guard", 1, /*max_outstanding=*/2);
+  auto running = runner.start(input_of("runs", 60s));
+  auto queued = runner.start(input_of("waits", 60s));
+  auto refused = runner.start(input_of("one too many", 60s));
+  auto limit = CheckClock::now() + 5s;
+  // Each check is abandoned only once the provider has it (abandoned in the queue, it would
+  // never reach the provider).
+  auto wait_for_calls = [&](int calls) {
+    while (provider->calls.load() < calls && CheckClock::now() < limit)
+      std::this_thread::sleep_for(1ms);
+  };
+  std::optional<CheckOutcome> outcome = refused->poll();
+  EXPECT_TRUE(outcome) << "not settled at once";
+  if (outcome) {
+    EXPECT_EQ(outcome->kind, CheckOutcome::Kind::failed);
+    EXPECT_EQ(outcome->error, "2 checks already wait for it");
+  }
+  EXPECT_EQ(runner.outstanding(), 2u);
+  wait_for_calls(1);
+  running->abandon();  // the provider stops, and the queued check runs
+  while (runner.outstanding() > 1 && CheckClock::now() < limit)
+    std::this_thread::sleep_for(1ms);
+  auto accepted = runner.start(input_of("room again", 60s));
+  EXPECT_FALSE(accepted->poll()) << "refused although a check had settled";
+  EXPECT_EQ(runner.outstanding(), 2u);
+  wait_for_calls(2);
+  queued->abandon();  // the accepted check runs next
+  wait_for_calls(3);
+  accepted->abandon();
+  refused->abandon();  // in case it was not refused: the runner's threads end
+  while (runner.outstanding() > 0 && CheckClock::now() < limit)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(provider->calls.load(), 3) << "the refused check reached the provider";
+}
+
 }  // namespace
 }  // namespace chatflow::moderation

@@ -1,7 +1,14 @@
 // detokenize: turns token chunks into text deltas (whole UTF-8 characters only) and applies the
 // request's stop strings, which may span tokens. A stop string ends the stream there: the
 // engine sees the stream closed and drops the sequence at its next step.
+//
+// A reasoning model's "<think>...</think>" (when the request's reasoning split is on, see
+// gguf_model's reasoning_format) is moved into Chunk::reasoning here, the one place the model's
+// text is read for it: every later stage sees the reasoning as a field and the text as the answer.
+#include <optional>
+
 #include "framework/engine/detokenizer.h"
+#include "framework/openai/reasoning_split.h"
 #include "stages/gguf_model.h"
 
 namespace chatflow {
@@ -16,6 +23,7 @@ struct DetokenizeState : StreamState {
       : detokenizer(tokenizer, std::move(stop)) {}
   engine::IncrementalDetokenizer detokenizer;
   int64_t tokens = 0;
+  std::optional<openai::ReasoningSplitter> reasoning;  // for answers that split
 };
 
 class DetokenizeStage final : public StreamStage {
@@ -26,6 +34,8 @@ class DetokenizeStage final : public StreamStage {
     Request& request = context.request();
     const engine::Tokenizer& tokenizer = model_->tokenizer();
     auto& state = context.state<DetokenizeState>(tokenizer, request.generation.stop);
+    if (!state.reasoning && request.kind == RequestKind::chat && request.reasoning.enabled)
+      state.reasoning.emplace(request.reasoning.open_at_start);
     Chunk out;
     for (size_t i = 0; i < chunk.token_ids.size(); ++i) {
       int32_t token = chunk.token_ids[i];
@@ -42,6 +52,7 @@ class DetokenizeStage final : public StreamStage {
       }
       if (delta.stopped) {
         finish(request, out, FinishReason::stop, state.tokens);
+        split_reasoning(state, out);
         context.emit(std::move(out));
         return;
       }
@@ -50,14 +61,21 @@ class DetokenizeStage final : public StreamStage {
       out.text += state.detokenizer.finish().text;
       finish(request, out, *chunk.finish,
              chunk.usage ? chunk.usage->completion_tokens : state.tokens);
+      split_reasoning(state, out);
       context.emit(std::move(out));
       return;
     }
     request.usage.completion_tokens = state.tokens;
-    if (!out.text.empty() || !out.logprobs.empty()) context.emit(std::move(out));
+    split_reasoning(state, out);
+    if (!out.text.empty() || !out.reasoning.empty() || !out.logprobs.empty())
+      context.emit(std::move(out));
   }
 
  private:
+  static void split_reasoning(DetokenizeState& state, Chunk& out) {
+    if (state.reasoning) openai::split_reasoning(*state.reasoning, out);
+  }
+
   static void finish(Request& request, Chunk& out, FinishReason reason, int64_t completion_tokens) {
     request.usage.completion_tokens = completion_tokens;
     out.finish = reason;

@@ -2,7 +2,10 @@
 // chunk. It starts the
 // response stream without a model, so a pipeline (and everything after it: stream stages, the
 // sink, the server) can be run and tested on any machine.
+#include <optional>
+
 #include "framework/api/registry.h"
+#include "framework/openai/reasoning_split.h"
 
 namespace chatflow {
 namespace {
@@ -50,6 +53,14 @@ class EchoStage final : public RequestStage {
     std::string text =
         config_.prefix +
         (request.kind == RequestKind::completion ? request.prompt : request.last_user_message());
+    // As detokenize does for a model: the reasoning leaves the text for its own field.
+    std::optional<openai::ReasoningSplitter> reasoning;
+    if (request.reasoning.enabled && request.kind == RequestKind::chat) reasoning.emplace(false);
+    auto write = [&writer, &reasoning](Chunk chunk) {
+      if (reasoning) openai::split_reasoning(*reasoning, chunk);
+      if (!chunk.text.empty() || !chunk.reasoning.empty() || chunk.is_final())
+        writer.write(std::move(chunk));
+    };
     // A chunk is a run of words, each keeping the whitespace before it, so the chunks
     // concatenate back to exactly the input.
     size_t position = 0;
@@ -61,10 +72,12 @@ class EchoStage final : public RequestStage {
         end = text.find_first_of(" \t\n", end);
         if (end == std::string::npos) end = text.size();
       }
-      writer.write(Chunk::delta(text.substr(position, end - position)));
+      write(Chunk::delta(text.substr(position, end - position)));
       position = end;
     }
-    writer.finish(FinishReason::stop);
+    Chunk last;
+    last.finish = FinishReason::stop;
+    write(std::move(last));
     return Route::streaming();
   }
 

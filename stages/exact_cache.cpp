@@ -71,11 +71,10 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
       request.annotate("cache", "exact");
       request.usage = answer->usage;
       request.citations = answer->citations;
-      request.reasoning = answer->reasoning;
       request.tool_format = answer->tool_format;
       ChunkWriter writer = io.open_stream(kHit);
-      for (const auto& text : answer->chunks)
-        writer.write(Chunk::delta(text));
+      for (const Chunk& chunk : answer->chunks)
+        writer.write(chunk);
       Chunk last;
       last.finish = answer->finish;
       last.usage = answer->usage;

@@ -125,7 +125,7 @@ class HistoryTrimStage final : public RequestStage {
           // Text output moderation withdrew after the client saw it is not kept (a reopened
           // session would show it again): the turn holds the notice that replaced it.
           if (filtered && done.annotation(openai::kRetractAnnotation) && !answer.chunks.empty())
-            turn.assistant = answer.chunks.back();
+            turn.assistant = answer.chunks.back().text;
           bool saved = store->store().append(key, std::move(turn), /*durable=*/true);
           // The answer was promised to survive a crash: a client must not see it end well
           // when it was not kept.

@@ -5,6 +5,11 @@
 // stream there with finish_reason "content_filter" and a notice, which stops the engine.
 // The cost is latency: text reaches the client `window_chars` characters later.
 //
+// The reasoning (Chunk::reasoning) is screened the same way in a window of its own, released
+// whole once the answer's text or a tool call follows it. A structured tool call (an upstream
+// engine's) is screened whole as it comes: the strings in its arguments are masked (which keeps
+// them JSON), and a match to abort on ends the answer before the call.
+//
 // A moderation provider (moderation_provider.h) judges the answer too, without holding it back:
 // every `check_every_chars` characters (at a sentence end when one comes soon) the answer so far
 // is sent to it while tokens keep flowing, one check at a time, and at the end the whole answer
@@ -16,6 +21,8 @@
 // the answer be (annotation "output_moderation_error"); fail_closed retracts it (reason
 // "moderation_unavailable"), or answers 503 when nothing was sent yet (not streamed).
 #include <atomic>
+
+#include <boost/json.hpp>
 
 #include "framework/api/held_stream.h"
 #include "framework/moderation/pii.h"
@@ -58,7 +65,8 @@ struct Trip {
 };
 
 struct HeldText : StreamState {
-  std::string pending;
+  std::string pending;            // the answer's text not yet released
+  std::string pending_reasoning;  // the same for its reasoning
   int64_t tokens = 0;
   std::vector<std::string> masked;
   // The provider's side: the answer released so far, how much of it the last check covered,
@@ -108,8 +116,23 @@ bool ends_sentence(std::string_view text) {
   return false;
 }
 
+// Whether a chunk brings the client anything to show.
+bool carries_output(const Chunk& chunk) {
+  return !chunk.text.empty() || !chunk.reasoning.empty() || !chunk.tool_calls.empty();
+}
+
+const Span* first_abort(const std::vector<Span>& spans) {
+  for (const auto& span : spans) {
+    if (span.abort) return &span;
+  }
+  return nullptr;
+}
+
 void append(Chunk& into, Chunk&& piece) {
   into.text += piece.text;
+  into.reasoning += piece.reasoning;
+  into.tool_calls.insert(into.tool_calls.end(), std::make_move_iterator(piece.tool_calls.begin()),
+                         std::make_move_iterator(piece.tool_calls.end()));
   into.token_ids.insert(into.token_ids.end(), piece.token_ids.begin(), piece.token_ids.end());
   into.tokens_without_ids += piece.tokens_without_ids;
   into.logprobs.insert(into.logprobs.end(), std::make_move_iterator(piece.logprobs.begin()),
@@ -130,43 +153,67 @@ class OutputModerationStage final : public StreamStage {
   void process(StreamContext& context, Chunk chunk) override {
     auto& held = context.state<HeldText>();
     held.pending += chunk.text;
+    held.pending_reasoning += chunk.reasoning;
     held.tokens += chunk.token_count();
-    std::vector<Span> spans = find(held.pending);
-    const Span* abort = nullptr;
-    for (const auto& span : spans) {
-      if (span.abort) {
-        abort = &span;
-        break;
-      }
+    Screened screened{find(held.pending_reasoning), find(held.pending), {}, {}};
+    for (ToolCall& call : chunk.tool_calls) {
+      screened.call_abort = screen_call(call, held);
+      if (screened.call_abort) break;
+      screened.calls.push_back(std::move(call));
     }
-    Chunk out = abort ? aborted(context.request(), held, spans, *abort, std::move(chunk))
-                      : released(context.request(), held, spans, std::move(chunk));
+    bool abort = screened.call_abort || first_abort(screened.reasoning_spans) ||
+                 first_abort(screened.text_spans);
+    Chunk out = abort ? aborted(context.request(), held, screened, std::move(chunk))
+                      : released(context.request(), held, screened, std::move(chunk));
     if (provider_) return screen(context, held, std::move(out));
     // An aborted chunk ends the stream: the engine drops the sequence.
-    if (!out.text.empty() || out.is_final() || out.token_count() > 0) context.emit(std::move(out));
+    if (carries_output(out) || out.is_final() || out.token_count() > 0)
+      context.emit(std::move(out));
   }
 
  private:
-  // The stream's end at a match whose action is abort: what came before it, and the notice.
-  Chunk aborted(Request& request, HeldText& held, const std::vector<Span>& spans, const Span& abort,
-                Chunk chunk) const {
+  // What the rules found in what is held: matches in the reasoning and in the text, the chunk's
+  // calls that passed (masked where they matched), and the call that ended the answer, if one did.
+  struct Screened {
+    std::vector<Span> reasoning_spans;
+    std::vector<Span> text_spans;
+    std::vector<ToolCall> calls;
+    std::optional<std::string> call_abort;
+  };
+
+  // The stream's end at a match whose action is abort: what came before it (in the reasoning or
+  // the text, each up to its first such match; the calls before the one that matched), and the
+  // notice.
+  Chunk aborted(Request& request, HeldText& held, Screened& screened, Chunk chunk) const {
+    const Span* in_reasoning = first_abort(screened.reasoning_spans);
+    const Span* in_text = first_abort(screened.text_spans);
     Chunk out;
-    out.text = masked(held.pending, spans, abort.begin, held) + config_.notice;
+    out.reasoning =
+        masked(held.pending_reasoning, screened.reasoning_spans,
+               in_reasoning ? in_reasoning->begin : held.pending_reasoning.size(), held);
+    out.text = masked(held.pending, screened.text_spans,
+                      in_text ? in_text->begin : held.pending.size(), held) +
+               config_.notice;
+    // The calls came after this chunk's text: they stay out unless a call itself matched.
+    if (!in_reasoning && !in_text) out.tool_calls = std::move(screened.calls);
     out.token_ids = std::move(chunk.token_ids);
     out.tokens_without_ids = chunk.tokens_without_ids;
     out.finish = FinishReason::content_filter;
     out.usage = Usage{request.usage.prompt_tokens, held.tokens, request.usage.cached_prompt_tokens};
-    request.annotate("output_moderation", "aborted:" + abort.what);
+    std::string what = in_reasoning ? in_reasoning->what
+                       : in_text    ? in_text->what
+                                    : *screened.call_abort;
+    request.annotate("output_moderation", "aborted:" + what);
     held.pending.clear();
+    held.pending_reasoning.clear();
     return out;
   }
 
-  // What may leave now: all but the window (all of it at the end), no match cut in two.
-  Chunk released(Request& request, HeldText& held, const std::vector<Span>& spans,
-                 Chunk chunk) const {
-    size_t release = chunk.is_final() ? held.pending.size()
-                                      : keep_last_characters(held.pending, config_.window_chars);
-    // Never release part of a match: hold it back whole until it is masked.
+  // Where `pending` may be cut now: all of it with `whole`, else all but the window; never
+  // inside a match, which is held back whole until it is masked.
+  size_t release_point(const std::string& pending, const std::vector<Span>& spans,
+                       bool whole) const {
+    size_t release = whole ? pending.size() : keep_last_characters(pending, config_.window_chars);
     for (bool moved = true; moved;) {
       moved = false;
       for (const auto& span : spans) {
@@ -176,9 +223,29 @@ class OutputModerationStage final : public StreamStage {
         }
       }
     }
+    return release;
+  }
+
+  // pending[0, release_point) masked, taken out of `pending`.
+  std::string take(std::string& pending, const std::vector<Span>& spans, bool whole,
+                   HeldText& held) const {
+    size_t release = release_point(pending, spans, whole);
+    std::string out = masked(pending, spans, release, held);
+    pending.erase(0, release);
+    return out;
+  }
+
+  // What may leave now: all but the window of the reasoning and of the text (all of it at the
+  // end). The text or a call that follows the reasoning ends it for now: no match spans that
+  // boundary, so the reasoning's window leaves ahead of them; a call does the same to the text.
+  Chunk released(Request& request, HeldText& held, Screened& screened, Chunk chunk) const {
+    bool last = chunk.is_final();
+    bool calls = !screened.calls.empty();
     Chunk out;
-    out.text = masked(held.pending, spans, release, held);
-    held.pending.erase(0, release);
+    out.reasoning = take(held.pending_reasoning, screened.reasoning_spans,
+                         last || calls || !chunk.text.empty(), held);
+    out.text = take(held.pending, screened.text_spans, last || calls, held);
+    out.tool_calls = std::move(screened.calls);
     out.token_ids = std::move(chunk.token_ids);
     out.tokens_without_ids = chunk.tokens_without_ids;
     out.logprobs = std::move(chunk.logprobs);
@@ -194,8 +261,11 @@ class OutputModerationStage final : public StreamStage {
   // chunk, when verdicts are still out, waits for them off the pipeline thread (hold_end).
   void screen(StreamContext& context, HeldText& held, Chunk out) const {
     Request& request = context.request();
-    held.answer += out.text;
-    held.answer_chars += count_characters(out.text);
+    std::string shown = out.reasoning + out.text;
+    for (const auto& call : out.tool_calls)
+      shown += call.name + call.arguments;
+    held.answer += shown;
+    held.answer_chars += count_characters(shown);
     bool last = out.is_final();
     std::optional<Trip> trip = collect(request, held);
     if (!trip && (last ? held.answer_chars > held.checked_chars : due(held)))
@@ -313,11 +383,13 @@ class OutputModerationStage final : public StreamStage {
       append(held.withheld, std::move(out));
       if (!last) return std::nullopt;
       out.text = std::move(held.withheld.text);
+      out.reasoning = std::move(held.withheld.reasoning);
+      out.tool_calls = std::move(held.withheld.tool_calls);
       out.token_ids = std::move(held.withheld.token_ids);
       out.tokens_without_ids = held.withheld.tokens_without_ids;
       out.logprobs = std::move(held.withheld.logprobs);
     }
-    if (out.text.empty() && !out.is_final() && out.token_count() == 0) return std::nullopt;
+    if (!carries_output(out) && !out.is_final() && out.token_count() == 0) return std::nullopt;
     return out;
   }
 
@@ -343,6 +415,46 @@ class OutputModerationStage final : public StreamStage {
     last.usage =
         Usage{request.usage.prompt_tokens, held.tokens, request.usage.cached_prompt_tokens};
     return last;  // ends the stream: the engine drops the sequence
+  }
+
+  // A structured call, screened whole: each string in its arguments is masked where it matches,
+  // so the arguments stay the JSON they were (arguments that are not JSON are screened as text).
+  // Returns what matched when a match's action is abort.
+  std::optional<std::string> screen_call(ToolCall& call, HeldText& held) const {
+    boost::system::error_code error;
+    boost::json::value arguments = boost::json::parse(call.arguments, error);
+    if (error) {
+      std::vector<Span> spans = find(call.arguments);
+      if (const Span* abort = first_abort(spans)) return abort->what;
+      call.arguments = masked(call.arguments, spans, call.arguments.size(), held);
+      return std::nullopt;
+    }
+    bool changed = false;
+    std::optional<std::string> abort = screen_strings(arguments, held, changed);
+    if (!abort && changed) call.arguments = boost::json::serialize(arguments);
+    return abort;
+  }
+
+  std::optional<std::string> screen_strings(boost::json::value& value, HeldText& held,
+                                            bool& changed) const {
+    if (value.is_string()) {
+      std::string text(value.as_string());
+      std::vector<Span> spans = find(text);
+      if (const Span* abort = first_abort(spans)) return abort->what;
+      if (!spans.empty()) {
+        value = masked(text, spans, text.size(), held);
+        changed = true;
+      }
+    } else if (value.is_object()) {
+      for (auto& member : value.as_object()) {
+        if (auto abort = screen_strings(member.value(), held, changed)) return abort;
+      }
+    } else if (value.is_array()) {
+      for (auto& item : value.as_array()) {
+        if (auto abort = screen_strings(item, held, changed)) return abort;
+      }
+    }
+    return std::nullopt;
   }
 
   std::vector<Span> find(const std::string& text) const {

@@ -252,11 +252,10 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     request.annotate("cache", "semantic");
     request.usage = cached.usage;
     request.citations = cached.citations;
-    request.reasoning = cached.reasoning;
     request.tool_format = cached.tool_format;
     ChunkWriter writer = io.open_stream(kHit);
-    for (const auto& chunk : cached.chunks)
-      writer.write(Chunk::delta(chunk));
+    for (const Chunk& chunk : cached.chunks)
+      writer.write(chunk);
     Chunk last;
     last.finish = cached.finish;
     last.usage = cached.usage;

@@ -9,16 +9,14 @@
 // endpoint) and the client may retry on another endpoint; after it, a failure ends the stream
 // with an error event, as an engine error does.
 //
-// The engine's structured deltas are written back into the text form chatflow's stream uses,
-// and the request is told how to read it, as a chat template would tell it: reasoning
-// (reasoning_content) becomes "<think>...</think>" before the content, with the request's
-// reasoning split on when the answer starts with reasoning (a "</think>" inside the reasoning is
-// escaped, see ReasoningEscaper); tool calls become Hermes
-// "<tool_call>{"name", "arguments"}</tool_call>" blocks, each once it is whole, with the
-// request's tool format Hermes when it offers tools. sse_emit then streams them as
-// reasoning_content and tool_calls again, moderation screens them, and history hands them back.
-// What is lost: the engine's tool call ids (chatflow makes new ones) and log-probabilities
-// (refused with a 400).
+// The engine's structured deltas travel as they came, each in its own field of the chunk:
+// reasoning (reasoning_content, or `reasoning`) in Chunk::reasoning, content in Chunk::text,
+// tool calls in Chunk::tool_calls, each once it is whole and can be made (see close_call). None
+// of it is written as markup a later stage reads again, so a "</think>" in the reasoning or a
+// "<tool_call>" in the content is text like any other and reaches the client byte for byte.
+// sse_emit streams them as reasoning_content, content and tool_calls, moderation screens each,
+// caches replay them, and history keeps the content. What is lost: log-probabilities (refused
+// with a 400).
 //
 // The engine is held to the request's max_tokens (or the upstream's bound for a request without
 // one) even when it ignores it: see UpstreamAnswer. Usage: the engine's usage event
@@ -32,7 +30,7 @@
 #include <boost/json.hpp>
 
 #include "framework/api/trace.h"
-#include "framework/text/stream_markers.h"
+#include "framework/openai/tool_calls.h"
 #include "framework/upstream/request_body.h"
 #include "stages/upstream.h"
 
@@ -60,35 +58,6 @@ std::string affinity_key(const Request& request) {
   if (!identity.key_id.empty()) return "key:" + identity.key_id;
   return {};
 }
-
-// Engine reasoning is written inside "<think>...</think>", so reasoning text holding that closing
-// marker would end the block early and show the rest of the reasoning as the answer. Each one in
-// it is written with a zero-width space before its ">": the same to a reader, no marker to the
-// split. A piece that may be the start of one is held back until the next decides.
-class ReasoningEscaper {
- public:
-  std::string push(std::string_view text) {
-    held_.append(text);
-    std::string out;
-    size_t at = 0;
-    for (size_t found; (found = held_.find(text::kThinkingCloses, at)) != std::string::npos;
-         at = found + text::kThinkingCloses.size()) {
-      out.append(held_, at, found - at);
-      out += kEscapedClose;
-    }
-    size_t keep = text::partial_marker(std::string_view(held_).substr(at), text::kThinkingCloses);
-    out.append(held_, at, held_.size() - at - keep);
-    held_.erase(0, held_.size() - keep);
-    return out;
-  }
-  // What was held back: at the block's end it is no marker.
-  std::string flush() { return std::exchange(held_, {}); }
-
-  static constexpr std::string_view kEscapedClose = "</think\u200b>";
-
- private:
-  std::string held_;
-};
 
 // One request's answer as the engine streams it, written into the pipeline's stream. Runs on
 // the upstream client's thread, and is destroyed on its releaser: it holds the request so that
@@ -128,10 +97,6 @@ class UpstreamAnswer final : public upstream::StreamObserver {
       request->annotate("upstream", endpoint);
       span_.set_attribute("server.address", endpoint);
       request->generation_times.first_token_ns = now_ns();
-      // Written before the first chunk travels, so every later stage reads the answer so.
-      if (!event.reasoning.empty() && request->kind == RequestKind::chat)
-        request->reasoning = {true, false};
-      splits_reasoning_ = request->reasoning.enabled;
       writer_ = continuation_.resume_streaming(kOut);
     }
     if (!writer_) return false;  // the request ended before its first output: nothing to write
@@ -193,6 +158,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   // can be checked (see close_call).
   struct OpenCall {
     int index = 0;
+    std::string id;
     std::string name;
     std::string arguments;
   };
@@ -228,36 +194,32 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     return kept;
   }
 
+  // The event's parts into their fields: reasoning and content as the engine wrote them (a
+  // completion has no reasoning field: there the reasoning is text), a call once it is whole.
   void write(const upstream::StreamEvent& event, int64_t tokens, int64_t engine_events) {
-    std::string text;
-    if (!event.reasoning.empty()) {
-      if (splits_reasoning_ && !reasoning_done_) {
-        text += close_call();
-        if (!in_reasoning_) text += "<think>";
-        in_reasoning_ = true;
-        text += reasoning_escaper_.push(event.reasoning);
-      } else {
-        text += event.reasoning;  // after the answer began: content
-      }
+    Chunk chunk;
+    // Other output ends the call being written (its text, when it is no call, comes first).
+    if (!event.reasoning.empty() || !event.content.empty()) close_call(chunk);
+    if (request_->kind == RequestKind::chat) {
+      chunk.reasoning = event.reasoning;
+    } else {
+      chunk.text += event.reasoning;
     }
-    if (!event.content.empty()) {
-      text += close_reasoning() + close_call();
-      text += event.content;
-    }
+    chunk.text += event.content;
     for (const auto& piece : event.tool_calls) {
-      text += close_reasoning();
       if (!open_call_ || open_call_->index != piece.index) {
-        text += close_call();
-        open_call_ = OpenCall{piece.index, piece.name, {}};
+        close_call(chunk);
+        open_call_ = OpenCall{piece.index, piece.id, piece.name, {}};
       }
+      if (open_call_->id.empty()) open_call_->id = piece.id;
       if (open_call_->name.empty()) open_call_->name = piece.name;
       open_call_->arguments += piece.arguments;
     }
     delivered_tokens_ += tokens;
     delivered_bytes_ += static_cast<int64_t>(output_text(event).size());
     held_events_ += engine_events;
-    if (text.empty()) return;  // a call still being written: its tokens go with its text
-    Chunk chunk = Chunk::delta(std::move(text));
+    // A call still being written: its tokens go with it.
+    if (chunk.text.empty() && chunk.reasoning.empty() && chunk.tool_calls.empty()) return;
     chunk.tokens_without_ids = std::exchange(held_events_, 0);
     writer_.write(std::move(chunk));
   }
@@ -279,7 +241,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   void end_stream(FinishReason finish, const Usage& usage) {
     request_->generation_times.finished_ns = now_ns();
     Chunk last;
-    last.text = close_reasoning() + close_call();
+    close_call(last);
     last.tokens_without_ids = std::exchange(held_events_, 0);
     // The last chunk carries the usage; the runtime writes it into the request when the chunk
     // reaches the sink (this thread writing the request would race stages reading it).
@@ -295,30 +257,40 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     ended_ = true;
   }
 
-  std::string close_reasoning() {
-    if (!in_reasoning_) return {};
-    in_reasoning_ = false;
-    reasoning_done_ = true;
-    return reasoning_escaper_.flush() + std::string(text::kThinkingCloses);
-  }
-
-  // The held call as a Hermes block. Arguments that are a JSON object go as the engine wrote
-  // them (balanced JSON cannot close the block early); anything else (not JSON, cut short, not
-  // an object) goes as a JSON string holding the text, never raw, so that nothing in it can end
-  // the block and open another call. Such a call is no call to the client: the tool-call reader
-  // keeps it as content (framework/openai/tool_calls.h).
-  std::string close_call() {
-    if (!open_call_) return {};
+  // The held call, now whole, into `chunk`. A call that can be made, as a local model's must
+  // (framework/openai/tool_calls.h: a function the request offers, arguments that are a JSON
+  // object, one its schema accepts for a strict tool), goes as a call with the engine's id (a
+  // new one when it gave none) and its arguments as it wrote them. Any other is no call: its
+  // text is content, written as a Hermes block whose arguments are a JSON string unless they are
+  // an object, so that a client never gets arguments it cannot parse.
+  void close_call(Chunk& chunk) {
+    if (!open_call_) return;
     OpenCall call = std::move(*open_call_);
     open_call_.reset();
+    if (call.arguments.empty()) call.arguments = "{}";
+    if (can_be_made(call)) {
+      std::string id = call.id.empty() ? openai::new_tool_call_id(ToolCallFormat::hermes) : call.id;
+      chunk.tool_calls.push_back({std::move(id), std::move(call.name), std::move(call.arguments)});
+      return;
+    }
     boost::system::error_code error;
     boost::json::value arguments = boost::json::parse(call.arguments, error);
-    std::string written = call.arguments.empty() ? "{}"
-                          : !error && arguments.is_object()
+    std::string written = !error && arguments.is_object()
                               ? call.arguments
                               : boost::json::serialize(boost::json::value(call.arguments));
-    return "<tool_call>\n{\"name\": " + boost::json::serialize(boost::json::value(call.name)) +
-           ", \"arguments\": " + written + "}\n</tool_call>";
+    chunk.text +=
+        "<tool_call>\n{\"name\": " + boost::json::serialize(boost::json::value(call.name)) +
+        ", \"arguments\": " + written + "}\n</tool_call>";
+  }
+
+  bool can_be_made(const OpenCall& call) {
+    const GenerationParams& generation = request_->generation;
+    if (request_->kind != RequestKind::chat || generation.tool_choice == ToolChoice::none)
+      return false;
+    std::vector<std::string> offered = openai::offered_names(generation.tools);
+    if (std::find(offered.begin(), offered.end(), call.name) == offered.end()) return false;
+    if (!call_checker_) call_checker_.emplace(ToolCallFormat::hermes, generation.tools);
+    return call_checker_->arguments_acceptable(call.name, call.arguments);
   }
 
   std::shared_ptr<Request> request_;
@@ -332,11 +304,8 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   int64_t delivered_tokens_ = 0;  // by count_output_tokens
   int64_t delivered_bytes_ = 0;
   int64_t held_events_ = 0;  // engine events whose text is not written yet (a call in progress)
-  bool splits_reasoning_ = false;
-  bool in_reasoning_ = false;
-  bool reasoning_done_ = false;
-  ReasoningEscaper reasoning_escaper_;
   std::optional<OpenCall> open_call_;
+  std::optional<openai::ToolCallStreamer> call_checker_;  // checks calls' arguments
   bool ended_ = false;
 };
 
@@ -358,10 +327,6 @@ class UpstreamGenerateStage final : public RequestStage {
                                         "'messages' must contain at least one message",
                                         {},
                                         "messages"});
-    }
-    if (request.kind == RequestKind::chat && !generation.tools.empty() &&
-        generation.tool_choice != ToolChoice::none) {
-      request.tool_format = ToolCallFormat::hermes;
     }
     request.usage.prompt_tokens = model_->count_prompt_tokens(request);
     UpstreamModel::AnswerLimit limit =

@@ -1,5 +1,7 @@
 // A chunk is one piece of a response stream: a text delta, the token ids it came from, and on
-// the last chunk of a stream the reason the stream ended.
+// the last chunk of a stream the reason the stream ended. A reasoning model's thinking and an
+// engine's structured tool calls travel in fields of their own beside the text, never written
+// into it as markup that a later stage would have to read back.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,13 @@ struct TokenLogprob {
   std::vector<TokenLogprob> top;
 };
 
+// A function call an assistant message makes (OpenAI's tool_calls[i]).
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // a JSON object's text, as the model wrote it
+};
+
 struct Chunk {
   std::string text;                    // text delta; may be empty (e.g. the final chunk)
   std::vector<int32_t> token_ids;      // tokens this delta came from
@@ -46,6 +55,13 @@ struct Chunk {
   std::string encoded;  // the chunk as the client receives it (SSE bytes), if an emitter stage ran
   // Tokens this delta came from when their ids are not known (an upstream engine's text).
   int64_t tokens_without_ids = 0;
+  // Reasoning delta (the client's reasoning_content): thinking the model did before or beside
+  // its answer, exactly as generated; `text` holds only the answer itself.
+  std::string reasoning;
+  // Tool calls made whole by whoever generated them (an upstream engine's structured calls),
+  // each sent to the client as a call as it is. Calls a local model writes as text stay in
+  // `text` until the response encoder reads them (framework/openai/tool_calls.h).
+  std::vector<ToolCall> tool_calls;
 
   bool is_final() const { return finish.has_value(); }
   int64_t token_count() const {

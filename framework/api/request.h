@@ -29,13 +29,6 @@ class PipelineCore;
 struct StageIoAccess;
 }  // namespace detail
 
-// A function call an assistant message makes (OpenAI's tool_calls[i]).
-struct ToolCall {
-  std::string id;
-  std::string name;
-  std::string arguments;  // a JSON object's text, as the model wrote it
-};
-
 // Built as {role, content} most of the time: the constructor lets the tool fields default
 // (as an aggregate, every such brace list was a -Wmissing-field-initializers warning).
 struct Message {
@@ -246,11 +239,11 @@ class Request : public std::enable_shared_from_this<Request> {
   Usage aside_usage;
   std::vector<AgentStep> agent_steps;  // the response's `chatflow.steps`
   std::vector<int32_t> prompt_tokens;  // set by the tokenize stage
-  // Whether the answer's text splits into reasoning (inside <think>...</think>) and content for
-  // the client, and whether the prompt itself opened the thinking block (DeepSeek-R1's template
-  // ends with "<think>\n"): set where the prompt is rendered, or by a cache from the answer it
-  // replays. The text itself keeps the markers, so moderation screens the reasoning too and
-  // history hands it back to the template, which keeps or drops it.
+  // Whether the model writes reasoning inside <think>...</think> before its answer, and whether
+  // the prompt itself opened the thinking block (DeepSeek-R1's template ends with "<think>\n"):
+  // set where the prompt is rendered. The stage that turns the model's output into text
+  // (detokenize) moves that reasoning into Chunk::reasoning, once, so every later stage
+  // (moderation, caches, the encoders) sees a field and no marker is ever read twice.
   struct ReasoningSplit {
     bool enabled = false;
     bool open_at_start = false;

@@ -5,7 +5,14 @@ namespace chatflow {
 std::string RecordedAnswer::text() const {
   std::string joined;
   for (const auto& chunk : chunks)
-    joined += chunk;
+    joined += chunk.text;
+  return joined;
+}
+
+std::string RecordedAnswer::reasoning() const {
+  std::string joined;
+  for (const auto& chunk : chunks)
+    joined += chunk.reasoning;
   return joined;
 }
 
@@ -15,7 +22,13 @@ RecordingSink::RecordingSink(std::shared_ptr<Sink> inner,
     : inner_(std::move(inner)), before_last_(std::move(before_last)), after_(std::move(after)) {}
 
 void RecordingSink::on_chunk(Request& request, const Chunk& chunk) {
-  if (!chunk.text.empty()) answer_.chunks.push_back(chunk.text);
+  if (!chunk.text.empty() || !chunk.reasoning.empty() || !chunk.tool_calls.empty()) {
+    Chunk kept;
+    kept.text = chunk.text;
+    kept.reasoning = chunk.reasoning;
+    kept.tool_calls = chunk.tool_calls;
+    answer_.chunks.push_back(std::move(kept));
+  }
   if (chunk.is_final()) {
     answer_.finish = chunk.finish;
     if (chunk.usage) answer_.usage = *chunk.usage;

@@ -16,12 +16,15 @@ namespace chatflow {
 
 // The answer as the client received it.
 struct RecordedAnswer {
-  std::vector<std::string> chunks;  // text deltas in order (empty ones dropped)
+  // The deltas in order, each with only its text, reasoning and tool calls (chunks with none of
+  // them dropped).
+  std::vector<Chunk> chunks;
   std::optional<FinishReason> finish;
   Usage usage;
   bool failed = false;  // ended with an error (or was cancelled)
 
-  std::string text() const;
+  std::string text() const;       // the answer itself (reasoning aside)
+  std::string reasoning() const;  // the reasoning that came with it
 };
 
 class RecordingSink final : public Sink {

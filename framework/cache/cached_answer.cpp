@@ -11,8 +11,11 @@ std::string scope_key(const Identity& identity, CacheScope scope) {
 
 size_t CachedAnswer::bytes() const {
   size_t total = sizeof(CachedAnswer) + tenant.size() + model.size() + conversation.size();
-  for (const auto& chunk : chunks)
-    total += chunk.size() + sizeof(std::string);
+  for (const auto& chunk : chunks) {
+    total += sizeof(Chunk) + chunk.text.size() + chunk.reasoning.size();
+    for (const auto& call : chunk.tool_calls)
+      total += sizeof(ToolCall) + call.id.size() + call.name.size() + call.arguments.size();
+  }
   for (const auto& citation : citations)
     total += sizeof(ContextPassage) + citation.text.size() + citation.document.size() +
              citation.title.size();
@@ -29,7 +32,6 @@ std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const Record
   cached->finish = *answer.finish;
   cached->usage = answer.usage;
   cached->citations = done.citations;
-  cached->reasoning = done.reasoning;
   cached->tool_format = done.tool_format;
   cached->tenant = done.identity.tenant;
   cached->model = done.model;

@@ -1,5 +1,6 @@
-// An answer kept by a cache: the text deltas as the client first received them (so a hit streams
-// back in the same shape), how it ended, its token counts and the documents it cited.
+// An answer kept by a cache: the deltas as the client first received them, each with its text,
+// reasoning and tool calls (so a hit streams back in the same shape), how it ended, its token
+// counts and the documents it cited.
 #pragma once
 
 #include <chrono>
@@ -18,14 +19,13 @@ struct RecordedAnswer;
 namespace chatflow::cache {
 
 struct CachedAnswer {
-  std::vector<std::string> chunks;
+  std::vector<Chunk> chunks;  // text, reasoning and tool calls only
   FinishReason finish = FinishReason::stop;
   Usage usage;
   std::string tenant;
   std::string model;
   std::string conversation;  // the conversation's digest without parameters, for corrections
   std::vector<ContextPassage> citations;  // what the answer cited, returned with it on a hit
-  Request::ReasoningSplit reasoning;      // how its text splits for the client
   ToolCallFormat tool_format = ToolCallFormat::none;  // how its tool calls are written
   std::chrono::steady_clock::time_point expires;
 

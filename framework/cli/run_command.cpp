@@ -26,9 +26,15 @@ struct RunOptions {
 
 class PrintingSink final : public Sink {
  public:
+  // The answer on standard output; a reasoning model's reasoning as it comes on standard error,
+  // and an engine's structured tool calls one a line after the text.
   void on_chunk(Request&, const Chunk& chunk) override {
-    std::cout << chunk.text << std::flush;
-    printed_any_ = printed_any_ || !chunk.text.empty();
+    if (!chunk.reasoning.empty()) std::cerr << chunk.reasoning << std::flush;
+    std::cout << chunk.text;
+    for (const auto& call : chunk.tool_calls)
+      std::cout << "\ntool call " << call.name << " " << call.arguments << "\n";
+    std::cout << std::flush;
+    printed_any_ = printed_any_ || !chunk.text.empty() || !chunk.tool_calls.empty();
   }
   void on_finish(Request&) override { done_.set_value(); }
 

@@ -215,6 +215,14 @@ class PluginStreamStage final : public StreamStage {
         state.data = type.open_stream(plugin_->instance(),
                                       reinterpret_cast<cf_request*>(&context.request()));
     }
+    // The C ABI hands a plugin the text only: the reasoning and structured tool calls pass on
+    // as they are, ahead of what it makes of the text.
+    if (!chunk.reasoning.empty() || !chunk.tool_calls.empty()) {
+      Chunk passed;
+      passed.reasoning = std::move(chunk.reasoning);
+      passed.tool_calls = std::move(chunk.tool_calls);
+      context.emit(std::move(passed));
+    }
     char error[kErrorSize] = "";
     int result = type.process_chunk(plugin_->instance(), state.data,
                                     reinterpret_cast<cf_request*>(&context.request()),

@@ -765,8 +765,9 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                     const std::vector<ToolCallDelta>& calls = {}) {
     json::value finish_value = nullptr;
     if (finish) {
-      bool called = tools_ && tools_->found_calls() && tools_->calls_complete() &&
-                    *finish == FinishReason::stop;
+      bool called =
+          ((tools_ && tools_->found_calls() && tools_->calls_complete()) || structured_calls_ > 0) &&
+          *finish == FinishReason::stop;
       finish_value = called ? "tool_calls" : std::string(to_string(*finish));
     }
     if (!chat) {
@@ -786,13 +787,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                         {"finish_reason", finish_value}};
   };
   std::string text = text::repair(chunk.text);
-  std::string reasoning;
-  if (chat && request.reasoning.enabled) {
-    if (!reasoning_) reasoning_.emplace(request.reasoning.open_at_start);
-    ReasoningSplitter::Pieces pieces = reasoning_->push(text, chunk.is_final());
-    text = std::move(pieces.content);
-    reasoning = std::move(pieces.reasoning);
-  }
+  std::string reasoning = chat ? text::repair(chunk.reasoning) : std::string();
   std::vector<ToolCallDelta> calls;
   if (chat && request.tool_format != ToolCallFormat::none) {
     if (!tools_) tools_.emplace(request.tool_format, request.generation.tools);
@@ -804,6 +799,14 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
   if (chat && !role_sent_) {
     encoded += event(envelope({choice("", {}, true, std::nullopt)}));
     role_sent_ = true;
+  }
+  if (chat) {
+    // A stream's calls come either written in its text or structured, never both: the indexes
+    // of the structured ones count from 0.
+    for (const ToolCall& call : chunk.tool_calls)
+      calls.push_back({structured_calls_++,
+                       call.id.empty() ? new_tool_call_id(ToolCallFormat::hermes) : call.id,
+                       call.name, call.arguments});
   }
   if (!text.empty() || !reasoning.empty() || !chunk.logprobs.empty() || !calls.empty()) {
     encoded +=
@@ -827,30 +830,31 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
   return encoded;
 }
 
-std::string completion_json(const Request& request, const std::string& text,
-                            const std::vector<TokenLogprob>& logprobs) {
+void WholeAnswer::add(const Chunk& chunk) {
+  text += chunk.text;
+  reasoning += chunk.reasoning;
+  tool_calls.insert(tool_calls.end(), chunk.tool_calls.begin(), chunk.tool_calls.end());
+  logprobs.insert(logprobs.end(), chunk.logprobs.begin(), chunk.logprobs.end());
+}
+
+std::string completion_json(const Request& request, const WholeAnswer& answer) {
   bool chat = request.kind == RequestKind::chat;
   std::string finish =
       request.finish_reason() ? std::string(to_string(*request.finish_reason())) : "stop";
-  json::value logprobs_value = chat ? chat_logprobs(logprobs) : completion_logprobs(logprobs);
+  json::value logprobs_value =
+      chat ? chat_logprobs(answer.logprobs) : completion_logprobs(answer.logprobs);
   json::object choice;
   if (chat) {
-    json::object message{{"role", "assistant"}, {"content", text::repair(text)}};
-    if (request.reasoning.enabled) {
-      ReasoningSplitter::Pieces pieces =
-          ReasoningSplitter::split(text::repair(text), request.reasoning.open_at_start);
-      message["content"] = pieces.content;
-      message["reasoning_content"] =
-          pieces.reasoning.empty() ? json::value(nullptr) : json::value(pieces.reasoning);
-    }
+    std::string content = text::repair(answer.text);
+    std::vector<ToolCall> calls;
+    bool calls_complete = true;
     if (request.tool_format != ToolCallFormat::none) {
-      ParsedToolCalls parsed = parse_tool_calls(std::string(message["content"].as_string()),
-                                                request.tool_format, request.generation.tools);
+      ParsedToolCalls parsed =
+          parse_tool_calls(content, request.tool_format, request.generation.tools);
       if (!parsed.calls.empty()) {
-        message["content"] =
-            parsed.content.empty() ? json::value(nullptr) : json::value(parsed.content);
-        message["tool_calls"] = tool_calls_json(parsed.calls);
-        if (finish == "stop" && parsed.complete) finish = "tool_calls";
+        content = std::move(parsed.content);
+        calls = std::move(parsed.calls);
+        calls_complete = parsed.complete;
       }
     }
     choice = {{"index", 0},
@@ -858,8 +862,24 @@ std::string completion_json(const Request& request, const std::string& text,
               {"logprobs", logprobs_value},
               {"finish_reason", finish}};
   } else {
+    for (const ToolCall& call : answer.tool_calls) {
+      calls.push_back(call);
+      if (calls.back().id.empty()) calls.back().id = new_tool_call_id(ToolCallFormat::hermes);
+    }
+    json::object message{{"role", "assistant"}, {"content", content}};
+    // A reasoning model's answer always says what it reasoned, null for nothing.
+    if (!answer.reasoning.empty() || request.reasoning.enabled) {
+      message["reasoning_content"] = answer.reasoning.empty()
+                                         ? json::value(nullptr)
+                                         : json::value(text::repair(answer.reasoning));
+    }
+    if (!calls.empty()) {
+      if (content.empty()) message["content"] = nullptr;
+      message["tool_calls"] = tool_calls_json(calls);
+      if (finish == "stop" && calls_complete) finish = "tool_calls";
+    }
     choice = {{"index", 0},
-              {"text", text::repair(text)},
+              {"text", text::repair(answer.text)},
               {"logprobs", logprobs_value},
               {"finish_reason", finish}};
   }

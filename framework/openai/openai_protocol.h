@@ -10,7 +10,6 @@
 
 #include "framework/api/capabilities.h"
 #include "framework/api/request.h"
-#include "framework/openai/reasoning_split.h"
 #include "framework/openai/tool_calls.h"
 
 namespace chatflow::openai {
@@ -53,17 +52,26 @@ inline void check_session_id(std::string_view id, const std::string& param) {
   if (id.size() > kMaxSessionIdBytes) {
     throw RequestFailure(RequestError{
         400, "invalid_request_error",
-        "'" + param + "' may be at most " + std::to_string(kMaxSessionIdBytes) + " characters",
-        "", param});
+        "'" + param + "' may be at most " + std::to_string(kMaxSessionIdBytes) + " characters", "",
+        param});
   }
 }
 
 // {"error": {"message", "type", "param", "code"}}
 std::string error_json(const RequestError& error);
 
+// A non-streamed answer, gathered from its chunks.
+struct WholeAnswer {
+  std::string text;
+  std::string reasoning;
+  std::vector<ToolCall> tool_calls;  // the chunks' structured calls (calls in `text` aside)
+  std::vector<TokenLogprob> logprobs;
+
+  void add(const Chunk& chunk);
+};
+
 // The whole (non-streaming) response of a finished request.
-std::string completion_json(const Request& request, const std::string& text,
-                            const std::vector<TokenLogprob>& logprobs);
+std::string completion_json(const Request& request, const WholeAnswer& answer);
 
 // The SSE event that reports an error after a stream began, followed by [DONE].
 std::string stream_error_events(const RequestError& error);
@@ -71,6 +79,8 @@ std::string stream_error_events(const RequestError& error);
 // Renders one request's chunks as OpenAI streams them: chat.completion.chunk (or text_completion)
 // events, the assistant role first, the finish reason on an empty delta, with
 // stream_options.include_usage a usage event (and "usage": null on every other), then [DONE].
+// A chunk's reasoning is sent as reasoning_content and its structured tool calls as tool_calls,
+// as they are; only its text is read for calls a local model wrote (request.tool_format).
 class SseEncoder {
  public:
   std::string encode(const Request& request, const Chunk& chunk);
@@ -78,8 +88,8 @@ class SseEncoder {
  private:
   bool role_sent_ = false;
   bool citations_sent_ = false;
-  std::optional<ReasoningSplitter> reasoning_;  // for requests whose answer splits
-  std::optional<ToolCallStreamer> tools_;       // for requests whose answer may call tools
+  std::optional<ToolCallStreamer> tools_;  // for requests whose answer may call tools
+  int structured_calls_ = 0;               // Chunk::tool_calls sent so far
 };
 
 }  // namespace chatflow::openai

@@ -82,4 +82,10 @@ ReasoningSplitter::Pieces ReasoningSplitter::split(std::string_view text, bool o
   return ReasoningSplitter(open_at_start).push(text, true);
 }
 
+void split_reasoning(ReasoningSplitter& splitter, Chunk& chunk) {
+  ReasoningSplitter::Pieces pieces = splitter.push(chunk.text, chunk.is_final());
+  chunk.text = std::move(pieces.content);
+  chunk.reasoning += pieces.reasoning;
+}
+
 }  // namespace chatflow::openai

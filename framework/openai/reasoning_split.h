@@ -3,11 +3,16 @@
 // opened the block (DeepSeek-R1). Streaming: text arrives in arbitrary pieces, so a piece that
 // could be the start of a marker is held back until the next one decides; whitespace at the
 // start of either part is dropped, as vLLM and llama.cpp's server present it.
+//
+// This runs once, where a model's own text enters the stream (detokenize, or a stage standing in
+// for a model): from there on reasoning travels as Chunk::reasoning. Reasoning an engine sends
+// apart from its content (an upstream's reasoning_content) never passes through here.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "framework/api/chunk.h"
 #include "framework/text/stream_markers.h"
 
 namespace chatflow::openai {
@@ -42,5 +47,9 @@ class ReasoningSplitter {
   void release(Pieces& pieces);
   void emit(std::string_view text, Pieces& pieces);
 };
+
+// Moves the reasoning `chunk.text` holds into `chunk.reasoning`, leaving the content in `text`;
+// on the stream's last chunk, with whatever `splitter` held back.
+void split_reasoning(ReasoningSplitter& splitter, Chunk& chunk);
 
 }  // namespace chatflow::openai

@@ -39,7 +39,8 @@ class HttpSink final : public Sink {
 
   void on_chunk(Request& request, const Chunk& chunk) override {
     int64_t now = now_ns();
-    if (!chunk.token_ids.empty() || !chunk.text.empty()) {
+    if (!chunk.token_ids.empty() || !chunk.text.empty() || !chunk.reasoning.empty() ||
+        !chunk.tool_calls.empty()) {
       if (times_.first_token_ns == 0) {
         times_.first_token_ns = now;
       } else if (!chunk.token_ids.empty()) {
@@ -60,8 +61,7 @@ class HttpSink final : public Sink {
       }
       if (!bytes.empty()) connection_->deliver(exchange_id_, std::move(bytes));
     } else {
-      text_ += chunk.text;
-      logprobs_.insert(logprobs_.end(), chunk.logprobs.begin(), chunk.logprobs.end());
+      answer_.add(chunk);
     }
   }
 
@@ -69,7 +69,7 @@ class HttpSink final : public Sink {
     Outcome outcome;
     // Only a request that ended normally has passed every stage: then its usage is final.
     if (!stream_ && !request.error()) {
-      outcome.body = openai::completion_json(request, text_, logprobs_);
+      outcome.body = openai::completion_json(request, answer_);
     }
     connection_->complete(exchange_id_, std::move(outcome));
     connection_.reset();  // the request holds this sink: let go of the connection now
@@ -135,8 +135,7 @@ class HttpSink final : public Sink {
   TokenTimes times_;
   bool pipeline_encodes_ = false;
   openai::SseEncoder encoder_;
-  std::string text_;
-  std::vector<TokenLogprob> logprobs_;
+  openai::WholeAnswer answer_;
   int status_ = 0;
 };
 

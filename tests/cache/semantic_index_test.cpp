@@ -9,7 +9,7 @@ namespace {
 
 std::shared_ptr<const CachedAnswer> answer(const std::string& text) {
   auto cached = std::make_shared<CachedAnswer>();
-  cached->chunks = {text};
+  cached->chunks = {Chunk::delta(text)};
   cached->expires = std::chrono::steady_clock::now() + std::chrono::hours(1);
   return cached;
 }
@@ -25,7 +25,7 @@ TEST(SemanticIndex, FindsNeighboursWithinAPartitionOnly) {
       index.search("tenant-a", "", embedder->embed("How do I reset my router password?"), 2);
   ASSERT_EQ(found.size(), 2u);
   EXPECT_NEAR(found[0].similarity, 1.0f, 1e-4);
-  EXPECT_EQ(found[0].entry->answer->chunks[0], "unplug it");
+  EXPECT_EQ(found[0].entry->answer->chunks[0].text, "unplug it");
   EXPECT_LT(found[1].similarity, 0.5f);
   EXPECT_TRUE(
       index.search("tenant-b", "", embedder->embed("how do I reset my router password"), 2).empty())
@@ -43,7 +43,7 @@ TEST(SemanticIndex, EvictsTheOldestAndForgetsOnRequest) {
   EXPECT_EQ(index.size("p"), 3u) << "a partition keeps max_entries";
   auto oldest = index.search("p", "", embedder->embed("question number 0 about topic a"), 3);
   for (const auto& match : oldest)
-    EXPECT_NE(match.entry->answer->chunks[0], "0");
+    EXPECT_NE(match.entry->answer->chunks[0].text, "0");
   auto near = embedder->embed("question number 4 about topic e");
   EXPECT_EQ(index.forget("p", "", &near, 0.99f), 1u);
   EXPECT_EQ(index.size("p"), 2u);
@@ -61,7 +61,7 @@ TEST(SemanticIndex, GrowsPastItsFirstCapacity) {
   EXPECT_EQ(index.size("p"), 3000u);
   auto found = index.search("p", "", embedder->embed("entry 2999"), 1);
   ASSERT_EQ(found.size(), 1u);
-  EXPECT_EQ(found[0].entry->answer->chunks[0], "entry 2999");
+  EXPECT_EQ(found[0].entry->answer->chunks[0].text, "entry 2999");
 }
 
 // A later question is kept under its context (the digest of the turns before it) and found only
@@ -77,11 +77,11 @@ TEST(SemanticIndex, LaterQuestionsMeetOnlyTheirOwnContext) {
 
   auto dragon = index.search("p", "dragon-story", then, 4);
   ASSERT_EQ(dragon.size(), 1u);
-  EXPECT_EQ(dragon[0].entry->answer->chunks[0], "the dragon slept");
+  EXPECT_EQ(dragon[0].entry->answer->chunks[0].text, "the dragon slept");
   EXPECT_NEAR(dragon[0].similarity, 1.0f, 1e-4);
   auto first = index.search("p", "", then, 4);
   ASSERT_EQ(first.size(), 1u);
-  EXPECT_EQ(first[0].entry->answer->chunks[0], "first question");
+  EXPECT_EQ(first[0].entry->answer->chunks[0].text, "first question");
   EXPECT_TRUE(index.search("p", "princess-story", then, 4).empty());
 
   // A correction names its context; forgetting everything takes every context.

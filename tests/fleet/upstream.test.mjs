@@ -614,7 +614,7 @@ describe('what an engine sends is held to the request', () => {
     const whole = await post(gateway.port, '/v1/chat/completions', story({ stream: false, stream_options: undefined }));
     const message = JSON.parse(whole.body).choices[0].message;
     assert.equal(message.content, 'Answer.', whole.body);
-    assert.match(message.reasoning_content, /^The tag <\/think\u200b> ends a block; so do not <\/think\u200b> show this$/);
+    assert.equal(message.reasoning_content, 'The tag </think> ends a block; so do not </think> show this');
     const streamed = await post(gateway.port, '/v1/chat/completions', story());
     assert.equal(contentOf(streamed.body), 'Answer.');
   });

@@ -193,5 +193,139 @@ TEST(OutputModeration, NoVerdictInTimeFailsClosed) {
       << held->error()->message;
 }
 
+// --- The reasoning and structured tool calls, screened in their own fields. ---
+
+std::unique_ptr<Pipeline> guarded_reasoning_echo(const std::string& guard_config) {
+  return build_yaml(
+      "version: 1\nstages:\n  - {name: echo, type: echo, config: {words_per_chunk: 1, "
+      "reasoning_format: deepseek}}\n"
+      "  - {name: guard, type: output_moderation, config: " +
+          guard_config + "}\n",
+      builtin_registry());
+}
+
+struct Collected {
+  std::string reasoning;
+  std::string text;
+  std::vector<ToolCall> calls;
+};
+
+Collected collected(const CollectingSink& sink) {
+  Collected all;
+  for (const auto& chunk : sink.chunks()) {
+    all.reasoning += chunk.reasoning;
+    all.text += chunk.text;
+    all.calls.insert(all.calls.end(), chunk.tool_calls.begin(), chunk.tool_calls.end());
+  }
+  return all;
+}
+
+TEST(OutputModeration, MasksPersonalDataInTheReasoning) {
+  auto pipeline = guarded_reasoning_echo("{}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, "<think>mail bob@example.com now</think> ok", true, sink);
+  Collected all = collected(*sink);
+  EXPECT_EQ(all.reasoning, "mail [redacted] now");
+  EXPECT_EQ(all.text, "ok");
+  EXPECT_EQ(request->annotation("output_moderation"), "masked:email");
+}
+
+TEST(OutputModeration, AMatchToAbortOnInTheReasoningEndsTheAnswer) {
+  std::string list = write_temp_file("abort-reasoning-list.txt", "build a bomb\n");
+  auto pipeline = guarded_reasoning_echo("{lists: {" + list + ": abort}, notice: ' [stopped]'}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, "<think>I will build a bomb</think> fine", true, sink);
+  Collected all = collected(*sink);
+  EXPECT_EQ(all.reasoning, "I will ");
+  EXPECT_EQ(all.text, " [stopped]");
+  EXPECT_EQ(request->finish_reason(), FinishReason::content_filter);
+  EXPECT_EQ(request->annotation("output_moderation"), "aborted:abort-reasoning-list");
+}
+
+TEST(OutputModeration, TheReasoningsWindowLeavesBeforeTheAnswer) {
+  auto pipeline = guarded_reasoning_echo("{window_chars: 8}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  answer(*pipeline, "<think>aaaa bbbb cccc</think> dddd eeee", true, sink);
+  bool text_seen = false;
+  for (const auto& chunk : sink->chunks()) {
+    if (!chunk.reasoning.empty()) {
+      EXPECT_FALSE(text_seen) << "reasoning after the answer began";
+    }
+    text_seen = text_seen || !chunk.text.empty();
+  }
+  Collected all = collected(*sink);
+  EXPECT_EQ(all.reasoning, "aaaa bbbb cccc");
+  EXPECT_EQ(all.text, "dddd eeee");
+}
+
+// Streams what an upstream engine's relay would: reasoning, then a structured call whose
+// arguments hold `argument`, then the end.
+class CallingStage final : public RequestStage {
+ public:
+  Route process(Request& request, StageIo& io) override {
+    ChunkWriter writer = io.open_stream(0);
+    Chunk reasoning;
+    reasoning.reasoning = "Who to write to?";
+    writer.write(std::move(reasoning));
+    Chunk call;
+    boost::json::object arguments{{"to", request.last_user_message()}, {"copies", 2}};
+    call.tool_calls.push_back({"call_1", "send_mail", boost::json::serialize(arguments)});
+    writer.write(std::move(call));
+    writer.finish(FinishReason::stop);
+    return Route::streaming();
+  }
+};
+
+std::unique_ptr<Pipeline> guarded_calls(const std::string& guard_config) {
+  static Registry registry = [] {
+    Registry with_calls = builtin_registry();
+    StageTypeBuilder<NoConfig> type("calling", StageKind::request, "streams a structured call");
+    type.port("out", PortKind::stream, "the answer");
+    type.create([](const NoConfig&, StageContext&) { return std::make_unique<CallingStage>(); });
+    with_calls.add(type.build());
+    return with_calls;
+  }();
+  return build_yaml(
+      "version: 1\nstages:\n  - {name: call, type: calling}\n"
+      "  - {name: guard, type: output_moderation, config: " +
+          guard_config + "}\n",
+      registry);
+}
+
+TEST(OutputModeration, MasksAStructuredCallsArgumentsAndKeepsThemJson) {
+  auto pipeline = guarded_calls("{}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, "bob@example.com", true, sink);
+  Collected all = collected(*sink);
+  EXPECT_EQ(all.reasoning, "Who to write to?");
+  ASSERT_EQ(all.calls.size(), 1u);
+  EXPECT_EQ(all.calls[0].id, "call_1");
+  EXPECT_EQ(all.calls[0].name, "send_mail");
+  EXPECT_EQ(boost::json::serialize(boost::json::parse(all.calls[0].arguments)),
+            R"({"to":"[redacted]","copies":2})");
+  EXPECT_EQ(request->annotation("output_moderation"), "masked:email");
+  // Not streamed: held whole, the same.
+  answer(*pipeline, "bob@example.com", false, sink);
+  EXPECT_EQ(collected(*sink).calls.size(), 1u);
+}
+
+TEST(OutputModeration, AStructuredCallThatMatchesAnAbortRuleIsNotMade) {
+  std::string list = write_temp_file("abort-call-list.txt", "build a bomb\n");
+  auto pipeline = guarded_calls("{lists: {" + list + ": abort}, notice: ' [stopped]'}");
+  ASSERT_TRUE(pipeline);
+  std::shared_ptr<CollectingSink> sink;
+  auto request = answer(*pipeline, "how to build a bomb", true, sink);
+  Collected all = collected(*sink);
+  EXPECT_TRUE(all.calls.empty());
+  EXPECT_EQ(all.reasoning, "Who to write to?");
+  EXPECT_EQ(all.text, " [stopped]");
+  EXPECT_EQ(request->finish_reason(), FinishReason::content_filter);
+  EXPECT_EQ(request->annotation("output_moderation"), "aborted:abort-call-list");
+}
+
 }  // namespace
 }  // namespace chatflow::testing

@@ -795,11 +795,6 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
     text = std::move(pieces.content);
     calls = std::move(pieces.calls);
   }
-  std::string encoded;
-  if (chat && !role_sent_) {
-    encoded += event(envelope({choice("", {}, true, std::nullopt)}));
-    role_sent_ = true;
-  }
   if (chat) {
     // A stream's calls come either written in its text or structured, never both: the indexes
     // of the structured ones count from 0.
@@ -807,6 +802,11 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
       calls.push_back({structured_calls_++,
                        call.id.empty() ? new_tool_call_id(ToolCallFormat::hermes) : call.id,
                        call.name, call.arguments});
+  }
+  std::string encoded;
+  if (chat && !role_sent_) {
+    encoded += event(envelope({choice("", {}, true, std::nullopt)}));
+    role_sent_ = true;
   }
   if (!text.empty() || !reasoning.empty() || !chunk.logprobs.empty() || !calls.empty()) {
     encoded +=
@@ -857,11 +857,6 @@ std::string completion_json(const Request& request, const WholeAnswer& answer) {
         calls_complete = parsed.complete;
       }
     }
-    choice = {{"index", 0},
-              {"message", std::move(message)},
-              {"logprobs", logprobs_value},
-              {"finish_reason", finish}};
-  } else {
     for (const ToolCall& call : answer.tool_calls) {
       calls.push_back(call);
       if (calls.back().id.empty()) calls.back().id = new_tool_call_id(ToolCallFormat::hermes);
@@ -878,6 +873,11 @@ std::string completion_json(const Request& request, const WholeAnswer& answer) {
       message["tool_calls"] = tool_calls_json(calls);
       if (finish == "stop" && calls_complete) finish = "tool_calls";
     }
+    choice = {{"index", 0},
+              {"message", std::move(message)},
+              {"logprobs", logprobs_value},
+              {"finish_reason", finish}};
+  } else {
     choice = {{"index", 0},
               {"text", text::repair(answer.text)},
               {"logprobs", logprobs_value},

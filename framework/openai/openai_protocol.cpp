@@ -533,10 +533,15 @@ ResponseFormat parse_response_format(const Fields& fields) {
   return format;
 }
 
+// max_tokens of a /v1/completions request that does not give it.
+constexpr int64_t kCompletionMaxTokensDefault = 16;
+
 GenerationParams parse_generation_params(const Fields& fields, RequestKind kind) {
   GenerationParams params;
-  // Absent (or null): 0, the answer may fill the context (GenerationParams::max_tokens).
-  int64_t max_tokens = fields.integer("max_tokens", 0, 1, 1 << 20);
+  // Absent (or null): a chat's answer may fill the context (0, GenerationParams::max_tokens); a
+  // legacy completion gets 16 tokens, as OpenAI's Completions API and vLLM's give it.
+  int64_t absent = kind == RequestKind::completion ? kCompletionMaxTokensDefault : 0;
+  int64_t max_tokens = fields.integer("max_tokens", absent, 1, 1 << 20);
   params.max_tokens = fields.integer("max_completion_tokens", max_tokens, 1, 1 << 20);
   params.temperature = static_cast<float>(fields.number("temperature", 1.0, 0.0, 2.0));
   params.top_p = static_cast<float>(fields.number("top_p", 1.0, 0.0, 1.0));

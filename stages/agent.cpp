@@ -200,9 +200,11 @@ class AgentLoop {
     Clock::time_point started;
     Clock::time_point deadline;
     Usage spent;
-    // Prompt tokens of the final answer the caller's limits hold: what the gates reserved for
-    // the conversation as it came, and each step's messages once they were added.
-    int64_t answer_prompt_held = 0;
+    // The final answer's prompt as it stands (the conversation with the steps kept so far), and
+    // what the caller's limits hold for the answer: that prompt and the answer's bound, as the
+    // gates reserved them for the conversation as it came and the steps grew them.
+    int64_t answer_prompt = 0;
+    int64_t answer_held = 0;
     int calls_run = 0;
     std::vector<AgentStep> trace;
     std::vector<std::string> flagged;
@@ -214,7 +216,9 @@ class AgentLoop {
     state.deadline = std::min(
         request.deadline, state.started + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(config_.timeout_s)));
-    state.answer_prompt_held = static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    state.answer_prompt = static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    state.answer_held =
+        state.answer_prompt + model_->answer_token_limit(request.generation, state.answer_prompt);
     std::vector<const AgentTool*> offered = offered_to(request.identity);
     std::string end = "step_limit";
     int step = 1;
@@ -246,6 +250,7 @@ class AgentLoop {
     probe.generation.logprobs = false;
     probe.generation.top_logprobs = 0;
     probe.generation.response_format = {};  // the shape of the final answer, not of a step
+    probe.generation.answer_token_cap = 0;  // the final answer's; a step is held on its own
     probe.generation.parallel_tool_calls = config_.parallel_tool_calls;
     for (const AgentTool* tool : offered)
       probe.generation.tools.push_back(tool->definition);
@@ -261,8 +266,10 @@ class AgentLoop {
     probe.generation.max_tokens = std::min(config_.step_max_tokens, left - prompt_tokens);
     bool budget_bound = probe.generation.max_tokens < config_.step_max_tokens;
     // The caller's quota and tokens-per-minute limits hold the step before it runs (they
-    // reserved only the answer).
-    if (!request.reserve_aside(prompt_tokens + probe.generation.max_tokens)) return "limit_reached";
+    // reserved only the answer), or an answer without max_tokens lends it of what they granted.
+    std::optional<int64_t> lent =
+        hold_for_step(request, prompt_tokens + probe.generation.max_tokens, state);
+    if (!lent) return "limit_reached";
 
     GgufModel::AsideAnswer answer;
     try {
@@ -279,6 +286,7 @@ class AgentLoop {
       throw;
     }
     state.spent += answer.usage;
+    give_back(request, *lent - answer.usage.total(), state);
     openai::ParsedToolCalls parsed =
         openai::parse_tool_calls(answer.text, answer.tool_format, probe.generation.tools);
     if (parsed.calls.empty()) {
@@ -327,12 +335,54 @@ class AgentLoop {
         model_->context_length()) {
       return leave_out("context_full");
     }
-    if (answer_prompt > state.answer_prompt_held) {
-      if (!request.reserve_aside(answer_prompt - state.answer_prompt_held))
-        return leave_out("limit_reached");
-      state.answer_prompt_held = answer_prompt;
-    }
+    if (!hold_answer(request, answer_prompt, state)) return leave_out("limit_reached");
     return stop;
+  }
+
+  // The caller's limits hold the final answer on a prompt of `answer_prompt` tokens: what they
+  // hold already, else more asked of them; an answer without max_tokens, which the gates capped
+  // at what they could grant, is held to what they hold instead (the longer prompt shortens it).
+  // False when neither can.
+  bool hold_answer(Request& request, int64_t answer_prompt, LoopState& state) const {
+    int64_t needed = answer_prompt + model_->answer_token_limit(request.generation, answer_prompt);
+    if (needed > state.answer_held) {
+      if (request.reserve_aside(needed - state.answer_held)) {
+        state.answer_held = needed;
+      } else if (!lower_cap(request, state.answer_held - answer_prompt, answer_prompt)) {
+        return false;
+      }
+    }
+    state.answer_prompt = answer_prompt;
+    return true;
+  }
+
+  // `tokens` held for a step: by the caller's limits (0 lent), or lent by an answer without
+  // max_tokens out of what the gates hold for it (its cap lowered); nullopt when neither can.
+  std::optional<int64_t> hold_for_step(Request& request, int64_t tokens, LoopState& state) const {
+    if (request.reserve_aside(tokens)) return 0;
+    if (!lower_cap(request, state.answer_held - tokens - state.answer_prompt, state.answer_prompt))
+      return std::nullopt;
+    state.answer_held -= tokens;
+    return tokens;
+  }
+
+  // What a step did not use of what the answer lent it goes back to the answer.
+  void give_back(Request& request, int64_t tokens, LoopState& state) const {
+    if (tokens <= 0) return;
+    state.answer_held += tokens;
+    request.generation.answer_token_cap = state.answer_held - state.answer_prompt;
+  }
+
+  // Lowers the cap of an answer without max_tokens (one a gate capped) to `cap`, when that
+  // leaves it at least what a gate grants at least.
+  bool lower_cap(Request& request, int64_t cap, int64_t answer_prompt) const {
+    GenerationParams& generation = request.generation;
+    if (generation.max_tokens > 0 || generation.answer_token_cap <= 0) return false;
+    int64_t least = std::min(model_->answer_token_limit(generation, answer_prompt),
+                             kMinimumGrantedAnswerTokens);
+    if (cap < least) return false;
+    generation.answer_token_cap = std::min(generation.answer_token_cap, cap);
+    return true;
   }
 
   // Checks and runs one call; `entry` gets its outcome and what the model will read.

@@ -259,11 +259,16 @@ EngineStats GgufModel::engine_stats() const {
 
 int64_t GgufModel::answer_token_limit(const GenerationParams& generation,
                                       int64_t prompt_tokens) const {
-  if (generation.max_tokens > 0) return generation.max_tokens;
+  if (generation.max_tokens > 0) return capped_answer_tokens(generation, generation.max_tokens);
   int64_t room = context_length_;
   if (scheduler_) room = std::min(room, scheduler_->capacity_tokens());
   room = std::max<int64_t>(1, room - prompt_tokens);
-  return max_tokens_default_ > 0 ? std::min(max_tokens_default_, room) : room;
+  int64_t bound = max_tokens_default_ > 0 ? std::min(max_tokens_default_, room) : room;
+  return capped_answer_tokens(generation, bound);
+}
+
+int64_t GgufModel::prompt_token_count(const Request& request) const {
+  return static_cast<int64_t>(encode_prompt(request, true).size());
 }
 
 std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io,

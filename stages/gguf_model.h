@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
 #include "framework/api/served_model.h"
 #include "framework/engine/chat_template.h"
@@ -67,7 +68,7 @@ struct PromptFacts {
   ToolCallFormat tool_format = ToolCallFormat::none;
 };
 
-class GgufModel final : public Resource, public ServedModel {
+class GgufModel final : public Resource, public ServedModel, public AnswerTokenBound {
  public:
   // `config.path` names the file (not "auto"). Throws ConfigError for a bad setting and the
   // loader's error for a bad file.
@@ -93,9 +94,16 @@ class GgufModel final : public Resource, public ServedModel {
 
   // The most tokens the answer after a prompt of `prompt_tokens` may have: the request's
   // max_tokens when given (the engine refuses one that does not fit), else what the context and
-  // the KV cache leave (at least 1), or max_tokens_default when that is less. What the gates
-  // reserve and the engine is held to.
-  int64_t answer_token_limit(const GenerationParams& generation, int64_t prompt_tokens) const;
+  // the KV cache leave (at least 1), or max_tokens_default when that is less; held to the cap
+  // a gate set (GenerationParams::answer_token_cap). What the gates reserve and the engine, an
+  // agent's answer and side answers are held to.
+  int64_t answer_token_limit(const GenerationParams& generation,
+                             int64_t prompt_tokens) const override;
+  // encode_prompt's token count.
+  int64_t prompt_token_count(const Request& request) const override;
+  int64_t context_token_limit() const override { return context_length_; }
+  // The answer's bound without max_tokens as configured; 0: up to the context.
+  int64_t max_tokens_default() const { return max_tokens_default_; }
 
   // The request's prompt as token ids: chat messages through the chat template (control tokens
   // only where the template wrote them), a completion prompt as it is. Throws RequestFailure
@@ -178,13 +186,5 @@ class GgufModel final : public Resource, public ServedModel {
   int64_t block_tokens_;
   int64_t max_tokens_default_ = 0;
 };
-
-// What a gate reserves for the answer: `model`'s answer_token_limit, or without a model the
-// request's max_tokens, else kMaxTokensWithoutContext.
-inline int64_t answer_token_bound(const GgufModel* model, const GenerationParams& generation,
-                                  int64_t prompt_tokens) {
-  if (model) return model->answer_token_limit(generation, prompt_tokens);
-  return generation.max_tokens > 0 ? generation.max_tokens : kMaxTokensWithoutContext;
-}
 
 }  // namespace chatflow

@@ -2,11 +2,12 @@
 // (body field or x-session-id header), the session's completed turns (of its newest
 // max_turns_loaded) come first, then the new messages; the whole is trimmed to `budget_tokens`,
 // counted with the model's own tokenizer and chat template (trim.h), and never to more than the
-// model's context leaves beside the answer: max_tokens, or a quarter of the context when the
-// request does not set it. So a long session keeps working on a small model: its oldest turns
-// go. Each answered turn is recorded: committed before the last event of its answer leaves, so a
-// turn the client saw complete survives a crash; a cancelled or filtered answer is recorded as
-// such and never given back as context.
+// model's context leaves beside the answer: max_tokens, or when the request does not set it the
+// model's max_tokens_default or a quarter of the context, whichever is less. So a long session
+// keeps working on a small model: its oldest turns go. Each answered turn is recorded:
+// committed before the last event of its answer leaves, so a turn the client saw complete
+// survives a crash; a cancelled or filtered answer is recorded as such and never given back as
+// context.
 #include <boost/json.hpp>
 
 #include "framework/api/response_recorder.h"
@@ -18,8 +19,8 @@
 namespace chatflow {
 namespace {
 
-// Without max_tokens, the answer may take up to the context: trimming keeps this share of it
-// (1/4) free for the answer.
+// Without max_tokens, the answer may take up to the context (or the model's max_tokens_default):
+// trimming keeps at most this share of it (1/4) free for the answer.
 constexpr int64_t kUnsetAnswerShare = 4;
 
 struct HistoryTrimConfig {
@@ -80,21 +81,27 @@ class HistoryTrimStage final : public RequestStage {
   // budget_tokens, or what the model's context leaves beside the answer when that is less.
   Budget budget_for(const GenerationParams& generation) const {
     int64_t context = model_->context_length();
-    std::optional<int64_t> asked = requested_answer_tokens(generation);
-    int64_t answer = asked ? *asked : context / kUnsetAnswerShare;
+    auto [answer, why] = answer_share(generation, context);
     int64_t room = std::max<int64_t>(context - answer, 0);
     if (room >= budget_) return {budget_, {}};
     return {room, "the model's context of " + std::to_string(context) + " tokens less " +
-                      std::to_string(answer) +
-                      (asked ? " for the answer (max_tokens)"
-                             : " kept for the answer (a quarter, as max_tokens is not set)") +
-                      " leaves " + std::to_string(room)};
+                      std::to_string(answer) + why + " leaves " + std::to_string(room)};
   }
 
-  // The answer's length the request asked for; nullopt when it left max_tokens out (0).
-  static std::optional<int64_t> requested_answer_tokens(const GenerationParams& generation) {
-    if (generation.max_tokens > 0) return generation.max_tokens;
-    return std::nullopt;
+  // What the trim keeps free for the answer, and why: max_tokens when the request sets it, else
+  // the model's max_tokens_default when set and less than a quarter of the context, else the
+  // quarter.
+  std::pair<int64_t, std::string> answer_share(const GenerationParams& generation,
+                                               int64_t context) const {
+    if (generation.max_tokens > 0) return {generation.max_tokens, " for the answer (max_tokens)"};
+    int64_t quarter = context / kUnsetAnswerShare;
+    int64_t configured = model_->max_tokens_default();
+    if (configured > 0 && configured < quarter) {
+      return {configured,
+              " kept for the answer (the model's max_tokens_default, as max_tokens "
+              "is not set)"};
+    }
+    return {quarter, " kept for the answer (a quarter, as max_tokens is not set)"};
   }
 
   static history::SessionKey session_key(const Request& request) {

@@ -4,8 +4,12 @@
 // first reserves its prompt (counted with the model's tokenizer when `model` is set, else its
 // bytes, which no tokenizer exceeds) plus max_tokens, and settles to what it used when it is
 // over; a tenant whose reservation would pass the allowance gets 429 insufficient_quota, so
-// concurrent requests can never together spend more than it. The stage is also the server's
-// usage report (GET /v1/usage) and `chatflow usage` reads the same ledger.
+// concurrent requests can never together spend more than it. A request without max_tokens
+// reserves the answer's bound (the model's, or kMaxTokensWithoutContext without one), or what is
+// left of the allowance when that is less, and its answer is capped at what was reserved
+// (GenerationParams::answer_token_cap). The stage is also the server's usage report
+// (GET /v1/usage) and `chatflow usage` reads the same ledger.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,7 +21,6 @@
 #include "framework/api/registry.h"
 #include "framework/usage/postgres_usage_ledger.h"
 #include "framework/usage/sqlite_usage_ledger.h"
-#include "stages/gguf_model.h"
 #include "stages/postgres.h"
 
 namespace chatflow {
@@ -38,7 +41,7 @@ struct QuotaConfig {
 class QuotaStage final : public RequestStage, public UsageReporter, public StorageHealth {
  public:
   QuotaStage(std::shared_ptr<usage::UsageLedger> ledger, int64_t default_tokens,
-             std::map<std::string, int64_t> tenants, std::shared_ptr<GgufModel> model)
+             std::map<std::string, int64_t> tenants, std::shared_ptr<const AnswerTokenBound> model)
       : ledger_(std::move(ledger)),
         default_tokens_(default_tokens),
         tenants_(std::move(tenants)),
@@ -46,27 +49,29 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
 
   Route process(Request& request, StageIo&) override {
     const std::string& tenant = request.identity.tenant;
+    GenerationParams& generation = request.generation;
     std::optional<int64_t> allowance = allowance_of(tenant);
+    bool answer_given = generation.max_tokens > 0;
     int64_t prompt = allowance ? prompt_bound(request) : 0;
-    // Without max_tokens, up to the model's context (GgufModel::answer_token_limit).
-    int64_t reservation =
-        allowance ? prompt + answer_token_bound(model_.get(), request.generation, prompt) : 0;
+    int64_t answer = allowance ? answer_bound(generation, prompt) : 0;
     std::string hold = usage::new_hold_id();
-    if (!reserve(tenant, hold, reservation, allowance)) {
-      int64_t used = ledger_->used_tokens(tenant);
-      int64_t held = ledger_->reserved_tokens(tenant);
-      throw RequestFailure(
-          RequestError{429,
-                       "insufficient_quota",
-                       "your tenant's quota of " + std::to_string(*allowance) + " tokens this " +
-                           std::string(usage::to_string(ledger_->period())) + " has " +
-                           std::to_string(std::max<int64_t>(0, *allowance - used - held)) +
-                           " left, and this request may use " + std::to_string(reservation) + " (" +
-                           std::to_string(used) + " used, " + std::to_string(held) +
-                           " held by requests in flight)",
-                       "insufficient_quota",
-                       {}});
+    bool reserved = reserve(tenant, hold, prompt + answer, allowance);
+    if (!reserved && !answer_given && allowance) {
+      // Without max_tokens the answer takes what is left of the allowance: a second try for that.
+      int64_t least = std::min(answer, kMinimumGrantedAnswerTokens);
+      int64_t left = left_of(tenant, *allowance);
+      if (left - prompt >= least) {
+        answer = std::min(answer, left - prompt);
+        reserved = reserve(tenant, hold, prompt + answer, allowance);
+      } else {
+        answer = least;
+      }
     }
+    if (!reserved) refuse(tenant, *allowance, prompt, answer, answer_given);
+    // The model holds the answer to what was reserved for it.
+    if (allowance && !answer_given)
+      generation.answer_token_cap = capped_answer_tokens(generation, answer);
+    int64_t reservation = prompt + answer;
     auto ledger = ledger_;
     // What the request holds grows when it spends aside (an agent's steps), so no number of
     // agents in flight can overshoot the allowance.
@@ -142,11 +147,58 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
     }
   }
 
+  // What is left of the allowance: neither used nor held by requests in flight.
+  int64_t left_of(const std::string& tenant, int64_t allowance) const {
+    try {
+      return allowance - ledger_->used_tokens(tenant) - ledger_->reserved_tokens(tenant);
+    } catch (const std::runtime_error& error) {
+      std::fprintf(stderr, "chatflow: quota: %s\n", error.what());
+      throw RequestFailure(RequestError{503,
+                                        "server_error",
+                                        "the usage ledger cannot be reached to check your "
+                                        "tenant's quota; try again later",
+                                        "quota_unavailable",
+                                        {}});
+    }
+  }
+
+  // `answer`: what was to be reserved for the answer (max_tokens when `answer_given`, else the
+  // least an answer without it is granted).
+  [[noreturn]] void refuse(const std::string& tenant, int64_t allowance, int64_t prompt,
+                           int64_t answer, bool answer_given) const {
+    int64_t used = ledger_->used_tokens(tenant);
+    int64_t held = ledger_->reserved_tokens(tenant);
+    std::string left = std::to_string(std::max<int64_t>(0, allowance - used - held));
+    std::string needs =
+        answer_given ? "this request may use " + std::to_string(prompt + answer)
+                     : "a request without max_tokens needs its prompt (" + std::to_string(prompt) +
+                           ") and at least " + std::to_string(answer) +
+                           " for the answer (wait for requests in flight or the next period, or "
+                           "send a max_tokens that fits)";
+    throw RequestFailure(
+        RequestError{429,
+                     "insufficient_quota",
+                     "your tenant's quota of " + std::to_string(allowance) + " tokens this " +
+                         std::string(usage::to_string(ledger_->period())) + " has " + left +
+                         " left, and " + needs + " (" + std::to_string(used) + " used, " +
+                         std::to_string(held) + " held by requests in flight)",
+                     "insufficient_quota",
+                     {}});
+  }
+
+  // The answer's bound: the model's (max_tokens, or its bound without it), else max_tokens or
+  // kMaxTokensWithoutContext; held to the cap an earlier gate set.
+  int64_t answer_bound(const GenerationParams& generation, int64_t prompt) const {
+    if (model_) return model_->answer_token_limit(generation, prompt);
+    return capped_answer_tokens(
+        generation, generation.max_tokens > 0 ? generation.max_tokens : kMaxTokensWithoutContext);
+  }
+
   // No more prompt tokens than this can reach the model for the request as it stands: exactly
   // so with the model's tokenizer, else its bytes (every token stands for at least one byte).
   int64_t prompt_bound(const Request& request) const {
     if (!request.prompt_tokens.empty()) return static_cast<int64_t>(request.prompt_tokens.size());
-    if (model_) return static_cast<int64_t>(model_->encode_prompt(request, true).size());
+    if (model_) return model_->prompt_token_count(request);
     int64_t bytes = static_cast<int64_t>(request.prompt.size());
     for (const auto& message : request.messages)
       bytes += static_cast<int64_t>(message.content.size()) + 8;  // the template's markers
@@ -164,7 +216,7 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
   std::shared_ptr<usage::UsageLedger> ledger_;
   int64_t default_tokens_;
   std::map<std::string, int64_t> tenants_;
-  std::shared_ptr<GgufModel> model_;
+  std::shared_ptr<const AnswerTokenBound> model_;
 };
 
 StageTypeInfo quota_stage_type() {
@@ -194,8 +246,9 @@ StageTypeInfo quota_stage_type() {
                     "tokens per period by tenant, e.g. {acme: 1000000}; 0 blocks the tenant");
   type.config()
       .key("model", &QuotaConfig::model,
-           "a gguf_model resource, to count prompt tokens exactly for reservations")
-      .resource("gguf_model");
+           "the model the requests go to (a gguf_model, or an upstream): counts the prompt and "
+           "bounds an answer without max_tokens as it does, for reservations")
+      .resource("gguf_model or upstream");
   type.create([](const QuotaConfig& config, StageContext& context) {
     std::map<std::string, int64_t> tenants;
     for (const auto& [tenant, text] : config.tenants) {
@@ -230,8 +283,8 @@ StageTypeInfo quota_stage_type() {
       if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
       ledger = usage::SqliteUsageLedger::open(path, period);
     }
-    std::shared_ptr<GgufModel> model;
-    if (!config.model.empty()) model = context.resource<GgufModel>(config.model);
+    std::shared_ptr<const AnswerTokenBound> model;
+    if (!config.model.empty()) model = context.resource<AnswerTokenBound>(config.model);
     return std::make_unique<QuotaStage>(std::move(ledger), config.default_tokens,
                                         std::move(tenants), std::move(model));
   });

@@ -1,8 +1,15 @@
 // rate_limit: requests per minute and tokens per minute, per tenant, per user (or per key, for a
 // key with limits of its own) and per client address, as token buckets. A request reserves one
-// request and its prompt tokens (counted exactly with the model's tokenizer) plus max_tokens;
-// when it is over, what it did not use goes back. Over the limit: 429 rate_limit_exceeded with
-// Retry-After. Every response carries OpenAI's x-ratelimit-* headers for the tightest bucket.
+// request and its prompt tokens (counted with the model's tokenizer) plus max_tokens; when it is
+// over, what it did not use goes back. Over the limit: 429 rate_limit_exceeded with Retry-After.
+// Every response carries OpenAI's x-ratelimit-* headers for the tightest bucket.
+//
+// A request without max_tokens may have an answer as long as the model allows (its
+// AnswerTokenBound: the context left, or max_tokens_default); it reserves that, or what the
+// buckets still hold when that is less, and the answer's cap (GenerationParams::answer_token_cap)
+// is lowered to what was reserved, so the model ends the answer there with "length". Only when
+// the buckets cannot hold its prompt and kMinimumGrantedAnswerTokens is it refused, and told to
+// wait.
 //
 // The address is the client's as the server resolved it (behind server.trusted_proxies, the
 // forwarded one), an IPv6 client grouped by its /64: a limit on anonymous traffic, and a floor
@@ -16,13 +23,15 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
+#include "framework/api/capabilities.h"
+#include "framework/api/registry.h"
 #include "framework/limits/address_group.h"
 #include "framework/limits/rate_limiter.h"
 #include "framework/limits/redis_rate_limiter.h"
 #include "framework/storage/failure_log.h"
-#include "stages/gguf_model.h"
 #include "stages/redis.h"
 
 namespace chatflow {
@@ -99,7 +108,7 @@ enum ClaimIndex : size_t {
 
 class RateLimitStage final : public RequestStage {
  public:
-  RateLimitStage(const RateLimitConfig& config, std::shared_ptr<GgufModel> model,
+  RateLimitStage(const RateLimitConfig& config, std::shared_ptr<const AnswerTokenBound> model,
                  std::shared_ptr<limits::RateLimiter> limiter, const std::string& who)
       : config_(config),
         model_(std::move(model)),
@@ -110,36 +119,98 @@ class RateLimitStage final : public RequestStage {
   }
 
   Route process(Request& request, StageIo&) override {
+    GenerationParams& generation = request.generation;
     int64_t prompt_tokens = static_cast<int64_t>(request.prompt_tokens.size());
-    if (prompt_tokens == 0 && model_)
-      prompt_tokens = static_cast<int64_t>(model_->encode_prompt(request, true).size());
-    // Without max_tokens, up to the model's context (GgufModel::answer_token_limit).
-    int64_t max_tokens = answer_token_bound(model_.get(), request.generation, prompt_tokens);
-    // A request that can never fit the model is a 400, not a 429 a client would retry for ever.
-    if (model_ && prompt_tokens + max_tokens > model_->context_length()) {
-      throw RequestFailure(RequestError{
-          400, "invalid_request_error",
-          "the prompt is " + std::to_string(prompt_tokens) + " tokens and max_tokens is " +
-              std::to_string(max_tokens) + ": together more than the model's " + "context of " +
-              std::to_string(model_->context_length()) + " tokens",
-          "context_length_exceeded", "messages"});
-    }
-    double tokens = static_cast<double>(prompt_tokens + max_tokens);
-    std::vector<limits::Claim> claims = claims_of(request, tokens);
+    if (prompt_tokens == 0 && model_) prompt_tokens = model_->prompt_token_count(request);
+    bool answer_given = generation.max_tokens > 0;
+    // Without max_tokens, as long as the model allows (without a model, what one with an unknown
+    // context would: kMaxTokensWithoutContext).
+    int64_t bound = model_
+                        ? model_->answer_token_limit(generation, prompt_tokens)
+                        : capped_answer_tokens(generation, answer_given ? generation.max_tokens
+                                                                        : kMaxTokensWithoutContext);
+    refuse_what_cannot_fit(prompt_tokens, bound, answer_given);
+    int64_t answer = bound;
+    std::vector<limits::Claim> claims =
+        claims_of(request, static_cast<double>(prompt_tokens + answer));
+    bool holds_tokens = holds_any(claims, {kTenantTokens, kCallerTokens, kAddressTokens});
     limits::Reservation reservation;
     try {
       reservation = limiter_->reserve(claims);
+      // Without max_tokens the answer takes what the buckets hold: a second try for that.
+      if (!reservation.granted && !answer_given && holds_tokens &&
+          !short_of(claims, reservation, {kTenantRequests, kCallerRequests, kAddressRequests})) {
+        answer = grantable(claims, reservation, prompt_tokens, bound);
+        set_tokens(claims, static_cast<double>(prompt_tokens + answer));
+        reservation = limiter_->reserve(claims);
+      }
       failures_->succeeded();
     } catch (const limits::LimiterUnavailable& error) {
       return unavailable(request, error.what());
     }
     set_headers(request, claims, reservation);
-    if (!reservation.granted) refuse(request, claims, reservation, tokens);
-    settle_when_released(request, claims, tokens);
+    if (!reservation.granted)
+      refuse(request, claims, reservation, prompt_tokens, answer, answer_given);
+    // The model holds the answer to what was reserved for it.
+    if (!answer_given && holds_tokens)
+      generation.answer_token_cap = capped_answer_tokens(generation, answer);
+    settle_when_released(request, claims, static_cast<double>(prompt_tokens + answer));
     return Route::to(0);
   }
 
  private:
+  // A request that can never fit the model is a 400, not a 429 a client would retry for ever.
+  void refuse_what_cannot_fit(int64_t prompt_tokens, int64_t bound, bool answer_given) const {
+    int64_t context = model_ ? model_->context_token_limit() : 0;
+    if (context <= 0 || prompt_tokens + bound <= context) return;
+    std::string what = answer_given
+                           ? " and max_tokens is " + std::to_string(bound) + ": together more than"
+                           : ", which leaves no room for an answer in";
+    throw RequestFailure(RequestError{400, "invalid_request_error",
+                                      "the prompt is " + std::to_string(prompt_tokens) + " tokens" +
+                                          what + " the model's context of " +
+                                          std::to_string(context) + " tokens",
+                                      "context_length_exceeded", "messages"});
+  }
+
+  static bool holds_any(const std::vector<limits::Claim>& claims,
+                        std::initializer_list<size_t> indices) {
+    for (size_t i : indices)
+      if (claims[i].limit > 0) return true;
+    return false;
+  }
+
+  // Whether any of the buckets at `indices` had less than its claim.
+  static bool short_of(const std::vector<limits::Claim>& claims,
+                       const limits::Reservation& reservation,
+                       std::initializer_list<size_t> indices) {
+    for (size_t i : indices) {
+      if (claims[i].limit > 0 && reservation.states[i].remaining < claims[i].amount) return true;
+    }
+    return false;
+  }
+
+  // What an answer without max_tokens can have of what every token bucket holds now: at most
+  // its bound, and at least the least it is granted (a try for that is then refused, saying how
+  // long to wait for it).
+  static int64_t grantable(const std::vector<limits::Claim>& claims,
+                           const limits::Reservation& reservation, int64_t prompt_tokens,
+                           int64_t bound) {
+    double held = std::numeric_limits<double>::infinity();
+    for (size_t i : {kTenantTokens, kCallerTokens, kAddressTokens}) {
+      if (claims[i].limit > 0) held = std::min(held, reservation.states[i].remaining);
+    }
+    int64_t least = std::min(bound, kMinimumGrantedAnswerTokens);
+    double room = std::floor(held) - static_cast<double>(prompt_tokens);
+    if (room <= static_cast<double>(least)) return least;
+    return room >= static_cast<double>(bound) ? bound : static_cast<int64_t>(room);
+  }
+
+  static void set_tokens(std::vector<limits::Claim>& claims, double tokens) {
+    for (size_t i : {kTenantTokens, kCallerTokens, kAddressTokens})
+      claims[i].amount = tokens;
+  }
+
   // The tenant's, the caller's and the client address's buckets. The caller is the user, or the
   // key when it brings a limit of its own (`keys add --rpm`): that limit replaces user_rpm for
   // the key's requests, and when it is above the tenant's limit the tenant's bucket no longer
@@ -180,35 +251,42 @@ class RateLimitStage final : public RequestStage {
     return claims;
   }
 
+  // `answer`: the tokens reserved for the answer, max_tokens when `answer_given`, else the
+  // least an answer without it is granted when even that did not fit.
   [[noreturn]] void refuse(Request& request, const std::vector<limits::Claim>& claims,
-                           const limits::Reservation& reservation, double tokens) const {
-    auto exhausted = [&](size_t i) {
-      return claims[i].limit > 0 && reservation.states[i].remaining < claims[i].amount;
-    };
+                           const limits::Reservation& reservation, int64_t prompt_tokens,
+                           int64_t answer, bool answer_given) const {
+    auto exhausted = [&](size_t i) { return short_of(claims, reservation, {i}); };
     bool requests_bound =
-        exhausted(kTenantRequests) || exhausted(kCallerRequests) || exhausted(kAddressRequests);
+        short_of(claims, reservation, {kTenantRequests, kCallerRequests, kAddressRequests});
     std::string kind = requests_bound ? "requests" : "tokens";
     bool address_bound = requests_bound ? exhausted(kAddressRequests) : exhausted(kAddressTokens);
     std::string scope = address_bound ? " from your address" : "";
+    std::string window = window_text(config_.window_s);
     if (reservation.never) {
-      throw RequestFailure(
-          RequestError{429,
-                       kind,
-                       "the request needs " + std::to_string(static_cast<int64_t>(tokens)) +
-                           " tokens (prompt + max_tokens), more than your whole tokens limit per " +
-                           window_text(config_.window_s) + "; lower max_tokens",
-                       "rate_limit_exceeded",
-                       {}});
+      std::string why =
+          answer_given
+              ? "the request needs " + std::to_string(prompt_tokens + answer) +
+                    " tokens (prompt + max_tokens), more than your whole tokens limit per " +
+                    window + "; lower max_tokens"
+              : "the prompt is " + std::to_string(prompt_tokens) + " tokens: with the least " +
+                    "answer a request without max_tokens is given (" + std::to_string(answer) +
+                    " tokens), more than your whole tokens limit per " + window +
+                    "; shorten the prompt";
+      throw RequestFailure(RequestError{429, kind, why, "rate_limit_exceeded", {}});
     }
     auto wait = static_cast<int64_t>(std::ceil(reservation.retry_after_s));
     request.set_response_header("retry-after", std::to_string(std::max<int64_t>(1, wait)));
-    throw RequestFailure(RequestError{429,
-                                      kind,
-                                      "rate limit reached for " + kind + " per " +
-                                          window_text(config_.window_s) + scope + "; retry in " +
-                                          reset_text(reservation.retry_after_s),
-                                      "rate_limit_exceeded",
-                                      {}});
+    std::string message = "rate limit reached for " + kind + " per " + window + scope;
+    if (!answer_given && !requests_bound) {
+      message += ": a request without max_tokens needs its prompt (" +
+                 std::to_string(prompt_tokens) + " tokens) and at least " + std::to_string(answer) +
+                 " for the answer; retry in " + reset_text(reservation.retry_after_s) +
+                 ", or send a max_tokens that fits";
+    } else {
+      message += "; retry in " + reset_text(reservation.retry_after_s);
+    }
+    throw RequestFailure(RequestError{429, kind, message, "rate_limit_exceeded", {}});
   }
 
   // Settle when the request is over: give back the tokens reserved and not used (or take the
@@ -297,7 +375,7 @@ class RateLimitStage final : public RequestStage {
   }
 
   RateLimitConfig config_;
-  std::shared_ptr<GgufModel> model_;
+  std::shared_ptr<const AnswerTokenBound> model_;
   std::shared_ptr<limits::RateLimiter> limiter_;
   std::shared_ptr<storage::FailureLog> failures_;
   std::map<std::string, Limits> tenants_;
@@ -311,8 +389,9 @@ StageTypeInfo rate_limit_stage_type() {
   type.port("out", PortKind::request, "requests within their limits");
   type.config()
       .key("model", &RateLimitConfig::model,
-           "a gguf_model resource, to count prompt tokens exactly (needed for tpm)")
-      .resource("gguf_model");
+           "the model the requests go to (a gguf_model, or an upstream): counts the prompt and "
+           "bounds an answer without max_tokens as it does (needed for tpm)")
+      .resource("gguf_model or upstream");
   type.config()
       .key("rpm", &RateLimitConfig::rpm, "requests per window per tenant; 0: no limit")
       .at_least(0);
@@ -359,13 +438,14 @@ StageTypeInfo rate_limit_stage_type() {
            "refuses to start without it) or fail_open (requests pass uncounted)")
       .choices({"fail_closed", "fail_open"});
   type.create([](const RateLimitConfig& config, StageContext& context) {
-    std::shared_ptr<GgufModel> model;
-    if (!config.model.empty()) model = context.resource<GgufModel>(config.model);
+    std::shared_ptr<const AnswerTokenBound> model;
+    if (!config.model.empty()) model = context.resource<AnswerTokenBound>(config.model);
     bool counts_tokens = config.tpm > 0 || config.user_tpm > 0 || config.address_tpm > 0;
     for (const auto& [tenant, text] : config.tenants)
       counts_tokens |= text.find("tpm") != std::string::npos;
     if (counts_tokens && !model) {
-      throw ConfigError("token limits need 'model' (a gguf_model) to count prompt tokens");
+      throw ConfigError(
+          "token limits need 'model' (a gguf_model or an upstream) to count prompt tokens");
     }
     std::shared_ptr<limits::RateLimiter> limiter;
     std::string who = "rate_limit '" + context.stage_name() + "'";

@@ -217,7 +217,13 @@ UpstreamModel::UpstreamModel(upstream::UpstreamSettings settings, std::string up
       served_name_(std::move(served_name)),
       context_length_(context_length),
       tokenizer_(std::move(tokenizer)),
-      max_tokens_default_(max_tokens_default) {}
+      max_tokens_default_(max_tokens_default) {
+  if (tokenizer_ && tokenizer_->tokenizer().vocabulary().add_space_prefix) {
+    auto vocabulary = std::make_shared<engine::Vocabulary>(tokenizer_->tokenizer().vocabulary());
+    vocabulary->add_space_prefix = false;
+    continuation_tokenizer_ = std::make_unique<engine::Tokenizer>(std::move(vocabulary));
+  }
+}
 
 int64_t UpstreamModel::count_prompt_tokens(const Request& request) const {
   if (tokenizer_) return static_cast<int64_t>(tokenizer_->encode_prompt(request, true).size());
@@ -252,24 +258,45 @@ int64_t UpstreamModel::prompt_token_bound(const Request& request) const {
   return bytes;
 }
 
-UpstreamModel::AnswerLimit UpstreamModel::answer_token_limit(const GenerationParams& generation,
-                                                             int64_t prompt_tokens) const {
+UpstreamModel::AnswerLimit UpstreamModel::uncapped_answer_limit(const GenerationParams& generation,
+                                                                int64_t prompt_tokens) const {
   if (generation.max_tokens > 0) return {generation.max_tokens, true};
   if (max_tokens_default_ > 0) return {max_tokens_default_, true};
   if (context_length_ > 0) return {std::max<int64_t>(1, context_length_ - prompt_tokens), false};
   if (tokenizer_) {
-    // The gates count with the same model, so they reserved exactly this.
     int64_t room = std::max<int64_t>(1, tokenizer_->context_length() - prompt_tokens);
-    int64_t limit = tokenizer_->answer_token_limit(generation, prompt_tokens);
-    return {limit, limit < room};  // below the room: the tokenizer's max_tokens_default
+    int64_t configured = tokenizer_->max_tokens_default();
+    if (configured > 0 && configured < room) return {configured, true};
+    return {room, false};
   }
   return {kMaxTokensWithoutContext, true};
 }
 
+UpstreamModel::AnswerLimit UpstreamModel::answer_limit(const GenerationParams& generation,
+                                                       int64_t prompt_tokens) const {
+  AnswerLimit limit = uncapped_answer_limit(generation, prompt_tokens);
+  int64_t capped = capped_answer_tokens(generation, limit.tokens);
+  // Below what the engine would bound itself to: it is told what the gates granted.
+  if (capped < limit.tokens) return {capped, true};
+  return limit;
+}
+
+int64_t UpstreamModel::answer_token_limit(const GenerationParams& generation,
+                                          int64_t prompt_tokens) const {
+  return answer_limit(generation, prompt_tokens).tokens;
+}
+
+int64_t UpstreamModel::prompt_token_count(const Request& request) const {
+  if (tokenizer_) return static_cast<int64_t>(tokenizer_->encode_prompt(request, true).size());
+  return prompt_token_bound(request);
+}
+
 int64_t UpstreamModel::count_output_tokens(std::string_view text, int64_t engine_events) const {
-  if (tokenizer_)
-    return std::max<int64_t>(1,
-                             static_cast<int64_t>(tokenizer_->tokenize(text, false, false).size()));
+  if (tokenizer_) {
+    const engine::Tokenizer& counting =
+        continuation_tokenizer_ ? *continuation_tokenizer_ : tokenizer_->tokenizer();
+    return std::max<int64_t>(1, static_cast<int64_t>(counting.encode(text, false, false).size()));
+  }
   auto by_bytes =
       (static_cast<int64_t>(text.size()) + kBytesPerTokenAtMost - 1) / kBytesPerTokenAtMost;
   return std::max({int64_t{1}, engine_events, by_bytes});

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
 #include "framework/api/served_model.h"
 #include "framework/upstream/upstream_client.h"
@@ -16,7 +17,7 @@
 
 namespace chatflow {
 
-class UpstreamModel final : public Resource, public ServedModel {
+class UpstreamModel final : public Resource, public ServedModel, public AnswerTokenBound {
  public:
   // `tokenizer` may be null: token counts are then the engine's, or estimated (see count_*).
   UpstreamModel(upstream::UpstreamSettings settings, std::string upstream_model,
@@ -39,19 +40,27 @@ class UpstreamModel final : public Resource, public ServedModel {
   int64_t prompt_token_bound(const Request& request) const;
 
   // The most tokens the answer may have: the request's max_tokens, else max_tokens_default,
-  // else the tokenizer's bound, else what context_length leaves, else kMaxTokensWithoutContext.
-  // `sent`: whether the engine is told it (not when it comes from the context, which the engine
-  // counts exactly itself).
+  // else what context_length leaves, else the tokenizer's bound, else kMaxTokensWithoutContext;
+  // held to the cap a gate set (GenerationParams::answer_token_cap). `sent`: whether the engine
+  // is told it (not when it comes from the context, which the engine counts exactly itself).
   struct AnswerLimit {
     int64_t tokens = 0;
     bool sent = true;
   };
-  AnswerLimit answer_token_limit(const GenerationParams& generation, int64_t prompt_tokens) const;
+  AnswerLimit answer_limit(const GenerationParams& generation, int64_t prompt_tokens) const;
+
+  // For the gates that name this upstream as their model (AnswerTokenBound): the prompt's tokens
+  // with the tokenizer, else prompt_token_bound; answer_limit's tokens; the context.
+  int64_t prompt_token_count(const Request& request) const override;
+  int64_t answer_token_limit(const GenerationParams& generation,
+                             int64_t prompt_tokens) const override;
+  int64_t context_token_limit() const override { return context_length(); }
 
   // Tokens the engine spent on output it sent as `engine_events` events holding `text`, counted
-  // so as never to cut short an answer the engine kept within max_tokens: with the tokenizer,
-  // else one token per event (as vLLM, llama.cpp's server and chatflow stream them) and at least
-  // one per kBytesPerTokenAtMost bytes.
+  // so as never to cut short an answer the engine kept within max_tokens: with the tokenizer
+  // (as text that continues an answer: without the space a SentencePiece vocabulary puts before
+  // a text's first word), else one token per event (as vLLM, llama.cpp's server and chatflow
+  // stream them) and at least one per kBytesPerTokenAtMost bytes.
   int64_t count_output_tokens(std::string_view text, int64_t engine_events) const;
   // The start of `text` that holds `tokens` of the `counted` that count_output_tokens found.
   std::string cut_output(std::string_view text, int64_t tokens, int64_t counted) const;
@@ -68,11 +77,19 @@ class UpstreamModel final : public Resource, public ServedModel {
   // The tokenizer, or the client's 400 no_tokenizer (for /tokenize and /detokenize).
   const GgufModel& required_tokenizer() const;
 
+  // The answer's bound before any gate's cap.
+  AnswerLimit uncapped_answer_limit(const GenerationParams& generation,
+                                    int64_t prompt_tokens) const;
+
   upstream::UpstreamClient client_;
   std::string upstream_model_;
   std::string served_name_;
   int64_t context_length_;
   std::shared_ptr<GgufModel> tokenizer_;
+  // The tokenizer's vocabulary without its space prefix (null when it has none): generated text
+  // arrives in pieces, and only a whole text's first word gets the prefix (" word" is one token
+  // as the engine wrote it, two when counted as a text of its own).
+  std::unique_ptr<engine::Tokenizer> continuation_tokenizer_;
   int64_t max_tokens_default_;
 };
 

@@ -330,7 +330,7 @@ class UpstreamGenerateStage final : public RequestStage {
     }
     request.usage.prompt_tokens = model_->count_prompt_tokens(request);
     UpstreamModel::AnswerLimit limit =
-        model_->answer_token_limit(request.generation, request.usage.prompt_tokens);
+        model_->answer_limit(request.generation, request.usage.prompt_tokens);
     upstream::UpstreamCall call;
     call.path = upstream::request_path(request);
     call.body =

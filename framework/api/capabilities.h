@@ -122,4 +122,22 @@ class StorageHealth {
   virtual StorageStatus storage_status() const = 0;
 };
 
+// A model resource (gguf_model, upstream) as the gates that name it as their `model` see it: how
+// many tokens a request's prompt holds and how long its answer may be, the same bound its
+// generator holds the answer to, so what a gate reserves is what the answer can spend.
+class AnswerTokenBound {
+ public:
+  virtual ~AnswerTokenBound() = default;
+  // The prompt's tokens as the model reads them: exact with the model's tokenizer, else never
+  // fewer (an upper bound from the prompt's bytes).
+  virtual int64_t prompt_token_count(const Request& request) const = 0;
+  // The most tokens the answer after `prompt_tokens` may have: max_tokens when given, else the
+  // model's bound (max_tokens_default, what the context leaves, or kMaxTokensWithoutContext),
+  // held to generation.answer_token_cap when a gate set one.
+  virtual int64_t answer_token_limit(const GenerationParams& generation,
+                                     int64_t prompt_tokens) const = 0;
+  // The context a prompt and its answer share; 0 when unknown.
+  virtual int64_t context_token_limit() const = 0;
+};
+
 }  // namespace chatflow

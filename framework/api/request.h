@@ -107,11 +107,26 @@ struct GenerationParams {
   std::string tool_choice_function;                // ToolChoice::function: its name
   bool parallel_tool_calls = true;
   ResponseFormat response_format;
+  // The most tokens the answer may have as the gates (rate_limit, quota) reserved it: the least
+  // any of them granted; 0: no gate set one. A gate sets it for an answer without max_tokens
+  // (what its bucket or allowance could hold), and every generator holds the answer to it beside
+  // max_tokens or the model's own bound, ending it with finish_reason "length" there.
+  int64_t answer_token_cap = 0;
 };
 
 // The answer's bound where max_tokens was not given and no context length is known: a gate
 // without a model, an upstream without context_length or tokenizer.
 inline constexpr int64_t kMaxTokensWithoutContext = 4096;
+
+// The least a gate grants an answer without max_tokens (or its whole bound, when less): a gate
+// that cannot grant that much refuses the request rather than admit an answer cut at once.
+inline constexpr int64_t kMinimumGrantedAnswerTokens = 16;
+
+// `bound` (max_tokens, or the model's bound for an answer without it) held to the gates' cap.
+inline int64_t capped_answer_tokens(const GenerationParams& generation, int64_t bound) {
+  int64_t cap = generation.answer_token_cap;
+  return cap > 0 && cap < bound ? cap : bound;
+}
 
 enum class RequestKind { chat, completion };
 

@@ -16,6 +16,19 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(begin, end - begin + 1));
 }
 
+// Whether a resource of `type` may be named where a key asks for `wanted`: one type, or several
+// joined by " or " ("gguf_model or upstream").
+bool accepts_resource_type(std::string_view wanted, std::string_view type) {
+  constexpr std::string_view separator = " or ";
+  for (size_t start = 0;;) {
+    size_t end = wanted.find(separator, start);
+    if (wanted.substr(start, end == std::string_view::npos ? end : end - start) == type)
+      return true;
+    if (end == std::string_view::npos) return false;
+    start = end + separator.size();
+  }
+}
+
 // The location of the character at `offset` inside a one-line scalar, so an error points at the
 // stage or port name rather than the start of the edge.
 SourceLocation inside(const ConfigValue& scalar, size_t offset) {
@@ -265,7 +278,8 @@ class GraphChecker {
     if (found == spec_.resources.end()) {
       std::vector<std::string> names;
       for (const auto& resource : spec_.resources) {
-        if (resource.type->name == reference.resource_type) names.push_back(resource.name);
+        if (accepts_resource_type(reference.resource_type, resource.type->name))
+          names.push_back(resource.name);
       }
       diagnostics_.error(reference.where, owner + ": key '" + reference.key + "' names resource '" +
                                               reference.resource_name +
@@ -274,7 +288,7 @@ class GraphChecker {
                                               did_you_mean(reference.resource_name, names) +
                                               " (declared " + reference.resource_type +
                                               " resources: " + join_names(names) + ")");
-    } else if (found->type->name != reference.resource_type) {
+    } else if (!accepts_resource_type(reference.resource_type, found->type->name)) {
       diagnostics_.error(reference.where, owner + ": key '" + reference.key + "' needs a " +
                                               reference.resource_type + " resource, but '" +
                                               reference.resource_name + "' is a " +

@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 
 import {
   addKey, metric, modelPipeline, openStream, parseResponse, postBytes, rawExchange, runChatflow, scrape,
-  scratchPath, sseData, startServer, testModel, waitFor, writeTemp,
+  scratchPath, sourceDir, sseData, startServer, testModel, waitFor, writeTemp,
 } from '../server/harness.mjs';
 
 function gatewayPipeline(name, endpoints, {
@@ -538,6 +538,82 @@ describe('what an engine sends is held to the request', () => {
     assert.deepEqual(finishOf(response.body), ['length']);
     assert.ok(usageOf(response.body).completion_tokens <= 20);
     assert.equal(engine.state.bodies[0].max_tokens, 20);
+  });
+
+  // The gates and the relay bound an answer without max_tokens the same way: the quota names
+  // the upstream as its model, reserves the prompt and what is left of the allowance (not 4096,
+  // nor the 131,072-token context the relay would let the engine fill), and the relay holds the
+  // engine to what was granted, so requests at once never pass the allowance together.
+  test('without max_tokens, a quota naming the upstream holds concurrent answers within the allowance', async () => {
+    const engine = await foreverEngine(`data: ${JSON.stringify(delta(' word'))}\n\n`);
+    listeners.push(engine);
+    const keys = scratchPath('upstream-granted-keys.yaml');
+    const tenant = addKey(keys, 'acme');
+    const admin = addKey(keys, 'acme', { user: 'root', roles: ['admin'] });
+    const gateway = await startServer(['--pipeline', gatewayPipeline('granted', [engine.url], {
+      health: '{path: ""}', upstream: '    context_length: 131072\n',
+      stages: `  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: quota, type: quota, config: {database: ${scratchPath('upstream-granted-usage.db')}, model: llm, tenants: {acme: "3000"}}}\n`,
+    })]);
+    servers.push(gateway);
+    const responses = await Promise.all([0, 1, 2].map(() =>
+      postAs(gateway.port, '/v1/chat/completions', story({ max_tokens: undefined }), tenant)));
+    const served = responses.filter((response) => response.status === 200);
+    assert.ok(served.length >= 1, responses.map((response) => response.body).join('\n'));
+    for (const response of responses.filter((each) => each.status !== 200)) {
+      assert.equal(response.status, 429, response.body);
+      assert.equal(JSON.parse(response.body).error.code, 'insufficient_quota');
+    }
+    let total = 0;
+    for (const response of served) {
+      assert.deepEqual(finishOf(response.body), ['length']);
+      const usage = usageOf(response.body);
+      total += usage.prompt_tokens + usage.completion_tokens;
+    }
+    assert.ok(total <= 3000, `the answers took ${total} of 3000`);
+    // The engine was told the bound it was held to.
+    for (const body of engine.state.bodies) assert.ok(body.max_tokens > 0 && body.max_tokens <= 3000, JSON.stringify(body));
+    const row = await waitFor(async () => {
+      const report = await fetch(`${gateway.url}/v1/usage?tenant=acme`, { headers: { Authorization: `Bearer ${admin}` } });
+      const found = (await report.json()).data[0];
+      return found?.requests === served.length ? found : undefined;
+    }, { what: 'the ledger rows' });
+    assert.ok(row.total_tokens <= 3000, `the ledger holds ${row.total_tokens} of 3000`);
+  });
+
+  // A SentencePiece tokenizer adds a space before a text's first word; counted event by event,
+  // each " word" was two tokens ("▁", "▁word") and max_tokens 100 gave the client 50 words.
+  const spmVocab = path.join(sourceDir, '../shared/models/vocab/ggml-vocab-llama-spm.gguf');
+  test('with a SentencePiece tokenizer each " word" the engine sends counts as the one token it is', {
+    skip: fs.existsSync(spmVocab) ? false : 'needs ../shared/models/vocab/ggml-vocab-llama-spm.gguf',
+  }, async () => {
+    const model = scratchPath('upstream-spm-tokenizer.gguf');
+    const made = runChatflow(['make-model', '--dim', '64', '--layers', '1', '--heads', '2', '--ffn', '128',
+      '--context', '4096', '--vocab-from', spmVocab, '-o', model]);
+    assert.equal(made.status, 0, made.stderr);
+    const engine = await foreverEngine(`data: ${JSON.stringify(delta(' word'))}\n\n`);
+    listeners.push(engine);
+    const file = writeTemp('upstream-spm.yaml', `version: 1
+name: upstream-spm
+resources:
+  words: {type: gguf_model, path: "${model}", tokenizer_only: true}
+  llm:
+    type: upstream
+    endpoints: "${engine.url}"
+    model: test-model
+    tokenizer: words
+    health: {path: ""}
+stages:
+  - {name: generate, type: upstream_generate, config: {model: llm}}
+  - {name: emit, type: sse_emit}
+`);
+    const gateway = await startServer(['--pipeline', file]);
+    servers.push(gateway);
+    const response = await post(gateway.port, '/v1/chat/completions', story({ max_tokens: 100 }));
+    assert.equal(response.status, 200, response.body);
+    assert.deepEqual(finishOf(response.body), ['length']);
+    assert.equal(contentOf(response.body), ' word'.repeat(100));
+    assert.equal(usageOf(response.body).completion_tokens, 100);
   });
 
   test('an engine\'s usage is believed only within max_tokens and the prompt\'s size', async () => {

@@ -662,4 +662,31 @@ describe('agent: the final answer is held too', () => {
     assert.equal(lastStep(response).status, 'limit_reached');
     assert.equal(response.json.usage.prompt_tokens, asked);
   });
+
+  // Without max_tokens the quota grants the answer what is left of the allowance; the step and
+  // the prompt its result adds to the answer are then taken out of that grant (the answer ends
+  // sooner, with "length"), never refused as limit_reached nor billed past the allowance.
+  test('without max_tokens, the step and what it adds to the answer come out of what the quota granted', async () => {
+    const reader = addKey(keysFile, 'granted', { user: 'reader', roles: ['reader'] });
+    const admin = addKey(keysFile, 'granted', { user: 'root', roles: ['admin'] });
+    const server = await startServer(['--pipeline', agentPipeline('agent-answer-granted', `        - {name: get_weather, roles: [reader], parameters: ${cityParameters},
+           http: {url: "${tools.url}/weather", timeout_s: 5}}`, 'max_steps: 1',
+    `  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: quota, type: quota, config: {database: ${scratchPath('agent-answer-granted.db')}, model: llm, tenants: {granted: "1500"}}}\n`)]);
+    servers.push(server);
+    const response = await ask(server, reader, {
+      max_tokens: undefined, ignore_eos: true, messages: [{ role: 'user', content: 'What is the weather in Oslo?' }],
+    });
+    assert.equal(response.status, 200, response.text);
+    assert.deepEqual(toolSteps(response).map((step) => step.status), ['ok']);
+    assert.equal(lastStep(response).status, 'step_limit');
+    assert.equal(response.json.choices[0].finish_reason, 'length');
+    const row = await waitFor(async () => {
+      const report = await fetch(`${server.url}/v1/usage?tenant=granted`, { headers: as(admin) });
+      const found = (await report.json()).data[0];
+      return found?.requests === 1 ? found : undefined;
+    }, { what: 'the ledger row' });
+    assert.ok(row.total_tokens <= 1500, `billed ${row.total_tokens} of 1500`);
+    assert.ok(row.total_tokens > 1000, `the answer was given ${row.total_tokens} of 1500`);
+  });
 });

@@ -265,3 +265,75 @@ describe('limits per client address, and keys above their tenant', () => {
     assert.equal(otherNetwork.status, 200, otherNetwork.text);
   });
 });
+
+// The test model's context is 16,384 tokens: a request without max_tokens may fill it, more
+// than these limits hold. It used to be refused for ever (rate_limit: "lower max_tokens", which
+// the client never sent; quota: always insufficient). It now gets what the bucket or the
+// allowance holds and ends with "length" there; only when that is nothing is it refused, told
+// to wait or to send max_tokens.
+describe('a request without max_tokens under limits smaller than the context', () => {
+  let server;
+  let acme;
+  let globex;
+  let initech;
+  let admin;
+  before(async () => {
+    const file = pipeline('no-max-tokens', `  - name: limits
+    type: rate_limit
+    config: {model: llm, window_s: 3600, tenants: {acme: "tpm=300"}}
+  - name: quota
+    type: quota
+    config: {database: ${scratchPath('no-max-tokens-usage.db')}, model: llm, tenants: {globex: "250"}}`);
+    const keys = scratchPath('no-max-tokens-keys.yaml');
+    acme = addKey(keys, 'acme');
+    globex = addKey(keys, 'globex');
+    initech = addKey(keys, 'initech');
+    admin = addKey(keys, 'ops', { roles: ['admin'] });
+    server = await startServer(['--pipeline', file]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  const unbounded = { model: 'test-model', messages: [{ role: 'user', content: 'hello there' }], ignore_eos: true, temperature: 0 };
+  const as = (key) => ({ Authorization: `Bearer ${key}` });
+
+  test('tokens per minute: the answer takes what the bucket holds; an empty bucket means wait', async () => {
+    const first = await post(server.url, '/v1/chat/completions', unbounded, as(acme));
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.json.choices[0].finish_reason, 'length');
+    assert.equal(first.json.usage.total_tokens, 300);
+    assert.equal(first.headers.get('x-ratelimit-remaining-tokens'), '0');
+    const refused = await post(server.url, '/v1/chat/completions', unbounded, as(acme));
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.error.code, 'rate_limit_exceeded');
+    assert.doesNotMatch(refused.json.error.message, /lower max_tokens/);
+    assert.match(refused.json.error.message, /retry in .*max_tokens/);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+  });
+
+  test('a quota: the answer takes what is left of the allowance, and the ledger holds exactly it', async () => {
+    const first = await post(server.url, '/v1/chat/completions', unbounded, as(globex));
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.json.choices[0].finish_reason, 'length');
+    assert.equal(first.json.usage.total_tokens, 250);
+    const row = await waitFor(async () => {
+      const report = await fetch(`${server.url}/v1/usage?tenant=globex`, { headers: as(admin) });
+      return (await report.json()).data[0];
+    }, { what: 'globex\'s ledger row' });
+    assert.equal(row.total_tokens, 250);
+    const refused = await post(server.url, '/v1/chat/completions', unbounded, as(globex));
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.json.error.code, 'insufficient_quota');
+    assert.match(refused.json.error.message, /without max_tokens/);
+  });
+
+  test('a legacy completion without max_tokens gets 16 tokens, as OpenAI\'s and vLLM\'s do', async () => {
+    const response = await post(server.url, '/v1/completions',
+      { model: 'test-model', prompt: 'Once upon a time', ignore_eos: true, temperature: 0 }, as(initech));
+    assert.equal(response.status, 200, response.text);
+    assert.equal(response.json.usage.completion_tokens, 16);
+    assert.equal(response.json.choices[0].finish_reason, 'length');
+  });
+});

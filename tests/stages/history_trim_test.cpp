@@ -27,11 +27,12 @@ std::string model_path(int64_t context = 4096) {
 std::unique_ptr<Pipeline> trimmed_echo(const std::string& database, int64_t budget_tokens = 2000,
                                        const std::string& after_echo = "",
                                        const std::string& store_settings = "",
-                                       int64_t context = 4096) {
+                                       int64_t context = 4096,
+                                       const std::string& model_settings = "") {
   return build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" +
-                        model_path(context) +
-                        "\"}\n  history: {type: history_store, backend: sqlite, path: \"" +
-                        database + "\"" + store_settings +
+                        model_path(context) + "\"" + model_settings +
+                        "}\n  history: {type: history_store, backend: sqlite, path: \"" + database +
+                        "\"" + store_settings +
                         "}\nstages:\n"
                         "  - {name: trim, type: history_trim, config: {store: history, model: "
                         "llm, budget_tokens: " +
@@ -240,6 +241,32 @@ TEST(HistoryTrim, ALongSessionOnASmallContextKeepsItsNewestTurnsWithinTheContext
       EXPECT_TRUE(asked.request->annotation("history"));
     }
   }
+}
+
+// Without max_tokens the answer is bounded by the model's max_tokens_default (32 here): the
+// trim keeps that much of the context for it, not a quarter of it (128), so the conversation
+// keeps 480 tokens of a 512-token context.
+TEST(HistoryTrim, WithoutMaxTokensTheModelsMaxTokensDefaultIsKeptForTheAnswer) {
+  const int64_t context = 512;
+  const int64_t answer = 32;
+  auto pipeline = trimmed_echo(fresh_path("history-default-answer.db"), /*budget_tokens=*/4000, "",
+                               "", context, ", max_tokens_default: " + std::to_string(answer));
+  ASSERT_TRUE(pipeline);
+  GgufModelConfig model_config;
+  model_config.path = model_path(context);
+  GgufModel model(model_config);
+  int64_t prompt = 0;
+  for (int turn = 0; turn < 60; ++turn) {
+    std::string question = "question number " + std::to_string(turn);
+    Asked asked = ask(*pipeline, "acme", "long", {{"user", question}});
+    ASSERT_FALSE(asked.request->error())
+        << "turn " << turn << ": " << asked.request->error()->message;
+    Request probe;
+    probe.messages = asked.request->messages;
+    prompt = static_cast<int64_t>(model.encode_prompt(probe, true).size());
+    ASSERT_LE(prompt + answer, context) << "turn " << turn;
+  }
+  EXPECT_GT(prompt, context - context / 4) << "a quarter of the context was kept for the answer";
 }
 
 TEST(HistoryTrim, AMaxTokensThatLeavesNoRoomInTheContextIs400NamingIt) {

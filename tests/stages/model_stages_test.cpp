@@ -207,6 +207,23 @@ TEST(ModelStages, MaxTokensDefaultCapsAnAnswerWithoutMaxTokens) {
   EXPECT_EQ(request->usage.completion_tokens, 20);
 }
 
+// A gate that reserved less than the model's bound caps the answer (answer_token_cap): the
+// engine ends it there with "length", with max_tokens or without.
+TEST(ModelStages, AGatesCapEndsTheAnswerThere) {
+  auto pipeline = build_yaml(pipeline_yaml(model_path()), builtin_registry());
+  ASSERT_TRUE(pipeline);
+  for (int64_t max_tokens : {int64_t{0}, int64_t{50}}) {
+    std::shared_ptr<CollectingSink> sink;
+    auto request = completion("the little robot", sink, max_tokens);
+    request->generation.answer_token_cap = 20;
+    ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+    ASSERT_TRUE(sink->wait());
+    ASSERT_FALSE(request->error()) << request->error()->message;
+    EXPECT_EQ(request->finish_reason(), FinishReason::length) << "max_tokens " << max_tokens;
+    EXPECT_EQ(request->usage.completion_tokens, 20) << "max_tokens " << max_tokens;
+  }
+}
+
 TEST(ModelStages, SseEventsHaveTheOpenAiShape) {
   std::string path = model_path();
   auto pipeline = build_yaml(pipeline_yaml(path), builtin_registry());

@@ -21,11 +21,12 @@ struct Answer {
   std::optional<RequestError> error;
   std::string text;
   Usage usage;
+  std::optional<FinishReason> finish;
 };
 
-// Asks as `tenant` (greedy, 4 tokens whatever the model says) and waits until the request was
-// released.
-Answer ask(Pipeline& pipeline, const std::string& tenant) {
+// Asks as `tenant` (greedy, `max_tokens` tokens whatever the model says; 0: not given) and waits
+// until the request was released.
+Answer ask(Pipeline& pipeline, const std::string& tenant, int64_t max_tokens = 4) {
   std::shared_ptr<CollectingSink> collected;
   auto request = user_request("hello there", collected);
   auto watcher = std::make_shared<ReleaseWatchingSink>(collected);
@@ -35,11 +36,11 @@ Answer ask(Pipeline& pipeline, const std::string& tenant) {
   request->identity.tenant = tenant;
   request->identity.user = "someone";
   request->generation.temperature = 0;
-  request->generation.max_tokens = 4;
+  request->generation.max_tokens = max_tokens;
   request->generation.ignore_eos = true;
   EXPECT_EQ(pipeline.submit(request), Admission::accepted);
   EXPECT_TRUE(collected->wait());
-  Answer answer{request->error(), collected->text(), request->usage};
+  Answer answer{request->error(), collected->text(), request->usage, request->finish_reason()};
   request.reset();
   EXPECT_TRUE(watcher->wait_released());
   return answer;
@@ -155,11 +156,14 @@ TEST(Quota, UsageBeforeThePeriodDoesNotCount) {
   EXPECT_NE(refused.error->message.find("this total"), std::string::npos) << refused.error->message;
 }
 
-std::unique_ptr<Pipeline> quota_model(const std::string& database, const std::string& tenants) {
+// quota -> the model stages; `counting` is the quota's model key ("": none).
+std::unique_ptr<Pipeline> quota_model(const std::string& database, const std::string& tenants,
+                                      const std::string& counting = "llm") {
   return build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model_path() +
                         "\"}\nstages:\n"
                         "  - {name: quota, type: quota, config: {database: \"" +
-                        database + "\", model: llm, tenants: " + tenants +
+                        database + "\"" + (counting.empty() ? "" : ", model: " + counting) +
+                        ", tenants: " + tenants +
                         "}}\n"
                         "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
                         "  - {name: prefill, type: prefill, config: {model: llm}}\n"
@@ -252,6 +256,56 @@ TEST(Quota, ConcurrentRequestsNeverSpendMoreThanTheAllowance) {
   auto ledger = usage::SqliteUsageLedger::open(fresh, usage::Period::month);
   EXPECT_LE(ledger->used_tokens("acme"), allowance);
   EXPECT_EQ(ledger->reserved_tokens("acme"), 0);
+}
+
+// Without max_tokens the answer may fill the model's context (256 tokens), more than the whole
+// allowance: it used to be refused. It now gets what is left of the allowance and ends with
+// "length" there, the ledger holding exactly the allowance.
+TEST(Quota, WithoutMaxTokensTheAnswerGetsWhatIsLeftOfTheAllowance) {
+  std::string database = fresh_path("quota-no-max-tokens.db");
+  write_usage(database, usage::Period::month, {row("acme", 30, 20)});
+  auto pipeline = quota_model(database, "{acme: \"150\"}");
+  ASSERT_TRUE(pipeline);
+  Answer answer = ask(*pipeline, "acme", /*max_tokens=*/0);
+  ASSERT_FALSE(answer.error) << answer.error->message;
+  EXPECT_EQ(answer.finish, FinishReason::length);
+  ASSERT_GT(answer.usage.prompt_tokens, 0);
+  EXPECT_EQ(answer.usage.prompt_tokens + answer.usage.completion_tokens, 100);
+  pipeline.reset();
+  auto ledger = usage::SqliteUsageLedger::open(database, usage::Period::month);
+  EXPECT_EQ(ledger->used_tokens("acme"), 150);
+  EXPECT_EQ(ledger->reserved_tokens("acme"), 0);
+}
+
+// When what is left cannot hold the prompt and a few tokens of answer, the request is refused,
+// telling the client what it needs: never to lower a max_tokens it did not send.
+TEST(Quota, WithoutMaxTokensTooLittleLeftIsRefusedNamingWhatItNeeds) {
+  std::string database = fresh_path("quota-no-max-tokens-left.db");
+  write_usage(database, usage::Period::month, {row("acme", 90, 0)});
+  auto pipeline = quota_model(database, "{acme: \"100\"}");
+  ASSERT_TRUE(pipeline);
+  Answer refused = ask(*pipeline, "acme", /*max_tokens=*/0);
+  expect_insufficient_quota(refused);
+  EXPECT_NE(refused.error->message.find("without max_tokens"), std::string::npos)
+      << refused.error->message;
+  EXPECT_NE(refused.error->message.find("has 10 left"), std::string::npos)
+      << refused.error->message;
+}
+
+// A quota without a model reserves the prompt's bytes and at most 4096 for the answer: the
+// engine is held to what was reserved (its own bound, the context, is more than the allowance).
+TEST(Quota, WithoutAModelTheAnswerIsHeldToWhatTheQuotaReserved) {
+  std::string database = fresh_path("quota-no-model.db");
+  auto pipeline = quota_model(database, "{acme: \"200\"}", /*counting=*/"");
+  ASSERT_TRUE(pipeline);
+  Answer answer = ask(*pipeline, "acme", /*max_tokens=*/0);
+  ASSERT_FALSE(answer.error) << answer.error->message;
+  EXPECT_EQ(answer.finish, FinishReason::length);
+  // The prompt was held as its bytes (11) and the chat markers (8): the rest went to the answer.
+  EXPECT_EQ(answer.usage.completion_tokens, 200 - 19);
+  pipeline.reset();
+  auto ledger = usage::SqliteUsageLedger::open(database, usage::Period::month);
+  EXPECT_LE(ledger->used_tokens("acme"), 200);
 }
 
 TEST(Quota, ARequestThatUsedNoTokensLeavesNoRow) {

@@ -325,6 +325,107 @@ TEST(RateLimit, AddressTokensAreReservedAndSettledLikeTheOthers) {
   EXPECT_NE(too_big.error->message.find("lower max_tokens"), std::string::npos);
 }
 
+// rate_limit -> the model stages: a request's answer is really generated, so a cap a gate sets
+// shows in the answer's length.
+std::unique_ptr<Pipeline> limited_model(const std::string& limits_config) {
+  return build_yaml(
+      "version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + model_path() +
+          "\"}\nstages:\n  - {name: limits, type: rate_limit, config: " + limits_config +
+          "}\n"
+          "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
+          "  - {name: prefill, type: prefill, config: {model: llm}}\n"
+          "  - {name: decode, type: decode, config: {model: llm}}\n"
+          "  - {name: detokenize, type: detokenize, config: {model: llm}}\n",
+      builtin_registry());
+}
+
+struct Generated {
+  std::optional<RequestError> error;
+  HeaderFields headers;
+  std::optional<FinishReason> finish;
+  Usage usage;
+
+  std::optional<std::string> header(const std::string& name) const {
+    for (const auto& [field, value] : headers) {
+      if (field == name) return value;
+    }
+    return std::nullopt;
+  }
+};
+
+// A greedy request without max_tokens that never stops by itself; returns once released.
+Generated ask_without_max_tokens(Pipeline& pipeline, const std::string& tenant) {
+  std::shared_ptr<CollectingSink> collected;
+  auto request = user_request("hello there", collected);
+  auto watcher = std::make_shared<ReleaseWatchingSink>(collected);
+  request->sink = watcher;
+  request->identity.tenant = tenant;
+  request->identity.user = "someone";
+  request->generation.temperature = 0;
+  request->generation.ignore_eos = true;
+  EXPECT_EQ(request->generation.max_tokens, 0) << "the default is 'not given'";
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(collected->wait());
+  Generated generated{request->error(), request->response_headers(), request->finish_reason(),
+                      request->usage};
+  request.reset();
+  EXPECT_TRUE(watcher->wait_released());
+  return generated;
+}
+
+// Without max_tokens the answer may take the whole context (1024 here), more than the whole
+// bucket: it used to be refused for ever ("lower max_tokens", which the client never sent). It
+// now gets what the bucket holds, and ends with "length" there.
+TEST(RateLimit, WithoutMaxTokensTheAnswerGetsWhatTheBucketHoldsAndEndsThere) {
+  auto pipeline = limited_model("{model: llm, tpm: 300, window_s: 3600}");
+  ASSERT_TRUE(pipeline);
+  Generated answer = ask_without_max_tokens(*pipeline, "acme");
+  ASSERT_FALSE(answer.error) << answer.error->message;
+  EXPECT_EQ(answer.finish, FinishReason::length);
+  EXPECT_GT(answer.usage.prompt_tokens, 0);
+  EXPECT_EQ(answer.usage.prompt_tokens + answer.usage.completion_tokens, 300);
+  EXPECT_EQ(answer.header("x-ratelimit-remaining-tokens"), "0");
+}
+
+// Once the bucket is empty, a request without max_tokens waits like any other: a 429 with
+// Retry-After that says so, never one telling it to lower a max_tokens it did not send.
+TEST(RateLimit, WithoutMaxTokensAnEmptyBucketMeansWaitNotLowerMaxTokens) {
+  auto pipeline = limited_model("{model: llm, tpm: 300, window_s: 3600}");
+  ASSERT_TRUE(pipeline);
+  ASSERT_FALSE(ask_without_max_tokens(*pipeline, "acme").error);
+  Generated refused = ask_without_max_tokens(*pipeline, "acme");
+  ASSERT_TRUE(refused.error) << "the spent bucket let a request through";
+  EXPECT_EQ(refused.error->status, 429);
+  EXPECT_EQ(refused.error->code, "rate_limit_exceeded");
+  EXPECT_EQ(refused.error->message.find("lower max_tokens"), std::string::npos)
+      << refused.error->message;
+  EXPECT_NE(refused.error->message.find("retry in"), std::string::npos) << refused.error->message;
+  EXPECT_NE(refused.error->message.find("max_tokens"), std::string::npos) << refused.error->message;
+  ASSERT_TRUE(refused.header("retry-after"));
+  EXPECT_GE(std::stoi(*refused.header("retry-after")), 1);
+  // Another tenant's bucket is whole.
+  EXPECT_FALSE(ask_without_max_tokens(*pipeline, "globex").error);
+}
+
+// An upstream engine is a model for the gates too: they reserve what it bounds the answer to
+// (its max_tokens_default here), not the whole context nor a fixed 4096.
+TEST(RateLimit, AnUpstreamAsModelReservesWhatItBoundsTheAnswerTo) {
+  auto pipeline = build_yaml(
+      "version: 1\nresources:\n  remote: {type: upstream, endpoints: \"http://127.0.0.1:9\", "
+      "model: m, health: {path: \"\"}, context_length: 131072, max_tokens_default: 100}\n"
+      "stages:\n  - {name: limits, type: rate_limit, config: {model: remote, tpm: 10000, "
+      "window_s: 3600}}\n  - {name: echo, type: echo}\n",
+      builtin_registry());
+  ASSERT_TRUE(pipeline);
+  Answer answer = ask(*pipeline, {"acme", "alice", {}}, /*max_tokens=*/0);
+  ASSERT_FALSE(answer.error) << answer.error->message;
+  ASSERT_TRUE(answer.header("x-ratelimit-remaining-tokens"));
+  int remaining = std::stoi(*answer.header("x-ratelimit-remaining-tokens"));
+  // 100 for the answer and the prompt, counted without a tokenizer by its bytes (under 400).
+  EXPECT_LT(remaining, 10000 - 100);
+  EXPECT_GT(remaining, 10000 - 100 - 400);
+}
+
 // Two replicas sharing one Redis share each address's bucket.
 TEST(RateLimit, AddressBucketsInRedisAreSharedByReplicas) {
   if (RedisServer::binary().empty()) GTEST_SKIP() << "redis-server is not installed";

@@ -1,6 +1,7 @@
 // exact_cache: answers a request seen before without the model. The key is SHA-256 over the
-// tenant, the model, the cache's version, the whole conversation and every parameter that
-// changes the output, so a changed word, parameter or tenant is a miss. Only complete answers
+// tenant, the model, the cache's version, the whole conversation, chat_template_kwargs (as
+// canonical JSON) and every parameter that changes the output, so a changed word, parameter or
+// tenant is a miss. Only complete answers
 // (finish stop or length, nothing filtered or masked) are kept, by default only of deterministic
 // requests (temperature 0 or a seed). A hit streams the stored chunks through port `hit` and the
 // stream stages after it, with `x-chatflow-cache: exact`; a miss goes on through `miss`.
@@ -14,6 +15,7 @@
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
 #include "framework/api/response_recorder.h"
+#include "framework/cache/canonical_json.h"
 #include "framework/cache/conversation.h"
 #include "framework/cache/lru_store.h"
 #include "framework/cache/redis_exact_store.h"
@@ -65,8 +67,13 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
     std::string key = security::sha256_hex(
         conversation_digest + '\x1f' + cache::scope_key(request.identity, scope_) + '\x1f' +
         boost::json::serialize(boost::json::string(request.model)) +
-        cache::output_parameters_json(request.generation));
-    if (auto answer = lookup(request, key)) {
+        cache::output_parameters_json(request.generation) + '\x1f' +
+        cache::canonical_json(request.chat_template_kwargs));
+    auto answer = lookup(request, key);
+    // Longer than the gates let this request's answer be (a cap on an answer without
+    // max_tokens): generated again, within it.
+    if (answer && !cache::within_answer_cap(*answer, request.generation)) answer = nullptr;
+    if (answer) {
       request.set_response_header("x-chatflow-cache", "exact");
       request.annotate("cache", "exact");
       request.usage = answer->usage;

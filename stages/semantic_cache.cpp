@@ -24,6 +24,7 @@
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
 #include "framework/api/response_recorder.h"
+#include "framework/cache/canonical_json.h"
 #include "framework/cache/conversation.h"
 #include "framework/cache/question_verifier.h"
 #include "framework/cache/redis_semantic_store.h"
@@ -146,6 +147,7 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
          index->search(partition, context, vector, static_cast<size_t>(config_.candidates))) {
       if (match.similarity < config_.threshold) break;
       if (!cache::same_question(question, match.entry->question)) continue;
+      if (!cache::within_answer_cap(*match.entry->answer, request.generation)) continue;
       return answer(request, io, *match.entry->answer, match.similarity);
     }
     auto shared = shared_;
@@ -216,8 +218,9 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
     std::string depends_on =
         std::string(request.kind == RequestKind::chat ? "chat" : "completion") + '\x1f' +
         cache::system_prompt(request.messages) + '\x1f' +
-        cache::answer_shape_json(request.generation) + '\x1f' + request.chat_template_kwargs +
-        '\x1f' + cache::passages_json(request.context_passages) + '\x1f' +
+        cache::answer_shape_json(request.generation) + '\x1f' +
+        cache::canonical_json(request.chat_template_kwargs) + '\x1f' +
+        cache::passages_json(request.context_passages) + '\x1f' +
         cache::passages_json(request.citations);
     return request.identity.tenant + '\x1f' + request.model + '\x1f' +
            security::sha256_hex(depends_on) + '\x1f' + cache::scope_key(request.identity, scope);

@@ -27,6 +27,10 @@ std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const Record
   if (answer.failed || !answer.finish) return nullptr;
   if (*answer.finish == FinishReason::content_filter) return nullptr;
   if (done.annotation("output_moderation")) return nullptr;
+  const GenerationParams& generation = done.generation;
+  if (*answer.finish == FinishReason::length && generation.max_tokens == 0 &&
+      generation.answer_token_cap > 0)
+    return nullptr;
   auto cached = std::make_shared<CachedAnswer>();
   cached->chunks = answer.chunks;
   cached->finish = *answer.finish;
@@ -37,6 +41,11 @@ std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const Record
   cached->model = done.model;
   cached->expires = std::chrono::steady_clock::now() + ttl;
   return cached;
+}
+
+bool within_answer_cap(const CachedAnswer& answer, const GenerationParams& generation) {
+  return generation.answer_token_cap <= 0 ||
+         answer.usage.completion_tokens <= generation.answer_token_cap;
 }
 
 }  // namespace chatflow::cache

@@ -41,9 +41,15 @@ enum class CacheScope { tenant, user };
 std::string scope_key(const Identity& identity, CacheScope scope);
 
 // What a cache keeps of an answer the client received, expiring after `ttl`; null when it must
-// not be kept: it failed or was cut short, a filter ended it, or output moderation changed it
-// (masked text is not what the model said, so it is never served again).
+// not be kept: it failed or was cut short, a filter ended it, output moderation changed it
+// (masked text is not what the model said, so it is never served again), or it ended at the cap
+// a gate set on an answer without max_tokens (where it ends depends on what the caller's limits
+// held at the time, not on the request).
 std::shared_ptr<CachedAnswer> cacheable_answer(const Request& done, const RecordedAnswer& answer,
                                                std::chrono::steady_clock::duration ttl);
+
+// Whether `answer` may be served to a request with `generation`: not when it is longer than the
+// cap a gate set (GenerationParams::answer_token_cap), which is all the gates hold for it.
+bool within_answer_cap(const CachedAnswer& answer, const GenerationParams& generation);
 
 }  // namespace chatflow::cache

@@ -94,6 +94,7 @@ describe('exact and semantic caches', () => {
       ['max_tokens', { ...request, max_tokens: 11 }, tenantA],
       ['seed', { ...request, seed: 7 }, tenantA],
       ['stop', { ...request, stop: ['zzz'] }, tenantA],
+      ['chat_template_kwargs', { ...request, chat_template_kwargs: { enable_thinking: false } }, tenantA],
       ['message', chat('What does the old clock tower chime at noon!'), tenantA],
       ['tenant', request, tenantB],
     ]) {
@@ -103,6 +104,15 @@ describe('exact and semantic caches', () => {
       assert.equal(response.headers.get('x-chatflow-cache'), 'miss', `changed ${what} hit the cache`);
       assert.ok(await generatedOn(exactServer) > before, `changed ${what} did not run the engine`);
     }
+    // The same chat_template_kwargs written in another key order and spacing are the same.
+    const kwargs = chat('Which bell rings first on Sunday?', { chat_template_kwargs: { enable_thinking: true, style: 'brief' } });
+    assert.equal((await post(exactServer.url, '/v1/chat/completions', kwargs, as(tenantA))).headers.get('x-chatflow-cache'), 'miss');
+    const reordered = await fetch(`${exactServer.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', ...as(tenantA) },
+      body: JSON.stringify(kwargs).replace('{"enable_thinking":true,"style":"brief"}', '{ "style": "brief",  "enable_thinking": true }'),
+    });
+    assert.equal(reordered.status, 200, await reordered.text());
+    assert.equal(reordered.headers.get('x-chatflow-cache'), 'exact', 'the same kwargs in another order missed');
     const sampled = await post(exactServer.url, '/v1/chat/completions', { ...request, temperature: 0.8 }, as(tenantA));
     assert.equal(sampled.headers.get('x-chatflow-cache'), 'bypass', 'sampled answers are not exact-cached');
   });

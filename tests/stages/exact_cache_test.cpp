@@ -7,6 +7,7 @@
 
 #include "framework/api/capabilities.h"
 #include "support/pipeline_helpers.h"
+#include "support/temp_model.h"
 #include "support/test_stages.h"
 
 namespace chatflow::testing {
@@ -150,6 +151,93 @@ TEST_F(ExactCache, AChangedParameterMessageOrModelMisses) {
   // `stream` does not change the answer: a non-streamed repeat still hits.
   Asked unstreamed = ask(*pipeline, question, "tenant-a", [](Request& r) { r.stream = false; });
   EXPECT_EQ(unstreamed.cache, "exact");
+}
+
+// chat_template_kwargs change what the template renders (enable_thinking: false drops the
+// thinking), so they are part of the key; as JSON, whatever the order of its keys and the space
+// between them.
+TEST_F(ExactCache, ChatTemplateKwargsArePartOfTheKeyInAnyKeyOrder) {
+  auto pipeline = cached_echo();
+  ASSERT_TRUE(pipeline);
+  const std::string question = "Think about the tide tables.";
+  auto kwargs = [](std::string text) {
+    return [text](Request& r) { r.chat_template_kwargs = text; };
+  };
+  ASSERT_EQ(ask(*pipeline, question, "tenant-a", kwargs(R"({"enable_thinking":true,"x":1})")).cache,
+            "miss");
+  int before = misses();
+  EXPECT_EQ(
+      ask(*pipeline, question, "tenant-a", kwargs(R"({"enable_thinking":false,"x":1})")).cache,
+      "miss")
+      << "another enable_thinking got the cached answer";
+  EXPECT_EQ(ask(*pipeline, question, "tenant-a").cache, "miss") << "no kwargs at all";
+  EXPECT_EQ(misses(), before + 2);
+  EXPECT_EQ(
+      ask(*pipeline, question, "tenant-a", kwargs(R"({ "x": 1, "enable_thinking": true })")).cache,
+      "exact")
+      << "the same kwargs in another order are the same request";
+  EXPECT_EQ(misses(), before + 2);
+}
+
+// exact_cache -> the model stages, for answers that really end with "length".
+std::unique_ptr<Pipeline> cached_model() {
+  engine::ModelShape shape;
+  shape.ffn = 96;
+  shape.context = 256;
+  shape.type = kernels::TensorType::q8_0;
+  return build_yaml("version: 1\nresources:\n  llm: {type: gguf_model, path: \"" +
+                        temp_model(shape) +
+                        "\"}\nstages:\n  - {name: exact, type: exact_cache}\n"
+                        "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
+                        "  - {name: prefill, type: prefill, config: {model: llm}}\n"
+                        "  - {name: decode, type: decode, config: {model: llm}}\n"
+                        "  - {name: detokenize, type: detokenize, config: {model: llm}}\n"
+                        "  - {name: emit, type: sse_emit}\nedges:\n  - exact.hit -> emit\n",
+                    builtin_registry());
+}
+
+// An answer without max_tokens that a gate capped ends where the caller's limits stood at the
+// time, not where the request says: it is not kept. One that max_tokens ended is.
+TEST_F(ExactCache, AnAnswerEndedByAGatesCapIsNotKept) {
+  auto pipeline = cached_model();
+  ASSERT_TRUE(pipeline);
+  auto capped = [](Request& r) {
+    r.generation.max_tokens = 0;
+    r.generation.ignore_eos = true;
+    r.generation.answer_token_cap = 8;
+  };
+  Asked first = ask(*pipeline, "Tell me about the harbour.", "tenant-a", capped);
+  ASSERT_FALSE(first.request->error()) << first.request->error()->message;
+  EXPECT_EQ(first.request->finish_reason(), FinishReason::length);
+  EXPECT_EQ(ask(*pipeline, "Tell me about the harbour.", "tenant-a", capped).cache, "miss");
+  auto bounded = [](Request& r) {
+    r.generation.max_tokens = 8;
+    r.generation.ignore_eos = true;
+  };
+  ASSERT_EQ(ask(*pipeline, "Tell me about the harbour.", "tenant-a", bounded).cache, "miss");
+  EXPECT_EQ(ask(*pipeline, "Tell me about the harbour.", "tenant-a", bounded).cache, "exact");
+}
+
+// A kept answer longer than what the gates granted this request (its cap) is not served to it.
+TEST_F(ExactCache, AKeptAnswerLongerThanTheCapIsNotServed) {
+  auto pipeline = cached_model();
+  ASSERT_TRUE(pipeline);
+  auto capped = [](int64_t cap) {
+    return [cap](Request& r) {
+      r.generation.max_tokens = 0;  // the answer fills the context: no gate capped it
+      r.generation.ignore_eos = true;
+      r.generation.answer_token_cap = cap;
+    };
+  };
+  Asked first = ask(*pipeline, "Tell me about the lighthouse.", "tenant-a", capped(0));
+  ASSERT_FALSE(first.request->error()) << first.request->error()->message;
+  ASSERT_EQ(first.request->finish_reason(), FinishReason::length);
+  int64_t length = first.request->usage.completion_tokens;
+  ASSERT_GT(length, 100);
+  EXPECT_EQ(ask(*pipeline, "Tell me about the lighthouse.", "tenant-a", capped(length - 1)).cache,
+            "miss");
+  EXPECT_EQ(ask(*pipeline, "Tell me about the lighthouse.", "tenant-a", capped(length)).cache,
+            "exact");
 }
 
 TEST_F(ExactCache, ASampledRequestBypassesUnlessSeededOrConfiguredOtherwise) {

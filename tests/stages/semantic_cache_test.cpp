@@ -156,6 +156,31 @@ TEST(SemanticCache, TheSystemPromptAndMaxTokensArePartOfThePartition) {
   EXPECT_EQ(same.text, "Where is the spare key?");
 }
 
+// chat_template_kwargs are in the partition as JSON: the same object written in another key
+// order or spacing is the same partition, another value is another.
+TEST(SemanticCache, ChatTemplateKwargsPartitionAsJsonWhateverTheirKeyOrder) {
+  auto pipeline = cached_echo();
+  ASSERT_TRUE(pipeline);
+  auto ask_with = [&](const std::string& question, const std::string& kwargs) {
+    std::shared_ptr<CollectingSink> sink;
+    auto request = user_request(question, sink);
+    request->model = "test-model";
+    request->identity.tenant = "tenant-a";
+    request->chat_template_kwargs = kwargs;
+    request->generation.max_tokens = 12;
+    EXPECT_EQ(pipeline->submit(request), Admission::accepted);
+    EXPECT_TRUE(sink->wait());
+    return Asked{request, sink->text()};
+  };
+  ask_with("Where is the spare key?", R"({"enable_thinking":true,"style":"brief"})");
+  EXPECT_FALSE(
+      ask_with("where is the spare key", R"({"enable_thinking":false,"style":"brief"})").hit());
+  Asked reordered =
+      ask_with("where is the spare key", R"({ "style" : "brief", "enable_thinking" : true })");
+  EXPECT_TRUE(reordered.hit()) << "the same kwargs in another order missed";
+  EXPECT_EQ(reordered.text, "Where is the spare key?");
+}
+
 TEST(SemanticCache, TimeDependentQuestionsBypassTheCache) {
   auto pipeline = cached_echo("{threshold: 0.9}");
   ASSERT_TRUE(pipeline);

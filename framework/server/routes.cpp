@@ -138,25 +138,6 @@ Response detokenize(const RouteCall& call) {
   return Response(200, json::serialize(json::object{{"prompt", text}}));
 }
 
-// GET /v1/usage[?tenant=T]: admins see any tenant (or all), others their own.
-Response usage(const RouteCall& call) {
-  const ServedPipeline& served = *call.served;
-  if (!served.usage) {
-    throw RequestFailure(make_error(404, "invalid_request_error",
-                                    "this pipeline keeps no usage ledger (add a quota stage)",
-                                    "not_found"));
-  }
-  std::string tenant = query_value(call.query, "tenant");
-  if (served.authenticator && !call.caller.has_role("admin")) {
-    if (!tenant.empty() && tenant != call.caller.tenant) {
-      throw RequestFailure(make_error(403, "permission_error",
-                                      "only admins may read another tenant's usage", "forbidden"));
-    }
-    tenant = call.caller.tenant;
-  }
-  return Response(200, served.usage->usage_json(tenant));
-}
-
 // `text` with each %XX escape made its byte (a '%' without two hex digits stays as it is):
 // session ids are any string a client sent as `session_id`, and reach the path URL-encoded.
 std::string percent_decoded(std::string_view text) {
@@ -176,6 +157,25 @@ std::string percent_decoded(std::string_view text) {
     }
   }
   return decoded;
+}
+
+// GET /v1/usage[?tenant=T]: admins see any tenant (or all), others their own.
+Response usage(const RouteCall& call) {
+  const ServedPipeline& served = *call.served;
+  if (!served.usage) {
+    throw RequestFailure(make_error(404, "invalid_request_error",
+                                    "this pipeline keeps no usage ledger (add a quota stage)",
+                                    "not_found"));
+  }
+  std::string tenant = percent_decoded(query_value(call.query, "tenant"));
+  if (served.authenticator && !call.caller.has_role("admin")) {
+    if (!tenant.empty() && tenant != call.caller.tenant) {
+      throw RequestFailure(make_error(403, "permission_error",
+                                      "only admins may read another tenant's usage", "forbidden"));
+    }
+    tenant = call.caller.tenant;
+  }
+  return Response(200, served.usage->usage_json(tenant));
 }
 
 // The session the path names.

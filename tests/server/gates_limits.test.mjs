@@ -174,6 +174,9 @@ describe('token reservation and quota', () => {
     const own = await usageOf(acme);
     assert.deepEqual(own.body.data.map((row) => row.tenant), ['acme']);
     assert.equal((await usageOf(acme, '?tenant=globex')).status, 403);
+    // The query is URL-encoded as clients send it: %61cme is acme (for its own key too).
+    assert.deepEqual((await usageOf(admin, '?tenant=%61cme')).body.data.map((row) => row.tenant), ['acme']);
+    assert.equal((await usageOf(acme, '?tenant=%61cme')).status, 200);
     assert.equal((await fetch(`${server.url}/v1/usage`)).status, 401);
   });
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "framework/server/connection.h"
+#include "framework/server/exported_metrics.h"
 #include "framework/server/server_state.h"
 
 namespace chatflow::server {
@@ -38,19 +39,17 @@ std::shared_ptr<tracing::Tracer> make_tracer(const TracingSettings& settings) {
 void register_tracing_metrics(MetricsRegistry& metrics,
                               const std::shared_ptr<tracing::Tracer>& tracer) {
   if (!tracer) return;
-  auto counter = [&](const char* name, const char* help,
+  auto counter = [&](const MetricDefinition& metric,
                      uint64_t (*read)(const tracing::SpanExporter&)) {
-    metrics.sampled(name, "counter", help, [tracer, read]() {
-      return std::vector<std::pair<Labels, double>>{{{}, double(read(tracer->exporter()))}};
+    metrics.sampled(metric, [tracer, read]() {
+      return std::vector<std::pair<LabelValues, double>>{{{}, double(read(tracer->exporter()))}};
     });
   };
-  counter("chatflow:trace_spans_exported_total", "Spans the collector accepted.",
+  counter(exported_metric("chatflow:trace_spans_exported_total"),
           [](const tracing::SpanExporter& e) { return e.exported_spans(); });
-  counter("chatflow:trace_spans_dropped_total",
-          "Spans never sent: the export queue was full, an export failed, or shutdown came first.",
+  counter(exported_metric("chatflow:trace_spans_dropped_total"),
           [](const tracing::SpanExporter& e) { return e.dropped_spans(); });
-  counter("chatflow:trace_exports_failed_total",
-          "Exports the collector refused or that could not reach it.",
+  counter(exported_metric("chatflow:trace_exports_failed_total"),
           [](const tracing::SpanExporter& e) { return e.failed_exports(); });
 }
 
@@ -66,8 +65,8 @@ ServerState::ServerState(ServerSettings settings)
 
 void ServerState::count_http(std::string_view endpoint, int status) {
   metrics
-      .counter("chatflow:http_requests_total", "HTTP requests answered, by endpoint and status.",
-               {{"endpoint", std::string(endpoint)}, {"status", std::to_string(status)}})
+      .counter(exported_metric("chatflow:http_requests_total"),
+               {std::string(endpoint), std::to_string(status)})
       .add();
 }
 
@@ -362,15 +361,14 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
   register_engine_metrics(metrics, fresh->models, pipeline);
   register_tracing_metrics(metrics, tracer);
   std::weak_ptr<ServerState> weak = weak_from_this();
-  metrics.sampled("chatflow:http_open_connections", "gauge",
-                  "TCP connections open (idle keep-alive ones included).", [weak]() {
-                    std::vector<std::pair<Labels, double>> samples;
-                    if (auto state = weak.lock()) {
-                      std::lock_guard lock(state->mutex);
-                      samples.push_back({{}, double(state->connection_slots_used)});
-                    }
-                    return samples;
-                  });
+  metrics.sampled(exported_metric("chatflow:http_open_connections"), [weak]() {
+    std::vector<std::pair<LabelValues, double>> samples;
+    if (auto state = weak.lock()) {
+      std::lock_guard lock(state->mutex);
+      samples.push_back({{}, double(state->connection_slots_used)});
+    }
+    return samples;
+  });
   std::shared_ptr<const ServedPipeline> adopted = PipelineReaper::adopt(std::move(fresh), reaper);
   std::shared_ptr<const ServedPipeline> old;
   {

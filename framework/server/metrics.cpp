@@ -61,7 +61,40 @@ std::string render_labels(const Labels& labels, const std::string& extra = {}) {
   return out + "}";
 }
 
+// The definition's label names paired with `values`.
+Labels labels_of(const MetricDefinition& metric, const LabelValues& values) {
+  if (values.size() != metric.label_count()) {
+    throw std::logic_error("metric " + std::string(metric.name) + " has " +
+                           std::to_string(metric.label_count()) + " labels, given " +
+                           std::to_string(values.size()) + " values");
+  }
+  Labels labels;
+  for (size_t i = 0; i < values.size(); ++i)
+    labels.emplace_back(std::string(metric.labels[i]), values[i]);
+  return labels;
+}
+
+void expect_type(const MetricDefinition& metric, MetricType type) {
+  if (metric.type != type) {
+    throw std::logic_error("metric " + std::string(metric.name) + " is a " +
+                           std::string(to_string(metric.type)) + ", not a " +
+                           std::string(to_string(type)));
+  }
+}
+
 }  // namespace
+
+std::string_view to_string(MetricType type) {
+  switch (type) {
+    case MetricType::counter:
+      return "counter";
+    case MetricType::gauge:
+      return "gauge";
+    case MetricType::histogram:
+      return "histogram";
+  }
+  return "untyped";
+}
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : upper_bounds_(std::move(upper_bounds)),
@@ -105,6 +138,20 @@ std::vector<double> stage_latency_buckets() {
 std::vector<double> token_latency_buckets() {
   return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
           0.1,   0.15,   0.2,   0.3,    0.4,  0.5,   0.75, 1.0,   2.5,  5.0,  10.0};
+}
+
+std::vector<double> bucket_bounds(MetricBuckets buckets) {
+  switch (buckets) {
+    case MetricBuckets::latency:
+      return latency_buckets();
+    case MetricBuckets::token_latency:
+      return token_latency_buckets();
+    case MetricBuckets::stage_latency:
+      return stage_latency_buckets();
+    case MetricBuckets::none:
+      break;
+  }
+  return {};
 }
 
 MetricsRegistry::Family& MetricsRegistry::family(const std::string& name, const std::string& type,
@@ -157,6 +204,33 @@ void MetricsRegistry::sampled(const std::string& name, const std::string& type,
                               const std::string& help, Sampler sampler) {
   std::lock_guard lock(mutex_);
   family(name, type, help).samplers.push_back(std::move(sampler));
+}
+
+Counter& MetricsRegistry::counter(const MetricDefinition& metric, const LabelValues& values) {
+  expect_type(metric, MetricType::counter);
+  return counter(std::string(metric.name), std::string(metric.help), labels_of(metric, values));
+}
+
+Gauge& MetricsRegistry::gauge(const MetricDefinition& metric, const LabelValues& values) {
+  expect_type(metric, MetricType::gauge);
+  return gauge(std::string(metric.name), std::string(metric.help), labels_of(metric, values));
+}
+
+Histogram& MetricsRegistry::histogram(const MetricDefinition& metric, const LabelValues& values) {
+  expect_type(metric, MetricType::histogram);
+  return histogram(std::string(metric.name), std::string(metric.help),
+                   bucket_bounds(metric.buckets), labels_of(metric, values));
+}
+
+void MetricsRegistry::sampled(const MetricDefinition& metric, ValueSampler sampler) {
+  if (metric.type == MetricType::histogram) expect_type(metric, MetricType::gauge);
+  sampled(std::string(metric.name), std::string(to_string(metric.type)), std::string(metric.help),
+          [metric, sampler = std::move(sampler)] {
+            std::vector<std::pair<Labels, double>> samples;
+            for (auto& [values, value] : sampler())
+              samples.emplace_back(labels_of(metric, values), value);
+            return samples;
+          });
 }
 
 void MetricsRegistry::clear_samplers() {

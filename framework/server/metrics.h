@@ -3,12 +3,14 @@
 // set takes a lock, so hot paths look their series up once and keep the reference.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,6 +63,35 @@ std::vector<double> token_latency_buckets();
 // A stage's time: most stages take microseconds, so the buckets start at 10 µs.
 std::vector<double> stage_latency_buckets();
 
+// Which bucket bounds a histogram has (the functions above).
+enum class MetricBuckets { none, latency, token_latency, stage_latency };
+std::vector<double> bucket_bounds(MetricBuckets buckets);
+
+enum class MetricType { counter, gauge, histogram };
+std::string_view to_string(MetricType type);
+
+// A metric as it is exported: the server's own are listed in exported_metrics.h, and the
+// registry takes their label names from here, so a series cannot carry labels its definition
+// does not name.
+struct MetricDefinition {
+  std::string_view name;
+  MetricType type = MetricType::counter;
+  std::array<std::string_view, 3> labels{};  // names in order; unused ones empty
+  std::string_view help;
+  MetricBuckets buckets = MetricBuckets::none;  // histograms only
+  std::string_view group;                       // the heading it is listed under in the docs
+
+  constexpr size_t label_count() const {
+    size_t count = 0;
+    while (count < labels.size() && !labels[count].empty())
+      ++count;
+    return count;
+  }
+};
+
+// A series' label values, in the order of its definition's label names.
+using LabelValues = std::vector<std::string>;
+
 class MetricsRegistry {
  public:
   // Get-or-create: the same name and labels give the same series. A name has one type and help.
@@ -73,6 +104,16 @@ class MetricsRegistry {
   using Sampler = std::function<std::vector<std::pair<Labels, double>>()>;
   void sampled(const std::string& name, const std::string& type, const std::string& help,
                Sampler sampler);
+
+  // The same, for a defined metric: its name, type, help and buckets, and its label names for
+  // `values`. Throws std::logic_error when the number of values does not match its label names
+  // or the metric is of another type (a programming error, caught by any test that reaches it).
+  Counter& counter(const MetricDefinition& metric, const LabelValues& values = {});
+  Gauge& gauge(const MetricDefinition& metric, const LabelValues& values = {});
+  Histogram& histogram(const MetricDefinition& metric, const LabelValues& values = {});
+  using ValueSampler = std::function<std::vector<std::pair<LabelValues, double>>()>;
+  void sampled(const MetricDefinition& metric, ValueSampler sampler);
+
   // Forgets every sampler (a reloaded pipeline registers its own; the old ones would keep the
   // old pipeline alive and count it twice).
   void clear_samplers();

@@ -1,6 +1,10 @@
 #include "framework/server/metrics.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
+
+#include "framework/server/exported_metrics.h"
 
 namespace chatflow::server {
 namespace {
@@ -46,6 +50,65 @@ TEST(MetricsRegistry, OneNameHasOneType) {
   MetricsRegistry registry;
   registry.counter("x_total", "X.");
   EXPECT_THROW(registry.gauge("x_total", "X."), std::logic_error);
+}
+
+constexpr MetricDefinition kArmRequests{
+    "app_arm_requests_total", MetricType::counter, {"pipeline", "arm"}, "Requests by arm."};
+constexpr MetricDefinition kWait{
+    "app_wait_seconds", MetricType::histogram, {}, "Waiting.", MetricBuckets::token_latency};
+constexpr MetricDefinition kRunning{"app_running", MetricType::gauge, {"model_name"}, "Running."};
+
+TEST(MetricsRegistry, ADefinedMetricTakesItsLabelNamesFromTheDefinition) {
+  MetricsRegistry registry;
+  registry.counter(kArmRequests, {"chat", "b"}).add(2);
+  std::string text = registry.render();
+  EXPECT_NE(text.find("# HELP app_arm_requests_total Requests by arm.\n"), std::string::npos);
+  EXPECT_NE(text.find("app_arm_requests_total{pipeline=\"chat\",arm=\"b\"} 2\n"), std::string::npos)
+      << text;
+}
+
+TEST(MetricsRegistry, ADefinedMetricRefusesLabelValuesItsDefinitionDoesNotName) {
+  MetricsRegistry registry;
+  EXPECT_THROW(registry.counter(kArmRequests, {"chat"}), std::logic_error);
+  EXPECT_THROW(registry.counter(kArmRequests, {"chat", "b", "200"}), std::logic_error);
+  EXPECT_THROW(registry.gauge(kArmRequests, {"chat", "b"}), std::logic_error);
+}
+
+TEST(MetricsRegistry, ADefinedHistogramHasItsDefinitionsBuckets) {
+  MetricsRegistry registry;
+  registry.histogram(kWait).observe(0.003);
+  std::string text = registry.render();
+  EXPECT_NE(text.find("app_wait_seconds_bucket{le=\"0.0025\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("app_wait_seconds_bucket{le=\"0.005\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("app_wait_seconds_bucket{le=\"10\"} 1\n"), std::string::npos) << text;
+}
+
+TEST(MetricsRegistry, ADefinedSampledMetricNamesItsSamplesLabels) {
+  MetricsRegistry registry;
+  registry.sampled(kRunning, [] {
+    return std::vector<std::pair<LabelValues, double>>{{{"m"}, 3}};
+  });
+  std::string text = registry.render();
+  EXPECT_NE(text.find("# TYPE app_running gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("app_running{model_name=\"m\"} 3\n"), std::string::npos) << text;
+}
+
+TEST(ExportedMetrics, EveryMetricIsFoundByItsNameWithItsLabels) {
+  constexpr const MetricDefinition& tenant_tokens = exported_metric("chatflow:tenant_tokens_total");
+  EXPECT_EQ(tenant_tokens.type, MetricType::counter);
+  EXPECT_EQ(tenant_tokens.label_count(), 2u);
+  EXPECT_EQ(tenant_tokens.labels[0], "tenant");
+  EXPECT_EQ(tenant_tokens.labels[1], "kind");
+  EXPECT_EQ(exported_metric("chatflow:http_open_connections").label_count(), 0u);
+  // vLLM's names and those the issue found missing from the docs.
+  for (std::string_view name :
+       {"chatflow:time_to_first_token_seconds", "chatflow:engine_steps_total",
+        "chatflow:engine_prompt_tokens_computed_total", "chatflow:kv_cache_blocks",
+        "chatflow:tenant_requests_total"}) {
+    EXPECT_TRUE(std::any_of(kExportedMetrics.begin(), kExportedMetrics.end(),
+                            [&](const MetricDefinition& metric) { return metric.name == name; }))
+        << name;
+  }
 }
 
 }  // namespace

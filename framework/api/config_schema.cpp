@@ -1,5 +1,6 @@
 #include "framework/api/config_schema.h"
 
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -96,10 +97,13 @@ bool expect_scalar(const ConfigValue& value, const KeyInfo& key, ParseContext& c
 
 bool check_range(double number, const ConfigValue& value, const KeyInfo& key,
                  ParseContext& context) {
+  // 1048576 and 0.00001 as written, not 1.04858e+06 and 1e-05 (ostream's default format).
   auto format = [](double bound) {
-    std::ostringstream text;
-    text << bound;
-    return text.str();
+    if (std::abs(bound) < 1e15 && bound == std::floor(bound))
+      return std::to_string(static_cast<long long>(bound));
+    char text[32];
+    return std::string(
+        text, std::to_chars(text, text + sizeof text, bound, std::chars_format::fixed).ptr);
   };
   if ((key.minimum && number < *key.minimum) || (key.maximum && number > *key.maximum)) {
     std::string bounds = key.minimum && key.maximum

@@ -116,6 +116,26 @@ TEST_F(SchemaParse, RangesAreEnforced) {
             std::string::npos);
 }
 
+struct Bounded {
+  int64_t tokens = 16;
+  double timeout_s = 1;
+};
+
+TEST(SchemaRange, BoundsArePrintedAsWrittenNotInScientificNotation) {
+  SchemaBuilder<Bounded> schema;
+  schema.key("tokens", &Bounded::tokens, "tokens").range(16, 1 << 20);
+  schema.key("timeout_s", &Bounded::timeout_s, "seconds").range(0.001, 3600);
+  Diagnostics diagnostics;
+  ConfigValue root = read_yaml_text("tokens: 2000000\ntimeout_s: 0\n", "b.yaml", diagnostics);
+  ParseContext context{diagnostics, "", nullptr, {}};
+  schema.schema()->parse(&root, {"b.yaml", 1, 1}, context);
+  ASSERT_EQ(diagnostics.size(), 2u);
+  EXPECT_EQ(diagnostics.errors()[0].message,
+            "key 'tokens' must be between 16 and 1048576, got 2000000");
+  EXPECT_EQ(diagnostics.errors()[1].message,
+            "key 'timeout_s' must be between 0.001 and 3600, got 0");
+}
+
 TEST_F(SchemaParse, IntegerOverflowOfTheFieldTypeIsAnError) {
   parse("path: m\nmax_seqs: 3000000000\n");
   ASSERT_EQ(diagnostics_.size(), 1u);

@@ -790,7 +790,8 @@ void add_bench_command(CLI::App& app, CommandBody& selected) {
   auto options = std::make_shared<BenchServeOptions>();
   auto* command = app.add_subcommand(
       "bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, throughput, goodput");
-  command->add_option("--url", options->url, "the server's base URL")->capture_default_str();
+  command->add_option("--url", options->url, "the server's base URL (with or without /v1)")
+      ->capture_default_str();
   command->add_option("--endpoint", options->endpoint, "chat or completions")
       ->check(CLI::IsMember({"chat", "completions"}))
       ->capture_default_str();
@@ -811,15 +812,16 @@ void add_bench_command(CLI::App& app, CommandBody& selected) {
       ->add_option("--duration", options->duration_s,
                    "send for this many seconds instead of --requests")
       ->check(CLI::Range(0.0, 1e6));
-  command->add_option("--max-tokens", options->max_tokens)
+  command->add_option("--max-tokens", options->max_tokens, "each request's max_tokens")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command->add_option("--temperature", options->temperature)
+  command->add_option("--temperature", options->temperature, "each request's temperature")
       ->check(CLI::Range(0.0, 2.0))
       ->capture_default_str();
   command->add_flag("--ignore-eos,!--no-ignore-eos", options->ignore_eos,
                     "generate exactly --max-tokens (default on)");
-  command->add_option("--seed", options->seed)->capture_default_str();
+  command->add_option("--seed", options->seed, "request i is sent seed S + i")
+      ->capture_default_str();
   command
       ->add_option("--distinct", options->distinct,
                    "N > 0: only N different requests, request i repeating request i mod N, each "

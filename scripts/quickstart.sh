@@ -11,6 +11,7 @@
 #                                        HTTP requests, quantised blocks, Jinja templates, JSON
 #                                        Schemas), 180 s each
 #   scripts/quickstart.sh build          install and build only
+#   scripts/quickstart.sh path           put build/chatflow on PATH only (run and build do it too)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -115,21 +116,52 @@ MESSAGE
   exit 1
 }
 
+# `chatflow` by name after a build: a symlink to build/chatflow in /usr/local/bin when run as root,
+# else in ~/.local/bin when that is on PATH (CHATFLOW_BIN_DIR picks another folder); otherwise,
+# or where a chatflow that is not a symlink is already there (left alone), the export line to use.
+put_on_path() {
+  local target="$repo/build/chatflow" dir=${CHATFLOW_BIN_DIR:-}
+  if [ ! -x "$target" ]; then
+    echo "quickstart: $target does not exist; build it first (scripts/quickstart.sh build)" >&2
+    return 1
+  fi
+  if [ -z "$dir" ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+      dir=/usr/local/bin
+    elif [[ ":$PATH:" == *":$HOME/.local/bin:"* ]]; then
+      dir=$HOME/.local/bin
+    fi
+  fi
+  if [ -n "$dir" ] && { [ -L "$dir/chatflow" ] || [ ! -e "$dir/chatflow" ]; } &&
+     mkdir -p "$dir" 2>/dev/null && ln -sfn "$target" "$dir/chatflow" 2>/dev/null; then
+    echo "quickstart: $dir/chatflow -> $target"
+    [[ ":$PATH:" == *":$dir:"* ]] && return 0
+  elif [ -n "$dir" ] && [ -e "$dir/chatflow" ]; then
+    echo "quickstart: $dir/chatflow is not a symlink; left as it is"
+  fi
+  echo "quickstart: to run chatflow by name: export PATH=\"$repo/build:\$PATH\""
+}
+
 run_tests() {  # run_tests DIR
   ctest --test-dir "$1" --output-on-failure -j "$jobs" -LE long
 }
 
 command=${1:-run}
+if [ "$command" = path ]; then
+  put_on_path
+  exit
+fi
 install_missing_packages
 case "$command" in
   build)
     build build -DCMAKE_BUILD_TYPE=Release
+    put_on_path
     ;;
   run)
     build build -DCMAKE_BUILD_TYPE=Release
+    put_on_path
     ensure_model
     echo "quickstart: chatflow serve --config configs/default.yaml"
-    [ -f build/web/index.html ] && echo "quickstart: once it is up, the chat page is at / and the dashboard at /dashboard"
     exec ./build/chatflow serve --config configs/default.yaml
     ;;
   test)
@@ -190,7 +222,7 @@ case "$command" in
     ./build-fuzz/tests/fuzz/fuzz_json_schema -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=4096 -timeout=10 "$corpus/json_schema"
     ;;
   *)
-    echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build]" >&2
+    echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build|path]" >&2
     exit 2
     ;;
 esac

@@ -12,6 +12,7 @@
 #include "framework/bridge/engine_bridge.h"
 #include "framework/engine/default_model.h"
 #include "framework/engine/grammar_constraint.h"
+#include "framework/engine/model_config.h"
 #include "framework/openai/output_constraint.h"
 #include "framework/openai/reasoning_split.h"
 #include "framework/openai/tool_calls.h"
@@ -332,9 +333,10 @@ std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
 namespace {
 
 ResourceTypeInfo gguf_model_resource_type() {
+  // The architectures from the engine's own list, so the description cannot fall behind it.
   ResourceTypeBuilder<GgufModelConfig> type(
-      "gguf_model",
-      "A GGUF model (llama, qwen2) on the CPU with continuous batching and a prefix cache.");
+      "gguf_model", std::string("A GGUF model (") + engine::supported_architectures() +
+                        ") on the CPU with continuous batching and a prefix cache.");
   SchemaBuilder<KvCacheConfig> kv_cache;
   kv_cache
       .key("block_tokens", &KvCacheConfig::block_tokens,

@@ -35,10 +35,14 @@ void add_sampling_options(CLI::App& command, GenerationParams& generation) {
   command.add_option("--repeat-penalty", generation.repetition_penalty, "1 disables")
       ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
-  command.add_option("--presence-penalty", generation.presence_penalty)
+  command
+      .add_option("--presence-penalty", generation.presence_penalty,
+                  "subtracted from the logit of every token already seen (0 disables)")
       ->check(CLI::Range(-2.0, 2.0))
       ->capture_default_str();
-  command.add_option("--frequency-penalty", generation.frequency_penalty)
+  command
+      .add_option("--frequency-penalty", generation.frequency_penalty,
+                  "subtracted from a token's logit per time it was seen (0 disables)")
       ->check(CLI::Range(-2.0, 2.0))
       ->capture_default_str();
   command

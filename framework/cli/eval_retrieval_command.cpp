@@ -215,7 +215,11 @@ void add_eval_retrieval_command(CLI::App& app, CommandBody& selected) {
       "eval-retrieval",
       "Measure retrieval quality on a judged collection (SMART or BEIR): BM25, dense, hybrid, "
       "hybrid+rerank");
-  command->add_option("--collection", options->collection, "the directory")->required();
+  command
+      ->add_option("--collection", options->collection,
+                   "a judged collection's directory: SMART (documents, queries, relevance file) "
+                   "or BEIR (corpus.jsonl, queries.jsonl, qrels/)")
+      ->required();
   command
       ->add_option("--metric", options->metrics,
                    "ndcg@K, recall@K, mrr[@K], map[@K], comma-separated")
@@ -225,16 +229,23 @@ void add_eval_retrieval_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--depth", options->depth, "candidates per query")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  command->add_option("--chunk-tokens", options->chunk_tokens)
+  command->add_option("--chunk-tokens", options->chunk_tokens, "tokens per chunk")
       ->check(CLI::Range(8, 100000))
       ->capture_default_str();
-  command->add_option("--overlap", options->overlap)->capture_default_str();
-  command->add_option("--rrf-k", options->rrf_k)->capture_default_str();
+  command->add_option("--overlap", options->overlap, "tokens neighbouring chunks share")
+      ->capture_default_str();
+  command->add_option("--rrf-k", options->rrf_k, "reciprocal rank fusion's k (--fusion rrf)")
+      ->capture_default_str();
   command->add_option("--fusion", options->fusion, "rrf or weighted")
       ->check(CLI::IsMember({"rrf", "weighted"}))
       ->capture_default_str();
-  command->add_option("--sparse-weight", options->sparse_weight)->capture_default_str();
-  command->add_option("--dense-weight", options->dense_weight)->capture_default_str();
+  command
+      ->add_option("--sparse-weight", options->sparse_weight, "BM25's weight (--fusion weighted)")
+      ->capture_default_str();
+  command
+      ->add_option("--dense-weight", options->dense_weight,
+                   "the dense search's weight (--fusion weighted)")
+      ->capture_default_str();
   command
       ->add_option("--rerank-weights", options->rerank_weights,
                    "coverage,proximity,sparse,dense (default: the rerank stage's)")

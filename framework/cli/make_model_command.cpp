@@ -100,21 +100,23 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--dim", options->dim, "embedding length")
       ->check(CLI::Range(2, 65536))
       ->capture_default_str();
-  command->add_option("--layers", options->layers)
+  command->add_option("--layers", options->layers, "transformer blocks")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  command->add_option("--heads", options->heads)->check(CLI::Range(1, 1024))->capture_default_str();
+  command->add_option("--heads", options->heads, "attention heads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   command->add_option("--kv-heads", options->kv_heads, "key/value heads (default: --heads)")
       ->check(CLI::Range(0, 1024));
   command->add_option("--ffn", options->ffn, "feed-forward length")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command->add_option("--context", options->context)
+  command->add_option("--context", options->context, "context length the file declares")
       ->check(CLI::Range(16, 1 << 22))
       ->capture_default_str();
   command->add_option("--type", options->type, engine::quantization_recipe_names())
       ->capture_default_str();
-  command->add_option("--seed", options->seed)->capture_default_str();
+  command->add_option("--seed", options->seed, "seed of the random weights")->capture_default_str();
   command
       ->add_option("--weight-scale", options->weight_scale,
                    "standard deviation of the random weights (smaller: a calmer model whose "

@@ -1,4 +1,5 @@
 // chatflow serve: the OpenAI-compatible HTTP server over one pipeline.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -56,7 +57,29 @@ server::HttpServer::Reloader make_reloader(const ServeOptions& options) {
   };
 }
 
-// Where the server listens, a request to try, and how to reload and stop it.
+// The folder GET / and /dashboard are served from, as the server resolves it (StaticFiles):
+// server.web_root, or `web` beside the running executable.
+std::filesystem::path web_root_of(const server::ServerSettings& settings) {
+  if (!settings.web_root.empty()) return settings.web_root;
+  std::error_code error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return (error ? std::filesystem::current_path(error) : self.parent_path()) / "web";
+}
+
+// The chat page's and dashboard's full URLs, or why there are none. `sign_in` says which key
+// the pages ask for (empty: a pipeline without auth).
+std::string web_pages_text(const server::ServerSettings& settings, const std::string& base,
+                           const std::string& sign_in) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(web_root_of(settings) / "index.html", error)) {
+    return "  chat page: not built (GET / says how to build it; the API works without it)\n";
+  }
+  return "  chat page: " + base + "/" +
+         (sign_in.empty() ? "" : "  (sign in with " + sign_in + ")") + "\n  dashboard: " + base +
+         "/dashboard" + (sign_in.empty() ? "" : "  (sign in with an admin key)") + "\n";
+}
+
+// Where the server listens, the chat page, a request to try, and how to reload and stop it.
 void print_serving(const Pipeline& pipeline, const server::ServerSettings& settings, uint16_t port,
                    uint16_t metrics_port, bool tls) {
   const std::string& host = settings.host;
@@ -72,17 +95,21 @@ void print_serving(const Pipeline& pipeline, const server::ServerSettings& setti
   std::string trust = tls ? " --cacert CA.pem" : "";
   std::string credentials;
   std::string key_hint;
+  std::string sign_in;
   if (const auto* authenticator = pipeline.find<Authenticator>()) {
     if (auto key = authenticator->new_development_key()) {
       credentials = " -H 'Authorization: Bearer " + *key + "'";
+      sign_in = "the key in the curl line below";
     } else {
       credentials = " -H \"Authorization: Bearer $CHATFLOW_API_KEY\"";
       key_hint = "  keys: chatflow keys add --tenant NAME --keys-file FILE (prints a new key)\n";
+      sign_in = "an API key";
     }
   }
   std::cout << "chatflow: serving pipeline '" << pipeline.spec().name << "' (model " << model
             << ") at " << base << "/v1\n"
-            << "  try:  curl -N" << trust << " " << base << "/v1/chat/completions" << credentials
+            << web_pages_text(settings, base, sign_in) << "  try:  curl -N" << trust << " " << base
+            << "/v1/chat/completions" << credentials
             << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
             << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
                "\"max_tokens\": 64, \"stream\": true}'\n"

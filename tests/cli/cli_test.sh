@@ -77,6 +77,71 @@ check "stages echo shows its keys" grep -q "words_per_chunk" "$work/out"
 check "unknown type exits 1" test $rc -eq 1
 check "unknown type suggests" grep -q "did you mean 'uppercase'?" "$work/err"
 
+# stages TYPE: for every type, each key's row is its name, its type and its default or
+# 'required', at least two spaces apart (a long key or type ran into the next column before).
+key_types='a boolean \(true or false\)|an integer|a number|a string|a list of strings|a mapping of strings|a mapping|a list of mappings|any value'
+bad_rows=""
+for type in $("$chatflow" stages | awk '/^  [a-z]/ {print $1}'); do
+  "$chatflow" stages "$type" | awk -v type="$type" -v types="^($key_types)$" '
+    /Config keys/ { keys = 1; next }
+    keys && /^    [^ (]/ {
+      n = split(substr($0, 5), field, /  +/)
+      if (n < 2 || field[2] !~ types || (n == 3 && field[3] !~ /^(required|default .*)$/) || n > 3) print type ": " $0
+    }' >>"$work/bad_rows"
+done
+check "every key row of every type has its columns apart" test ! -s "$work/bad_rows"
+test -s "$work/bad_rows" && head -5 "$work/bad_rows"
+"$chatflow" stages gguf_model >"$work/out"
+check "a long key and a long type stay apart" grep -qE "^    scheduler\.max_batched_tokens +an integer +default 2048$" "$work/out"
+check "a boolean's type and its default stay apart" grep -qE "^    tokenizer_only +a boolean \(true or false\) +default false$" "$work/out"
+check "gguf_model names the eight architectures the engine reads" grep -q "A GGUF model (llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3)" "$work/out"
+"$chatflow" stages | awk 'length($0) > 0 && /^  [a-z]/ && !/^  [a-z_]+ +(request|stream) +[a-z, ]+  +[A-Z]/ && !/^  [a-z_]+ +[A-Z]/' >"$work/out"
+check "the type list keeps its columns apart" test ! -s "$work/out"
+
+# stages --markdown and --metrics-markdown: the generated references (tests/docs compares them
+# with docs/reference/).
+"$chatflow" stages --markdown >"$work/stages.md"; rc=$?
+check "stages --markdown exits 0" test $rc -eq 0
+check "stages --markdown has a section per type" sh -c "grep -qx '### gguf_model' '$work/stages.md' && grep -qx '### upstream_generate' '$work/stages.md'"
+check "stages --markdown lists nested keys with type, default and range" grep -qF '| `scheduler.max_batched_tokens` | integer | `2048` | 16..1048576 | tokens per forward step at most |' "$work/stages.md"
+"$chatflow" stages --markdown gguf_model >/dev/null 2>&1; rc=$?
+check "stages --markdown with a type is a usage error" test $rc -eq 2
+"$chatflow" stages --metrics-markdown >"$work/metrics.md"; rc=$?
+check "stages --metrics-markdown exits 0" test $rc -eq 0
+check "the metrics reference names each metric with its type and labels" sh -c "grep -qF '| \`chatflow:engine_steps_total\` | counter | \`model_name\` | Batched forward passes. |' '$work/metrics.md' && grep -qF '| \`chatflow:arm_requests_total\` | counter | \`pipeline\`, \`arm\`, \`status\` |' '$work/metrics.md'"
+
+# --help: every option of every command (and of keys' subcommands) says what it does.
+commands=$("$chatflow" --help | sed -n '/^Subcommands:/,/^$/p' | awk 'NR > 1 && NF {print $1}')
+check "--help lists the commands" test "$(echo "$commands" | wc -l)" -ge 26
+for command in $commands "keys add" "keys list" "keys revoke"; do
+  # CLI11 writes an option's description from column 31, or on the next line when the option's
+  # own text is too long for that.
+  $chatflow $command --help | awk -v command="$command" '
+    function undescribed() { if (pending) print command ": " pending; pending = "" }
+    /^  -/ { undescribed(); if (!(length($0) > 30 && substr($0, 29, 2) == "  " && substr($0, 31, 1) != " ")) pending = $0; next }
+    /^                              [^ ]/ { pending = ""; next }
+    { undescribed() }
+    END { undescribed() }'
+done >"$work/undescribed"
+check "every option of every command has a description" test ! -s "$work/undescribed"
+test -s "$work/undescribed" && cat "$work/undescribed"
+"$chatflow" --help >"$work/out"
+check "--help points to each command's help and the docs" grep -q 'chatflow COMMAND --help. lists a command.s options; docs/cli.md describes them all' "$work/out"
+"$chatflow" stages --help >"$work/out"
+check "a command's help does not repeat the top-level footer" sh -c "! grep -q 'docs/cli.md describes' '$work/out'"
+
+# quickstart: `path` links chatflow into a folder (as it does after run and build).
+if [ -x build/chatflow ]; then
+  CHATFLOW_BIN_DIR="$work/bin" scripts/quickstart.sh path >"$work/out" 2>&1; rc=$?
+  check "quickstart path links build/chatflow" sh -c "test $rc -eq 0 && test \"\$(readlink '$work/bin/chatflow')\" = '$PWD/build/chatflow'"
+  check "quickstart path prints the PATH line for a folder not on PATH" grep -qF "export PATH=\"$PWD/build:\$PATH\"" "$work/out"
+  rm "$work/bin/chatflow" && echo 'not ours' >"$work/bin/chatflow"
+  CHATFLOW_BIN_DIR="$work/bin" scripts/quickstart.sh path >"$work/out" 2>&1
+  check "quickstart path leaves a chatflow that is not a symlink alone" sh -c "test \"\$(cat '$work/bin/chatflow')\" = 'not ours' && grep -q 'is not a symlink; left as it is' '$work/out'"
+else
+  echo "SKIP: build/chatflow is not built; quickstart path not tested"
+fi
+
 # bench-graph: the JSON has one result per in-flight level asked for.
 "$chatflow" bench-graph --requests 2000 --in-flight 1,4 --json >"$work/bench.json"; rc=$?
 check "bench-graph exits 0" test $rc -eq 0
@@ -264,6 +329,36 @@ timeout 20 "$chatflow" serve --config "$work/serve/serve.yaml" >"$work/out" 2>&1
 check "a bad trusted proxy in a serve file is located" sh -c "test $rc -eq 1 && grep -q \"serve.yaml:3:20: error: server.trusted_proxies: 'nginx' is not an IP address or CIDR\" '$work/out'"
 timeout 20 "$chatflow" serve --pipeline graphs/echo.yaml --port 0 --trusted-proxies 10.0.0.0/40 >"$work/out" 2>&1; rc=$?
 check "a bad --trusted-proxies is a usage error" sh -c "test $rc -eq 2 && grep -q \"'10.0.0.0/40': a prefix of 40 bits is longer than an IPv4 address\" '$work/out'"
+
+# serve: once ready it prints the chat page's and dashboard's full URLs (or that the page is not
+# built), after the line the tests wait for.
+serve_until_ready() {  # serve_until_ready SERVE_FILE: prints what serve printed until it was ready
+  # A file of its own: an earlier server's 'stop:' line must not be taken for this one's (the
+  # signal would then reach the forked shell before it runs chatflow).
+  local out
+  out=$(mktemp "$work/serve.XXXXXX")
+  "$chatflow" serve --config "$1" >"$out" 2>&1 &
+  local pid=$!
+  for _ in $(seq 200); do grep -q '^  stop:' "$out" && break; sleep 0.1; done
+  kill -TERM $pid; wait $pid
+  cat "$out"
+}
+mkdir -p "$work/web"
+echo '<!doctype html>' >"$work/web/index.html"
+printf 'server:\n  port: 0\n  web_root: %s\npipeline: %s\n' "$work/web" "$PWD/graphs/echo.yaml" >"$work/serve/web.yaml"
+serve_until_ready "$work/serve/web.yaml" >"$work/out"
+port=$(sed -n 's|.* at http://127.0.0.1:\([0-9]*\)/v1$|\1|p' "$work/out" | head -1)
+check "serve prints the chat page's full URL" grep -qx "  chat page: http://127.0.0.1:$port/" "$work/out"
+check "serve prints the dashboard's full URL" grep -qx "  dashboard: http://127.0.0.1:$port/dashboard" "$work/out"
+check "... after the ready line" test "$(grep -n 'chatflow: serving pipeline' "$work/out" | cut -d: -f1)" -lt "$(grep -n 'chat page:' "$work/out" | cut -d: -f1)"
+printf 'server:\n  port: 0\n  web_root: %s\npipeline: %s\n' "$work/no-web" "$PWD/graphs/echo.yaml" >"$work/serve/no-web.yaml"
+serve_until_ready "$work/serve/no-web.yaml" >"$work/out"
+check "serve says when the chat page is not built" grep -qx "  chat page: not built (GET / says how to build it; the API works without it)" "$work/out"
+printf 'server:\n  port: 0\n  web_root: %s\npipeline: %s\n' "$work/web" "$PWD/graphs/chat.yaml" >"$work/serve/auth.yaml"
+CHATFLOW_MODEL="$work/model.gguf" CHATFLOW_KEYS_FILE="$work/serve-keys.yaml" CHATFLOW_USAGE_DB="$work/serve-usage.db" \
+  CHATFLOW_HISTORY_DB="$work/serve-history.db" serve_until_ready "$work/serve/auth.yaml" >"$work/out"
+check "with auth, the chat page says which key signs in" grep -qE "^  chat page: http://127.0.0.1:[0-9]+/  \(sign in with the key in the curl line below\)$" "$work/out"
+check "... and the dashboard asks for an admin key" grep -qE "^  dashboard: http://127.0.0.1:[0-9]+/dashboard  \(sign in with an admin key\)$" "$work/out"
 
 # usage errors
 "$chatflow" >/dev/null 2>&1; rc=$?

@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   // After the subcommands, which would otherwise repeat it under their own help.
   app.footer(
       "`chatflow COMMAND --help` lists a command's options; docs/cli.md describes them all.\n"
-      "Exit codes: 0 success, 1 a failed pipeline or request, 2 a command-line usage error.");
+      "Exit codes: 0 success, 1 a failed pipeline or request, 2 a command-line usage error\n"
+      "(bench: 3 when requests failed).");
 
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #                                        http://127.0.0.1:8000 (CHATFLOW_PORT to change)
 #   scripts/quickstart.sh test           build (Release) and run the test suite (what CI runs)
 #   scripts/quickstart.sh test-long      the long tests: 64 clients x 30 s load, twice; reloads x 20
+#   scripts/quickstart.sh test-llama-cpp the parity tests against llama.cpp (LLAMA_CPP_BIN: its bin folder)
 #   scripts/quickstart.sh test-sanitize  the whole suite under AddressSanitizer + UBSan
 #   scripts/quickstart.sh test-tsan      the whole suite under ThreadSanitizer
 #   scripts/quickstart.sh fuzz [SECONDS] the libFuzzer targets (GGUF reader, tokenizers, YAML files,
@@ -172,6 +173,14 @@ case "$command" in
     build build -DCMAKE_BUILD_TYPE=Release
     ctest --test-dir build --output-on-failure -L long
     ;;
+  test-llama-cpp)
+    if [ -z "${LLAMA_CPP_BIN:-}" ]; then
+      echo "quickstart: set LLAMA_CPP_BIN to the bin folder of llama.cpp b4748 (docs/development.md says how to build it)" >&2
+      exit 2
+    fi
+    build build -DCMAKE_BUILD_TYPE=Release
+    ctest --test-dir build --output-on-failure -L llama_cpp
+    ;;
   test-sanitize)
     build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHATFLOW_SANITIZE=ON
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_tests build-asan
@@ -222,7 +231,7 @@ case "$command" in
     ./build-fuzz/tests/fuzz/fuzz_json_schema -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=4096 -timeout=10 "$corpus/json_schema"
     ;;
   *)
-    echo "usage: scripts/quickstart.sh [run|test|test-long|test-sanitize|test-tsan|fuzz [SECONDS]|build|path]" >&2
+    echo "usage: scripts/quickstart.sh [run|test|test-long|test-llama-cpp|test-sanitize|test-tsan|fuzz [SECONDS]|build|path]" >&2
     exit 2
     ;;
 esac

@@ -345,7 +345,7 @@ std::vector<Message> parse_messages(const Fields& fields) {
       invalid("'" + param + ".content' is required", param + ".content");
     if (content) entry.content = content_of(*content, index);
     // A participant's label, and what a replayed assistant message carries that says nothing to
-    // the model: accepted, changing nothing (README, "Accepted and ignored").
+    // the model: accepted, changing nothing (docs/http-api.md, "Accepted and ignored").
     message.refuse_unread({"name", "refusal", "annotations", "reasoning_content"});
     parsed.push_back(std::move(entry));
     ++index;

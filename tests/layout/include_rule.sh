@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The include rule of the README's Layout section, checked on every source file: a folder may
-# include only the folders listed for it. Prints each violation as file:line and exits 1.
+# The include rule of docs/development.md, checked on every source file: a folder may include
+# only the folders listed for it. Prints each violation as file:line and exits 1.
 set -u
 cd "${1:-$(dirname "$0")/../..}" || exit 2
 
@@ -58,7 +58,7 @@ while IFS= read -r file; do
 done < <(git ls-files -- '*.h' '*.hpp' '*.cpp' '*.cu' | grep -v '^tests/')
 
 if [ "$violations" -gt 0 ]; then
-  echo "$violations include(s) break the rule in README.md (Layout)"
+  echo "$violations include(s) break the rule in docs/development.md (the include rule)"
   exit 1
 fi
 echo "include rule: every file keeps to its folder's includes"

@@ -1,9 +1,10 @@
 // The semantic_cache stage in front of echo. Echo repeats each question in its own words, so an
 // answer from the cache is told by its text: the paraphrase gets the first question's words back.
-// The embedder is the default one (hashed n-grams); the pairs are README's measured examples.
-// Multi-turn sessions run behind history_trim as on the quick-start server, and the follow-up
-// dataset (tests/data/semantic_cache_followups.jsonl) is played in front of a model stand-in whose
-// answers are numbered, so each cached answer tells which question it was first given to.
+// The embedder is the default one (hashed n-grams); the pairs are the measured examples of
+// docs/caches-and-sessions.md. Multi-turn sessions run behind history_trim as on the quick-start
+// server, and the follow-up dataset (tests/data/semantic_cache_followups.jsonl) is played in front
+// of a model stand-in whose answers are numbered, so each cached answer tells which question it was
+// first given to.
 #include <atomic>
 #include <fstream>
 
@@ -414,8 +415,8 @@ std::string lines(const std::vector<std::string>& list) {
 
 // Issue 31's measure: over the dataset's conversations, no question is given another question's
 // answer, and the true repeats still hit. The floors are what this embedder (n-grams) measured;
-// before the change the same dataset gave 86 false hits of 225 at 0.95 (see README, "Caches and
-// sessions").
+// before the change the same dataset gave 86 false hits of 225 at 0.95 (see
+// docs/caches-and-sessions.md).
 TEST(SemanticCacheFollowups, NoWrongAnswerAndTheTrueRepeatsHitAtTheDefaultThreshold) {
   cache::FollowupScore score = play_dataset(0.95);
   ASSERT_GE(score.different, 200u) << "the dataset shrank";

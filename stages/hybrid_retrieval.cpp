@@ -50,7 +50,8 @@ StageTypeInfo hybrid_retrieval_stage_type() {
   type.port("out", PortKind::request, "the request with its context passages");
   type.config()
       .key("index", &HybridRetrievalConfig::index, "a retrieval_index resource")
-      .required();
+      .required()
+      .resource("retrieval_index");
   type.config().key("top_k", &HybridRetrievalConfig::top_k, "passages kept").range(1, 10000);
   type.config()
       .key("sparse_k", &HybridRetrievalConfig::sparse_k, "BM25 candidates (0: none)")

@@ -289,10 +289,10 @@ class GraphChecker {
                                               " (declared " + reference.resource_type +
                                               " resources: " + join_names(names) + ")");
     } else if (!accepts_resource_type(reference.resource_type, found->type->name)) {
-      diagnostics_.error(reference.where, owner + ": key '" + reference.key + "' needs a " +
-                                              reference.resource_type + " resource, but '" +
-                                              reference.resource_name + "' is a " +
-                                              found->type->name);
+      diagnostics_.error(reference.where,
+                         owner + ": key '" + reference.key + "' needs a resource of type " +
+                             reference.resource_type + ", but '" + reference.resource_name +
+                             "' is of type " + found->type->name);
     }
   }
 

@@ -358,8 +358,8 @@ stages:
   EXPECT_TRUE(has_error(errors, 6, 49,
                         "key 'store' names resource 'dbb', which is not declared under "
                         "'resources:'; did you mean 'db'?"));
-  EXPECT_TRUE(
-      has_error(errors, 7, 49, "key 'store' needs a store resource, but 'thing' is a other"));
+  EXPECT_TRUE(has_error(
+      errors, 7, 49, "key 'store' needs a resource of type store, but 'thing' is of type other"));
 }
 
 TEST_F(PipelineValidation, UnknownResourceTypeAndKeys) {

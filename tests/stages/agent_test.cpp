@@ -340,7 +340,7 @@ TEST(Agent, ToolNamesAreFunctionNamesAndUnique) {
 TEST(Agent, ASearchToolsIndexMustBeARetrievalIndexAtItsPlace) {
   std::string errors = build_errors("        - {name: search, search: {index: llm}}\n");
   EXPECT_EQ(errors.rfind("test.yaml:11:42: error: stage 'agent' (agent): key 'tools[0].search."
-                         "index' needs a retrieval_index resource, but 'llm' is",
+                         "index' needs a resource of type retrieval_index, but 'llm' is",
                          0),
             0u)
       << errors;

@@ -144,7 +144,7 @@ TEST(QueryRewrite, ModelMustNameAGgufModelResourceAtItsPlace) {
       builtin_registry(), diagnostics);
   std::string errors = all_errors(diagnostics);
   EXPECT_EQ(errors.rfind("test.yaml:5:58: error: stage 'rewrite' (query_rewrite): key 'model' "
-                         "needs a gguf_model resource, but 'vectors' is",
+                         "needs a resource of type gguf_model, but 'vectors' is",
                          0),
             0u)
       << errors;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/kv_type.h"
 #include "kernels/tensor_type.h"
 
 namespace chatflow::kernels {
@@ -105,14 +106,6 @@ struct QuantizedMatmulArgs {
 inline constexpr int kQuantizedKernelTypes = 12;
 // Index into KernelTable::quantized_matmul, or -1 for a type without an integer kernel.
 int quantized_index(TensorType type);
-
-// How the KV cache stores keys and values. f16 (llama.cpp's default too) halves the memory
-// attention streams through at every step; f32 keeps them exactly as computed.
-enum class KvType { f32 = 0, f16 = 1 };
-std::string_view to_string(KvType type);
-inline size_t kv_element_bytes(KvType type) {
-  return type == KvType::f16 ? 2 : 4;
-}
 
 // Attention of `group_size` query heads sharing one key/value head, for one token, over
 // `positions` cached positions stored in blocks of `block_tokens`: keys as

@@ -11,13 +11,11 @@
 #include <optional>
 #include <vector>
 
+#include "framework/engine/kv_block_allocator.h"
 #include "framework/engine/model_config.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace chatflow::engine {
-
-using BlockId = int32_t;
-struct KvSequence;
 
 class KvCache {
  public:
@@ -67,12 +65,6 @@ class KvCache {
   void* pool_ = nullptr;
   std::vector<BlockId> free_list_;
   std::vector<int32_t> references_;
-};
-
-// One sequence's view of the cache.
-struct KvSequence {
-  std::vector<BlockId> blocks;
-  int64_t length = 0;  // positions filled
 };
 
 // Makes room for `length` positions, allocating blocks as needed. All or nothing: on false the

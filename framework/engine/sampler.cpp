@@ -121,69 +121,94 @@ size_t kept_by_min_p_and_top_p(const SamplingParams& params,
   return cut;
 }
 
-}  // namespace
-
-void Sampler::sort_candidates(std::span<const float> logits) {
+// (logit, id) of every token, most likely first, cut to top_k when set.
+void sort_candidates(const SamplingParams& params, std::span<const float> logits,
+                     std::vector<std::pair<float, TokenId>>& candidates) {
   const int64_t vocabulary = static_cast<int64_t>(logits.size());
-  candidates_.clear();
+  candidates.clear();
   for (int64_t i = 0; i < vocabulary; ++i)
-    candidates_.emplace_back(logits[i], static_cast<TokenId>(i));
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-    keep = static_cast<size_t>(params_.top_k);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
-                      candidates_.end(), more_likely);
-    candidates_.resize(keep);
+    candidates.emplace_back(logits[i], static_cast<TokenId>(i));
+  size_t keep = candidates.size();
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
+    keep = static_cast<size_t>(params.top_k);
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
+                      candidates.end(), more_likely);
+    candidates.resize(keep);
   } else {
-    std::sort(candidates_.begin(), candidates_.end(), more_likely);
+    std::sort(candidates.begin(), candidates.end(), more_likely);
   }
 }
 
-TokenId Sampler::draw_token(std::span<const float> logits) {
-  sort_candidates(logits);
-  std::vector<double> probabilities = probabilities_at(candidates_, params_.temperature);
-  size_t cut = kept_by_min_p_and_top_p(params_, probabilities);
+// The draw at the temperature, among what top-k, min-p and top-p keep.
+TokenId draw_token(const SamplingParams& params, std::span<const float> logits, float uniform,
+                   std::vector<std::pair<float, TokenId>>& candidates) {
+  sort_candidates(params, logits, candidates);
+  std::vector<double> probabilities = probabilities_at(candidates, params.temperature);
+  size_t cut = kept_by_min_p_and_top_p(params, probabilities);
   // One draw over the kept probabilities, not renormalised: the draw is scaled to their sum.
   double kept = 0;
   for (size_t i = 0; i < cut; ++i)
     kept += probabilities[i];
-  double draw = static_cast<double>(uniform()) * kept;
+  double draw = static_cast<double>(uniform) * kept;
   size_t chosen = 0;
   double cumulative = probabilities[0];
   while (chosen + 1 < cut && draw >= cumulative)
     cumulative += probabilities[++chosen];
-  return candidates_[chosen].second;
+  return candidates[chosen].second;
 }
 
-SampledToken Sampler::sample(std::span<float> logits, std::span<const TokenId> history) {
+}  // namespace
+
+SampledToken sample_token(const SamplingParams& params, std::span<float> logits,
+                          std::span<const TokenId> history, float uniform,
+                          SamplingScratch& scratch) {
   SampledToken result;
 
   // Log-probabilities are reported from the model's own distribution, before any shaping.
   float max_logit = 0;
   double log_sum = 0;
-  bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
+  bool want_logprobs = params.logprobs || params.top_logprobs > 0;
   std::vector<TokenLogprob> top;
   if (want_logprobs) {
     log_softmax_of(logits, max_logit, log_sum);
-    if (params_.top_logprobs > 0)
-      top = top_logprobs_of(logits, params_.top_logprobs, max_logit, log_sum);
+    if (params.top_logprobs > 0)
+      top = top_logprobs_of(logits, params.top_logprobs, max_logit, log_sum);
   }
   // The chosen token's raw logit, before penalties change it.
   std::vector<float> raw;
   if (want_logprobs) raw.assign(logits.begin(), logits.end());
 
-  if (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-      params_.frequency_penalty != 0.0f) {
-    apply_penalties(params_, logits, history);
+  if (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
+      params.frequency_penalty != 0.0f) {
+    apply_penalties(params, logits, history);
   }
 
-  result.token = params_.temperature <= 0.0f ? greedy_token(logits) : draw_token(logits);
+  result.token = params.temperature <= 0.0f
+                     ? greedy_token(logits)
+                     : draw_token(params, logits, uniform, scratch.candidates);
   if (want_logprobs) {
     result.logprob =
         static_cast<float>(raw[static_cast<size_t>(result.token)] - max_logit - log_sum);
     result.top = std::move(top);
   }
   return result;
+}
+
+void apply_allowed_tokens(std::span<const uint64_t> allowed, std::span<float> logits) {
+  if (allowed.empty()) return;
+  constexpr float kForbidden = -std::numeric_limits<float>::infinity();
+  for (size_t id = 0; id < logits.size(); ++id) {
+    const size_t word = id / 64;
+    if (word >= allowed.size() || (allowed[word] >> (id % 64) & 1) == 0) logits[id] = kForbidden;
+  }
+}
+
+float Sampler::next_uniform() {
+  return params_.temperature <= 0.0f ? 0.0f : uniform();
+}
+
+SampledToken Sampler::sample(std::span<float> logits, std::span<const TokenId> history) {
+  return sample_token(params_, logits, history, next_uniform(), scratch_);
 }
 
 }  // namespace chatflow::engine

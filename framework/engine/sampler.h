@@ -39,6 +39,24 @@ struct SampledToken {
   std::vector<TokenLogprob> top;  // the most likely alternatives, best first
 };
 
+// What drawing a token reuses from one draw to the next (its buffers).
+struct SamplingScratch {
+  std::vector<std::pair<float, TokenId>> candidates;  // (logit, id), most likely first
+};
+
+// One token drawn from `logits` as `params` say, with `uniform` (in [0, 1)) as the draw's random
+// number (unused when greedy): the sampling itself, with no random stream of its own, so that a
+// backend can run it where the logits are (backend.h). `logits` is consumed (modified).
+// `history` is what the penalties look at.
+SampledToken sample_token(const SamplingParams& params, std::span<float> logits,
+                          std::span<const TokenId> history, float uniform,
+                          SamplingScratch& scratch);
+
+// A constraint's allowed-token mask on a logits row: every token whose bit (id % 64 of word
+// id / 64) is clear gets -infinity; an empty mask allows every token.
+void apply_allowed_tokens(std::span<const uint64_t> allowed, std::span<float> logits);
+
+// One sequence's sampling: its parameters and its random stream.
 class Sampler {
  public:
   explicit Sampler(SamplingParams params);
@@ -46,18 +64,19 @@ class Sampler {
   // `logits` is consumed (modified). `history` is what the penalties look at.
   SampledToken sample(std::span<float> logits, std::span<const TokenId> history);
 
+  // The random number of the next draw, in [0, 1): taken from the stream when the parameters
+  // draw at random (a draw takes exactly one), else 0 and the stream stays where it is.
+  // sample() is sample_token() with this number.
+  float next_uniform();
+
   const SamplingParams& params() const { return params_; }
 
  private:
   float uniform();  // [0, 1)
-  // candidates_ = (logit, id) of every token, most likely first, cut to top_k when set.
-  void sort_candidates(std::span<const float> logits);
-  // The seeded draw at the temperature, among what top-k, min-p and top-p keep.
-  TokenId draw_token(std::span<const float> logits);
 
   SamplingParams params_;
   std::mt19937_64 random_;
-  std::vector<std::pair<float, TokenId>> candidates_;
+  SamplingScratch scratch_;
 };
 
 }  // namespace chatflow::engine

@@ -4,9 +4,12 @@
 // the engine thread only, except for the work prepare() hands out, which runs elsewhere.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "framework/engine/vocabulary.h"
 
@@ -18,6 +21,18 @@ class TokenConstraint {
   // Sets the logit of every token that may not come next to -infinity (end-of-generation tokens
   // included, until the text may end).
   virtual void restrict(std::span<float> logits) = 0;
+  // What restrict() lets through, as a bitset over a vocabulary of `vocabulary` tokens (bit
+  // id % 64 of word id / 64 set: allowed), the form a constraint crosses to a backend in
+  // (TokenDraw::allowed, backend.h). Applying it to logits is restrict() exactly.
+  virtual void allowed(int64_t vocabulary, std::vector<uint64_t>& mask) {
+    std::vector<float> logits(static_cast<size_t>(vocabulary), 0.0f);
+    restrict(logits);
+    mask.assign(static_cast<size_t>((vocabulary + 63) / 64), 0);
+    for (size_t id = 0; id < logits.size(); ++id) {
+      if (logits[id] != -std::numeric_limits<float>::infinity())
+        mask[id / 64] |= uint64_t{1} << (id % 64);
+    }
+  }
   // The token that was sampled (never an end-of-generation token).
   virtual void accept(TokenId token) = 0;
   // Nothing may follow what was generated: the sequence ends as at end of generation.

@@ -22,10 +22,6 @@ int float_type_index(TensorType type) {
   }
 }
 
-std::string_view to_string(KvType type) {
-  return type == KvType::f16 ? "f16" : "f32";
-}
-
 bool packable(TensorType type) {
   return type == TensorType::f32 || type == TensorType::f16 || type == TensorType::bf16;
 }

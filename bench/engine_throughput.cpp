@@ -25,8 +25,8 @@
 #include <boost/json.hpp>
 
 #include "framework/cli/command.h"
+#include "framework/engine/backend.h"
 #include "framework/engine/scheduler.h"
-#include "framework/engine/transformer.h"
 
 namespace chatflow::cli {
 namespace {
@@ -171,10 +171,13 @@ class EngineBench {
  public:
   EngineBench(std::shared_ptr<const engine::Model> model, int threads)
       : model_(std::move(model)),
-        transformer_(model_),
-        threads_(threads),
-        cache_(model_->config(), 16, (std::min<int64_t>(model_->config().context, 1024) + 15) / 16),
-        logits_(static_cast<size_t>(model_->config().vocabulary)) {}
+        backend_(engine::make_backend("cpu", model_, {threads})),
+        blocks_(16, (std::min<int64_t>(model_->config().context, 1024) + 15) / 16) {
+    backend_->allocate_kv_pool(
+        {blocks_.total_blocks(), blocks_.block_tokens(), kernels::KvType::f16});
+  }
+
+  engine::BackendInfo info() const { return backend_->info(); }
 
   // Tokens of ordinary text (not one repeated id), cycled to the length asked for.
   std::vector<engine::TokenId> tokens(int64_t count) const {
@@ -191,35 +194,43 @@ class EngineBench {
   double prompt_rate(int64_t count) {
     auto prompt = tokens(count);
     engine::KvSequence sequence;
-    engine::reserve(cache_, sequence, count);
+    engine::reserve(blocks_, sequence, count);
     auto start = Clock::now();
-    engine::SequenceChunk chunk{&sequence, prompt, true};
-    transformer_.forward({&chunk, 1}, cache_, threads_, logits_);
+    step(sequence, prompt);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    engine::release(cache_, sequence);
+    engine::release(blocks_, sequence);
     return static_cast<double>(count) / seconds;
   }
 
   double generation_rate(int64_t count) {
     auto inputs = tokens(count);
     engine::KvSequence sequence;
-    engine::reserve(cache_, sequence, count);
+    engine::reserve(blocks_, sequence, count);
     auto start = Clock::now();
-    for (int64_t i = 0; i < count; ++i) {
-      engine::SequenceChunk chunk{&sequence, {&inputs[static_cast<size_t>(i)], 1}, true};
-      transformer_.forward({&chunk, 1}, cache_, threads_, logits_);
-    }
+    for (int64_t i = 0; i < count; ++i)
+      step(sequence, {&inputs[static_cast<size_t>(i)], 1});
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    engine::release(cache_, sequence);
+    engine::release(blocks_, sequence);
     return static_cast<double>(count) / seconds;
   }
 
  private:
+  // One step of `tokens` at the end of `sequence`, its last logits row copied back (as a
+  // caller that samples on the host would have it).
+  void step(engine::KvSequence& sequence, std::span<const engine::TokenId> tokens) {
+    engine::StepChunk chunk;
+    chunk.tokens = tokens;
+    chunk.start = sequence.length;
+    chunk.block_table = sequence.blocks;
+    chunk.want = engine::StepChunk::Want::logits;
+    backend_->forward({&chunk, 1}, output_);
+    sequence.length += static_cast<int64_t>(tokens.size());
+  }
+
   std::shared_ptr<const engine::Model> model_;
-  engine::Transformer transformer_;
-  engine::ComputeThreads threads_;
-  engine::KvCache cache_;
-  std::vector<float> logits_;
+  std::unique_ptr<engine::Backend> backend_;
+  engine::KvBlockAllocator blocks_;
+  engine::StepOutput output_;
 };
 
 // Records when each token of one sequence arrived.
@@ -412,8 +423,10 @@ int bench_engine_command(const BenchEngineOptions& options) {
     return 1;
   }
   std::vector<Figures> results, llama_cpp;
+  std::string backend;
   for (int threads : options.threads) {
     EngineBench bench(model, threads);
+    if (backend.empty()) backend = bench.info().name + ": " + bench.info().device;
     bench.prompt_rate(32);  // warm-up: pages mapped, caches filled
     std::vector<double> pp128, pp512, tg128;
     for (int repetition = 0; repetition < options.repetitions; ++repetition) {
@@ -448,12 +461,10 @@ int bench_engine_command(const BenchEngineOptions& options) {
   }
   double weight_gb = static_cast<double>(model->weight_bytes()) / 1e9;
   std::printf(
-      "model: %s (%s, dim %lld, %lld layers, vocabulary %lld, %.1f MB of weights), kernels: %s "
-      "(quantised: %s)\n",
+      "model: %s (%s, dim %lld, %lld layers, vocabulary %lld, %.1f MB of weights), backend %s\n",
       options.model.c_str(), config.architecture.c_str(), static_cast<long long>(config.dim),
       static_cast<long long>(config.layers), static_cast<long long>(config.vocabulary),
-      weight_gb * 1e3, std::string(kernels::cpu_kernels().instruction_set).c_str(),
-      std::string(kernels::cpu_kernels().quantized_instruction_set).c_str());
+      weight_gb * 1e3, backend.c_str());
   std::printf("median of %d runs\n\n", options.repetitions);
   std::printf("| threads |  pp128 t/s |  pp512 t/s |  tg128 t/s | tg weight reads GB/s |\n");
   std::printf("|--------:|-----------:|-----------:|-----------:|---------------------:|\n");

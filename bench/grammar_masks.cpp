@@ -22,6 +22,7 @@
 #include <boost/json.hpp>
 
 #include "framework/cli/command.h"
+#include "framework/engine/compute_threads.h"
 #include "framework/engine/gguf_file.h"
 #include "framework/engine/grammar_constraint.h"
 #include "framework/engine/model.h"

@@ -15,7 +15,7 @@
 
 #include "framework/cli/command.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/kernel_table.h"
+#include "kernels/cpu/cpu_kernel_table.h"
 #include "kernels/quantize.h"
 #include "kernels/tensor_type.h"
 
@@ -40,7 +40,7 @@ int bench_kernels_command(const BenchKernelsOptions& options) {
   if (options.columns % 256 != 0 || options.columns % block != 0)
     throw std::runtime_error("--columns " + std::to_string(options.columns) +
                              ": must be a multiple of 256");
-  const kernels::KernelTable& table = kernels::cpu_kernels();
+  const kernels::CpuKernelTable& table = kernels::cpu_kernels();
   const auto kernel = table.quantized_matmul[kernels::quantized_index(*type)];
   const auto format = kernels::activation_format(*type);
   const kernels::ActivationLayout layout = kernels::activation_layout(format, options.columns);

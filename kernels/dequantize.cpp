@@ -2,7 +2,7 @@
 // whole rows as floats.
 #include <cstring>
 
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quantize.h"
 

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quantize_search.h"
 

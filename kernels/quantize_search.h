@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 
 namespace chatflow::kernels::quantize_detail {
 

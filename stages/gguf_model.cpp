@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 
 #include "framework/bridge/engine_bridge.h"
+#include "framework/engine/compute_threads.h"
 #include "framework/engine/default_model.h"
 #include "framework/engine/grammar_constraint.h"
 #include "framework/engine/model_config.h"

@@ -7,7 +7,7 @@
 
 #include <boost/json.hpp>
 
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 
 namespace chatflow::embedding {
 namespace json = boost::json;

@@ -139,6 +139,10 @@ struct BackendOptions {
 // The backends this build has, best first ("cpu" always; "cuda" in a build with its backend).
 std::vector<std::string> backend_names();
 
+// What BackendUnavailable says for backend `name` in a build with CUDA or without ("" for one
+// every build has): how to get it.
+std::string missing_backend_message(std::string_view name, bool built_with_cuda);
+
 // A backend for `model`: "cpu", "cuda", or "auto" (the first of backend_names() that can run
 // here). Throws BackendUnavailable for a known backend this build or machine cannot run, and
 // std::invalid_argument for an unknown name.

@@ -12,11 +12,26 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Generator::Generator(std::shared_ptr<const Model> model, int threads)
+Generator::Generator(std::shared_ptr<const Model> model, int threads, std::string_view backend)
     : model_(model),
-      transformer_(model),
-      threads_(threads),
-      cache_(model->config(), 16, (model->config().context + 15) / 16) {}
+      backend_(make_backend(backend, model, {threads})),
+      blocks_(16, (model->config().context + 15) / 16) {
+  backend_->allocate_kv_pool(
+      {blocks_.total_blocks(), blocks_.block_tokens(), kernels::KvType::f16});
+}
+
+SampledToken Generator::step(KvSequence& sequence, std::span<const TokenId> tokens,
+                             Sampler& sampler, std::span<const TokenId> history) {
+  StepChunk chunk;
+  chunk.tokens = tokens;
+  chunk.start = sequence.length;
+  chunk.block_table = sequence.blocks;
+  chunk.want = StepChunk::Want::token;
+  chunk.draw = {&sampler.params(), sampler.next_uniform(), history, {}};
+  backend_->forward({&chunk, 1}, output_);
+  sequence.length += static_cast<int64_t>(tokens.size());
+  return std::move(output_.tokens.front());
+}
 
 GenerationResult Generator::generate(const GenerationRequest& request,
                                      const std::function<bool(const GeneratedToken&)>& on_token) {
@@ -32,20 +47,19 @@ GenerationResult Generator::generate(const GenerationRequest& request,
   KvSequence sequence;
   Sampler sampler(request.sampling);
   IncrementalDetokenizer detokenizer(model_->tokenizer(), request.stop);
-  std::vector<float> logits(static_cast<size_t>(config.vocabulary));
   std::vector<TokenId> history;
 
   auto start = std::chrono::steady_clock::now();
-  reserve(cache_, sequence, static_cast<int64_t>(request.prompt.size()));
-  SequenceChunk prompt{&sequence, request.prompt, true};
-  transformer_.forward({&prompt, 1}, cache_, threads_, logits);
+  reserve(blocks_, sequence, static_cast<int64_t>(request.prompt.size()));
+  // Each step draws the token after it: the prompt's step the first one.
+  SampledToken next = step(sequence, request.prompt, sampler, history);
   result.prefill_seconds = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
   result.reason = StopReason::length;
   while (static_cast<int64_t>(result.tokens.size()) < request.max_tokens) {
     GeneratedToken generated;
-    generated.sampled = sampler.sample(logits, history);
+    generated.sampled = std::move(next);
     TokenId token = generated.sampled.token;
     if (!request.ignore_eos && vocabulary.is_end_of_generation(token)) {
       result.reason = StopReason::end_of_generation;
@@ -69,9 +83,8 @@ GenerationResult Generator::generate(const GenerationRequest& request,
       result.reason = StopReason::length;
       break;
     }
-    reserve(cache_, sequence, sequence.length + 1);
-    SequenceChunk next{&sequence, {&result.tokens.back(), 1}, true};
-    transformer_.forward({&next, 1}, cache_, threads_, logits);
+    reserve(blocks_, sequence, sequence.length + 1);
+    next = step(sequence, {&result.tokens.back(), 1}, sampler, history);
   }
   if (result.reason != StopReason::stop_string) {
     auto tail = detokenizer.finish();
@@ -79,7 +92,7 @@ GenerationResult Generator::generate(const GenerationRequest& request,
   }
   result.text = detokenizer.text();
   result.decode_seconds = seconds_since(start);
-  release(cache_, sequence);
+  release(blocks_, sequence);
   return result;
 }
 

@@ -1,6 +1,7 @@
-// Generation for one sequence at a time: prefill the prompt as one batch, then decode token by
-// token with a sampler and an incremental detokenizer. The command line and the tests use it;
-// the server's scheduler batches many sequences over the same Transformer instead.
+// Generation for one sequence at a time: prefill the prompt as one step, then decode token by
+// token, each step drawing the next token on the backend (backend.h) with the sequence's
+// sampler, and an incremental detokenizer. The command line and the tests use it; the server's
+// scheduler batches many sequences over one backend instead.
 #pragma once
 
 #include <functional>
@@ -8,9 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "framework/engine/backend.h"
 #include "framework/engine/detokenizer.h"
+#include "framework/engine/kv_block_allocator.h"
 #include "framework/engine/sampler.h"
-#include "framework/engine/transformer.h"
 
 namespace chatflow::engine {
 
@@ -39,8 +41,8 @@ struct GenerationResult {
 
 class Generator {
  public:
-  // A KV cache sized for one full context.
-  Generator(std::shared_ptr<const Model> model, int threads);
+  // A KV cache sized for one full context, on the backend `backend` names (make_backend).
+  Generator(std::shared_ptr<const Model> model, int threads, std::string_view backend = "cpu");
 
   // `on_token` is called for every generated token; returning false stops generation.
   // Throws std::length_error when the prompt does not fit the context.
@@ -50,10 +52,14 @@ class Generator {
   const Model& model() const { return *model_; }
 
  private:
+  // One step of `tokens` at the end of `sequence`, drawing the next token.
+  SampledToken step(KvSequence& sequence, std::span<const TokenId> tokens, Sampler& sampler,
+                    std::span<const TokenId> history);
+
   std::shared_ptr<const Model> model_;
-  Transformer transformer_;
-  ComputeThreads threads_;
-  KvCache cache_;
+  std::unique_ptr<Backend> backend_;
+  KvBlockAllocator blocks_;
+  StepOutput output_;
 };
 
 }  // namespace chatflow::engine

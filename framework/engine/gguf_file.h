@@ -94,6 +94,9 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t size() const { return size_; }
   uint32_t alignment() const { return alignment_; }
+  // Whether the bytes are a mapping of the file (open), whose pages may be handed back to the
+  // kernel and read again, rather than a copy in memory (from_bytes).
+  bool mapped() const { return mapping_ != nullptr; }
 
   const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
   const GgufValue* find(const std::string& key) const;

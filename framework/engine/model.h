@@ -1,5 +1,6 @@
 // A loaded model: the GGUF file (memory-mapped: quantised weights stay quantised in memory),
-// its configuration, tokenizer, and views of every weight with its shape checked.
+// its configuration, tokenizer, and views of every weight with its shape checked. It belongs to
+// no device: a backend (backend.h) places the weights where it computes.
 #pragma once
 
 #include <memory>
@@ -20,8 +21,9 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t columns = 0;
   size_t row_bytes = 0;
-  // The same weights packed for matrix products (kernels::pack_matrix), owned by the model; null
-  // for quantised types, which the kernels read row by row (from the model's own copy).
+  // The same weights packed for matrix products over many tokens, where a backend's copy of
+  // the views has them (the CPU backend's, cpu/cpu_weights.h, for float types); always null in
+  // the Model, whose views are of the file as stored.
   const uint8_t* panels = nullptr;
 };
 
@@ -69,12 +71,6 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
-  struct FreeBytes {
-    void operator()(uint8_t* bytes) const;
-  };
-  std::vector<std::unique_ptr<uint8_t[], FreeBytes>> packed_;
-
-  void pack_weights();
 };
 
 // Writes row `row` of `matrix` as floats into `out` (columns values).

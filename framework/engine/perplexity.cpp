@@ -7,10 +7,9 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "framework/engine/compute_threads.h"
-#include "framework/engine/kv_cache.h"
-#include "framework/engine/transformer.h"
-#include "kernels/cpu/half.h"
+#include "framework/engine/backend.h"
+#include "framework/engine/kv_block_allocator.h"
+#include "kernels/half.h"
 
 namespace chatflow::engine {
 namespace {
@@ -246,15 +245,16 @@ PerplexityResult measure_perplexity(std::shared_ptr<const Model> model, const st
   header.scored_per_chunk = static_cast<uint32_t>(scored_per_chunk);
   Scores scores(options, header, tokens);
 
-  Transformer transformer(model);
-  ComputeThreads threads(std::max(1, options.threads));
+  std::unique_ptr<Backend> backend =
+      make_backend(options.backend, model, {std::max(1, options.threads)});
   const int64_t block_tokens = 16;
-  KvCache cache(config, block_tokens, (context + block_tokens - 1) / block_tokens);
+  KvBlockAllocator cache(block_tokens, (context + block_tokens - 1) / block_tokens);
+  backend->allocate_kv_pool({cache.total_blocks(), block_tokens, kernels::KvType::f16});
   const int64_t batch = std::max<int64_t>(1, std::min(options.batch, context));
   const TokenId bos = model->tokenizer().vocabulary().bos;
   const bool add_bos = model->tokenizer().vocabulary().add_bos && bos >= 0;
 
-  std::vector<float> logits;
+  StepOutput output;
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     std::vector<TokenId> window(tokens.begin() + chunk * context,
                                 tokens.begin() + (chunk + 1) * context);
@@ -266,14 +266,16 @@ PerplexityResult measure_perplexity(std::shared_ptr<const Model> model, const st
     for (int64_t begin = 0; begin < context;) {
       const int64_t end = std::min(begin < first ? first : context, begin + batch);
       const bool scoring = begin >= first;
-      SequenceChunk piece{
-          &sequence,
-          std::span<const TokenId>(window.data() + begin, static_cast<size_t>(end - begin)),
-          scoring, scoring};
-      logits.resize(static_cast<size_t>(scoring ? (end - begin) * vocabulary : 0));
-      transformer.forward({&piece, 1}, cache, threads, logits);
+      StepChunk piece;
+      piece.tokens =
+          std::span<const TokenId>(window.data() + begin, static_cast<size_t>(end - begin));
+      piece.start = sequence.length;
+      piece.block_table = sequence.blocks;
+      piece.want = scoring ? StepChunk::Want::every_logits : StepChunk::Want::nothing;
+      backend->forward({&piece, 1}, output);
+      sequence.length = end;
       for (int64_t p = begin; scoring && p < end && p < context - 1; ++p)
-        scores.add(logits.data() + (p - begin) * vocabulary, vocabulary,
+        scores.add(output.logits.data() + (p - begin) * vocabulary, vocabulary,
                    window[static_cast<size_t>(p + 1)]);
       begin = end;
     }

@@ -19,6 +19,7 @@ struct PerplexityOptions {
   int64_t batch = 512;  // tokens per forward step
   int64_t chunks = -1;  // at most this many windows; -1 all
   int threads = 1;
+  std::string backend = "cpu";    // where to compute (make_backend: cpu, cuda, auto)
   std::string save_log_probs;     // write the scored log-probabilities here
   std::string compare_log_probs;  // compare against log-probabilities saved before
 };

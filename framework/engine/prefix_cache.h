@@ -13,14 +13,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "framework/engine/kv_cache.h"
+#include "framework/engine/kv_block_allocator.h"
 #include "framework/engine/vocabulary.h"
 
 namespace chatflow::engine {
 
 class PrefixCache {
  public:
-  explicit PrefixCache(KvCache& cache) : cache_(cache) {}
+  explicit PrefixCache(KvBlockAllocator& cache) : cache_(cache) {}
   ~PrefixCache();
 
   static uint64_t root_hash(std::string_view salt);
@@ -50,7 +50,7 @@ class PrefixCache {
     std::list<uint64_t>::iterator recency;
   };
 
-  KvCache& cache_;
+  KvBlockAllocator& cache_;
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> recency_;  // least recently used first
   int64_t queried_blocks_ = 0;

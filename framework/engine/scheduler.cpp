@@ -43,6 +43,7 @@ struct Scheduler::Sequence {
   // meanwhile, so the sequence is planned in no step).
   std::vector<float> held_logits;
   bool holding = false;
+  std::vector<uint64_t> allowed;  // the constraint's mask for the token being drawn
 };
 
 namespace {
@@ -58,8 +59,8 @@ int64_t default_blocks(const ModelConfig& model, const SchedulerConfig& config) 
       (std::min<int64_t>(model.context, 2048) + config.block_tokens - 1) / config.block_tokens;
   int64_t blocks = per_sequence * std::max<int64_t>(1, config.max_seqs);
   // Cap the (lazily committed) pool at 4 GiB of address space.
-  int64_t block_bytes = model.layers * 2 * model.kv_heads * model.head_dim * config.block_tokens *
-                        static_cast<int64_t>(kernels::kv_element_bytes(config.kv_type));
+  auto block_bytes =
+      static_cast<int64_t>(kv_block_bytes(model, config.block_tokens, config.kv_type));
   return std::max<int64_t>(per_sequence,
                            std::min<int64_t>(blocks, (int64_t{4} << 30) / block_bytes));
 }
@@ -67,15 +68,19 @@ int64_t default_blocks(const ModelConfig& model, const SchedulerConfig& config) 
 }  // namespace
 
 Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerConfig config)
+    : Scheduler(model, make_backend(config.backend, model, {config.threads}), config) {}
+
+Scheduler::Scheduler(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
+                     SchedulerConfig config)
     : model_(std::move(model)),
       config_(config),
-      transformer_(model_),
-      threads_(config.threads),
-      cache_(model_->config(), config.block_tokens,
-             config.kv_blocks > 0 ? config.kv_blocks : default_blocks(model_->config(), config),
-             config.kv_type),
+      backend_(std::move(backend)),
+      cache_(config.block_tokens,
+             config.kv_blocks > 0 ? config.kv_blocks : default_blocks(model_->config(), config)),
       prefix_cache_(cache_),
       constraint_worker_(kConstraintThreads) {
+  backend_->allocate_kv_pool({cache_.total_blocks(), cache_.block_tokens(), config.kv_type});
+  backend_info_ = backend_->info();
   stats_.total_blocks = cache_.total_blocks();
   stats_.free_blocks = cache_.free_blocks();
   thread_ = std::thread([this] { run(); });
@@ -134,6 +139,11 @@ std::optional<std::string> Scheduler::submit(SequenceSpec spec,
 SchedulerStats Scheduler::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
+}
+
+BackendInfo Scheduler::backend_info() const {
+  std::lock_guard lock(mutex_);
+  return backend_info_;
 }
 
 void Scheduler::run() {
@@ -306,56 +316,74 @@ std::vector<Scheduler::Planned> Scheduler::plan(std::vector<std::unique_ptr<Sequ
   return plan;
 }
 
-// One forward pass over the planned chunks; false (every planned sequence failed) when it
-// throws.
-bool Scheduler::run_batch(const std::vector<Planned>& plan, int64_t& prompt_tokens) {
-  std::vector<SequenceChunk> chunks;
-  int64_t logit_rows = 0;
-  for (const auto& entry : plan) {
+// What a sequence that wants logits asks of the step: its next token, drawn by the backend with
+// the sequence's parameters, random number, penalty history and (under a constraint) the mask
+// of the tokens allowed; or, while that mask is still being computed, the logits row, held until
+// it is ready. A constraint that fails here fails the sequence (nothing is wanted then).
+StepChunk::Want Scheduler::wanted(Sequence& sequence, TokenDraw& draw) {
+  if (TokenConstraint* constraint = sequence.spec.constraint.get()) {
+    prepare_constraint(sequence);
+    if (sequence.preparing) return StepChunk::Want::logits;
+    constraint->allowed(model_->config().vocabulary, sequence.allowed);
+    if (failed_constraint(sequence)) return StepChunk::Want::nothing;
+    draw.allowed = sequence.allowed;
+  }
+  draw.params = &sequence.sampler.params();
+  draw.uniform = sequence.sampler.next_uniform();
+  draw.history = std::span<const TokenId>(sequence.tokens).subspan(sequence.spec.prompt.size());
+  return StepChunk::Want::token;
+}
+
+// One step over the planned chunks; false (every planned sequence failed) when it throws.
+bool Scheduler::run_batch(std::vector<Planned>& plan, int64_t& prompt_tokens) {
+  chunks_.clear();
+  for (auto& entry : plan) {
     Sequence& sequence = *entry.sequence;
-    chunks.push_back(
-        {&sequence.kv,
-         std::span(sequence.tokens)
-             .subspan(static_cast<size_t>(sequence.kv.length), static_cast<size_t>(entry.count)),
-         entry.logits});
-    logit_rows += entry.logits;
+    StepChunk chunk;
+    chunk.tokens =
+        std::span<const TokenId>(sequence.tokens)
+            .subspan(static_cast<size_t>(sequence.kv.length), static_cast<size_t>(entry.count));
+    chunk.start = sequence.kv.length;
+    chunk.block_table = sequence.kv.blocks;
+    entry.want = entry.logits ? wanted(sequence, chunk.draw) : StepChunk::Want::nothing;
+    chunk.want = entry.want;
+    chunks_.push_back(chunk);
     if (entry.count > 1 || !sequence.started) prompt_tokens += entry.count;
   }
-  logits_.resize(static_cast<size_t>(logit_rows * model_->config().vocabulary));
   try {
-    transformer_.forward(chunks, cache_, threads_, logits_);
+    backend_->forward(chunks_, output_);
   } catch (const std::exception& error) {
     for (const auto& entry : plan) {
+      if (!entry.sequence->observer) continue;
       entry.sequence->observer->on_error(std::string("the forward pass failed: ") + error.what());
       entry.sequence->observer.reset();
     }
     return false;
   }
+  for (const auto& entry : plan)
+    entry.sequence->kv.length += entry.count;
   return true;
 }
 
-// Samples each planned sequence that asked for logits and tells its observer, or holds the
-// logits of one whose constraint is not ready; a finished sequence lets go of its observer.
-// Returns the tokens generated.
+// Gives each planned sequence its drawn token and tells its observer, or holds the logits of
+// one whose constraint was not ready; a finished sequence lets go of its observer. Returns the
+// tokens generated.
 int64_t Scheduler::publish(const std::vector<Planned>& plan) {
   const int64_t vocabulary = model_->config().vocabulary;
-  int64_t row = 0;
+  size_t row = 0;
+  size_t token = 0;
   int64_t generated = 0;
   for (const auto& entry : plan) {
     Sequence& sequence = *entry.sequence;
     publish_full_blocks(sequence);
-    if (!entry.logits) continue;
-    std::span<float> logits(logits_.data() + row * vocabulary, static_cast<size_t>(vocabulary));
-    ++row;
-    if (sequence.spec.constraint) {
-      prepare_constraint(sequence);
-      if (sequence.preparing) {
-        sequence.held_logits.assign(logits.begin(), logits.end());
-        sequence.holding = true;
-        continue;
-      }
+    if (entry.want == StepChunk::Want::token) {
+      generated += take(sequence, output_.tokens[token++]);
+    } else if (entry.want == StepChunk::Want::logits) {
+      auto begin = output_.logits.begin() + static_cast<std::ptrdiff_t>(row * vocabulary);
+      sequence.held_logits.assign(begin, begin + vocabulary);
+      sequence.holding = true;
+      ++row;
     }
-    generated += sample(sequence, logits);
   }
   return generated;
 }
@@ -391,16 +419,20 @@ bool Scheduler::failed_constraint(Sequence& sequence) {
   return true;
 }
 
-// One token of `sequence` from its logits; returns the tokens generated (0 or 1).
+// One token of `sequence` from logits it held while its constraint's mask was computed: the same
+// draw the backend makes (sampler.h), here on the host. Returns the tokens generated (0 or 1).
 int64_t Scheduler::sample(Sequence& sequence, std::span<float> logits) {
   std::span<const TokenId> history(sequence.tokens.data() + sequence.spec.prompt.size(),
                                    sequence.tokens.size() - sequence.spec.prompt.size());
-  TokenConstraint* constraint = sequence.spec.constraint.get();
-  if (constraint) {
+  if (TokenConstraint* constraint = sequence.spec.constraint.get()) {
     constraint->restrict(logits);
     if (failed_constraint(sequence)) return 0;
   }
-  SampledToken sampled = sequence.sampler.sample(logits, history);
+  return take(sequence, sequence.sampler.sample(logits, history));
+}
+
+int64_t Scheduler::take(Sequence& sequence, const SampledToken& sampled) {
+  TokenConstraint* constraint = sequence.spec.constraint.get();
   bool first = !sequence.started;
   sequence.started = true;
   bool end_of_generation = model_->tokenizer().vocabulary().is_end_of_generation(sampled.token);
@@ -508,6 +540,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
 
 void Scheduler::refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
                               const std::deque<std::unique_ptr<Sequence>>& waiting) {
+  const BackendMemory memory = backend_->info().memory;
   int64_t sequence_blocks = 0;
   for (const auto& sequence : running)
     sequence_blocks += static_cast<int64_t>(sequence->kv.blocks.size());
@@ -515,6 +548,7 @@ void Scheduler::refresh_stats(const std::vector<std::unique_ptr<Sequence>>& runn
   stats_.running = static_cast<int64_t>(running.size());
   stats_.waiting = static_cast<int64_t>(waiting.size() + incoming_.size());
   stats_.free_blocks = cache_.free_blocks();
+  backend_info_.memory = memory;
   stats_.cached_blocks = prefix_cache_.cached_blocks();
   stats_.evictable_blocks = prefix_cache_.evictable_blocks();
   stats_.sequence_blocks = sequence_blocks;

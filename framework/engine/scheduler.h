@@ -1,8 +1,10 @@
 // Continuous batching on one engine thread. Every step gathers the next token of each running
 // sequence plus chunks of waiting prompts, within a token budget (max_batched_tokens) and a
-// sequence cap (max_seqs); runs one batched forward pass; samples each sequence with its own
-// parameters; and reports each new token to the sequence's observer. Decoding sequences are
-// served first, so long prompts never starve generation.
+// sequence cap (max_seqs); hands them to the backend (backend.h) as one step, each sequence's
+// draw (its parameters, its random number, its constraint's mask) with it; and reports each new
+// token to the sequence's observer. Decoding sequences are served first, so long prompts never
+// starve generation. The scheduler is the host side of the seam: block tables, the block
+// allocator and the prefix cache, sampling state and masks; it never branches on the device.
 //
 // When KV blocks run out, the newest running sequence is preempted: its blocks are released and
 // it is recomputed later from its tokens (which the prefix cache usually still holds).
@@ -10,8 +12,9 @@
 //
 // A constraint's slow work (a grammar's token mask for a state not seen before) runs on a
 // ConstraintWorker, started as soon as the token before it is accepted so that it overlaps the
-// next forward pass. A sequence whose mask is not ready when its logits are keeps them and sits
-// out the steps until it is; the other sequences keep stepping meanwhile.
+// next forward pass. A sequence whose mask is not ready when its step is planned asks for its
+// logits instead of a token, keeps them, and sits out the steps until the mask is ready (then
+// its token is drawn here, on the host); the other sequences keep stepping meanwhile.
 #pragma once
 
 #include <atomic>
@@ -24,16 +27,17 @@
 #include <thread>
 #include <vector>
 
+#include "framework/engine/backend.h"
 #include "framework/engine/constraint_worker.h"
+#include "framework/engine/kv_block_allocator.h"
 #include "framework/engine/prefix_cache.h"
 #include "framework/engine/sampler.h"
 #include "framework/engine/token_constraint.h"
-#include "framework/engine/transformer.h"
 
 namespace chatflow::engine {
 
 struct SchedulerConfig {
-  int threads = 1;
+  int threads = 1;  // the CPU backend's compute threads
   int64_t max_seqs = 64;
   int64_t max_batched_tokens = 2048;
   bool chunked_prefill = true;
@@ -42,6 +46,7 @@ struct SchedulerConfig {
       0;  // 0: enough for max_seqs sequences of up to 2048 tokens, within the context
   bool prefix_cache = true;
   kernels::KvType kv_type = kernels::KvType::f16;
+  std::string backend = "cpu";  // what make_backend builds: cpu, cuda or auto
 };
 
 struct SequenceSpec {
@@ -96,7 +101,11 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
+  // On the backend config.backend names (make_backend: throws BackendUnavailable).
   Scheduler(std::shared_ptr<const Model> model, SchedulerConfig config);
+  // On `backend`, made for `model`; it gets its KV pool here.
+  Scheduler(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
+            SchedulerConfig config);
   ~Scheduler();  // fails the sequences still in flight, then stops the thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -108,6 +117,8 @@ class Scheduler {
   std::optional<std::string> submit(SequenceSpec spec, std::shared_ptr<SequenceObserver> observer);
 
   SchedulerStats stats() const;
+  // What the backend says about itself (its memory as of the last step).
+  BackendInfo backend_info() const;
   const Model& model() const { return *model_; }
   const SchedulerConfig& config() const { return config_; }
   int64_t capacity_tokens() const;
@@ -119,6 +130,9 @@ class Scheduler {
     Sequence* sequence;
     int64_t count;
     bool logits;
+    // What the step asks the backend for: a token, or (logits) the row to hold while the
+    // constraint's mask is computed; nothing for a prompt's piece.
+    StepChunk::Want want = StepChunk::Want::nothing;
   };
   // A sequence whose constraint work finished (an error it threw, or "").
   struct Prepared {
@@ -134,13 +148,18 @@ class Scheduler {
                           std::deque<std::unique_ptr<Sequence>>& waiting);
   void prepare_constraint(Sequence& sequence);
   bool failed_constraint(Sequence& sequence);
+  // What a planned sequence that wants logits asks the step for, with its draw's data.
+  StepChunk::Want wanted(Sequence& sequence, TokenDraw& draw);
+  // One token of `sequence` from held logits, drawn here; returns the tokens generated (0 or 1).
   int64_t sample(Sequence& sequence, std::span<float> logits);
+  // `sampled` becomes the sequence's next token (or ends it); returns the tokens generated.
+  int64_t take(Sequence& sequence, const SampledToken& sampled);
   void release_finished(std::vector<std::unique_ptr<Sequence>>& running);
   template <class List>
   void drop_cancelled(List& sequences);
   std::vector<Planned> plan(std::vector<std::unique_ptr<Sequence>>& running,
                             std::deque<std::unique_ptr<Sequence>>& waiting);
-  bool run_batch(const std::vector<Planned>& plan, int64_t& prompt_tokens);
+  bool run_batch(std::vector<Planned>& plan, int64_t& prompt_tokens);
   int64_t publish(const std::vector<Planned>& plan);
   bool reserve_for(Sequence& sequence, int64_t length,
                    std::vector<std::unique_ptr<Sequence>>& running,
@@ -153,10 +172,11 @@ class Scheduler {
 
   std::shared_ptr<const Model> model_;
   SchedulerConfig config_;
-  Transformer transformer_;
-  ComputeThreads threads_;
-  KvCache cache_;
+  std::unique_ptr<Backend> backend_;
+  KvBlockAllocator cache_;
   PrefixCache prefix_cache_;
+  std::vector<StepChunk> chunks_;
+  StepOutput output_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_;
@@ -165,7 +185,7 @@ class Scheduler {
   SchedulerStats stats_;
   uint64_t next_id_ = 0;
   std::vector<Prepared> prepared_;  // constraint work finished, not yet seen by the engine thread
-  std::vector<float> logits_;
+  BackendInfo backend_info_;
   // After the members its work reports to, so it stops before they go.
   ConstraintWorker constraint_worker_;
   std::thread thread_;

@@ -119,8 +119,8 @@ bool supported(InstructionSet instruction_set) {
   return false;
 }
 
-KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized) {
-  KernelTable table = base;
+CpuKernelTable combine(const CpuKernelTable& base, const QuantizedKernels& quantized) {
+  CpuKernelTable table = base;
   table.quantized_instruction_set = quantized.name;
   std::copy(std::begin(quantized.matmul), std::end(quantized.matmul),
             std::begin(table.quantized_matmul));
@@ -128,16 +128,16 @@ KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized) 
   return table;
 }
 
-KernelTable with_vector_quantizer(KernelTable table) {
+CpuKernelTable with_vector_quantizer(CpuKernelTable table) {
   table.quantize_activations[0] = table.quantize_activations[1] =
       &detail::quantize_activations_avx512;
   return table;
 }
 
 // `base` with the kernels `overrides` has in place of its own.
-KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized,
+CpuKernelTable combine(const CpuKernelTable& base, const QuantizedKernels& quantized,
                     const QuantizedKernels& overrides) {
-  KernelTable table = combine(base, quantized);
+  CpuKernelTable table = combine(base, quantized);
   table.quantized_instruction_set = overrides.name;
   for (int i = 0; i < kQuantizedKernelTypes; ++i)
     if (overrides.matmul[i]) table.quantized_matmul[i] = overrides.matmul[i];
@@ -146,10 +146,10 @@ KernelTable combine(const KernelTable& base, const QuantizedKernels& quantized,
 
 }  // namespace
 
-const KernelTable* cpu_kernels(InstructionSet instruction_set) {
+const CpuKernelTable* cpu_kernels(InstructionSet instruction_set) {
   if (!supported(instruction_set)) return nullptr;
   // Built on first use: the tables they combine live in other files' static storage.
-  static const KernelTable tables[] = {
+  static const CpuKernelTable tables[] = {
       combine(detail::kScalarKernels, detail::kScalarQuantized),
       combine(detail::kAvx2Kernels, detail::kAvx2Quantized),
       combine(detail::kAvx2Kernels, detail::kAvxVnniQuantized),
@@ -160,8 +160,8 @@ const KernelTable* cpu_kernels(InstructionSet instruction_set) {
   return &tables[static_cast<int>(instruction_set)];
 }
 
-const KernelTable& cpu_kernels() {
-  static const KernelTable* chosen = [] {
+const CpuKernelTable& cpu_kernels() {
+  static const CpuKernelTable* chosen = [] {
     const char* forced = std::getenv("CHATFLOW_ISA");
     std::string limit = forced ? forced : "";
     const bool known = std::any_of(std::begin(kInstructionSets), std::end(kInstructionSets),
@@ -175,9 +175,9 @@ const KernelTable& cpu_kernels() {
                    "has\n",
                    forced, names.c_str());
     }
-    const KernelTable* best = cpu_kernels(InstructionSet::scalar);
+    const CpuKernelTable* best = cpu_kernels(InstructionSet::scalar);
     for (InstructionSet candidate : kInstructionSets) {
-      if (const KernelTable* table = cpu_kernels(candidate)) best = table;
+      if (const CpuKernelTable* table = cpu_kernels(candidate)) best = table;
       if (to_string(candidate) == limit) break;
     }
     return best;

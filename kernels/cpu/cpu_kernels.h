@@ -1,4 +1,4 @@
-// The CPU's kernel tables (kernel_table.h), one per instruction set (AVX-512, AVX2+FMA+F16C, or
+// The CPU's kernel tables (cpu_kernel_table.h), one per instruction set (AVX-512, AVX2+FMA+F16C, or
 // portable scalar code), the best one chosen once for the processor; and the packed layout of
 // matrices over many tokens.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kernels/kernel_table.h"
+#include "kernels/cpu/cpu_kernel_table.h"
 #include "kernels/tensor_type.h"
 
 namespace chatflow::kernels {
@@ -49,9 +49,9 @@ inline constexpr InstructionSet kInstructionSets[] = {
 std::string_view to_string(InstructionSet instruction_set);
 
 // The best table for this processor (CHATFLOW_ISA names a lower one to force it).
-const KernelTable& cpu_kernels();
+const CpuKernelTable& cpu_kernels();
 // A specific table, or nullptr when the processor cannot run it.
-const KernelTable* cpu_kernels(InstructionSet instruction_set);
+const CpuKernelTable* cpu_kernels(InstructionSet instruction_set);
 
 // The integer kernels of one instruction set (kernels/cpu/quantized_*.cpp).
 struct QuantizedKernels {
@@ -63,9 +63,9 @@ struct QuantizedKernels {
 void quantize_activations(const float* x, const ActivationLayout& layout, uint8_t* out);
 
 namespace detail {
-extern const KernelTable kScalarKernels;
-extern const KernelTable kAvx2Kernels;
-extern const KernelTable kAvx512Kernels;
+extern const CpuKernelTable kScalarKernels;
+extern const CpuKernelTable kAvx2Kernels;
+extern const CpuKernelTable kAvx512Kernels;
 extern const QuantizedKernels kScalarQuantized;
 extern const QuantizedKernels kAvx2Quantized;
 extern const QuantizedKernels kAvxVnniQuantized;

@@ -89,6 +89,6 @@ struct Simd {
 
 }  // namespace avx2
 
-const KernelTable detail::kAvx2Kernels = avx2::make_table<avx2::Simd>("avx2");
+const CpuKernelTable detail::kAvx2Kernels = avx2::make_table<avx2::Simd>("avx2");
 
 }  // namespace chatflow::kernels

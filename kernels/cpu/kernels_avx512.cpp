@@ -72,6 +72,6 @@ struct Simd {
 
 }  // namespace avx512
 
-const KernelTable detail::kAvx512Kernels = avx512::make_table<avx512::Simd>("avx512");
+const CpuKernelTable detail::kAvx512Kernels = avx512::make_table<avx512::Simd>("avx512");
 
 }  // namespace chatflow::kernels

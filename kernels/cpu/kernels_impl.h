@@ -625,8 +625,8 @@ void store_kv_f16(const float* values, void* out, int64_t count, int64_t out_str
 }
 
 template <class S>
-constexpr KernelTable make_table(std::string_view name) {
-  return KernelTable{name,
+constexpr CpuKernelTable make_table(std::string_view name) {
+  return CpuKernelTable{name,
                      {&matmul<S, LoadF32<S>>, &matmul<S, LoadF16<S>>, &matmul<S, LoadBf16<S>>},
                      {&packed_matmul<S, LoadF32<S>>, &packed_matmul<S, LoadF16<S>>,
                       &packed_matmul<S, LoadBf16<S>>},

@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 #include "kernels/quantize.h"
 
 namespace chatflow::kernels {
@@ -90,6 +90,6 @@ struct Simd {
 
 }  // namespace scalar
 
-const KernelTable detail::kScalarKernels = scalar::make_table<scalar::Simd>("scalar");
+const CpuKernelTable detail::kScalarKernels = scalar::make_table<scalar::Simd>("scalar");
 
 }  // namespace chatflow::kernels

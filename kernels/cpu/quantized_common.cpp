@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 
 namespace chatflow::kernels {
 

@@ -10,10 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "architecture_reference.h"
-#include "framework/engine/compute_threads.h"
+#include "framework/engine/backend.h"
 #include "framework/engine/gguf_writer.h"
-#include "framework/engine/kv_cache.h"
-#include "framework/engine/transformer.h"
 #include "support/temp_model.h"
 
 namespace chatflow::engine {
@@ -33,6 +31,37 @@ struct Family {
 std::ostream& operator<<(std::ostream& out, const Family& family) {
   return out << family.name;
 }
+
+// The CPU backend with an f32 KV pool of `blocks` blocks, and its block allocator.
+struct Engine {
+  Engine(std::shared_ptr<const Model> model, int threads, int64_t blocks)
+      : backend(make_backend("cpu", model, {threads})), cache(16, blocks) {
+    backend->allocate_kv_pool({blocks, 16, kernels::KvType::f32});
+  }
+  // One step in which each of `sequences` gets `prompts` at its end and wants its last logits
+  // row; returns the rows in order.
+  std::vector<float> run(std::span<KvSequence> sequences,
+                         const std::vector<std::span<const TokenId>>& prompts) {
+    std::vector<StepChunk> chunks;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      KvSequence& sequence = sequences[i];
+      reserve(cache, sequence, sequence.length + static_cast<int64_t>(prompts[i].size()));
+      StepChunk chunk;
+      chunk.tokens = prompts[i];
+      chunk.start = sequence.length;
+      chunk.block_table = sequence.blocks;
+      chunk.want = StepChunk::Want::logits;
+      chunks.push_back(chunk);
+    }
+    StepOutput output;
+    backend->forward(chunks, output);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      sequences[i].length += static_cast<int64_t>(prompts[i].size());
+    return output.logits;
+  }
+  std::unique_ptr<Backend> backend;
+  KvBlockAllocator cache;
+};
 
 ModelShape shape_of(const Family& family) {
   ModelShape shape;
@@ -59,9 +88,7 @@ TEST_P(Architectures, LogitsMatchTheReferenceWithin1e4) {
   const Family& family = GetParam();
   const std::string path = testing::temp_model(shape_of(family));
   auto model = Model::load(path);
-  Transformer transformer(model);
-  ComputeThreads threads(2);
-  KvCache cache(model->config(), 16, 16, kernels::KvType::f32);
+  Engine engine(model, 2, 16);
   testing::ArchitectureReference reference(path);
 
   const int64_t vocabulary = model->config().vocabulary;
@@ -73,13 +100,7 @@ TEST_P(Architectures, LogitsMatchTheReferenceWithin1e4) {
     expected = reference.step(token);
 
   KvSequence sequence;
-  auto run = [&](std::span<const TokenId> tokens) {
-    reserve(cache, sequence, sequence.length + static_cast<int64_t>(tokens.size()));
-    std::vector<float> logits(static_cast<size_t>(vocabulary));
-    SequenceChunk chunk{&sequence, tokens, true};
-    transformer.forward({&chunk, 1}, cache, threads, logits);
-    return logits;
-  };
+  auto run = [&](std::span<const TokenId> tokens) { return engine.run({&sequence, 1}, {tokens}); };
   auto compare = [&](const std::vector<float>& actual, const std::string& when) {
     double largest = 1;
     for (double value : expected)
@@ -127,18 +148,9 @@ TEST(Architectures, MixtureOfExpertsIsIndependentOfTheBatch) {
   auto model = Model::load(path);
   const int64_t vocabulary = model->config().vocabulary;
   auto run = [&](const std::vector<std::vector<TokenId>>& prompts) {
-    Transformer transformer(model);
-    ComputeThreads threads(2);
-    KvCache cache(model->config(), 16, 32, kernels::KvType::f32);
+    Engine engine(model, 2, 32);
     std::vector<KvSequence> sequences(prompts.size());
-    std::vector<SequenceChunk> chunks;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      reserve(cache, sequences[i], static_cast<int64_t>(prompts[i].size()));
-      chunks.push_back({&sequences[i], prompts[i], true});
-    }
-    std::vector<float> logits(prompts.size() * static_cast<size_t>(vocabulary));
-    transformer.forward(chunks, cache, threads, logits);
-    return logits;
+    return engine.run(sequences, {prompts.begin(), prompts.end()});
   };
   const std::vector<std::vector<TokenId>> prompts = {{5, 9, 77, 3}, {100, 2}, {42, 43, 44, 45, 46}};
   std::vector<float> together = run(prompts);
@@ -175,19 +187,14 @@ TEST(Architectures, LlamaBiasesArePartOfTheForwardPass) {
       });
 
   auto model = Model::load(path);
-  Transformer transformer(model);
-  ComputeThreads threads(1);
-  KvCache cache(model->config(), 16, 4, kernels::KvType::f32);
+  Engine engine(model, 1, 4);
   testing::ArchitectureReference reference(path);
   const std::vector<TokenId> prompt = {3, 17, 29, 41};
   std::vector<double> expected;
   for (TokenId token : prompt)
     expected = reference.step(token);
   KvSequence sequence;
-  reserve(cache, sequence, 4);
-  std::vector<float> logits(static_cast<size_t>(model->config().vocabulary));
-  SequenceChunk chunk{&sequence, prompt, true};
-  transformer.forward({&chunk, 1}, cache, threads, logits);
+  std::vector<float> logits = engine.run({&sequence, 1}, {prompt});
   double worst = 0, largest = 1;
   for (size_t i = 0; i < logits.size(); ++i) {
     worst = std::max(worst, std::fabs(logits[i] - expected[i]));

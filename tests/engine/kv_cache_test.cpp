@@ -1,7 +1,9 @@
-// The paged KV cache's block bookkeeping.
-#include "framework/engine/kv_cache.h"
-
+// The paged KV cache: the host's block bookkeeping (KvBlockAllocator) and the layout of the CPU
+// backend's pool.
 #include <gtest/gtest.h>
+
+#include "framework/engine/cpu/cpu_kv_pool.h"
+#include "framework/engine/kv_block_allocator.h"
 
 namespace chatflow::engine {
 namespace {
@@ -14,8 +16,8 @@ ModelConfig tiny_config() {
   return config;
 }
 
-TEST(KvCache, ReserveAllocatesWholeBlocksAllOrNothing) {
-  KvCache cache(tiny_config(), 16, 4);
+TEST(KvCacheBlocks, ReserveAllocatesWholeBlocksAllOrNothing) {
+  KvBlockAllocator cache(16, 4);
   KvSequence a, b;
   EXPECT_TRUE(reserve(cache, a, 17));  // two blocks
   EXPECT_EQ(a.blocks.size(), 2u);
@@ -30,8 +32,8 @@ TEST(KvCache, ReserveAllocatesWholeBlocksAllOrNothing) {
   EXPECT_TRUE(a.blocks.empty());
 }
 
-TEST(KvCache, SharedBlocksReturnOnlyWithTheLastReference) {
-  KvCache cache(tiny_config(), 16, 2);
+TEST(KvCacheBlocks, SharedBlocksReturnOnlyWithTheLastReference) {
+  KvBlockAllocator cache(16, 2);
   BlockId block = *cache.allocate();
   cache.retain(block);
   EXPECT_EQ(cache.references(block), 2);
@@ -42,12 +44,13 @@ TEST(KvCache, SharedBlocksReturnOnlyWithTheLastReference) {
   EXPECT_THROW(cache.release(block), std::logic_error);
 }
 
-TEST(KvCache, BlockSizeMustBeAMultipleOfSixteen) {
-  EXPECT_THROW(KvCache(tiny_config(), 12, 4), std::invalid_argument);
+TEST(KvCacheBlocks, BlockSizeMustBeAMultipleOfSixteen) {
+  EXPECT_THROW(KvBlockAllocator(12, 4), std::invalid_argument);
+  EXPECT_THROW(CpuKvPool(tiny_config(), {4, 12, kernels::KvType::f16}), std::invalid_argument);
 }
 
-TEST(KvCache, KeyAndValueRegionsDoNotOverlap) {
-  KvCache cache(tiny_config(), 16, 1);
+TEST(KvCachePool, KeyAndValueRegionsDoNotOverlap) {
+  CpuKvPool cache(tiny_config(), {1, 16, kernels::KvType::f16});
   size_t region = 8 * 16;
   EXPECT_EQ(cache.block_stride(), 2u * 2 * 2 * region);
   EXPECT_EQ(cache.key_offset(0, 1), region);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "framework/engine/cpu/cpu_weights.h"
 #include "framework/engine/generator.h"
 #include "framework/engine/gguf_writer.h"
 #include "support/temp_model.h"
@@ -118,9 +119,13 @@ TEST(ModelLoading, QuantisedWeightsStayQuantisedInMemory) {
   shape.type = kernels::TensorType::q4_0;
   auto model = Model::load(testing::temp_model(shape));
   EXPECT_EQ(model->layers()[0].query.type, kernels::TensorType::q4_0);
-  // The matrices are the file's bytes unchanged (not converted), in the model's own memory.
+  // The model's view is of the file; the CPU backend places the matrices, the file's bytes
+  // unchanged (not converted), in its own memory.
   const GgufTensorInfo* tensor = model->file().find_tensor("blk.0.attn_q.weight");
-  const WeightMatrix& query = model->layers()[0].query;
+  EXPECT_EQ(model->layers()[0].query.data, tensor->data);
+  CpuWeights weights(*model);
+  const WeightMatrix& query = weights.layers()[0].query;
+  EXPECT_EQ(query.type, kernels::TensorType::q4_0);
   ASSERT_EQ(query.row_bytes * static_cast<size_t>(query.rows), tensor->bytes);
   EXPECT_NE(query.data, tensor->data);
   EXPECT_EQ(std::memcmp(query.data, tensor->data, tensor->bytes), 0);

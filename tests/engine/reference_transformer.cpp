@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 
 namespace chatflow::testing {
 namespace {

@@ -1,13 +1,13 @@
-// The forward pass against the plain reference implementation, for every tensor type and both
-// architectures; and batching: prefill in one piece, in pieces, or token by token, and sequences
-// sharing a step, all give bit-identical logits.
-#include "framework/engine/transformer.h"
-
+// The CPU backend's forward pass (framework/engine/cpu/transformer.h) against the plain
+// reference implementation, for every tensor type and both architectures; and batching: prefill
+// in one piece, in pieces, or token by token, and sequences sharing a step, all give
+// bit-identical logits.
 #include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
 
+#include "framework/engine/backend.h"
 #include "reference_transformer.h"
 #include "support/temp_model.h"
 
@@ -47,23 +47,32 @@ void expect_close(const std::vector<float>& actual, const std::vector<float>& ex
   }
 }
 
+// A chunk of `tokens` at the end of `sequence` that wants its last logits row.
+StepChunk logits_chunk(const KvSequence& sequence, std::span<const TokenId> tokens) {
+  StepChunk chunk;
+  chunk.tokens = tokens;
+  chunk.start = sequence.length;
+  chunk.block_table = sequence.blocks;
+  chunk.want = StepChunk::Want::logits;
+  return chunk;
+}
+
 struct Engine {
   explicit Engine(const std::string& path, kernels::KvType kv_type = kernels::KvType::f16)
-      : model(Model::load(path)),
-        transformer(model),
-        threads(2),
-        cache(model->config(), 16, 64, kv_type) {}
+      : model(Model::load(path)), backend(make_backend("cpu", model, {2})), cache(16, 64) {
+    backend->allocate_kv_pool({cache.total_blocks(), cache.block_tokens(), kv_type});
+  }
   std::vector<float> run(KvSequence& sequence, std::span<const TokenId> tokens) {
     reserve(cache, sequence, sequence.length + static_cast<int64_t>(tokens.size()));
-    std::vector<float> logits(static_cast<size_t>(model->config().vocabulary));
-    SequenceChunk chunk{&sequence, tokens, true};
-    transformer.forward({&chunk, 1}, cache, threads, logits);
-    return logits;
+    StepChunk chunk = logits_chunk(sequence, tokens);
+    StepOutput output;
+    backend->forward({&chunk, 1}, output);
+    sequence.length += static_cast<int64_t>(tokens.size());
+    return output.logits;
   }
   std::shared_ptr<const Model> model;
-  Transformer transformer;
-  ComputeThreads threads;
-  KvCache cache;
+  std::unique_ptr<Backend> backend;
+  KvBlockAllocator cache;
 };
 
 class TransformerAgainstReference
@@ -168,9 +177,11 @@ TEST(TransformerBatching, SequencesSharingAStepGetTheirOwnLogits) {
   reserve(engine.cache, together_a, static_cast<int64_t>(a.size()));
   reserve(engine.cache, together_b, static_cast<int64_t>(b.size()));
   int64_t vocabulary = engine.model->config().vocabulary;
-  std::vector<float> logits(static_cast<size_t>(2 * vocabulary));
-  SequenceChunk chunks[] = {{&together_a, a, true}, {&together_b, b, true}};
-  engine.transformer.forward(chunks, engine.cache, engine.threads, logits);
+  StepChunk chunks[] = {logits_chunk(together_a, a), logits_chunk(together_b, b)};
+  StepOutput output;
+  engine.backend->forward(chunks, output);
+  const std::vector<float>& logits = output.logits;
+  ASSERT_EQ(logits.size(), static_cast<size_t>(2 * vocabulary));
   EXPECT_EQ(std::vector<float>(logits.begin(), logits.begin() + vocabulary), expected_a);
   EXPECT_EQ(std::vector<float>(logits.begin() + vocabulary, logits.end()), expected_b);
 }

@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t groups = static_cast<size_t>(columns / layout.group);
     const size_t scales = static_cast<size_t>(columns / layout.block) * 4;
     for (InstructionSet isa : kInstructionSets) {
-      const KernelTable* table = cpu_kernels(isa);
+      const CpuKernelTable* table = cpu_kernels(isa);
       if (!table) continue;
       table->quantize_activations[static_cast<int>(layout.format)](raw.data(), layout,
                                                                    actual.data());
@@ -70,12 +70,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   std::vector<float> reference(tokens), y(tokens);
-  const KernelTable* scalar = cpu_kernels(InstructionSet::scalar);
+  const CpuKernelTable* scalar = cpu_kernels(InstructionSet::scalar);
   scalar->quantized_matmul[quantized_index(type)]({row.data(), bytes * blocks, columns, 0, 1,
                                                    activations.data(), &layout, tokens,
                                                    reference.data(), 1});
   for (InstructionSet isa : kInstructionSets) {
-    const KernelTable* table = cpu_kernels(isa);
+    const CpuKernelTable* table = cpu_kernels(isa);
     if (!table) continue;
     table->quantized_matmul[quantized_index(type)]({row.data(), bytes * blocks, columns, 0, 1,
                                                     activations.data(), &layout, tokens, y.data(),

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/engine/model.h"
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 #include "kernels/quantize.h"
 
 namespace chatflow::kernels {
@@ -19,8 +19,8 @@ namespace {
 
 using engine::WeightMatrix;
 
-std::vector<const KernelTable*> available_tables() {
-  std::vector<const KernelTable*> tables;
+std::vector<const CpuKernelTable*> available_tables() {
+  std::vector<const CpuKernelTable*> tables;
   for (auto isa : kInstructionSets) {
     if (auto* table = cpu_kernels(isa)) tables.push_back(table);
   }
@@ -60,7 +60,7 @@ std::vector<float> random_inputs(int64_t count, uint32_t seed) {
   return values;
 }
 
-std::vector<float> run_matmul(const KernelTable& table, const TestMatrix& matrix,
+std::vector<float> run_matmul(const CpuKernelTable& table, const TestMatrix& matrix,
                               const std::vector<float>& x, int64_t tokens, int64_t row_begin,
                               int64_t row_end) {
   std::vector<float> y(static_cast<size_t>(tokens * matrix.view.rows), -1.0f);
@@ -115,7 +115,7 @@ TEST_P(MatmulKernels, MatchReferenceArithmetic) {
     const int64_t tokens = 7;
     TestMatrix matrix = random_matrix(type, rows, columns, 11);
     std::vector<float> x = random_inputs(tokens * columns, 12);
-    for (const KernelTable* table : available_tables()) {
+    for (const CpuKernelTable* table : available_tables()) {
       std::vector<float> y = run_matmul(*table, matrix, x, tokens, 0, rows);
       expect_reference_product(y, matrix, x, tokens,
                                std::string(table->instruction_set) + " " +
@@ -132,7 +132,7 @@ TEST_P(MatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
   const int64_t tokens = 9;
   TestMatrix matrix = random_matrix(type, rows, columns, 21);
   std::vector<float> x = random_inputs(tokens * columns, 22);
-  for (const KernelTable* table : available_tables()) {
+  for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> together = run_matmul(*table, matrix, x, tokens, 0, rows);
     expect_batch_invariant(
         [&](const std::vector<float>& inputs, int64_t count) {
@@ -159,7 +159,7 @@ std::vector<uint8_t> packed(const TestMatrix& matrix) {
   return panels;
 }
 
-std::vector<float> run_packed_matmul(const KernelTable& table, const TestMatrix& matrix,
+std::vector<float> run_packed_matmul(const CpuKernelTable& table, const TestMatrix& matrix,
                                      const std::vector<uint8_t>& panels,
                                      const std::vector<float>& x, int64_t tokens,
                                      int64_t panel_begin, int64_t panel_end) {
@@ -199,7 +199,7 @@ TEST_P(PackedMatmulKernels, MatchReferenceArithmetic) {
   TestMatrix matrix = random_matrix(type, rows, columns, 52);
   std::vector<uint8_t> panels = packed(matrix);
   std::vector<float> x = random_inputs(tokens * columns, 53);
-  for (const KernelTable* table : available_tables()) {
+  for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> y = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
     expect_reference_product(
         y, matrix, x, tokens,
@@ -215,7 +215,7 @@ TEST_P(PackedMatmulKernels, ResultOfARowDoesNotDependOnTheBatch) {
   TestMatrix matrix = random_matrix(type, rows, columns, 54);
   std::vector<uint8_t> panels = packed(matrix);
   std::vector<float> x = random_inputs(tokens * columns, 55);
-  for (const KernelTable* table : available_tables()) {
+  for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> together = run_packed_matmul(*table, matrix, panels, x, tokens, 0, 3);
     expect_batch_invariant(
         [&](const std::vector<float>& inputs, int64_t count) {
@@ -284,7 +284,7 @@ TEST_P(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
   };
   for (const Variant variant :
        {Variant{0, 0.0f}, Variant{21, 0.0f}, Variant{0, 0.5f}, Variant{37, 0.25f}}) {
-    for (const KernelTable* kernels : available_tables()) {
+    for (const CpuKernelTable* kernels : available_tables()) {
       std::vector<float> scores(static_cast<size_t>(group * 48));
       std::vector<float> out(static_cast<size_t>(group * head_dim));
       kernels->attention[static_cast<int>(kv_type)](
@@ -326,7 +326,7 @@ TEST(KvStoreKernel, F16RoundsLikeTheReferenceAndHonoursTheStride) {
   std::vector<float> values = random_inputs(37, 61);
   values[0] = 1.0f + 1.0f / 2048;  // a tie: rounds to even
   values[1] = 1e6f;                // beyond half's range: infinity
-  for (const KernelTable* kernels : available_tables()) {
+  for (const CpuKernelTable* kernels : available_tables()) {
     std::vector<uint16_t> out(37 * 3, 0xFFFF);
     kernels->store_kv[static_cast<int>(KvType::f16)](values.data(), out.data(), 37, 3);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -339,7 +339,7 @@ TEST(KvStoreKernel, F16RoundsLikeTheReferenceAndHonoursTheStride) {
 TEST(SiluKernel, MatchesDefinition) {
   std::vector<float> gate = random_inputs(37, 41);
   std::vector<float> up = random_inputs(37, 42);
-  for (const KernelTable* kernels : available_tables()) {
+  for (const CpuKernelTable* kernels : available_tables()) {
     std::vector<float> out(37);
     kernels->silu_multiply(gate.data(), up.data(), out.data(), 37);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -356,7 +356,7 @@ TEST(GeluKernel, MatchesTheTanhFormIncludingSaturation) {
   gate[0] = 80.0f;
   gate[1] = -80.0f;
   std::vector<float> up = random_inputs(37, 44);
-  for (const KernelTable* kernels : available_tables()) {
+  for (const CpuKernelTable* kernels : available_tables()) {
     std::vector<float> out(37);
     kernels->gelu_multiply(gate.data(), up.data(), out.data(), 37);
     for (size_t i = 0; i < out.size(); ++i) {

@@ -12,8 +12,8 @@
 namespace chatflow::kernels {
 namespace {
 
-std::vector<const KernelTable*> available_tables() {
-  std::vector<const KernelTable*> tables;
+std::vector<const CpuKernelTable*> available_tables() {
+  std::vector<const CpuKernelTable*> tables;
   for (auto isa : {InstructionSet::scalar, InstructionSet::avx2, InstructionSet::avx512}) {
     if (auto* table = cpu_kernels(isa)) tables.push_back(table);
   }
@@ -39,7 +39,7 @@ TEST(RmsNormKernel, MatchesTheDefinitionAndIsTheSameOnEveryInstructionSet) {
     squares += static_cast<double>(value) * value;
   const double scale = 1.0 / std::sqrt(squares / count + epsilon);
   std::vector<float> first;
-  for (const KernelTable* kernels : available_tables()) {
+  for (const CpuKernelTable* kernels : available_tables()) {
     std::vector<float> out(count);
     kernels->rms_norm(x.data(), weight.data(), out.data(), count, epsilon);
     for (int64_t i = 0; i < count; ++i) {
@@ -60,7 +60,7 @@ TEST(RopeKernel, RotatesAdjacentPairsOrHalves) {
     cosines.push_back(static_cast<float>(std::cos(angle)));
     sines.push_back(static_cast<float>(std::sin(angle)));
   }
-  for (const KernelTable* kernels : available_tables()) {
+  for (const CpuKernelTable* kernels : available_tables()) {
     for (bool adjacent : {true, false}) {
       std::vector<float> rotated = head;
       kernels->rope(rotated.data(), cosines.data(), sines.data(), pairs, adjacent);
@@ -80,7 +80,7 @@ TEST(AddKernels, AddResidualsAndBroadcastBiases) {
   std::vector<float> y = random_values(width * rows, 4);
   std::vector<float> x = random_values(width * rows, 5);
   std::vector<float> bias = random_values(width, 6);
-  for (const KernelTable* kernels : available_tables()) {
+  for (const CpuKernelTable* kernels : available_tables()) {
     std::vector<float> sum = y;
     kernels->add(sum.data(), x.data(), width * rows);
     for (int64_t i = 0; i < width * rows; ++i)
@@ -96,7 +96,7 @@ TEST(AddKernels, AddResidualsAndBroadcastBiases) {
 
 TEST(KvStoreKernel, F32StoresExactlyWithTheStride) {
   std::vector<float> values = random_values(9, 7);
-  for (const KernelTable* kernels : available_tables()) {
+  for (const CpuKernelTable* kernels : available_tables()) {
     std::vector<float> out(9 * 4, -1.0f);
     kernels->store_kv[static_cast<int>(KvType::f32)](values.data(), out.data(), 9, 4);
     for (size_t i = 0; i < out.size(); ++i)
@@ -116,7 +116,7 @@ TEST(DequantizeRowKernel, ReadsBackWhatQuantizeRowWrote) {
                        : type == TensorType::q4_0 ? 0.2
                        : type == TensorType::q8_0 ? 0.02
                                                   : 0.01;
-    for (const KernelTable* kernels : available_tables()) {
+    for (const CpuKernelTable* kernels : available_tables()) {
       std::vector<float> out(64);
       kernels->dequantize_row(type, row.data(), 64, out.data());
       for (int i = 0; i < 64; ++i) {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 #include "kernels/quantize.h"
 #include "kernels/tensor_type.h"
 

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/half.h"
+#include "kernels/half.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quantize.h"
 
@@ -28,15 +28,15 @@ std::vector<float> normal_values(size_t count, float sigma, uint32_t seed) {
   return values;
 }
 
-std::vector<const KernelTable*> available_tables() {
-  std::vector<const KernelTable*> tables;
+std::vector<const CpuKernelTable*> available_tables() {
+  std::vector<const CpuKernelTable*> tables;
   for (InstructionSet isa : kInstructionSets) {
-    if (const KernelTable* table = cpu_kernels(isa)) tables.push_back(table);
+    if (const CpuKernelTable* table = cpu_kernels(isa)) tables.push_back(table);
   }
   return tables;
 }
 
-std::string table_name(const KernelTable& table) {
+std::string table_name(const CpuKernelTable& table) {
   return std::string(table.instruction_set) + "/" + std::string(table.quantized_instruction_set);
 }
 
@@ -65,7 +65,7 @@ Problem make_problem(TensorType type, int64_t rows, int64_t columns, int64_t tok
   return p;
 }
 
-std::vector<uint8_t> quantized_inputs(const KernelTable& table, const Problem& p,
+std::vector<uint8_t> quantized_inputs(const CpuKernelTable& table, const Problem& p,
                                       const ActivationLayout& layout, int64_t first,
                                       int64_t count) {
   std::vector<uint8_t> buffer(layout.token_bytes * static_cast<size_t>(count));
@@ -76,7 +76,7 @@ std::vector<uint8_t> quantized_inputs(const KernelTable& table, const Problem& p
   return buffer;
 }
 
-std::vector<float> run(const KernelTable& table, const Problem& p, int64_t first_token,
+std::vector<float> run(const CpuKernelTable& table, const Problem& p, int64_t first_token,
                        int64_t tokens, int64_t row_begin, int64_t row_end) {
   ActivationLayout layout = activation_layout(activation_format(p.type), p.columns);
   std::vector<uint8_t> x = quantized_inputs(table, p, layout, first_token, tokens);
@@ -149,7 +149,7 @@ TEST(QuantizedActivations, EveryTableWritesTheScalarRoutinesBytes) {
       x[65] = 2.5f / (127.0f / largest);
       std::vector<uint8_t> expected(layout.token_bytes), actual(layout.token_bytes);
       quantize_activations(x.data(), layout, expected.data());
-      for (const KernelTable* table : available_tables()) {
+      for (const CpuKernelTable* table : available_tables()) {
         std::fill(actual.begin(), actual.end(), 0);
         table->quantize_activations[static_cast<int>(format)](x.data(), layout, actual.data());
         // The layout's padding is not written by either; compare the fields.
@@ -180,7 +180,7 @@ TEST_P(QuantizedMatmul, EqualsDoublePrecisionProductOfWhatItMultiplies) {
   const int64_t columns = block_values(type) == kSuperBlock ? 512 : 288;
   Problem p = make_problem(type, 37, columns, 11);
   ActivationLayout layout = activation_layout(activation_format(type), columns);
-  for (const KernelTable* table : available_tables()) {
+  for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> y = run(*table, p, 0, p.tokens, 0, p.rows);
     std::vector<uint8_t> x = quantized_inputs(*table, p, layout, 0, p.tokens);
     for (int64_t t = 0; t < p.tokens; ++t) {
@@ -217,7 +217,7 @@ TEST_P(QuantizedMatmul, CloseToTheFloatProduct) {
   const TensorType type = GetParam();
   const int64_t columns = 1024;
   Problem p = make_problem(type, 8, columns, 3);
-  for (const KernelTable* table : available_tables()) {
+  for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> y = run(*table, p, 0, p.tokens, 0, p.rows);
     for (int64_t t = 0; t < p.tokens; ++t) {
       for (int64_t r = 0; r < p.rows; ++r) {
@@ -241,7 +241,7 @@ TEST_P(QuantizedMatmul, ResultOfARowDoesNotDependOnTheBatchOrTheRowRange) {
   // two full tiles of 16 and a partial one where a kernel works in tiles.
   const int64_t columns = block_values(type) == kSuperBlock ? 768 : 352;
   Problem p = make_problem(type, 80, columns, 37);
-  for (const KernelTable* table : available_tables()) {
+  for (const CpuKernelTable* table : available_tables()) {
     std::vector<float> together = run(*table, p, 0, p.tokens, 0, p.rows);
     // Alone, and in runs of 2 .. 8 tokens (the few-token kernels' other lanes, and the tiles
     // that take up to eight tokens).

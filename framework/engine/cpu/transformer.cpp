@@ -1,4 +1,4 @@
-#include "framework/engine/transformer.h"
+#include "framework/engine/cpu/transformer.h"
 
 #include <algorithm>
 #include <array>
@@ -36,8 +36,8 @@ struct Transformer::Workspace {
       shared_expert;
   std::vector<int64_t> chosen, expert_slots;
   std::vector<int64_t> positions;
-  std::vector<KvSequence*> owners;
-  std::vector<int64_t> logit_tokens;
+  std::vector<std::span<const BlockId>> block_tables;  // each token's sequence's
+  std::vector<int64_t> logit_tokens, token_logit_tokens;
   tbb::enumerable_thread_specific<std::vector<float>> scratch;
   // A step's input quantised for the integer kernels, per activation format.
   std::vector<uint8_t> activations[2];
@@ -52,7 +52,7 @@ struct Transformer::Workspace {
 // What one forward step works on: its shape and its buffers (in the workspace).
 struct Transformer::Step {
   const ModelConfig& config;
-  KvCache& cache;
+  CpuKvPool& pool;
   ComputeThreads& threads;
   int64_t tokens;
   int64_t q_dim;
@@ -77,52 +77,84 @@ struct Transformer::Step {
   }
 };
 
-Transformer::Transformer(std::shared_ptr<const Model> model, const kernels::KernelTable& kernels)
-    : model_(std::move(model)), kernels_(kernels), workspace_(std::make_unique<Workspace>()) {}
+Transformer::Transformer(std::shared_ptr<const Model> model, const CpuWeights& weights,
+                         const kernels::CpuKernelTable& kernels)
+    : model_(std::move(model)),
+      weights_(weights),
+      kernels_(kernels),
+      workspace_(std::make_unique<Workspace>()) {}
 
 Transformer::~Transformer() = default;
 
-// Lays the chunks out as one list of tokens, each with its sequence and position, and looks up
-// their embeddings. Returns the number of tokens.
-int64_t Transformer::layout_batch(std::span<const SequenceChunk> chunks, const KvCache& cache,
+int64_t Transformer::logit_rows(std::span<const StepChunk> chunks) {
+  int64_t rows = 0;
+  for (const auto& chunk : chunks) {
+    if (chunk.tokens.empty() || chunk.want == StepChunk::Want::nothing) continue;
+    rows +=
+        chunk.want == StepChunk::Want::every_logits ? static_cast<int64_t>(chunk.tokens.size()) : 1;
+  }
+  return rows;
+}
+
+uint64_t Transformer::workspace_bytes() const {
+  const Workspace& work = *workspace_;
+  uint64_t floats = 0;
+  for (const auto* buffer : {&work.hidden,        &work.normed,         &work.query,
+                             &work.key,           &work.value,          &work.attention,
+                             &work.projected,     &work.gate,           &work.up,
+                             &work.activated,     &work.rope_cos[0],    &work.rope_cos[1],
+                             &work.rope_sin[0],   &work.rope_sin[1],    &work.final_rows,
+                             &work.router,        &work.chosen_weights, &work.expert_outputs,
+                             &work.expert_inputs, &work.expert_results, &work.shared_expert})
+    floats += buffer->capacity();
+  for (const auto& scratch : work.scratch)
+    floats += scratch.capacity();
+  return floats * sizeof(float) + work.activations[0].capacity() + work.activations[1].capacity();
+}
+
+// Lays the chunks out as one list of tokens, each with its position and its sequence's block
+// table, and looks up their embeddings. Returns the number of tokens.
+int64_t Transformer::layout_batch(std::span<const StepChunk> chunks, const CpuKvPool& pool,
                                   std::span<float> logits) {
   const ModelConfig& config = model_->config();
   Workspace& work = *workspace_;
   int64_t tokens = 0;
-  int64_t logit_rows = 0;
-  for (const auto& chunk : chunks) {
+  for (const auto& chunk : chunks)
     tokens += static_cast<int64_t>(chunk.tokens.size());
-    if (chunk.logits && !chunk.tokens.empty())
-      logit_rows += chunk.every_token ? static_cast<int64_t>(chunk.tokens.size()) : 1;
-  }
   if (tokens == 0) return 0;
-  if (static_cast<int64_t>(logits.size()) < logit_rows * config.vocabulary) {
-    throw std::invalid_argument("logits buffer too small for " + std::to_string(logit_rows) +
-                                " rows");
+  const int64_t rows = logit_rows(chunks);
+  if (static_cast<int64_t>(logits.size()) < rows * config.vocabulary) {
+    throw std::invalid_argument("logits buffer too small for " + std::to_string(rows) + " rows");
   }
-  work.positions.clear();
-  work.owners.clear();
-  work.logit_tokens.clear();
-  float* hidden = Workspace::sized(work.hidden, tokens * config.dim);
-  const WeightMatrix& embedding = model_->token_embedding();
+  // Every chunk is checked before anything is computed or stored.
   for (const auto& chunk : chunks) {
-    KvSequence& sequence = *chunk.sequence;
-    int64_t end = sequence.length + static_cast<int64_t>(chunk.tokens.size());
+    int64_t end = chunk.start + static_cast<int64_t>(chunk.tokens.size());
     if (end > config.context) {
       throw std::length_error("sequence of " + std::to_string(end) +
                               " tokens exceeds the model's context of " +
                               std::to_string(config.context));
     }
-    if (static_cast<int64_t>(sequence.blocks.size()) * cache.block_tokens() < end) {
+    if (chunk.start < 0 ||
+        static_cast<int64_t>(chunk.block_table.size()) * pool.block_tokens() < end) {
       throw std::logic_error("KV positions were not reserved before the forward pass");
     }
-    for (size_t i = 0; i < chunk.tokens.size(); ++i) {
-      TokenId id = chunk.tokens[i];
+    for (TokenId id : chunk.tokens) {
       if (id < 0 || id >= config.vocabulary) {
         throw std::out_of_range("token id " + std::to_string(id) +
                                 " is outside the vocabulary of " +
                                 std::to_string(config.vocabulary));
       }
+    }
+  }
+  work.positions.clear();
+  work.block_tables.clear();
+  work.logit_tokens.clear();
+  work.token_logit_tokens.clear();
+  float* hidden = Workspace::sized(work.hidden, tokens * config.dim);
+  const WeightMatrix& embedding = weights_.token_embedding();
+  for (const auto& chunk : chunks) {
+    for (size_t i = 0; i < chunk.tokens.size(); ++i) {
+      TokenId id = chunk.tokens[i];
       int64_t t = static_cast<int64_t>(work.positions.size());
       float* row = hidden + t * config.dim;
       kernels_.dequantize_row(embedding.type,
@@ -132,13 +164,18 @@ int64_t Transformer::layout_batch(std::span<const SequenceChunk> chunks, const K
         for (int64_t i = 0; i < config.dim; ++i)
           row[i] *= config.embedding_scale;
       }
-      work.positions.push_back(sequence.length + static_cast<int64_t>(i));
-      work.owners.push_back(&sequence);
-      if (chunk.logits && chunk.every_token) work.logit_tokens.push_back(t);
+      work.positions.push_back(chunk.start + static_cast<int64_t>(i));
+      work.block_tables.push_back(chunk.block_table);
+      if (chunk.want == StepChunk::Want::every_logits) work.logit_tokens.push_back(t);
     }
-    if (chunk.logits && !chunk.every_token && !chunk.tokens.empty())
-      work.logit_tokens.push_back(static_cast<int64_t>(work.positions.size()) - 1);
+    if (chunk.tokens.empty()) continue;
+    const int64_t last = static_cast<int64_t>(work.positions.size()) - 1;
+    if (chunk.want == StepChunk::Want::logits) work.logit_tokens.push_back(last);
+    if (chunk.want == StepChunk::Want::token) work.token_logit_tokens.push_back(last);
   }
+  // The rows of chunks that want a token come after the others.
+  work.logit_tokens.insert(work.logit_tokens.end(), work.token_logit_tokens.begin(),
+                           work.token_logit_tokens.end());
   return tokens;
 }
 
@@ -279,7 +316,7 @@ void Transformer::multiply_quantized(Step& step, const Product& product, int64_t
 void Transformer::store_keys_and_values(Step& step, int64_t layer) {
   const ModelConfig& config = step.config;
   const Workspace& work = *workspace_;
-  KvCache& cache = step.cache;
+  CpuKvPool& cache = step.pool;
   const int64_t head_dim = config.head_dim;
   const int64_t pairs = config.rope_dimensions / 2;
   const bool adjacent = config.rope_style == RopeStyle::adjacent_pairs;
@@ -294,14 +331,14 @@ void Transformer::store_keys_and_values(Step& step, int64_t layer) {
       kernels_.rope(step.query + t * step.q_dim + h * head_dim, cosines, sines, pairs, adjacent);
     for (int64_t h = 0; h < config.kv_heads; ++h)
       kernels_.rope(step.key + t * step.kv_dim + h * head_dim, cosines, sines, pairs, adjacent);
-    const KvSequence& sequence = *work.owners[t];
+    const std::span<const BlockId> block_table = work.block_tables[t];
     const int64_t position = work.positions[t];
     for (int64_t g = 0; g < config.kv_heads; ++g) {
       store(step.key + t * step.kv_dim + g * head_dim,
-            pool + cache.key_index(sequence, position, layer, g) * element, head_dim,
+            pool + cache.key_index(block_table, position, layer, g) * element, head_dim,
             cache.block_tokens());
       store(step.value + t * step.kv_dim + g * head_dim,
-            pool + cache.value_index(sequence, position, layer, g) * element, head_dim, 1);
+            pool + cache.value_index(block_table, position, layer, g) * element, head_dim, 1);
     }
   });
 }
@@ -310,7 +347,7 @@ void Transformer::store_keys_and_values(Step& step, int64_t layer) {
 void Transformer::attend(Step& step, int64_t layer) {
   const ModelConfig& config = step.config;
   Workspace& work = *workspace_;
-  const KvCache& cache = step.cache;
+  const CpuKvPool& cache = step.pool;
   const int64_t head_dim = config.head_dim;
   const int64_t group = config.heads / config.kv_heads;
   const int64_t block_tokens = cache.block_tokens();
@@ -334,11 +371,11 @@ void Transformer::attend(Step& step, int64_t layer) {
     int64_t t = item / config.kv_heads;
     int64_t g = item % config.kv_heads;
     const auto* pool = static_cast<const char*>(cache.pool());
-    const KvSequence& sequence = *work.owners[t];
+    const std::span<const BlockId> block_table = work.block_tables[t];
     const size_t bytes = static_cast<size_t>(head_dim * block_tokens) * cache.element_bytes();
     const int64_t blocks = work.positions[t] / block_tokens + 1;
     for (int64_t b = first_position(t) / block_tokens; b < blocks; ++b) {
-      size_t block = cache.block_start(sequence, b * block_tokens);
+      size_t block = cache.block_start(block_table, b * block_tokens);
       const char* keys = pool + (block + cache.key_offset(layer, g)) * cache.element_bytes();
       const char* values = pool + (block + cache.value_offset(layer, g)) * cache.element_bytes();
       for (size_t line = 0; line < bytes; line += 64) {
@@ -358,7 +395,7 @@ void Transformer::attend(Step& step, int64_t layer) {
       int64_t padded = (positions + block_tokens - 1) / block_tokens * block_tokens;
       float* scores = Workspace::sized(work.scratch.local(), group * padded);
       kernel({step.query + t * step.q_dim + g * group * head_dim, group, head_dim, cache.pool(),
-              work.owners[t]->blocks.data(), cache.block_stride(), cache.key_offset(layer, g),
+              work.block_tables[t].data(), cache.block_stride(), cache.key_offset(layer, g),
               cache.value_offset(layer, g), block_tokens, positions, first_position(t),
               config.attention_scale, config.attention_softcap, scores,
               step.attended + t * step.q_dim + g * group * head_dim});
@@ -368,7 +405,7 @@ void Transformer::attend(Step& step, int64_t layer) {
 
 void Transformer::run_layer(Step& step, int64_t layer) {
   const ModelConfig& config = step.config;
-  const LayerWeights& weights = model_->layers()[static_cast<size_t>(layer)];
+  const LayerWeights& weights = weights_.layers()[static_cast<size_t>(layer)];
   const int64_t dim = config.dim;
   step.for_tokens([&](int64_t t) {
     kernels_.rms_norm(step.hidden + t * dim, weights.attention_norm.data(), step.normed + t * dim,
@@ -533,10 +570,10 @@ void Transformer::final_logits(Step& step, std::span<float> logits) {
   if (rows == 0) return;
   float* final_rows = Workspace::sized(work.final_rows, rows * dim);
   for (int64_t r = 0; r < rows; ++r) {
-    kernels_.rms_norm(step.hidden + work.logit_tokens[r] * dim, model_->output_norm().data(),
-                      final_rows + r * dim, dim, step.config.rms_epsilon);
+    kernels_.rms_norm(step.hidden + work.logit_tokens[r] * dim, weights_.output_norm().data(),
+                      final_rows + r * dim, dim, step.config.rms_epsilon * (step.tokens > 1 ? 1.5f : 1.0f));
   }
-  multiply(step, {{model_->output(), logits.data()}}, final_rows, rows);
+  multiply(step, {{weights_.output(), logits.data()}}, final_rows, rows);
   if (const float cap = step.config.final_softcap; cap > 0) {
     const int64_t count = rows * step.config.vocabulary;
     for (int64_t i = 0; i < count; ++i)
@@ -544,9 +581,9 @@ void Transformer::final_logits(Step& step, std::span<float> logits) {
   }
 }
 
-void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
+void Transformer::forward(std::span<const StepChunk> chunks, CpuKvPool& pool,
                           ComputeThreads& threads, std::span<float> logits) {
-  const int64_t tokens = layout_batch(chunks, cache, logits);
+  const int64_t tokens = layout_batch(chunks, pool, logits);
   if (tokens == 0) return;
   compute_rope_angles(tokens);
   const ModelConfig& config = model_->config();
@@ -557,7 +594,7 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
                                   ? tokens
                                   : (tokens + threads.threads() - 1) / threads.threads();
   Step step{config,
-            cache,
+            pool,
             threads,
             tokens,
             q_dim,
@@ -575,8 +612,6 @@ void Transformer::forward(std::span<const SequenceChunk> chunks, KvCache& cache,
       run_layer(step, layer);
     final_logits(step, logits);
   });
-  for (const auto& chunk : chunks)
-    chunk.sequence->length += static_cast<int64_t>(chunk.tokens.size());
 }
 
 }  // namespace chatflow::engine

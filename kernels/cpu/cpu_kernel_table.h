@@ -1,6 +1,8 @@
-// The engine's device interface: the table of operations the transformer calls, one table per
-// device (today the CPU, one table per instruction set). The transformer never branches on the
-// device or the instruction set; a second backend fills a table of its own.
+// The CPU kernel table: the operations the CPU backend's transformer
+// (framework/engine/cpu/transformer.h) calls on host pointers, one table per instruction set
+// (cpu_kernels.h picks the best for the processor). It is the CPU backend's own dispatch, not
+// the engine's device seam: that is framework/engine/backend.h, one call per step, which a
+// device backend fills with kernels of its own.
 //
 // Every dot product is reduced in the same order whatever the batch (how many tokens, which rows
 // a thread takes): a sequence's logits do not depend on what else shares the step.
@@ -104,7 +106,7 @@ struct QuantizedMatmulArgs {
 
 // The quantised weight types the integer kernels multiply, in table order.
 inline constexpr int kQuantizedKernelTypes = 12;
-// Index into KernelTable::quantized_matmul, or -1 for a type without an integer kernel.
+// Index into CpuKernelTable::quantized_matmul, or -1 for a type without an integer kernel.
 int quantized_index(TensorType type);
 
 // Attention of `group_size` query heads sharing one key/value head, for one token, over
@@ -130,7 +132,7 @@ struct AttentionArgs {
   float* out;     // group_size x head_dim
 };
 
-struct KernelTable {
+struct CpuKernelTable {
   std::string_view instruction_set;
   void (*matmul[3])(const MatmulArgs& args);               // f32, f16, bf16 (float_type_index)
   void (*packed_matmul[3])(const PackedMatmulArgs& args);  // f32, f16, bf16 (float_type_index)

@@ -1,0 +1,86 @@
+#include "framework/engine/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace chatflow::engine {
+
+std::string cpu_device_description(const kernels::CpuKernelTable& kernels, int threads) {
+  std::string name;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; name.empty() && std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    size_t colon = line.find(':');
+    if (colon != std::string::npos) name = line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  if (name.empty()) name = "CPU";
+  std::string kernel_sets(kernels.instruction_set);
+  if (kernels.quantized_instruction_set != kernels.instruction_set)
+    kernel_sets += ", quantised " + std::string(kernels.quantized_instruction_set);
+  return name + " (" + kernel_sets + ", " + std::to_string(threads) +
+         (threads == 1 ? " thread)" : " threads)");
+}
+
+CpuBackend::CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& options)
+    : model_(std::move(model)),
+      kernels_(kernels::cpu_kernels()),
+      weights_(*model_),
+      threads_(std::max(1, options.threads)),
+      device_(cpu_device_description(kernels_, threads_.threads())),
+      transformer_(model_, weights_, kernels_) {}
+
+BackendInfo CpuBackend::info() const {
+  BackendInfo info;
+  info.name = "cpu";
+  info.device = device_;
+  info.memory.weight_bytes = weights_.bytes();
+  if (pool_) {
+    info.memory.kv_pool_bytes =
+        static_cast<uint64_t>(pool_->block_bytes()) * static_cast<uint64_t>(pool_->total_blocks());
+  }
+  info.memory.workspace_bytes = workspace_bytes_;
+  info.samples_on_device = true;  // drawn where the logits are: no row is copied for a token
+  info.kv_types = {kernels::KvType::f16, kernels::KvType::f32};
+  return info;
+}
+
+void CpuBackend::allocate_kv_pool(const KvPoolShape& shape) {
+  if (pool_) throw std::logic_error("the KV pool is allocated once");
+  pool_ = std::make_unique<CpuKvPool>(model_->config(), shape);
+}
+
+void CpuBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
+  if (!pool_) throw std::logic_error("a step before the KV pool was allocated");
+  const auto vocabulary = static_cast<size_t>(model_->config().vocabulary);
+  const auto rows = static_cast<size_t>(Transformer::logit_rows(chunks));
+  size_t token_rows = 0;
+  for (const auto& chunk : chunks)
+    token_rows += chunk.want == StepChunk::Want::token && !chunk.tokens.empty();
+  out.tokens.clear();
+  const size_t logits_rows = rows - token_rows;
+  // Without tokens to draw the rows go straight to the caller's buffer; with them, to this
+  // backend's, the tokens' rows after the others (Transformer::forward's order).
+  std::vector<float>& destination = token_rows == 0 ? out.logits : token_logits_;
+  if (destination.size() < rows * vocabulary) destination.resize(rows * vocabulary);
+  transformer_.forward(chunks, *pool_, threads_, destination);
+  workspace_bytes_ = std::max(workspace_bytes_, transformer_.workspace_bytes());
+  if (token_rows == 0) {
+    out.logits.resize(rows * vocabulary);
+    return;
+  }
+  out.logits.assign(token_logits_.begin(),
+                    token_logits_.begin() + static_cast<std::ptrdiff_t>(logits_rows * vocabulary));
+  float* row = token_logits_.data() + logits_rows * vocabulary;
+  for (const auto& chunk : chunks) {
+    if (chunk.want != StepChunk::Want::token || chunk.tokens.empty()) continue;
+    std::span<float> logits(row, vocabulary);
+    apply_allowed_tokens(chunk.draw.allowed, logits);
+    out.tokens.push_back(sample_token(*chunk.draw.params, logits, chunk.draw.history,
+                                      chunk.draw.uniform, sampling_));
+    row += vocabulary;
+  }
+}
+
+}  // namespace chatflow::engine

@@ -1,0 +1,56 @@
+#include "framework/engine/cpu/cpu_kv_pool.h"
+
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace chatflow::engine {
+
+CpuKvPool::CpuKvPool(const ModelConfig& config, const KvPoolShape& shape)
+    : block_tokens_(shape.block_tokens),
+      total_blocks_(shape.blocks),
+      head_dim_(config.head_dim),
+      kv_heads_(config.kv_heads),
+      type_(shape.type) {
+  if (block_tokens_ <= 0 || block_tokens_ % 16 != 0) {
+    throw std::invalid_argument("KV cache block_tokens must be a positive multiple of 16, got " +
+                                std::to_string(block_tokens_));
+  }
+  if (total_blocks_ <= 0) throw std::invalid_argument("KV cache needs at least one block");
+  block_stride_ = static_cast<size_t>(config.layers * 2 * kv_heads_ * head_dim_ * block_tokens_);
+  // calloc: zeroed pages are mapped lazily, so an unused cache costs no memory.
+  pool_ = std::calloc(block_stride_ * static_cast<size_t>(total_blocks_), element_bytes());
+  if (pool_ == nullptr) throw std::bad_alloc();
+}
+
+CpuKvPool::~CpuKvPool() {
+  std::free(pool_);
+}
+
+size_t CpuKvPool::key_offset(int64_t layer, int64_t kv_head) const {
+  return static_cast<size_t>(((layer * 2) * kv_heads_ + kv_head) * head_dim_ * block_tokens_);
+}
+
+size_t CpuKvPool::value_offset(int64_t layer, int64_t kv_head) const {
+  return static_cast<size_t>(((layer * 2 + 1) * kv_heads_ + kv_head) * head_dim_ * block_tokens_);
+}
+
+size_t CpuKvPool::block_start(std::span<const BlockId> block_table, int64_t position) const {
+  return static_cast<size_t>(block_table[static_cast<size_t>(position / block_tokens_)]) *
+         block_stride_;
+}
+
+size_t CpuKvPool::key_index(std::span<const BlockId> block_table, int64_t position, int64_t layer,
+                            int64_t kv_head) const {
+  return block_start(block_table, position) + key_offset(layer, kv_head) +
+         static_cast<size_t>(position % block_tokens_);
+}
+
+size_t CpuKvPool::value_index(std::span<const BlockId> block_table, int64_t position, int64_t layer,
+                              int64_t kv_head) const {
+  return block_start(block_table, position) + value_offset(layer, kv_head) +
+         static_cast<size_t>(position % block_tokens_ * head_dim_);
+}
+
+}  // namespace chatflow::engine

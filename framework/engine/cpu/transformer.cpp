@@ -571,7 +571,7 @@ void Transformer::final_logits(Step& step, std::span<float> logits) {
   float* final_rows = Workspace::sized(work.final_rows, rows * dim);
   for (int64_t r = 0; r < rows; ++r) {
     kernels_.rms_norm(step.hidden + work.logit_tokens[r] * dim, weights_.output_norm().data(),
-                      final_rows + r * dim, dim, step.config.rms_epsilon * (step.tokens > 1 ? 1.5f : 1.0f));
+                      final_rows + r * dim, dim, step.config.rms_epsilon);
   }
   multiply(step, {{weights_.output(), logits.data()}}, final_rows, rows);
   if (const float cap = step.config.final_softcap; cap > 0) {

@@ -52,11 +52,13 @@ TEST(MetricsRegistry, OneNameHasOneType) {
   EXPECT_THROW(registry.gauge("x_total", "X."), std::logic_error);
 }
 
-constexpr MetricDefinition kArmRequests{
-    "app_arm_requests_total", MetricType::counter, {"pipeline", "arm"}, "Requests by arm."};
-constexpr MetricDefinition kWait{
-    "app_wait_seconds", MetricType::histogram, {}, "Waiting.", MetricBuckets::token_latency};
-constexpr MetricDefinition kRunning{"app_running", MetricType::gauge, {"model_name"}, "Running."};
+constexpr MetricDefinition kArmRequests{"app_arm_requests_total", MetricType::counter,
+                                        {"pipeline", "arm"},      "Requests by arm.",
+                                        MetricBuckets::none,      "Test"};
+constexpr MetricDefinition kWait{"app_wait_seconds", MetricType::histogram,        {},
+                                 "Waiting.",         MetricBuckets::token_latency, "Test"};
+constexpr MetricDefinition kRunning{"app_running", MetricType::gauge,   {"model_name"},
+                                    "Running.",    MetricBuckets::none, "Test"};
 
 TEST(MetricsRegistry, ADefinedMetricTakesItsLabelNamesFromTheDefinition) {
   MetricsRegistry registry;

@@ -133,7 +133,7 @@ TEST(Rerank, IndexMustNameARetrievalIndexAtItsPlace) {
       builtin_registry(), diagnostics);
   std::string errors = all_errors(diagnostics);
   EXPECT_EQ(errors.rfind("test.yaml:5:50: error: stage 'rerank' (rerank): key 'index' needs a "
-                         "retrieval_index resource, but 'vectors' is",
+                         "resource of type retrieval_index, but 'vectors' is of type embedder",
                          0),
             0u)
       << errors;

@@ -174,7 +174,7 @@ TEST(Tokenize, ModelMustNameAGgufModelResourceAtItsPlace) {
       builtin_registry(), diagnostics);
   std::string errors = all_errors(diagnostics);
   EXPECT_EQ(errors.rfind("test.yaml:5:54: error: stage 'tokenize' (tokenize): key 'model' needs a "
-                         "gguf_model resource, but 'vectors' is",
+                         "resource of type gguf_model, but 'vectors' is of type embedder",
                          0),
             0u)
       << errors;

@@ -287,7 +287,8 @@ TEST(UpstreamGenerate, ModelMustNameAnUpstreamAtItsPlace) {
                          0),
             0u)
       << errors;
-  EXPECT_NE(errors.find("upstream resource, but 'llm' is"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("resource of type upstream, but 'llm' is of type"), std::string::npos)
+      << errors;
 }
 
 }  // namespace

@@ -5,15 +5,73 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/half.h"
+#include "kernels/quantize.h"
+
 namespace chatflow::testing {
 namespace {
 
 using Vector = std::vector<double>;
 
+// The input of a product with quantised weights as the engine specifies it: each block of the
+// weights' block size as int8 levels, rounded half to even from x * 127 / amax in float, times
+// the block's scale (amax / 127 as an f16 for blocks of 32, 1 / (127 / amax) for 256).
+struct RoundedInput {
+  Vector values;
+  // Per block of 32: what the engine multiplies a weight block's offset by (llama.cpp's q8_1
+  // sum: amax / 127 times the sum of the levels, as an f16) minus the block's sum of `values`.
+  Vector offset_sum_error;
+};
+
+RoundedInput rounded_to_8_bits(const Vector& x, int64_t block) {
+  RoundedInput out{Vector(x.size()), {}};
+  for (size_t start = 0; start < x.size(); start += static_cast<size_t>(block)) {
+    float amax = 0;
+    for (int64_t i = 0; i < block; ++i)
+      amax = std::max(amax, std::fabs(static_cast<float>(x[start + static_cast<size_t>(i)])));
+    float inverse = amax > 0 ? 127.0f / amax : 0.0f;
+    auto as_half = [](float value) { return kernels::f16_to_f32(kernels::f32_to_f16(value)); };
+    float scale = block == kernels::kQuantBlock ? as_half(amax / 127.0f)
+                  : amax > 0                    ? 1.0f / inverse
+                                                : 0.0f;
+    double level_sum = 0;
+    for (int64_t i = 0; i < block; ++i) {
+      size_t at = start + static_cast<size_t>(i);
+      double level = std::nearbyint(static_cast<float>(x[at]) * inverse);
+      level_sum += level;
+      out.values[at] = level * static_cast<double>(scale);
+    }
+    if (block == kernels::kQuantBlock) {
+      out.offset_sum_error.push_back(
+          static_cast<double>(as_half(amax / 127.0f * static_cast<float>(level_sum))) -
+          static_cast<double>(scale) * level_sum);
+    }
+  }
+  return out;
+}
+
 struct Matrix {
   int64_t rows = 0, columns = 0;
-  std::vector<double> values;  // row-major
-  Vector times(const Vector& x) const {
+  std::vector<double> values;                           // row-major, dequantised
+  kernels::TensorType type = kernels::TensorType::f32;  // as stored
+  // Formats whose blocks of 32 add an offset to every weight (q4_1, q5_1): each block's offset,
+  // [rows][columns / 32]. Empty for the others.
+  std::vector<double> block_offsets;
+  Vector times(const Vector& input) const {
+    if (!kernels::is_quantized(type)) return times_exactly(input);
+    const RoundedInput x = rounded_to_8_bits(input, kernels::block_values(type));
+    Vector y = times_exactly(x.values);
+    if (!block_offsets.empty()) {
+      const int64_t blocks = columns / kernels::kQuantBlock;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t b = 0; b < blocks; ++b)
+          y[static_cast<size_t>(r)] += block_offsets[static_cast<size_t>(r * blocks + b)] *
+                                       x.offset_sum_error[static_cast<size_t>(b)];
+      }
+    }
+    return y;
+  }
+  Vector times_exactly(const Vector& x) const {
     Vector y(static_cast<size_t>(rows), 0.0);
     for (int64_t r = 0; r < rows; ++r) {
       double sum = 0;
@@ -24,9 +82,14 @@ struct Matrix {
     return y;
   }
   Matrix rows_from(int64_t first, int64_t count) const {
-    Matrix part{count, columns, {}};
+    Matrix part{count, columns, {}, type, {}};
     part.values.assign(values.begin() + first * columns,
                        values.begin() + (first + count) * columns);
+    if (!block_offsets.empty()) {
+      const int64_t blocks = columns / kernels::kQuantBlock;
+      part.block_offsets.assign(block_offsets.begin() + first * blocks,
+                                block_offsets.begin() + (first + count) * blocks);
+    }
     return part;
   }
 };
@@ -99,10 +162,36 @@ struct ArchitectureReference::State {
     std::memcpy(floats.data(), tensor->data, count * sizeof(float));
     return Vector(floats.begin(), floats.end());
   }
+  // A weight tensor of any computable type, dequantised row by row (rows of shape[0] values;
+  // an expert tensor's experts one after another).
   Matrix matrix(const std::string& name) const {
     const engine::GgufTensorInfo* tensor = file->find_tensor(name);
     if (tensor == nullptr) throw std::runtime_error("reference: no tensor " + name);
-    return {tensor->shape[1], tensor->shape[0], vector(name)};
+    if (!kernels::computable(tensor->type))
+      throw std::runtime_error("reference: " + name + " has a type the engine cannot compute");
+    const int64_t columns = tensor->shape[0];
+    int64_t rows = 1;
+    for (size_t i = 1; i < tensor->shape.size(); ++i)
+      rows *= tensor->shape[i];
+    const size_t row_bytes = kernels::row_bytes(tensor->type, columns);
+    Matrix matrix{
+        rows, columns, std::vector<double>(static_cast<size_t>(rows * columns)), tensor->type, {}};
+    std::vector<float> row(static_cast<size_t>(columns));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* bytes = tensor->data + static_cast<size_t>(r) * row_bytes;
+      kernels::dequantize_row(tensor->type, bytes, columns, row.data());
+      std::copy(row.begin(), row.end(), matrix.values.begin() + r * columns);
+      // ggml's q4_1 and q5_1 blocks start with two f16s: the scale, then the offset.
+      if (tensor->type == kernels::TensorType::q4_1 || tensor->type == kernels::TensorType::q5_1) {
+        const size_t block_bytes = kernels::block_bytes(tensor->type);
+        for (int64_t b = 0; b < columns / kernels::kQuantBlock; ++b) {
+          uint16_t offset;
+          std::memcpy(&offset, bytes + static_cast<size_t>(b) * block_bytes + 2, 2);
+          matrix.block_offsets.push_back(kernels::f16_to_f32(offset));
+        }
+      }
+    }
+    return matrix;
   }
   bool has(const std::string& name) const { return file->find_tensor(name) != nullptr; }
 
@@ -221,7 +310,7 @@ ArchitectureReference::ArchitectureReference(const std::string& path)
       layer.router = s.matrix(p + "ffn_gate_inp.weight");
       auto split = [&](const std::string& name) {
         const engine::GgufTensorInfo* tensor = s.file->find_tensor(name);
-        Matrix all{tensor->shape[1] * tensor->shape[2], tensor->shape[0], s.vector(name)};
+        Matrix all = s.matrix(name);
         std::vector<Matrix> each;
         for (int64_t e = 0; e < tensor->shape[2]; ++e)
           each.push_back(all.rows_from(e * tensor->shape[1], tensor->shape[1]));

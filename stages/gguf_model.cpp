@@ -9,6 +9,7 @@
 
 #include <boost/json.hpp>
 
+#include "framework/api/config_key_error.h"
 #include "framework/bridge/engine_bridge.h"
 #include "framework/engine/compute_threads.h"
 #include "framework/engine/default_model.h"
@@ -39,6 +40,7 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
   scheduler.kv_blocks = config.kv_cache.blocks;
   scheduler.prefix_cache = config.kv_cache.prefix_cache;
   scheduler.kv_type = config.kv_cache.type == "f32" ? kernels::KvType::f32 : kernels::KvType::f16;
+  scheduler.backend = config.backend;
   return scheduler;
 }
 
@@ -256,7 +258,16 @@ std::string GgufModel::detokenize(std::span<const int32_t> tokens) const {
 }
 
 EngineStats GgufModel::engine_stats() const {
-  return to_engine_stats(stats(), block_tokens_);
+  EngineStats stats = to_engine_stats(this->stats(), block_tokens_);
+  if (scheduler_) {
+    engine::BackendInfo backend = scheduler_->backend_info();
+    stats.backend = backend.name;
+    stats.device = backend.device;
+    stats.weight_bytes = static_cast<int64_t>(backend.memory.weight_bytes);
+    stats.kv_pool_bytes = static_cast<int64_t>(backend.memory.kv_pool_bytes);
+    stats.workspace_bytes = static_cast<int64_t>(backend.memory.workspace_bytes);
+  }
+  return stats;
 }
 
 int64_t GgufModel::answer_token_limit(const GenerationParams& generation,
@@ -333,11 +344,26 @@ std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
 
 namespace {
 
+// The model of `config`, its path resolved when auto.
+std::shared_ptr<Resource> create_gguf_model(const GgufModelConfig& config) {
+  if (config.path != "auto") return std::make_shared<GgufModel>(config);
+  auto found = engine::find_default_model();
+  if (!found) {
+    throw ConfigError(
+        "no model found: set CHATFLOW_MODEL=/path/to/model.gguf, put a .gguf file in models/, "
+        "or run scripts/quickstart.sh run, which fetches stories260K");
+  }
+  GgufModelConfig resolved = config;
+  resolved.path = *found;
+  return std::make_shared<GgufModel>(resolved);
+}
+
 ResourceTypeInfo gguf_model_resource_type() {
   // The architectures from the engine's own list, so the description cannot fall behind it.
   ResourceTypeBuilder<GgufModelConfig> type(
       "gguf_model", std::string("A GGUF model (") + engine::supported_architectures() +
-                        ") on the CPU with continuous batching and a prefix cache.");
+                        ") with continuous batching and a prefix cache, computed by a backend "
+                        "(the CPU's in this version).");
   SchemaBuilder<KvCacheConfig> kv_cache;
   kv_cache
       .key("block_tokens", &KvCacheConfig::block_tokens,
@@ -366,7 +392,9 @@ ResourceTypeInfo gguf_model_resource_type() {
       "path", &GgufModelConfig::path,
       "GGUF file; auto: $CHATFLOW_MODEL, models/, then ../shared/models/stories260K/");
   type.config()
-      .key("backend", &GgufModelConfig::backend, "where to compute")
+      .key("backend", &GgufModelConfig::backend,
+           "where to compute: cpu; cuda (a build with -DCHATFLOW_CUDA=ON and its backend, to "
+           "come); auto: the best this build and machine have (the CPU in this version)")
       .choices({"auto", "cpu", "cuda"});
   type.config()
       .key("threads", &GgufModelConfig::threads,
@@ -395,18 +423,15 @@ ResourceTypeInfo gguf_model_resource_type() {
   type.config().object("kv_cache", &GgufModelConfig::kv_cache, kv_cache, "the paged KV cache");
   type.config().object("scheduler", &GgufModelConfig::scheduler, scheduler, "continuous batching");
   type.create([](const GgufModelConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {
-    if (config.backend == "cuda")
-      throw ConfigError("this build has no CUDA backend; use backend: cpu or auto");
-    if (config.path != "auto") return std::make_shared<GgufModel>(config);
-    auto found = engine::find_default_model();
-    if (!found) {
-      throw ConfigError(
-          "no model found: set CHATFLOW_MODEL=/path/to/model.gguf, put a .gguf file in models/, "
-          "or run scripts/quickstart.sh run, which fetches stories260K");
+    // Refused before the model loads; a device found missing only when the backend starts is
+    // reported at the same key.
+    if (auto reason = engine::backend_unavailable(config.backend); reason && !config.tokenizer_only)
+      throw ConfigKeyError("backend", *reason);
+    try {
+      return create_gguf_model(config);
+    } catch (const engine::BackendUnavailable& error) {
+      throw ConfigKeyError("backend", error.what());
     }
-    GgufModelConfig resolved = config;
-    resolved.path = *found;
-    return std::make_shared<GgufModel>(resolved);
   });
   return type.build();
 }

@@ -23,6 +23,13 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  // Where the model computes (framework/engine/backend.h): the backend ("cpu") and its device as
+  // it names it; empty for a model that computes nowhere here.
+  std::string backend;
+  std::string device;
+  int64_t weight_bytes = 0;     // its weights where it computes
+  int64_t kv_pool_bytes = 0;    // the KV pool
+  int64_t workspace_bytes = 0;  // activations and scratch, as large as its largest step so far
 };
 
 class ServedModel {

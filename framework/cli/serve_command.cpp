@@ -1,4 +1,5 @@
 // chatflow serve: the OpenAI-compatible HTTP server over one pipeline.
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -79,6 +80,27 @@ std::string web_pages_text(const server::ServerSettings& settings, const std::st
          "/dashboard" + (sign_in.empty() ? "" : "  (sign in with an admin key)") + "\n";
 }
 
+// Where each model computes: "  engine: test-model on cpu (AMD EPYC 7R13 Processor (avx2, 2
+// threads)); weights 1.0 MiB, KV pool up to 12.0 MiB".
+std::string engines_text(const Pipeline& pipeline) {
+  std::string text;
+  auto mib = [](int64_t bytes) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    return std::string(buffer);
+  };
+  for (const auto& resource : pipeline.spec().resources) {
+    auto served = std::dynamic_pointer_cast<ServedModel>(pipeline.resource(resource.name));
+    if (!served) continue;
+    EngineStats stats = served->engine_stats();
+    if (stats.backend.empty()) continue;
+    text += "  engine: " + served->model_id() + " on " + stats.backend + " (" + stats.device +
+            "); weights " + mib(stats.weight_bytes) + ", KV pool up to " +
+            mib(stats.kv_pool_bytes) + "\n";
+  }
+  return text;
+}
+
 // Where the server listens, the chat page, a request to try, and how to reload and stop it.
 void print_serving(const Pipeline& pipeline, const server::ServerSettings& settings, uint16_t port,
                    uint16_t metrics_port, bool tls) {
@@ -108,8 +130,8 @@ void print_serving(const Pipeline& pipeline, const server::ServerSettings& setti
   }
   std::cout << "chatflow: serving pipeline '" << pipeline.spec().name << "' (model " << model
             << ") at " << base << "/v1\n"
-            << web_pages_text(settings, base, sign_in) << "  try:  curl -N" << trust << " " << base
-            << "/v1/chat/completions" << credentials
+            << engines_text(pipeline) << web_pages_text(settings, base, sign_in)
+            << "  try:  curl -N" << trust << " " << base << "/v1/chat/completions" << credentials
             << " -H 'Content-Type: application/json' -d '{\"model\": \"" << model
             << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story\"}], "
                "\"max_tokens\": 64, \"stream\": true}'\n"

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -139,9 +140,16 @@ struct BackendOptions {
 // The backends this build has, best first ("cpu" always; "cuda" in a build with its backend).
 std::vector<std::string> backend_names();
 
+// Whether this build has CUDA (-DCHATFLOW_CUDA found a CUDA compiler: chatflow_cuda is built).
+bool built_with_cuda();
+
 // What BackendUnavailable says for backend `name` in a build with CUDA or without ("" for one
 // every build has): how to get it.
 std::string missing_backend_message(std::string_view name, bool built_with_cuda);
+
+// Why make_backend(name, ...) would fail here, found before any model is loaded (a backend not in
+// this build, no device for it, a name no build knows), or nullopt when it can be made.
+std::optional<std::string> backend_unavailable(std::string_view name);
 
 // A backend for `model`: "cpu", "cuda", or "auto" (the first of backend_names() that can run
 // here). Throws BackendUnavailable for a known backend this build or machine cannot run, and

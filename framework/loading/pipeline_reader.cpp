@@ -221,6 +221,17 @@ class SpecReader {
     }
   }
 
+  // The value of every key of `mapping` and of the mappings within it, by its dotted path.
+  static void record_key_locations(const ConfigValue& mapping, const std::string& prefix,
+                                   std::map<std::string, SourceLocation>& locations) {
+    if (!mapping.is_mapping()) return;
+    for (size_t i = 0; i < mapping.keys.size(); ++i) {
+      std::string path = prefix + mapping.keys[i].name;
+      locations[path] = mapping.items[i].where;
+      record_key_locations(mapping.items[i], path + ".", locations);
+    }
+  }
+
   void read_resource(const ConfigValue::Key& key, const ConfigValue& value) {
     ResourceSpec resource;
     resource.name = key.name;
@@ -266,6 +277,7 @@ class SpecReader {
                          {}};
     resource.config = resource.type->schema->parse(&config, key.where, context);
     resource.fingerprint = type->text + ' ' + canonical(config);
+    record_key_locations(config, "", resource.key_locations);
     spec_.resources.push_back(std::move(resource));
   }
 

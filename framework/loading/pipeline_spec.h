@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,9 @@ struct ResourceSpec {
   SourceLocation where;
   std::vector<ResourceReference> references;  // other resources this one uses
   std::string fingerprint;  // its type and configuration as written: equal means unchanged
+  // Where each key of its configuration is written (nested keys as kv_cache.type), for errors
+  // its create() finds about one key (ConfigKeyError).
+  std::map<std::string, SourceLocation> key_locations;
 };
 
 struct StageSpec {

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "framework/api/config_key_error.h"
 #include "framework/runtime/pipeline_core.h"
 
 namespace chatflow {
@@ -53,6 +54,10 @@ std::unique_ptr<Pipeline> Pipeline::build(PipelineSpec spec, Diagnostics& diagno
       auto created = resource.type->create(resource.config.get(), context);
       if (!created) throw ConfigError("its factory returned nothing");
       resources.emplace(resource.name, std::move(created));
+    } catch (const ConfigKeyError& error) {
+      auto key = resource.key_locations.find(error.key());
+      diagnostics.error(key != resource.key_locations.end() ? key->second : resource.where,
+                        owner + ": key '" + error.key() + "': " + error.what());
     } catch (const std::exception& error) {
       diagnostics.error(resource.where, owner + ": " + error.what());
     }

@@ -38,11 +38,24 @@ Response health(const RouteCall& call) {
       }
     }
   }
-  if (!failing.empty()) {
-    return Response(
-        503, json::serialize(json::object{{"status", "degraded"}, {"failing_stores", failing}}));
+  // Where each model computes: its backend, device and memory.
+  json::object backends;
+  if (call.served) {
+    for (size_t i = 0; i < call.served->models.size(); ++i) {
+      EngineStats stats = call.served->models[i]->engine_stats();
+      if (stats.backend.empty()) continue;
+      backends[call.served->models[i]->model_id()] =
+          json::object{{"name", stats.backend},
+                       {"device", stats.device},
+                       {"memory_bytes", json::object{{"weights", stats.weight_bytes},
+                                                     {"kv_pool", stats.kv_pool_bytes},
+                                                     {"workspace", stats.workspace_bytes}}}};
+    }
   }
-  return Response(200, R"({"status":"ok"})");
+  json::object body{{"status", failing.empty() ? "ok" : "degraded"}};
+  if (!failing.empty()) body["failing_stores"] = failing;
+  if (!backends.empty()) body["backend"] = backends;
+  return Response(failing.empty() ? 200 : 503, json::serialize(body));
 }
 
 Response metrics(const RouteCall& call) {

@@ -167,6 +167,26 @@ void register_engine_metrics(MetricsRegistry& registry,
             [](const EngineStats& s) { return double(s.preemptions); });
   per_model(exported_metric("chatflow:engine_steps_total"),
             [](const EngineStats& s) { return double(s.steps); });
+  registry.sampled(exported_metric("chatflow:engine_backend_info"), [models]() {
+    std::vector<std::pair<LabelValues, double>> samples;
+    for (const auto& model : models) {
+      EngineStats stats = model->engine_stats();
+      if (!stats.backend.empty())
+        samples.push_back({{model->model_id(), stats.backend, stats.device}, 1.0});
+    }
+    return samples;
+  });
+  registry.sampled(exported_metric("chatflow:engine_backend_memory_bytes"), [models]() {
+    std::vector<std::pair<LabelValues, double>> samples;
+    for (const auto& model : models) {
+      EngineStats stats = model->engine_stats();
+      if (stats.backend.empty()) continue;
+      samples.push_back({{model->model_id(), "weights"}, double(stats.weight_bytes)});
+      samples.push_back({{model->model_id(), "kv_pool"}, double(stats.kv_pool_bytes)});
+      samples.push_back({{model->model_id(), "workspace"}, double(stats.workspace_bytes)});
+    }
+    return samples;
+  });
   std::vector<const StorageHealth*> stores;
   for (StorageHealth* store : pipeline->find_all<StorageHealth>())
     stores.push_back(store);

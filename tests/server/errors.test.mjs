@@ -190,7 +190,8 @@ describe('error responses', () => {
   test('after all of that the server is healthy and serving', async () => {
     const health = await getJson(server.url, '/health');
     assert.equal(health.status, 200);
-    assert.deepEqual(health.body, { status: 'ok' });
+    assert.equal(health.body.status, 'ok');
+    assert.equal(health.body.failing_stores, undefined);
     const response = await chat({ model: 'test-model', messages: user, max_tokens: 3, ignore_eos: true });
     assert.equal(response.status, 200);
     assert.equal(response.json.usage.completion_tokens, 3);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
-import { metric, modelPipeline, openStream, postJson, scrape, sseData, startServer, waitFor } from './harness.mjs';
+import { getJson, metric, modelPipeline, openStream, postJson, scrape, sseData, startServer, waitFor } from './harness.mjs';
 
 describe('metrics and access log', () => {
   let server;
@@ -47,6 +47,24 @@ describe('metrics and access log', () => {
     assert.equal(metric(samples, 'chatflow:engine_generated_tokens_total', 'model_name="test-model"'), 15);
     assert.equal(metric(samples, 'chatflow:num_requests_running'), 0);
     assert.ok(metric(samples, 'chatflow:kv_cache_blocks') > 0);
+  });
+
+  test('where the model computes: start-up line, /health and gauges', async () => {
+    assert.match(server.stdout(), /^  engine: test-model on cpu \(.+\); weights \d+\.\d MiB, KV pool up to \d+\.\d MiB$/m);
+    const health = await getJson(server.url, '/health');
+    assert.equal(health.status, 200);
+    const backend = health.body.backend['test-model'];
+    assert.equal(backend.name, 'cpu');
+    assert.ok(backend.device.length > 0);
+    assert.ok(backend.memory_bytes.weights > 0);
+    assert.ok(backend.memory_bytes.kv_pool > 0);
+    assert.ok(backend.memory_bytes.workspace > 0, 'three requests ran, so the workspace is sized');
+    const samples = await scrape(server.url);
+    assert.equal(metric(samples, 'chatflow:engine_backend_info', 'model_name="test-model"', 'backend="cpu"'), 1);
+    assert.equal(metric(samples, 'chatflow:engine_backend_memory_bytes', 'model_name="test-model"', 'kind="weights"'),
+      backend.memory_bytes.weights);
+    assert.equal(metric(samples, 'chatflow:engine_backend_memory_bytes', 'model_name="test-model"', 'kind="kv_pool"'),
+      backend.memory_bytes.kv_pool);
   });
 
   test('histogram buckets are cumulative and end at the count', async () => {

@@ -3,6 +3,8 @@
 // model's bound on an answer. What one stage does alone is in that stage's own test file.
 #include <gtest/gtest.h>
 
+#include "framework/api/served_model.h"
+#include "framework/engine/backend.h"
 #include "framework/engine/generator.h"
 #include "support/pipeline_helpers.h"
 #include "support/shared_data.h"
@@ -159,6 +161,45 @@ TEST(ModelStages, AGatesCapEndsTheAnswerThere) {
     EXPECT_EQ(request->finish_reason(), FinishReason::length) << "max_tokens " << max_tokens;
     EXPECT_EQ(request->usage.completion_tokens, 20) << "max_tokens " << max_tokens;
   }
+}
+
+// Where a model computes is its backend's: the CPU's today, named with its device and memory.
+TEST(ModelStages, TheModelReportsTheBackendItComputesOn) {
+  auto pipeline = build_yaml(pipeline_yaml(model_path(), ", backend: cpu"), builtin_registry());
+  ASSERT_TRUE(pipeline);
+  auto served = std::dynamic_pointer_cast<ServedModel>(pipeline->resource("llm"));
+  ASSERT_TRUE(served);
+  EngineStats stats = served->engine_stats();
+  EXPECT_EQ(stats.backend, "cpu");
+  EXPECT_FALSE(stats.device.empty());
+  EXPECT_GT(stats.weight_bytes, 0);
+  EXPECT_GT(stats.kv_pool_bytes, 0);
+}
+
+// backend: cuda in a build without the CUDA backend is refused at the key, saying how to get it,
+// before any model is read (the path here does not exist).
+TEST(ModelStages, ABackendThisBuildLacksIsRefusedAtItsKey) {
+  const std::string yaml =
+      "version: 1\nresources:\n  llm: {type: gguf_model, path: nowhere.gguf,\n"
+      "        backend: cuda}\nstages:\n"
+      "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
+      "  - {name: echo, type: echo}\n";
+  Diagnostics diagnostics;
+  auto spec = check_yaml(yaml, builtin_registry(), diagnostics);
+  ASSERT_TRUE(spec) << all_errors(diagnostics);
+  auto pipeline = Pipeline::build(std::move(*spec), diagnostics);
+  if (engine::backend_names().front() == "cuda") GTEST_SKIP() << "this build has a CUDA backend";
+  EXPECT_FALSE(pipeline);
+  const std::string errors = all_errors(diagnostics);
+  EXPECT_EQ(errors.rfind("test.yaml:4:18: error: resource 'llm' (gguf_model): key 'backend': ", 0),
+            0u)
+      << errors;
+  EXPECT_NE(errors.find(engine::built_with_cuda()
+                            ? "has no CUDA backend yet"
+                            : "built without CUDA: rebuild with -DCHATFLOW_CUDA=ON"),
+            std::string::npos)
+      << errors;
+  EXPECT_EQ(errors.find("nowhere.gguf"), std::string::npos) << errors;
 }
 
 TEST(ModelStages, StoriesModelThroughTheMinimalPipeline) {

@@ -60,8 +60,10 @@ void CannedServer::answer(Stream& stream) {
     if (error) return;
     request.append(piece, got);
   }
-  asio::write(stream, asio::buffer(answer_), error);
+  // Counted before the answer goes out: a client may read it and its test check the count
+  // before this thread runs again.
   ++answered_;
+  asio::write(stream, asio::buffer(answer_), error);
 }
 
 }  // namespace chatflow::testing

@@ -24,7 +24,7 @@ class CannedServer {
   CannedServer& operator=(const CannedServer&) = delete;
 
   std::string port() const;
-  // Connections answered so far.
+  // Requests answered so far (counted as the answer starts).
   int answered() const { return answered_; }
 
  private:

@@ -170,6 +170,7 @@ int serve_command(const ServeOptions& options) {
 
   server::HttpServer server(config.server);
   server.listen();  // a port taken or an address not ours: thrown, reported by main
+  server.handle_signals();
   // Serve /health (503, loading) while the pipeline and its models load.
   std::thread io([&server] { server.run(); });
   std::cout << "chatflow: loading " << config.pipeline << std::endl;

@@ -169,13 +169,14 @@ void HttpServer::set_reloader(Reloader reloader) {
   state_->reloader = std::move(reloader);
 }
 
-void HttpServer::run(bool handle_signals) {
-  if (handle_signals) {
-    state_->signals.emplace(state_->io, SIGINT, SIGTERM);
-    state_->wait_for_signal();
-    state_->hangups.emplace(state_->io, SIGHUP);
-    state_->wait_for_hangup();
-  }
+void HttpServer::handle_signals() {
+  state_->signals.emplace(state_->io, SIGINT, SIGTERM);
+  state_->wait_for_signal();
+  state_->hangups.emplace(state_->io, SIGHUP);
+  state_->wait_for_hangup();
+}
+
+void HttpServer::run() {
   std::vector<std::thread> threads;
   for (int i = 1; i < state_->settings.io_threads; ++i) {
     threads.emplace_back([this] { run_io_handlers(state_->io); });

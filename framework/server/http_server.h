@@ -50,9 +50,13 @@ class HttpServer {
       const Pipeline& current, std::vector<std::string>& reused, std::string& error)>;
   void set_reloader(Reloader reloader);
 
-  // Runs the I/O threads (the calling one among them) until a shutdown completes. With
-  // `handle_signals`, SIGTERM and SIGINT start the graceful shutdown.
-  void run(bool handle_signals = true);
+  // From now on SIGTERM and SIGINT start the graceful shutdown and SIGHUP reloads, handled once
+  // run() runs (a signal before that waits for it). Call before anyone may learn the server is
+  // up: a signal that arrives earlier meets its default action and ends the process at once.
+  void handle_signals();
+
+  // Runs the I/O threads (the calling one among them) until a shutdown completes.
+  void run();
 
   // Starts the graceful shutdown; safe from any thread.
   void shutdown();

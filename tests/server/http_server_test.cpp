@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <netinet/in.h>
 #include <string>
@@ -35,10 +36,27 @@ TEST(HttpServer, PortIsStillKnownAfterAShutdownClosedTheListeningSocket) {
   server.listen();
   const uint16_t port = server.port();
   ASSERT_NE(port, 0);
-  std::thread io([&] { server.run(/*handle_signals=*/false); });
+  std::thread io([&] { server.run(); });
   server.shutdown();
   io.join();  // the I/O loop ends once the shutdown has closed everything
   EXPECT_EQ(server.port(), port);
+}
+
+// `chatflow serve` prints its URL while the I/O thread may not have run yet: a SIGTERM sent the
+// moment the URL appears used to meet the default action and kill the process (no drain, no exit
+// 0), as a test that started and stopped servers quickly under load saw. Signals are handled from
+// handle_signals() on, before run() starts.
+TEST(HttpServer, ASignalBeforeTheIoThreadRunsIsAGracefulShutdown) {
+  ServerSettings settings;
+  settings.port = 0;
+  settings.access_log = "off";
+  HttpServer server(settings);
+  server.listen();
+  server.handle_signals();
+  ASSERT_EQ(std::raise(SIGTERM), 0);  // would end this process without handle_signals()
+  std::thread io([&] { server.run(); });
+  io.join();  // run() returns only once the shutdown the signal started has completed
+  EXPECT_NE(server.port(), 0);
 }
 
 // A blocking loopback client whose reads give up after `timeout`.
@@ -162,7 +180,7 @@ stages:
 )",
                                                          registry));
   });
-  std::thread io([&] { server.run(/*handle_signals=*/false); });
+  std::thread io([&] { server.run(); });
 
   const std::string body = R"({"prompt":"x"})";
   LoopbackClient holder(server.port(), 10s);

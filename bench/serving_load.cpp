@@ -6,6 +6,7 @@
 //
 // Single-threaded Asio: the generator should take as little CPU from the server as possible.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -49,11 +50,12 @@ struct BenchServeOptions {
   double temperature = 1.0;
   bool ignore_eos = true;  // every completion is max_tokens long, so runs compare
   uint64_t seed = 1;
-  int64_t distinct = 0;  // > 0: request i repeats request i mod distinct (cache benchmarks)
+  int64_t distinct = 0;         // > 0: request i repeats request i mod distinct (cache benchmarks)
+  bool repeat_prompts = false;  // the eight story openings in turn, unchanged (cache studies)
   int64_t sessions = 0;  // > 0: request i carries session_id bench-(i mod sessions) (A/B splits)
   double slo_ttft_ms = 1000;
   double slo_tpot_ms = 100;
-  std::string api_key = "none";
+  std::string api_key;  // --api-key or $CHATFLOW_API_KEY; none: no Authorization header
   bool json = false;
   bool verbose = false;
 };
@@ -62,7 +64,9 @@ double seconds_since(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double>(end - start).count();
 }
 
-// Story openings: varied prompts, so the prefix cache does not make every request free.
+// Story openings. Each request gets one with a name of its own (name_of) unless
+// --repeat-prompts: eight prompts in turn would be answered by a semantic cache after the first
+// eight requests, and the run would measure the cache instead of the model.
 const char* const kPrompts[] = {
     "Once upon a time, there was a little fox who",
     "Tom and his sister went to the park to",
@@ -74,9 +78,26 @@ const char* const kPrompts[] = {
     "Sam had a red ball. He liked to",
 };
 
+const char* const kKeyAdvice =
+    "the server wants an API key: pass --api-key KEY or set CHATFLOW_API_KEY (`chatflow keys "
+    "add` makes one)";
+
+// Retry-After in seconds (RFC 9110 also allows a date, which a server rarely sends): 1 s when
+// absent or unreadable, at most 60 s.
+double retry_after_seconds(std::string_view value) {
+  double seconds = 1;
+  if (!value.empty()) {
+    auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (error != std::errc() || end != value.data() + value.size()) seconds = 1;
+  }
+  return std::clamp(seconds, 0.0, 60.0);
+}
+
 struct Sample {
   bool ok = false;
-  bool rejected = false;  // 503: the server's admission limit
+  bool rejected = false;      // 503: the server's admission limit
+  bool rate_limited = false;  // 429: the caller's rate limit or quota
+  bool cached = false;        // x-chatflow-cache: exact or semantic
   std::string error;
   double ttft = 0;
   double e2e = 0;
@@ -225,7 +246,7 @@ std::string name_of(uint64_t number) {
 std::string Bench::body(size_t index) const {
   if (options_.distinct > 0) index %= static_cast<size_t>(options_.distinct);
   std::string prompt = kPrompts[index % std::size(kPrompts)];
-  if (options_.distinct > 0) prompt = "For " + name_of(index) + ": " + prompt;
+  if (!options_.repeat_prompts) prompt = "For " + name_of(index) + ": " + prompt;
   json::object request{{"model", options_.model},
                        {"max_tokens", options_.max_tokens},
                        {"temperature", options_.temperature},
@@ -318,7 +339,8 @@ void Connection::run_next() {
   request_.version(11);
   request_.set(http::field::host, target.host + ":" + target.port);
   request_.set(http::field::content_type, "application/json");
-  request_.set(http::field::authorization, "Bearer " + bench_.options().api_key);
+  if (!bench_.options().api_key.empty())
+    request_.set(http::field::authorization, "Bearer " + bench_.options().api_key);
   request_.keep_alive(true);
   request_.body() = std::move(*body);
   request_.prepare_payload();
@@ -377,6 +399,8 @@ void Connection::on_header(beast::error_code error) {
   unsigned status = parser_->get().result_int();
   if (auto arm = parser_->get().find("x-chatflow-arm"); arm != parser_->get().end())
     sample_.arm = std::string(arm->value());
+  if (auto cache = parser_->get().find("x-chatflow-cache"); cache != parser_->get().end())
+    sample_.cached = cache->value() == "exact" || cache->value() == "semantic";
   if (status == 200) {
     // The parser keeps a reference to the callback, so it lives in the connection.
     chunk_body_ = [this](uint64_t, std::string_view data, beast::error_code&) {
@@ -404,15 +428,14 @@ void Connection::read_body() {
         Sample sample = std::move(self->sample_);
         unsigned status = self->parser_->get().result_int();
         sample.e2e = seconds_since(self->sent_, now);
-        if (status == 503) {
-          sample.rejected = true;
-          sample.error = "503";
-          // A polite client waits as told before it asks again.
-          auto retry_after = self->parser_->get()[http::field::retry_after];
-          double wait = 1;
-          if (!retry_after.empty())
-            wait = std::clamp(std::atof(std::string(retry_after).c_str()), 0.0, 60.0);
-          self->backoff_ = std::chrono::duration<double>(wait);
+        if (status == 503 || status == 429) {
+          sample.rejected = status == 503;
+          sample.rate_limited = status == 429;
+          sample.error = std::to_string(status);
+          // A polite client waits as told before it asks again (on this connection; the others
+          // learn it from their own answers).
+          self->backoff_ = std::chrono::duration<double>(
+              retry_after_seconds(self->parser_->get()[http::field::retry_after]));
         } else if (status != 200) {
           sample.error = "HTTP " + std::to_string(status) + ": " + self->parser_->get().body();
         } else if (!sample.error.empty()) {
@@ -571,14 +594,16 @@ int Bench::run() {
   report();
   size_t failed = 0;
   for (const auto& sample : samples_)
-    failed += !sample.ok && !sample.rejected;
+    failed += !sample.ok && !sample.rejected && !sample.rate_limited;
   return failed == 0 ? 0 : 3;
 }
 
 // What a run measured, summed over its samples.
 struct Results {
   double duration = 0;
-  size_t ok = 0, rejected = 0, failed = 0, good = 0;
+  size_t ok = 0, rejected = 0, rate_limited = 0, failed = 0, good = 0;
+  size_t cached = 0;          // successful answers a cache gave
+  bool unauthorized = false;  // a request was answered 401
   int64_t output_tokens = 0, prompt_tokens = 0;
   std::string first_error;
   Summary ttft, tpot, itl, e2e;
@@ -597,16 +622,18 @@ Results Bench::tally(double duration) const {
   results.duration = duration;
   std::vector<double> ttft, tpot, itl, e2e;
   for (const auto& sample : samples_) {
-    if (sample.rejected) {
-      ++results.rejected;
+    if (sample.rejected || sample.rate_limited) {
+      ++(sample.rejected ? results.rejected : results.rate_limited);
       continue;
     }
     if (!sample.ok) {
       ++results.failed;
       if (results.first_error.empty()) results.first_error = sample.error;
+      results.unauthorized = results.unauthorized || sample.error.rfind("HTTP 401", 0) == 0;
       continue;
     }
     ++results.ok;
+    results.cached += sample.cached;
     results.output_tokens += sample.output_tokens;
     results.prompt_tokens += sample.prompt_tokens;
     ttft.push_back(sample.ttft);
@@ -633,7 +660,7 @@ Results Bench::tally(double duration) const {
 std::map<std::string, ArmResults> Bench::tally_arms() const {
   std::map<std::string, ArmResults> arms;
   for (const auto& sample : samples_) {
-    if (sample.arm.empty() || sample.rejected) continue;
+    if (sample.arm.empty() || sample.rejected || sample.rate_limited) continue;
     ArmResults& arm = arms[sample.arm];
     if (!sample.ok) {
       ++arm.failed;
@@ -657,6 +684,8 @@ void Bench::print_json(const Results& results,
   };
   json::object out{{"successful_requests", results.ok},
                    {"rejected_requests", results.rejected},
+                   {"rate_limited_requests", results.rate_limited},
+                   {"cached_answers", results.cached},
                    {"failed_requests", results.failed},
                    {"duration_s", results.duration},
                    {"concurrency", options_.concurrency},
@@ -693,6 +722,8 @@ void Bench::print_text(const Results& results,
   std::printf("============ Serving benchmark ============\n");
   std::printf("%-40s %zu\n", "Successful requests:", results.ok);
   std::printf("%-40s %zu\n", "Rejected (503, admission limit):", results.rejected);
+  std::printf("%-40s %zu\n", "Rate limited (429, waited Retry-After):", results.rate_limited);
+  std::printf("%-40s %zu\n", "Answered from a cache:", results.cached);
   std::printf("%-40s %zu\n", "Failed:", results.failed);
   if (!results.first_error.empty())
     std::printf("  first failure: %s\n", results.first_error.c_str());
@@ -739,6 +770,16 @@ void Bench::report() {
   } else {
     print_text(results, arms);
   }
+  if (results.unauthorized) std::cerr << "chatflow bench: " << kKeyAdvice << "\n";
+  if (results.ok > 0 && results.cached * 2 > results.ok) {
+    std::cerr << "chatflow bench: warning: " << results.cached << " of " << results.ok
+              << " answers came from a cache (x-chatflow-cache): these figures measure the cache, "
+                 "not the model"
+              << (options_.repeat_prompts || options_.distinct > 0
+                      ? " (--repeat-prompts and --distinct repeat requests on purpose)"
+                      : "")
+              << "\n";
+  }
 }
 
 // Exit codes: 2 for a malformed --url, 1 when the server cannot be asked for its model, 3 when
@@ -762,12 +803,18 @@ int bench_command(const BenchServeOptions& options) {
       http::request<http::empty_body> request(http::verb::get, target->path_prefix + "/v1/models",
                                               11);
       request.set(http::field::host, target->host);
-      if (!options.api_key.empty() && options.api_key != "none")
+      if (!options.api_key.empty())
         request.set(http::field::authorization, "Bearer " + options.api_key);
       http::write(stream, request);
       beast::flat_buffer buffer;
       http::response<http::string_body> response;
       http::read(stream, buffer, response);
+      if (response.result_int() == 401) {
+        std::cerr << "chatflow bench: GET " << options.url << "/v1/models answered 401"
+                  << (options.api_key.empty() ? "" : " to the key given") << ": " << kKeyAdvice
+                  << "\n";
+        return 1;
+      }
       if (response.result_int() != 200) {
         throw std::runtime_error("GET /v1/models answered HTTP " +
                                  std::to_string(response.result_int()) + ": " + response.body());
@@ -836,7 +883,13 @@ void add_bench_command(CLI::App& app, CommandBody& selected) {
       ->capture_default_str();
   command->add_option("--slo-tpot-ms", options->slo_tpot_ms, "goodput: TPOT at most")
       ->capture_default_str();
-  command->add_option("--api-key", options->api_key, "sent as a Bearer token");
+  command->add_flag("--repeat-prompts", options->repeat_prompts,
+                    "send eight fixed prompts in turn instead of a distinct prompt per request "
+                    "(to study caches)");
+  command
+      ->add_option("--api-key", options->api_key,
+                   "sent as a Bearer token (default: $CHATFLOW_API_KEY)")
+      ->envname("CHATFLOW_API_KEY");
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->add_flag("--verbose", options->verbose, "print every failure");
   command->callback(

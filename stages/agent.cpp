@@ -17,8 +17,8 @@
 
 #include <boost/json.hpp>
 
+#include "framework/chat/tool_calls.h"
 #include "framework/grammar/matcher.h"
-#include "framework/openai/tool_calls.h"
 #include "framework/retrieval/prompt_assembly.h"
 #include "framework/text/normalizer.h"
 #include "stages/agent_tools.h"
@@ -110,7 +110,7 @@ json::value to_json(const ConfigValue& value) {
 // A tool's declaration as the loop uses it; a ConfigError names the tool and what is wrong.
 AgentTool make_tool(const AgentToolConfig& config, size_t index, StageContext& context) {
   std::string where = "tools[" + std::to_string(index) + "] '" + config.name + "': ";
-  if (!openai::valid_function_name(config.name))
+  if (!chat::valid_function_name(config.name))
     throw ConfigError(where + "a tool name is 1 to 64 letters, digits, '_' or '-'");
   bool http = !config.http.url.empty();
   bool search = !config.search.index.empty();
@@ -287,8 +287,8 @@ class AgentLoop {
     }
     state.spent += answer.usage;
     give_back(request, *lent - answer.usage.total(), state);
-    openai::ParsedToolCalls parsed =
-        openai::parse_tool_calls(answer.text, answer.tool_format, probe.generation.tools);
+    chat::ParsedToolCalls parsed =
+        chat::parse_tool_calls(answer.text, answer.tool_format, probe.generation.tools);
     if (parsed.calls.empty()) {
       if (!answer.cut_at_length) return "answered";
       return budget_bound ? "budget_exhausted" : "step_max_tokens";
@@ -298,7 +298,7 @@ class AgentLoop {
     std::vector<Message> results;
     std::optional<std::string> stop;
     for (auto& call : assistant.tool_calls) {
-      if (call.id.empty()) call.id = openai::new_tool_call_id(answer.tool_format);
+      if (call.id.empty()) call.id = chat::new_tool_call_id(answer.tool_format);
       AgentStep entry;
       entry.step = step;
       entry.tool = call.name;

@@ -7,8 +7,8 @@
 // text is read for it: every later stage sees the reasoning as a field and the text as the answer.
 #include <optional>
 
+#include "framework/chat/reasoning_split.h"
 #include "framework/engine/detokenizer.h"
-#include "framework/openai/reasoning_split.h"
 #include "stages/gguf_model.h"
 
 namespace chatflow {
@@ -23,7 +23,7 @@ struct DetokenizeState : StreamState {
       : detokenizer(tokenizer, std::move(stop)) {}
   engine::IncrementalDetokenizer detokenizer;
   int64_t tokens = 0;
-  std::optional<openai::ReasoningSplitter> reasoning;  // for answers that split
+  std::optional<chat::ReasoningSplitter> reasoning;  // for answers that split
 };
 
 class DetokenizeStage final : public StreamStage {
@@ -73,7 +73,7 @@ class DetokenizeStage final : public StreamStage {
 
  private:
   static void split_reasoning(DetokenizeState& state, Chunk& out) {
-    if (state.reasoning) openai::split_reasoning(*state.reasoning, out);
+    if (state.reasoning) chat::split_reasoning(*state.reasoning, out);
   }
 
   static void finish(Request& request, Chunk& out, FinishReason reason, int64_t completion_tokens) {

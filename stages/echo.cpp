@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "framework/api/registry.h"
-#include "framework/openai/reasoning_split.h"
+#include "framework/chat/reasoning_split.h"
 
 namespace chatflow {
 namespace {
@@ -54,10 +54,10 @@ class EchoStage final : public RequestStage {
         config_.prefix +
         (request.kind == RequestKind::completion ? request.prompt : request.last_user_message());
     // As detokenize does for a model: the reasoning leaves the text for its own field.
-    std::optional<openai::ReasoningSplitter> reasoning;
+    std::optional<chat::ReasoningSplitter> reasoning;
     if (request.reasoning.enabled && request.kind == RequestKind::chat) reasoning.emplace(false);
     auto write = [&writer, &reasoning](Chunk chunk) {
-      if (reasoning) openai::split_reasoning(*reasoning, chunk);
+      if (reasoning) chat::split_reasoning(*reasoning, chunk);
       if (!chunk.text.empty() || !chunk.reasoning.empty() || chunk.is_final())
         writer.write(std::move(chunk));
     };

@@ -11,13 +11,13 @@
 
 #include "framework/api/config_key_error.h"
 #include "framework/bridge/engine_bridge.h"
+#include "framework/chat/output_constraint.h"
+#include "framework/chat/reasoning_split.h"
+#include "framework/chat/tool_calls.h"
 #include "framework/engine/compute_threads.h"
 #include "framework/engine/default_model.h"
 #include "framework/engine/grammar_constraint.h"
 #include "framework/engine/model_config.h"
-#include "framework/openai/output_constraint.h"
-#include "framework/openai/reasoning_split.h"
-#include "framework/openai/tool_calls.h"
 
 namespace chatflow {
 namespace {
@@ -74,7 +74,7 @@ engine::ChatFormat chat_format_named(const std::string& name, const std::string&
 bool splits_reasoning(const std::string& reasoning_format, const engine::ChatFormat& format) {
   if (reasoning_format == "deepseek") return true;
   if (reasoning_format == "none") return false;
-  return format.source().find(openai::kThinkingOpens) != std::string::npos;
+  return format.source().find(chat::kThinkingOpens) != std::string::npos;
 }
 
 }  // namespace
@@ -101,7 +101,7 @@ GgufModel::GgufModel(const GgufModelConfig& config)
   chat_format_ = chat_format_named(config.chat_template, gguf_template);
   splits_reasoning_ = splits_reasoning(config.reasoning_format, chat_format_);
   template_tool_format_ = chat_format_.renders_tools()
-                              ? openai::tool_call_format_for(chat_format_.source())
+                              ? chat::tool_call_format_for(chat_format_.source())
                               : ToolCallFormat::generic;
 }
 
@@ -156,7 +156,7 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
         // the results of one turn's calls together, so the roles still alternate.
         if (!message.tool_calls.empty()) {
           entry.content += (entry.content.empty() ? "" : "\n") +
-                           openai::generic_tool_call_text(message.tool_calls);
+                           chat::generic_tool_call_text(message.tool_calls);
           entry.tool_calls.clear();
         }
         if (message.role == "tool") {
@@ -183,7 +183,7 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
       }
       tools = std::move(list);
     } else if (offers_tools) {
-      instructions = openai::generic_tool_instructions(generation.tools);
+      instructions = chat::generic_tool_instructions(generation.tools);
     }
     boost::json::object template_kwargs;
     if (!request.chat_template_kwargs.empty())
@@ -225,7 +225,7 @@ std::vector<int32_t> GgufModel::encode_prompt(const Request& request, bool add_g
                                    prompt.template_ranges);
     if (facts) {
       facts->reasoning = {splits_reasoning_,
-                          splits_reasoning_ && openai::ends_inside_thinking(prompt.text)};
+                          splits_reasoning_ && chat::ends_inside_thinking(prompt.text)};
       facts->tool_format = offers_tools ? template_tool_format_ : ToolCallFormat::none;
     }
   }
@@ -306,8 +306,8 @@ std::shared_ptr<GenerationStream> GgufModel::start(Request& request, StageIo& io
 std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
     const GenerationParams& generation, ToolCallFormat tool_format,
     const Request::ReasoningSplit& reasoning) const {
-  openai::OutputConstraint output =
-      openai::output_constraint(generation, tool_format, reasoning.enabled);
+  chat::OutputConstraint output =
+      chat::output_constraint(generation, tool_format, reasoning.enabled);
   if (output.key.empty()) return nullptr;
   auto cached = [&]() -> std::shared_ptr<const engine::GrammarMasks> {
     auto found = std::find_if(grammars_.begin(), grammars_.end(),
@@ -324,7 +324,7 @@ std::shared_ptr<engine::TokenConstraint> GgufModel::constraint_for(
   }
   if (!masks) {
     // Compiled outside the lock: a schema that cannot be enforced is this request's 400.
-    auto grammar = openai::output_grammar(generation, tool_format, reasoning.enabled);
+    auto grammar = chat::output_grammar(generation, tool_format, reasoning.enabled);
     std::lock_guard lock(grammar_mutex_);
     masks = cached();
     if (!masks) {

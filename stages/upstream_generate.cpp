@@ -30,7 +30,7 @@
 #include <boost/json.hpp>
 
 #include "framework/api/trace.h"
-#include "framework/openai/tool_calls.h"
+#include "framework/chat/tool_calls.h"
 #include "framework/upstream/request_body.h"
 #include "stages/upstream.h"
 
@@ -258,7 +258,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   }
 
   // The held call, now whole, into `chunk`. A call that can be made, as a local model's must
-  // (framework/openai/tool_calls.h: a function the request offers, arguments that are a JSON
+  // (framework/chat/tool_calls.h: a function the request offers, arguments that are a JSON
   // object, one its schema accepts for a strict tool), goes as a call with the engine's id (a
   // new one when it gave none) and its arguments as it wrote them. Any other is no call: its
   // text is content, written as a Hermes block whose arguments are a JSON string unless they are
@@ -269,7 +269,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     open_call_.reset();
     if (call.arguments.empty()) call.arguments = "{}";
     if (can_be_made(call)) {
-      std::string id = call.id.empty() ? openai::new_tool_call_id(ToolCallFormat::hermes) : call.id;
+      std::string id = call.id.empty() ? chat::new_tool_call_id(ToolCallFormat::hermes) : call.id;
       chunk.tool_calls.push_back({std::move(id), std::move(call.name), std::move(call.arguments)});
       return;
     }
@@ -287,7 +287,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
     const GenerationParams& generation = request_->generation;
     if (request_->kind != RequestKind::chat || generation.tool_choice == ToolChoice::none)
       return false;
-    std::vector<std::string> offered = openai::offered_names(generation.tools);
+    std::vector<std::string> offered = chat::offered_names(generation.tools);
     if (std::find(offered.begin(), offered.end(), call.name) == offered.end()) return false;
     if (!call_checker_) call_checker_.emplace(ToolCallFormat::hermes, generation.tools);
     return call_checker_->arguments_acceptable(call.name, call.arguments);
@@ -305,7 +305,7 @@ class UpstreamAnswer final : public upstream::StreamObserver {
   int64_t delivered_bytes_ = 0;
   int64_t held_events_ = 0;  // engine events whose text is not written yet (a call in progress)
   std::optional<OpenCall> open_call_;
-  std::optional<openai::ToolCallStreamer> call_checker_;  // checks calls' arguments
+  std::optional<chat::ToolCallStreamer> call_checker_;  // checks calls' arguments
   bool ended_ = false;
 };
 

@@ -8,12 +8,18 @@
 
 #include <boost/json.hpp>
 
-#include "framework/openai/output_constraint.h"
+#include "framework/chat/output_constraint.h"
+#include "framework/chat/tool_calls.h"
 #include "framework/openai/retract.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::openai {
 namespace json = boost::json;
+using chat::check_json_schema;
+using chat::new_tool_call_id;
+using chat::parse_tool_calls;
+using chat::ParsedToolCalls;
+using chat::valid_function_name;
 namespace {
 
 [[noreturn]] void invalid(const std::string& message, const std::string& param = {},
@@ -686,7 +692,7 @@ json::array tool_calls_json(const std::vector<ToolCall>& calls) {
 }
 
 // OpenAI's streamed calls: the first piece of each has its id, type and name.
-json::array tool_call_deltas_json(const std::vector<ToolCallDelta>& deltas) {
+json::array tool_call_deltas_json(const std::vector<chat::ToolCallDelta>& deltas) {
   json::array list;
   for (const auto& delta : deltas) {
     json::object function{{"arguments", delta.arguments}};
@@ -750,10 +756,10 @@ static json::object chatflow_extension(const Request& request) {
 }
 
 std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
-  bool chat = request.kind == RequestKind::chat;
+  bool is_chat = request.kind == RequestKind::chat;
   auto envelope = [&](json::array choices) {
     json::object object{{"id", request.id},
-                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"object", is_chat ? "chat.completion.chunk" : "text_completion"},
                         {"created", request.created},
                         {"model", request.model},
                         {"choices", std::move(choices)}};
@@ -764,18 +770,14 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
     }
     return object;
   };
+  chat::AnswerPiece piece = answer_.push(request, chunk);
   auto choice = [&](const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                    bool with_role, std::optional<FinishReason> finish,
+                    bool with_role, std::optional<chat::StopReason> stop,
                     const std::string& reasoning = {},
-                    const std::vector<ToolCallDelta>& calls = {}) {
+                    const std::vector<chat::ToolCallDelta>& calls = {}) {
     json::value finish_value = nullptr;
-    if (finish) {
-      bool called =
-          ((tools_ && tools_->found_calls() && tools_->calls_complete()) || structured_calls_ > 0) &&
-          *finish == FinishReason::stop;
-      finish_value = called ? "tool_calls" : std::string(to_string(*finish));
-    }
-    if (!chat) {
+    if (stop) finish_value = std::string(chat::to_string(*stop));
+    if (!is_chat) {
       return json::object{{"text", text},
                           {"index", 0},
                           {"logprobs", completion_logprobs(logprobs)},
@@ -791,25 +793,11 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
                         {"logprobs", chat_logprobs(logprobs)},
                         {"finish_reason", finish_value}};
   };
-  std::string text = text::repair(chunk.text);
-  std::string reasoning = chat ? text::repair(chunk.reasoning) : std::string();
-  std::vector<ToolCallDelta> calls;
-  if (chat && request.tool_format != ToolCallFormat::none) {
-    if (!tools_) tools_.emplace(request.tool_format, request.generation.tools);
-    ToolCallStreamer::Pieces pieces = tools_->push(text, chunk.is_final());
-    text = std::move(pieces.content);
-    calls = std::move(pieces.calls);
-  }
-  if (chat) {
-    // A stream's calls come either written in its text or structured, never both: the indexes
-    // of the structured ones count from 0.
-    for (const ToolCall& call : chunk.tool_calls)
-      calls.push_back({structured_calls_++,
-                       call.id.empty() ? new_tool_call_id(ToolCallFormat::hermes) : call.id,
-                       call.name, call.arguments});
-  }
+  const std::string& text = piece.text;
+  const std::string& reasoning = piece.reasoning;
+  const std::vector<chat::ToolCallDelta>& calls = piece.calls;
   std::string encoded;
-  if (chat && !role_sent_) {
+  if (is_chat && !role_sent_) {
     encoded += event(envelope({choice("", {}, true, std::nullopt)}));
     role_sent_ = true;
   }
@@ -818,7 +806,7 @@ std::string SseEncoder::encode(const Request& request, const Chunk& chunk) {
         event(envelope({choice(text, chunk.logprobs, false, std::nullopt, reasoning, calls)}));
   }
   if (chunk.is_final()) {
-    json::object last = envelope({choice("", {}, false, chunk.finish)});
+    json::object last = envelope({choice("", {}, false, piece.stop)});
     if (auto reason = request.annotation(kRetractAnnotation)) {
       json::value& extension = last["chatflow"];
       if (!extension.is_object()) extension = json::object{};

@@ -10,7 +10,7 @@
 
 #include "framework/api/capabilities.h"
 #include "framework/api/request.h"
-#include "framework/openai/tool_calls.h"
+#include "framework/chat/answer_stream.h"
 
 namespace chatflow::openai {
 
@@ -88,8 +88,7 @@ class SseEncoder {
  private:
   bool role_sent_ = false;
   bool citations_sent_ = false;
-  std::optional<ToolCallStreamer> tools_;  // for requests whose answer may call tools
-  int structured_calls_ = 0;               // Chunk::tool_calls sent so far
+  chat::AnswerStream answer_;
 };
 
 }  // namespace chatflow::openai

@@ -16,7 +16,8 @@ declare -A allowed=(
   [framework/engine/cpu]="framework/engine framework/grammar framework/text kernels"
   [framework/loading]="framework/loading framework/api framework/text plugins/sdk"
   [framework/runtime]="framework/runtime framework/loading framework/api framework/text"
-  [framework/openai]="framework/openai framework/api framework/grammar framework/text"
+  [framework/chat]="framework/chat framework/api framework/grammar framework/text"
+  [framework/openai]="framework/openai framework/chat framework/api framework/grammar framework/text"
   [framework/bridge]="framework/bridge framework/api framework/engine framework/grammar framework/text kernels"
 )
 domain="framework/cache framework/embedding framework/history framework/limits framework/moderation framework/retrieval framework/security framework/tools framework/tracing framework/upstream framework/usage"

@@ -32,7 +32,7 @@ namespace chatflow::grammar {
 class Grammar;
 }
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 
 std::string_view to_string(ToolCallFormat format);
 
@@ -152,4 +152,4 @@ std::string generic_tool_instructions(const std::vector<ToolDefinition>& tools);
 // An assistant turn's calls written in the generic format (for templates that cannot show them).
 std::string generic_tool_call_text(const std::vector<ToolCall>& calls);
 
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

@@ -1,8 +1,8 @@
-#include "framework/openai/reasoning_split.h"
+#include "framework/chat/reasoning_split.h"
 
 #include "framework/text/stream_markers.h"
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 using text::is_space;
 using text::partial_marker;
 namespace {
@@ -88,4 +88,4 @@ void split_reasoning(ReasoningSplitter& splitter, Chunk& chunk) {
   chunk.reasoning += pieces.reasoning;
 }
 
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

@@ -1,10 +1,10 @@
-#include "framework/openai/output_constraint.h"
+#include "framework/chat/output_constraint.h"
 
 #include <boost/json.hpp>
 
-#include "framework/openai/tool_calls.h"
+#include "framework/chat/tool_calls.h"
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 namespace json = boost::json;
 namespace {
 
@@ -197,4 +197,4 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const GenerationParams& p
   return build_checked(builder, builder.sequence({leading, body}), param);
 }
 
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

@@ -1,11 +1,11 @@
 // Tool calls as each family writes them, parsed whole and streamed in every way an answer can be
 // cut into pieces (each split in two, and a byte at a time): the calls and content are the same
 // however the text arrives, and they are written out by hand.
-#include "framework/openai/tool_calls.h"
+#include "framework/chat/tool_calls.h"
 
 #include <gtest/gtest.h>
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 namespace {
 
 struct Expected {
@@ -252,4 +252,4 @@ TEST(ToolCalls, GenericTextRoundTrips) {
 }
 
 }  // namespace
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

@@ -12,7 +12,7 @@
 #include "framework/api/request.h"
 #include "framework/grammar/grammar.h"
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 
 struct OutputConstraint {
   // Identifies the grammar (equal keys, equal grammars; empty: the answer is free), so a
@@ -41,4 +41,4 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const GenerationParams& p
 // cannot be enforced, naming the keyword and where it is.
 void check_json_schema(const boost::json::value& schema, const std::string& param);
 
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

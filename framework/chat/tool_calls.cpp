@@ -1,4 +1,4 @@
-#include "framework/openai/tool_calls.h"
+#include "framework/chat/tool_calls.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include "framework/grammar/matcher.h"
 #include "framework/text/stream_markers.h"
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 using text::is_space;
 using text::partial_marker;
 namespace json = boost::json;
@@ -503,4 +503,4 @@ std::string generic_tool_call_text(const std::vector<ToolCall>& calls) {
   return json::serialize(json::object{{"tool_calls", std::move(list)}});
 }
 
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

@@ -15,7 +15,7 @@
 #include "framework/api/chunk.h"
 #include "framework/text/stream_markers.h"
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 
 using text::kThinkingCloses;
 using text::kThinkingOpens;
@@ -52,4 +52,4 @@ class ReasoningSplitter {
 // on the stream's last chunk, with whatever `splitter` held back.
 void split_reasoning(ReasoningSplitter& splitter, Chunk& chunk);
 
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

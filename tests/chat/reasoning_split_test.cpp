@@ -1,11 +1,11 @@
 // The reasoning/content split, streamed in every way an answer can be cut into pieces: each
 // split of the text into two pieces, and one byte at a time, must give the same parts as the
 // whole text at once, and those parts are written out by hand.
-#include "framework/openai/reasoning_split.h"
+#include "framework/chat/reasoning_split.h"
 
 #include <gtest/gtest.h>
 
-namespace chatflow::openai {
+namespace chatflow::chat {
 namespace {
 
 struct Case {
@@ -101,4 +101,4 @@ TEST(ReasoningSplit, ChunksCarryTheReasoningInTheirOwnField) {
 }
 
 }  // namespace
-}  // namespace chatflow::openai
+}  // namespace chatflow::chat

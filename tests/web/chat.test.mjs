@@ -252,7 +252,10 @@ describe('the chat page', { skip: reason || false }, () => {
     await send(page, 'Tell me about dragons');
     await lastAnswerDone(page);
     const answer = page.locator('.message.assistant').last();
-    assert.equal(await answer.locator('.badge[data-kind="cache-exact"]').count(), 1);
+    // Cache and A/B badges are for operators: shown only in the developer view.
+    assert.equal(await answer.locator('.badge').first().isVisible(), false, 'an internal badge is shown to an end user');
+    await page.check('#developer-view');
+    assert.equal(await answer.locator('.badge[data-kind="cache-exact"]').isVisible(), true);
     assert.match(await answer.locator('.badge[data-kind="arm"]').textContent(), /arm b/);
     assert.match(await answer.locator('details.reasoning').textContent(), /Cite the bestiary/);
     assert.equal(await answer.locator('details.reasoning').getAttribute('open'), null, 'reasoning starts collapsed');
@@ -374,7 +377,7 @@ describe('Stop, rate limits and saved conversations', { skip: reason || false },
     }
   });
 
-  test('a 429 shows a live Retry-After countdown', async () => {
+  test('a 429 shows a live Retry-After countdown and puts the typed message back', async () => {
     const pipeline = writeTemp('web-limits.yaml', `version: 1
 name: web-limits
 stages:
@@ -393,6 +396,9 @@ stages:
       assert.ok(first >= 2, `Retry-After ${first}`);
       assert.match(await page.textContent('#notice'), new RegExp(`again in ${first} s`));
       assert.equal(await page.isDisabled('#send'), true);
+      // The refused message is back in the box, not left in the conversation as if asked.
+      assert.equal(await page.inputValue('#prompt'), 'second');
+      assert.deepEqual(await page.locator('.message.user .content').allTextContents(), ['first']);
       // It counts down by itself: two seconds less within a few seconds (not a fixed sleep).
       const later = await page.waitForFunction((start) => {
         const left = Number(document.querySelector('#notice').dataset.retryAfter);
@@ -474,6 +480,255 @@ stages:
       await page.context().close();
     } finally {
       assert.equal((await server.stop()).code, 0);
+    }
+  });
+});
+
+// --- The shell: what stays on screen, what scrolls, what fits (issue 37's layout item). ---
+
+// Where the fixed parts are and what scrolls, measured in the page.
+function shellState(page) {
+  return page.evaluate(() => {
+    const box = (selector) => {
+      const r = document.querySelector(selector).getBoundingClientRect();
+      return { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+    };
+    const doc = document.scrollingElement;
+    const pane = document.querySelector('#messages');
+    return {
+      width: innerWidth, height: innerHeight, topbar: box('.topbar'), composer: box('#composer'),
+      documentScrollHeight: doc.scrollHeight, documentClientHeight: doc.clientHeight, documentScrollTop: doc.scrollTop,
+      paneScrollHeight: pane.scrollHeight, paneClientHeight: pane.clientHeight, paneScrollTop: pane.scrollTop,
+    };
+  });
+}
+
+function assertOnScreen(box, state, what) {
+  assert.ok(box.top >= 0 && box.bottom <= state.height + 0.5, `${what} is off screen: ${JSON.stringify(box)} in ${state.width}x${state.height}`);
+  assert.ok(box.left >= -0.5 && box.right <= state.width + 0.5, `${what} sticks out sideways: ${JSON.stringify(box)} in ${state.width}x${state.height}`);
+}
+
+// Every shown element that sticks out of the viewport or overflows its own box sideways. Code
+// blocks and tables scroll sideways by design (their own scrollbar): what is inside them is not
+// counted, and they must be scroll containers. Ellipsis-clipped titles overflow on purpose.
+// The skip link waits off screen until it is focused; visually hidden labels (for screen
+// readers) are clipped to a pixel on purpose.
+function horizontalOverflow(page) {
+  return page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    const name = (el) => `${el.tagName.toLowerCase()}${el.id ? `#${el.id}` : ''}${el.className && typeof el.className === 'string' ? `.${el.className.trim().split(/\s+/).join('.')}` : ''}`;
+    const found = [];
+    const doc = document.scrollingElement;
+    if (doc.scrollWidth > doc.clientWidth) found.push(`the document: scrollWidth ${doc.scrollWidth} > ${doc.clientWidth}`);
+    for (const el of document.querySelectorAll('body *')) {
+      if (!el.checkVisibility({ visibilityProperty: true, opacityProperty: false })) continue;
+      if (el.matches('.skip:not(:focus), .visually-hidden')) continue;
+      if (el.parentElement.closest('.markdown pre, .markdown table')) continue;
+      const style = getComputedStyle(el);
+      if (el.matches('.markdown pre, .markdown table')) {
+        if (el.scrollWidth > el.clientWidth && !['auto', 'scroll'].includes(style.overflowX)) found.push(`${name(el)} is wider than its box and does not scroll`);
+      } else if (el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 && style.textOverflow !== 'ellipsis') {
+        found.push(`${name(el)}: scrollWidth ${el.scrollWidth} > clientWidth ${el.clientWidth}`);
+      }
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && (r.left < -1 || r.right > width + 1)) found.push(`${name(el)}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${width}`);
+    }
+    return found;
+  });
+}
+
+// Long answers, each well over a screen.
+const longAnswer = (n) => Array.from({ length: 60 }, (_, i) => `Paragraph ${i} of long answer ${n}.\n\n`);
+
+describe('the page shell at desktop and phone sizes', { skip: reason || false }, () => {
+  let browser;
+  let server;
+  let proxy;
+  let script = null;
+  before(async () => {
+    browser = await launch();
+    server = await startServer(['--pipeline', echoPipeline()]);
+    proxy = await scriptingProxy(server.url, async (body) => {
+      const next = script;
+      script = null;
+      return next ? next(body) : null;
+    });
+  });
+  after(async () => {
+    await proxy?.close();
+    await browser?.close();
+    if (server) assert.equal((await server.stop()).code, 0);
+  });
+
+  for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+    test(`at ${viewport.width}x${viewport.height} only the message pane scrolls; the top bar and composer stay`, async () => {
+      const page = await openPage(browser, proxy.url, { viewport });
+      await ready(page);
+      for (let n = 0; n < 3; n += 1) {
+        script = () => ({ pieces: [Buffer.from(sseEvents(longAnswer(n)))], pauseMs: 1 });
+        await send(page, `question ${n}`);
+        await lastAnswerDone(page);
+      }
+      let state = await shellState(page);
+      assert.ok(state.paneScrollHeight > state.paneClientHeight + 1000, `the conversation does not overflow: ${JSON.stringify(state)}`);
+      assert.ok(state.documentScrollHeight <= state.documentClientHeight, `the page itself scrolls: ${JSON.stringify(state)}`);
+      assertOnScreen(state.topbar, state, 'the top bar');
+      assertOnScreen(state.composer, state, 'the composer');
+      assert.ok(state.paneScrollTop > 0, 'the pane followed the answers down');
+
+      // A wheel over the conversation moves the pane, never the page.
+      const bottom = state.paneScrollTop;
+      const pane = await page.locator('#messages').boundingBox();
+      await page.mouse.move(pane.x + pane.width / 2, pane.y + pane.height / 2);
+      await page.mouse.wheel(0, -1500);
+      await page.waitForFunction((was) => document.querySelector('#messages').scrollTop < was, bottom);
+      await page.mouse.wheel(0, 5000);
+      await page.evaluate(() => window.scrollTo(0, 100000));
+      state = await shellState(page);
+      assert.equal(state.documentScrollTop, 0, 'the page scrolled');
+      assert.equal(await page.evaluate(() => window.scrollY), 0, 'the window scrolled');
+      assertOnScreen(state.topbar, state, 'the top bar after scrolling');
+      assertOnScreen(state.composer, state, 'the composer after scrolling');
+      await screenshot(page, `chat-${viewport.width}x${viewport.height}.png`);
+      await page.context().close();
+    });
+  }
+
+  for (const width of [320, 390, 1920]) {
+    test(`nothing is wider than a ${width} px viewport, long unbroken text included`, async () => {
+      const page = await openPage(browser, proxy.url, { viewport: { width, height: 800 } });
+      await ready(page);
+      const unbroken = `https://example.com/${'a'.repeat(300)}`;
+      await send(page, unbroken);
+      await lastAnswerDone(page);
+      const wide = [
+        `Here: ${'b'.repeat(200)}\n\n`,
+        '```\n', `${'const veryLongName = 1; '.repeat(20)}\n`, '```\n\n',
+        `| ${Array.from({ length: 12 }, (_, i) => `column ${i}`).join(' | ')} |\n`,
+        `|${' --- |'.repeat(12)}\n`, `| ${Array.from({ length: 12 }, (_, i) => `value ${i}`).join(' | ')} |\n`,
+      ];
+      script = () => ({ pieces: [Buffer.from(sseEvents(wide))], pauseMs: 1 });
+      await send(page, 'wide things');
+      await lastAnswerDone(page);
+      const bubble = await page.evaluate(() => {
+        const content = document.querySelector('.message.user .content');
+        const r = content.getBoundingClientRect();
+        return { scrollWidth: content.scrollWidth, clientWidth: content.clientWidth, right: r.right };
+      });
+      assert.ok(bubble.scrollWidth <= bubble.clientWidth, `the user's text overflows its bubble: ${JSON.stringify(bubble)}`);
+      assert.deepEqual(await horizontalOverflow(page), []);
+      await page.context().close();
+    });
+  }
+});
+
+// Signs in to a session pipeline's server, asks one short question and waits for it in the list.
+async function signedInWithOneConversation(browser, server, key, viewport) {
+  const page = await openPage(browser, server.url, { viewport });
+  await page.waitForSelector('#signin:not([hidden])');
+  await page.fill('#api-key', key);
+  await page.press('#api-key', 'Enter');
+  await ready(page);
+  await page.route('**/v1/chat/completions', (route) => {
+    const body = JSON.parse(route.request().postData());
+    route.continue({ postData: JSON.stringify({ ...body, max_tokens: 8 }) });
+  });
+  await send(page, 'Remember the blue door.');
+  await lastAnswerDone(page);
+  await page.waitForSelector('#sessions li.session', { state: 'attached' });
+  return page;
+}
+
+const inViewport = (page, selector) => page.evaluate((sel) => {
+  const el = document.querySelector(sel);
+  if (!el || !el.checkVisibility({ visibilityProperty: true })) return false;
+  const r = el.getBoundingClientRect();
+  return r.width > 0 && r.left >= 0 && r.top >= 0 && r.right <= innerWidth && r.bottom <= innerHeight;
+}, selector);
+
+describe('a phone, and a server that goes away', { skip: reason || false }, () => {
+  let browser;
+  before(async () => {
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  test('at 390x844 the menu button opens the conversation list as a drawer; New chat and the list work', async () => {
+    const keys = scratchPath('web-phone-keys.yaml');
+    const key = addKey(keys, 'web-phone', { user: 'bob' });
+    const server = await startServer(['--pipeline', sessionPipeline('web-phone', keys, scratchPath('web-phone-history.db'))]);
+    try {
+      const page = await signedInWithOneConversation(browser, server, key, { width: 390, height: 844 });
+      const id = await page.getAttribute('#sessions li.session', 'data-id');
+      assert.equal(await inViewport(page, '#new-chat'), false, 'the list is closed until asked for');
+      assert.equal(await inViewport(page, '#menu'), true, 'no menu button on screen');
+      assert.equal(await inViewport(page, '#signout'), true, 'Sign out is not on screen');
+      assert.equal(await inViewport(page, '#composer'), true, 'the composer is not on screen');
+
+      await page.click('#menu');
+      await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'true');
+      await page.waitForFunction(() => {
+        const r = document.querySelector('#sidebar').getBoundingClientRect();
+        return r.left >= 0 && r.right <= innerWidth;
+      });
+      assert.equal(await inViewport(page, '#new-chat'), true);
+      assert.equal(await inViewport(page, `#sessions li.session[data-id="${id}"] button.open`), true);
+      await screenshot(page, 'chat-phone-drawer.png');
+      await page.click('#new-chat');
+      assert.equal(await page.locator('.message').count(), 0, 'New chat left the old conversation');
+      assert.equal(await page.textContent('#conversation-title'), 'New conversation');
+      await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'false');
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'prompt');
+
+      // The list reopens the saved conversation; Escape closes the drawer without choosing.
+      await page.click('#menu');
+      await page.keyboard.press('Escape');
+      await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'false');
+      await page.click('#menu');
+      await page.click(`#sessions li.session[data-id="${id}"] button.open`);
+      await page.waitForSelector('.message.user');
+      assert.equal((await page.textContent('.message.user .content')).trim(), 'Remember the blue door.');
+      await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'false');
+      assert.equal(await inViewport(page, '#new-chat'), false, 'the drawer stayed open over the conversation');
+
+      // The narrowest phone: the signed-in top bar (Sign out included) still fits.
+      await page.setViewportSize({ width: 320, height: 640 });
+      assert.equal(await inViewport(page, '#signout'), true, 'Sign out is not on screen at 320 px');
+      assert.equal(await inViewport(page, '#composer'), true, 'the composer is not on screen at 320 px');
+      assert.deepEqual(await horizontalOverflow(page), []);
+      await page.context().close();
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+
+  test('with the server stopped: a clear message, the list kept, the typed text back in the box', async () => {
+    const keys = scratchPath('web-down-keys.yaml');
+    const key = addKey(keys, 'web-down', { user: 'carol' });
+    const server = await startServer(['--pipeline', sessionPipeline('web-down', keys, scratchPath('web-down-history.db'))]);
+    let stopped = false;
+    try {
+      const page = await signedInWithOneConversation(browser, server, key, { width: 1280, height: 800 });
+      const id = await page.getAttribute('#sessions li.session', 'data-id');
+      assert.equal((await server.stop()).code, 0);
+      stopped = true;
+      await send(page, 'Is anyone there?');
+      await page.waitForFunction(() => /cannot reach|failed to fetch|request failed/i.test(document.querySelector('#app').innerText));
+      // The list is read again after a request; give that read its failure too.
+      await page.waitForFunction(() => !document.querySelector('#sessions-note').hidden);
+      const shown = await page.evaluate(() => document.querySelector('#app').innerText);
+      assert.match(shown, /cannot reach the server/i);
+      assert.doesNotMatch(shown, /failed to fetch/i);
+      assert.doesNotMatch(shown, /keeps no conversations/i);
+      assert.equal(await page.locator(`#sessions li.session[data-id="${id}"]`).count(), 1, 'the conversation list was emptied');
+      assert.equal(await page.inputValue('#prompt'), 'Is anyone there?');
+      assert.equal(await page.locator('.message.user').count(), 1, 'the unsent question is left in the conversation as well as in the box');
+      assert.equal(await page.textContent('#send'), 'Send');
+      await page.context().close();
+    } finally {
+      if (!stopped) await server.stop();
     }
   });
 });

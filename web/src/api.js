@@ -38,6 +38,26 @@ export function authHeaders(extra = {}) {
   return key ? { Authorization: `Bearer ${key}`, ...extra } : { ...extra };
 }
 
+// fetch rejected without an answer: the server is down or the network is. The browser's own
+// words for this ("Failed to fetch", "NetworkError when attempting to fetch resource") say
+// neither, so the message names the server.
+export class NetworkError extends Error {
+  constructor() {
+    super(`Cannot reach the server at ${location.host}: it is not running, or the network is down.`);
+    this.name = 'NetworkError';
+  }
+}
+
+// fetch, with a rejection that is not an abort turned into NetworkError.
+export async function reach(path, options) {
+  try {
+    return await fetch(path, options);
+  } catch (error) {
+    if (error.name === 'AbortError') throw error;
+    throw new NetworkError();
+  }
+}
+
 // The error message of an OpenAI-style error body, or the status line.
 export async function errorMessage(response) {
   try {
@@ -49,9 +69,9 @@ export async function errorMessage(response) {
   return `${response.status} ${response.statusText}`;
 }
 
-// fetch with the key; 401 and 403 become AuthError.
+// fetch with the key; 401 and 403 become AuthError, no answer NetworkError.
 export async function apiFetch(path, options = {}) {
-  const response = await fetch(path, { ...options, headers: authHeaders(options.headers) });
+  const response = await reach(path, { ...options, headers: authHeaders(options.headers) });
   if (response.status === 401 || response.status === 403) {
     throw new AuthError(response.status, await errorMessage(response));
   }
@@ -70,7 +90,7 @@ export async function apiJson(path, options = {}) {
 
 // Whether the server wants a key at all: /v1/models without one. 401: it does.
 export async function probeOpen() {
-  const response = await fetch('/v1/models');
+  const response = await reach('/v1/models');
   return response.ok;
 }
 

@@ -3,7 +3,9 @@
 import './chat.css';
 
 import { AnswerView, userMessage } from './answer_view.js';
-import { apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, probeOpen, storeKey } from './api.js';
+import {
+  apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, NetworkError, probeOpen, reach, storeKey,
+} from './api.js';
 import { readCompletion, retractMessage } from './completion_stream.js';
 import { warmUp } from './render.js';
 import { SessionsSidebar } from './sessions_sidebar.js';
@@ -16,6 +18,8 @@ const ui = {
   app: $('app'), model: $('model'), sessions: $('sessions'), sessionsNote: $('sessions-note'),
   newChat: $('new-chat'), messages: $('messages'), notice: $('notice'), composer: $('composer'),
   prompt: $('prompt'), send: $('send'), signout: $('signout'), title: $('conversation-title'),
+  menu: $('menu'), closeSidebar: $('close-sidebar'), scrim: $('scrim'), sidebar: $('sidebar'),
+  developerView: $('developer-view'),
 };
 
 const state = {
@@ -65,6 +69,45 @@ async function guard(promise) {
   }
 }
 
+// --- The sidebar as a drawer (phones: the CSS shows the menu button below 720 px). ---
+
+const drawerOpen = () => ui.app.classList.contains('drawer-open');
+function openDrawer() {
+  ui.app.classList.add('drawer-open');
+  ui.scrim.hidden = false;
+  ui.menu.setAttribute('aria-expanded', 'true');
+  ui.newChat.focus();
+}
+function closeDrawer({ focusMenu = false } = {}) {
+  if (!drawerOpen()) return;
+  ui.app.classList.remove('drawer-open');
+  ui.scrim.hidden = true;
+  ui.menu.setAttribute('aria-expanded', 'false');
+  if (focusMenu) ui.menu.focus();
+}
+
+// --- The developer view: cache and A/B badges are for whoever runs the server, not for
+// people chatting; a switch in the sidebar shows them (kept in localStorage). ---
+
+const developerViewKey = 'chatflow.developer_view';
+function setDeveloperView(on) {
+  ui.app.classList.toggle('developer-view', on);
+  ui.developerView.checked = on;
+  try {
+    if (on) localStorage.setItem(developerViewKey, '1');
+    else localStorage.removeItem(developerViewKey);
+  } catch {
+    // Storage may be off: the switch then lasts until the page reloads.
+  }
+}
+function storedDeveloperView() {
+  try {
+    return localStorage.getItem(developerViewKey) === '1';
+  } catch {
+    return false;
+  }
+}
+
 // --- Models and conversations. ---
 
 const sidebar = new SessionsSidebar(ui.sessions, ui.sessionsNote, {
@@ -105,6 +148,7 @@ function newConversation() {
   setTitle('');
   showNotice('');
   sidebar.markCurrent(null);
+  closeDrawer();
   ui.prompt.focus();
 }
 
@@ -131,6 +175,7 @@ async function openSession(id, title) {
     state.conversation.messages.push({ role: 'user', content: turn.user ?? '' }, { role: 'assistant', content: turn.assistant ?? '' });
   }
   sidebar.markCurrent(id);
+  closeDrawer();
   ui.prompt.focus();
 }
 
@@ -166,9 +211,10 @@ async function copyAnswer(view) {
   setTimeout(() => { view.copyButton.textContent = 'Copy'; }, 2000);
 }
 
-function retryCountdown(seconds) {
+function retryCountdown(seconds, { givenBack = false } = {}) {
   clearInterval(state.retryTimer);
   let left = Math.max(1, Math.ceil(seconds));
+  const after = givenBack ? ' Your message is back in the box.' : '';
   const show = () => {
     if (left <= 0) {
       clearInterval(state.retryTimer);
@@ -178,7 +224,7 @@ function retryCountdown(seconds) {
       return;
     }
     ui.send.disabled = true;
-    showNotice(`Rate limited: you can send again in ${left} s.`, 'warning');
+    showNotice(`Rate limited: you can send again in ${left} s.${after}`, 'warning');
     ui.notice.dataset.retryAfter = String(left);
     left -= 1;
   };
@@ -195,8 +241,9 @@ function submit() {
 
 async function ask(text, { fresh }) {
   const conversation = state.conversation;
+  let question = null;
   if (fresh) {
-    userMessage(ui.messages, text);
+    question = userMessage(ui.messages, text);
     conversation.messages.push({ role: 'user', content: text });
     if (!conversation.title) setTitle(text.slice(0, 60));
   }
@@ -204,9 +251,6 @@ async function ask(text, { fresh }) {
     onCopy: copyAnswer,
     onRegenerate: (answer) => regenerate(answer, text),
   });
-  for (const old of ui.messages.querySelectorAll('.message.assistant')) {
-    if (old !== view.root) old.querySelector('.actions button:last-child').hidden = true;
-  }
   // A session on the server has already stored this question with its answer (even a stopped
   // or failed one): asking again would store the question twice, and the session holds no
   // way to replace a turn. So with sessions the answer cannot be regenerated; ask anew instead.
@@ -231,6 +275,25 @@ async function ask(text, { fresh }) {
   };
   if (sidebar.enabled) body.session_id = conversation.id;
 
+  // A request the server refused, or never got, left nothing behind on it: the question
+  // leaves the conversation and goes back into the box to be sent again, and `why` is said
+  // above the box. (A regenerated answer has no question of its own to give back: the
+  // reason stays on the answer.) Returns whether the question was given back.
+  const giveBack = (why, kind) => {
+    if (!fresh) {
+      if (why) view.notice(why, kind);
+      return false;
+    }
+    view.root.remove();
+    question.remove();
+    const last = conversation.messages.at(-1);
+    if (last && last.role === 'user' && last.content === text) conversation.messages.pop();
+    if (!conversation.messages.length && conversation === state.conversation) setTitle('');
+    if (!ui.prompt.value) ui.prompt.value = text;
+    if (why) showNotice(`${why} Your message was not sent; it is back in the box.`, kind);
+    return true;
+  };
+
   const started = performance.now();
   let firstToken = 0;
   let lastToken = 0;
@@ -246,7 +309,7 @@ async function ask(text, { fresh }) {
     if (atBottom) ui.messages.scrollTop = ui.messages.scrollHeight;
   }, { everyMs: 33 });
   try {
-    const response = await fetch('/v1/chat/completions', {
+    const response = await reach('/v1/chat/completions', {
       method: 'POST',
       headers: authHeaders({ 'Content-Type': 'application/json' }),
       body: JSON.stringify(body),
@@ -259,13 +322,17 @@ async function ask(text, { fresh }) {
     }
     if (response.status === 429) {
       const retry = Number(response.headers.get('retry-after')) || 1;
-      view.notice(await errorMessage(response), 'warning');
-      retryCountdown(retry);
+      const message = await errorMessage(response);
+      retryCountdown(retry, { givenBack: giveBack(fresh ? '' : message, 'warning') });
       return;
     }
     if (!response.ok) {
-      view.notice(await errorMessage(response), 'error');
+      giveBack(await errorMessage(response), 'error');
       return;
+    }
+    // Only the newest answer can be regenerated.
+    for (const old of ui.messages.querySelectorAll('.message.assistant')) {
+      if (old !== view.root) old.querySelector('.actions button:last-child').hidden = true;
     }
     const cache = response.headers.get('x-chatflow-cache');
     if (cache) view.badge(cache === 'miss' || cache === 'bypass' ? `cache ${cache}` : `cached (${cache})`, `cache-${cache}`, `Cache: ${cache}`);
@@ -299,6 +366,13 @@ async function ask(text, { fresh }) {
     typewriter.flush();
     if (error.name === 'AbortError' || run.stopped) {
       view.notice('Stopped.', 'info');
+    } else if (error instanceof NetworkError) {
+      giveBack(error.message, 'error');
+    } else if (error instanceof TypeError) {
+      // The answer's body broke off: the connection dropped or the server went away mid-answer.
+      view.notice('The connection to the server was lost during this answer.'
+        + (fresh ? ' Your message is back in the box to send again.' : ''), 'error');
+      if (fresh && !ui.prompt.value) ui.prompt.value = text;
     } else {
       view.notice(`The request failed: ${error.message}`, 'error');
     }
@@ -349,8 +423,14 @@ ui.composer.addEventListener('submit', (event) => {
 });
 ui.newChat.addEventListener('click', newConversation);
 ui.signout.addEventListener('click', () => signIn('Signed out. Enter a key to sign in again.'));
+ui.menu.addEventListener('click', () => (drawerOpen() ? closeDrawer() : openDrawer()));
+ui.closeSidebar.addEventListener('click', () => closeDrawer({ focusMenu: true }));
+ui.scrim.addEventListener('click', () => closeDrawer());
+ui.developerView.addEventListener('change', () => setDeveloperView(ui.developerView.checked));
 document.addEventListener('keydown', (event) => {
-  if (event.key === 'Escape' && state.generating) stop();
+  if (event.key !== 'Escape') return;
+  if (drawerOpen()) closeDrawer({ focusMenu: true });
+  else if (state.generating) stop();
 });
 
 async function start() {
@@ -360,7 +440,7 @@ async function start() {
       await sidebar.load();
     })());
   } catch (error) {
-    showNotice(`Could not reach the server: ${error.message}`, 'error');
+    showNotice(error instanceof NetworkError ? error.message : `Could not load the page's data: ${error.message}`, 'error');
   }
   if (state.needsKey && !currentKey()) return;
   ui.signout.hidden = !state.needsKey;
@@ -369,9 +449,12 @@ async function start() {
 }
 
 setupTheme($('theme'));
+setDeveloperView(storedDeveloperView());
 warmUp();
 (async () => {
-  state.needsKey = !(await probeOpen().catch(() => false));
+  // A server that cannot be reached says nothing about keys: the page opens and says so,
+  // with the sign-in only where a key was already in use.
+  state.needsKey = !(await probeOpen().catch((error) => (error instanceof NetworkError ? !currentKey() : false)));
   if (state.needsKey && !currentKey()) {
     await askForKey(ui, 'This server needs an API key.');
   }

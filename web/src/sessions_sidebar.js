@@ -1,7 +1,8 @@
 // The conversations the server keeps for the caller (GET /v1/sessions): open, rename (PATCH)
 // and delete (DELETE), all from the keyboard. Without a history store the server has no list,
-// and the sidebar says conversations last only until the page reloads.
-import { apiFetch, apiJson, AuthError } from './api.js';
+// and the sidebar says conversations last only until the page reloads; a server that cannot be
+// reached leaves the list as it was.
+import { apiFetch, apiJson, AuthError, errorMessage, NetworkError } from './api.js';
 
 const sessionPath = (id) => `/v1/sessions/${encodeURIComponent(id)}`;
 
@@ -25,27 +26,52 @@ export class SessionsSidebar {
     this.enabled = false;
   }
 
-  // Reads the list; resolves to whether the server keeps sessions. A 401 is thrown.
+  // Reads the list; resolves to whether the server keeps sessions. A 401 is thrown. Only the
+  // server's 404 means it has no history store: a server that cannot be reached, or fails,
+  // says nothing about that, so the list shown stays (with a note that it may be stale).
   async load() {
     let response;
     try {
       response = await apiFetch('/v1/sessions?limit=100');
     } catch (error) {
       if (error instanceof AuthError && error.status === 401) throw error;
-      response = null;
+      this.showNote(this.staleNote(error instanceof NetworkError ? 'cannot reach the server' : error.message));
+      return this.enabled;
     }
-    if (!response || !response.ok) {
+    if (response.status === 404) {
       this.enabled = false;
-      this.note.hidden = false;
-      this.note.textContent = 'This pipeline keeps no conversations (no history store): they last until the page reloads.';
+      this.showNote('This pipeline keeps no conversations (no history store): they last until the page reloads.');
       this.list.replaceChildren();
       return false;
     }
-    this.enabled = true;
-    this.note.hidden = true;
+    if (!response.ok) {
+      const message = await errorMessage(response);
+      if (response.status >= 500) {
+        this.showNote(this.staleNote(`the server answered: ${message}`));
+        return this.enabled;
+      }
+      // The server refuses this caller a list (a credential without a user has no sessions).
+      this.enabled = false;
+      this.showNote(`No saved conversations: ${message}`);
+      this.list.replaceChildren();
+      return false;
+    }
     const body = await response.json();
+    this.enabled = true;
+    this.showNote('');
     this.render(body.data || []);
     return true;
+  }
+
+  staleNote(why) {
+    return this.list.children.length
+      ? `The list could not be read again (${why}); it is as it was.`
+      : `The list could not be read (${why}).`;
+  }
+
+  showNote(text) {
+    this.note.hidden = !text;
+    this.note.textContent = text;
   }
 
   reload() {

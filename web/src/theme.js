@@ -15,7 +15,15 @@ export function setupTheme(button) {
   }
   const apply = (theme) => {
     document.documentElement.dataset.theme = theme;
-    button.textContent = theme === 'dark' ? 'Light theme' : 'Dark theme';
+    // An icon for narrow top bars (the page's CSS shows one or the other), the words otherwise.
+    const icon = document.createElement('span');
+    icon.className = 'icon';
+    icon.setAttribute('aria-hidden', 'true');
+    icon.textContent = theme === 'dark' ? '☀' : '☾';
+    const label = document.createElement('span');
+    label.className = 'label';
+    label.textContent = theme === 'dark' ? 'Light theme' : 'Dark theme';
+    button.replaceChildren(icon, label);
     button.setAttribute('aria-label', theme === 'dark' ? 'Switch to the light theme' : 'Switch to the dark theme');
   };
   apply(chosen || systemTheme());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <sys/resource.h>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -38,6 +39,25 @@ HttpServer::~HttpServer() {
   while (state_->background_running.load(std::memory_order_acquire) > 0)
     run_a_while();
   state_->join_background();
+  // A request leaves in_flight when it finishes, but a stage (the engine's scheduler dropping a
+  // cancelled sequence) may hold it a while longer, and its sink writes the metrics, access log
+  // and spans only on release: those live in this state, so wait until the served pipeline, which
+  // every sink holds, is let go of by all of them.
+  std::weak_ptr<const ServedPipeline> last_served;
+  {
+    std::lock_guard lock(state_->mutex);
+    last_served = state_->served;
+    state_->served.reset();
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!last_served.expired() && std::chrono::steady_clock::now() < give_up) {
+    run_a_while();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the loop may have nothing to run
+  }
+  if (!last_served.expired())
+    spdlog::error(
+        "requests were still held by stages 60 s after the server closed; closing without "
+        "waiting for them");
   // A replaced pipeline let go of by then is being destroyed on the reaper's thread.
   state_->reaper->wait_until_idle();
   // Every request is released by now, its spans queued: send what fits in the export timeout.

@@ -443,6 +443,11 @@ stages:
       const regenerate = page.locator('.message.assistant').last().locator('button[aria-label="Regenerate this answer"]');
       assert.equal(await regenerate.isDisabled(), true);
       assert.match(await regenerate.getAttribute('title'), /saved on the server/);
+      // The reason is on the page as text (a phone shows no tooltips), tied to the button.
+      const reasonText = page.locator('.message.assistant').last().locator('.regenerate-reason');
+      assert.equal(await reasonText.isVisible(), true, 'the reason Regenerate is off is not shown');
+      assert.match(await reasonText.textContent(), /saved on the server/);
+      assert.equal(await regenerate.getAttribute('aria-describedby'), await reasonText.getAttribute('id'));
       let posts = 0;
       page.on('request', (request) => { if (request.method() === 'POST') posts += 1; });
       await regenerate.evaluate((button) => button.click());
@@ -450,6 +455,8 @@ stages:
       await send(page, 'And the red window.');
       await lastAnswerDone(page);
       assert.equal(posts, 1, 'only the new message was sent');
+      // Only the newest answer offers Regenerate, so only it says why it is off.
+      assert.equal(await page.locator('.regenerate-reason:visible').count(), 1);
       const stored = await (await fetch(`${server.url}/v1/sessions/${encodeURIComponent(id)}`, { headers: { Authorization: `Bearer ${key}` } })).json();
       assert.deepEqual(stored.turns.map((turn) => turn.user), ['Remember the blue door.', 'And the red window.']);
       await page.reload();

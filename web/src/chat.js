@@ -254,10 +254,18 @@ async function ask(text, { fresh }) {
   // A session on the server has already stored this question with its answer (even a stopped
   // or failed one): asking again would store the question twice, and the session holds no
   // way to replace a turn. So with sessions the answer cannot be regenerated; ask anew instead.
+  // The reason is written under the answer, not left to a tooltip a phone cannot show.
   if (sidebar.enabled) {
-    view.regenerateButton.disabled = true;
-    view.regenerateButton.title = 'This conversation is saved on the server, which already keeps this answer; '
+    const why = 'Regenerate is off: this conversation is saved on the server, which already keeps this answer; '
       + 'regenerating would store the question twice. Ask again in a new message instead.';
+    view.regenerateButton.disabled = true;
+    view.regenerateButton.title = why;
+    const reason = document.createElement('p');
+    reason.className = 'regenerate-reason hint';
+    reason.id = `regenerate-reason-${ui.messages.children.length}`;
+    reason.textContent = why;
+    view.footer.after(reason);
+    view.regenerateButton.setAttribute('aria-describedby', reason.id);
   }
   view.root.scrollIntoView({ block: 'end' });
   const controller = new AbortController();
@@ -330,9 +338,10 @@ async function ask(text, { fresh }) {
       giveBack(await errorMessage(response), 'error');
       return;
     }
-    // Only the newest answer can be regenerated.
+    // Only the newest answer can be regenerated (and says why it cannot).
     for (const old of ui.messages.querySelectorAll('.message.assistant')) {
-      if (old !== view.root) old.querySelector('.actions button:last-child').hidden = true;
+      if (old === view.root) continue;
+      for (const node of old.querySelectorAll('button[aria-label="Regenerate this answer"], .regenerate-reason')) node.hidden = true;
     }
     const cache = response.headers.get('x-chatflow-cache');
     if (cache) view.badge(cache === 'miss' || cache === 'bypass' ? `cache ${cache}` : `cached (${cache})`, `cache-${cache}`, `Cache: ${cache}`);

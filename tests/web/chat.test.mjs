@@ -254,6 +254,7 @@ describe('the chat page', { skip: reason || false }, () => {
     const answer = page.locator('.message.assistant').last();
     // Cache and A/B badges are for operators: shown only in the developer view.
     assert.equal(await answer.locator('.badge').first().isVisible(), false, 'an internal badge is shown to an end user');
+    await screenshot(page, 'chat.png');
     await page.check('#developer-view');
     assert.equal(await answer.locator('.badge[data-kind="cache-exact"]').isVisible(), true);
     assert.match(await answer.locator('.badge[data-kind="arm"]').textContent(), /arm b/);
@@ -263,7 +264,6 @@ describe('the chat page', { skip: reason || false }, () => {
     assert.match(await answer.locator('.tool-call').textContent(), /get_weather[\s\S]*"city": "Paris"/);
     assert.match(await answer.locator('.answer-notices').textContent(), /content filter/);
     assert.match(await answer.locator('.stats').textContent(), /12 tokens/);
-    await screenshot(page, 'chat.png');
 
     const failing = `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { content: 'Half an ans' }, finish_reason: null }] })}\n\ndata: {"error":{"message":"the engine ran out of memory","type":"server_error"}}\n\n`;
     script = () => ({ pieces: [Buffer.from(failing)], pauseMs: 5 });
@@ -673,6 +673,7 @@ describe('a phone, and a server that goes away', { skip: reason || false }, () =
       assert.equal(await inViewport(page, '#menu'), true, 'no menu button on screen');
       assert.equal(await inViewport(page, '#signout'), true, 'Sign out is not on screen');
       assert.equal(await inViewport(page, '#composer'), true, 'the composer is not on screen');
+      await screenshot(page, 'chat-phone.png');
 
       await page.click('#menu');
       await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'true');

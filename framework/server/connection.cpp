@@ -436,7 +436,7 @@ void Connection::send_framed(std::string_view bytes) {
 }
 
 void Connection::respond_error(const RequestError& error, const std::string& endpoint) {
-  respond(error_response(error), endpoint, &error);
+  respond(error_response(error, wire()), endpoint, &error);
 }
 
 void Connection::write_response(const Response& response, const std::string& request_id) {

@@ -111,6 +111,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string stream_head(const Request& request) const;
   void send_framed(std::string_view bytes);
   void respond_error(const RequestError& error, const std::string& endpoint);
+  // The protocol of the route being answered (OpenAI's before a route is known).
+  Wire wire() const { return route_ ? route_->wire : Wire::openai; }
   void write_response(const Response& response, const std::string& request_id);
   void respond(const Response& response, const std::string& endpoint,
                const RequestError* error = nullptr);

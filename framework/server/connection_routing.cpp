@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 
+#include "framework/anthropic/messages_protocol.h"
 #include "framework/server/connection.h"
 
 namespace chatflow::server {
@@ -17,8 +18,8 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
   route_ = &route_for_method(*route_, method_);
   const Route& route = *route_;
   std::string allowed = allowed_methods(route);
-  auto refusal = [](const RequestError& error) {
-    return EarlyAnswer{error_response(error), error};
+  auto refusal = [&route](const RequestError& error) {
+    return EarlyAnswer{error_response(error, route.wire), error};
   };
   if (header.method() == http::verb::options) {
     Response response(204, "", "");
@@ -27,7 +28,8 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
       response.headers.push_back({"Access-Control-Allow-Methods", allowed + ", OPTIONS"});
       response.headers.push_back({"Access-Control-Allow-Headers",
                                   "Authorization, Content-Type, X-Request-Id, OpenAI-Organization, "
-                                  "OpenAI-Project, X-Stainless-*"});
+                                  "OpenAI-Project, X-Stainless-*, X-Api-Key, Anthropic-Version, "
+                                  "Anthropic-Beta"});
       response.headers.push_back({"Access-Control-Max-Age", "86400"});
     }
     return EarlyAnswer{response, std::nullopt};
@@ -45,6 +47,7 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
   // The metrics listener answers without credentials: it is meant for a scraper only.
   call_.public_path = metrics_only_ || (served_ && served_->authenticator &&
                                         served_->authenticator->is_public(path_));
+  if (route.wire == Wire::anthropic) anthropic::adopt_api_key(headers_);
   if (served_ && served_->authenticator && !call_.public_path) {
     // Nothing here may wait: this is the connection's I/O thread. A generation that passes the
     // authenticator first in the pipeline may leave it the decision (a JWT whose key the key
@@ -119,8 +122,10 @@ void Connection::dispatch() {
                 : served_        ? ServerPhase::serving
                                  : ServerPhase::loading;
   if (route.needs_pipeline && !served_) {
-    Response response = error_response(make_error(
-        503, "server_error", "the model is still loading; retry shortly", "model_loading"));
+    Response response =
+        error_response(make_error(503, "server_error", "the model is still loading; retry shortly",
+                                  "model_loading"),
+                       route.wire);
     response.headers.push_back({"Retry-After", "1"});
     return respond(response, endpoint);
   }

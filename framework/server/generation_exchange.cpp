@@ -5,6 +5,7 @@
 
 #include <boost/asio.hpp>
 
+#include "framework/anthropic/messages_protocol.h"
 #include "framework/api/sink.h"
 #include "framework/openai/openai_protocol.h"
 #include "framework/server/access_log.h"
@@ -26,14 +27,15 @@ class HttpSink final : public Sink {
   HttpSink(std::shared_ptr<Connection> connection, uint64_t exchange_id,
            std::shared_ptr<const ServedPipeline> served, std::shared_ptr<AccessLog> access_log,
            std::shared_ptr<tracing::Tracer> tracer, bool stream, int64_t received_ns,
-           Exchange exchange)
+           Exchange exchange, Wire wire)
       : connection_(std::move(connection)),
         exchange_id_(exchange_id),
         served_(std::move(served)),
         access_log_(std::move(access_log)),
         tracer_(std::move(tracer)),
         stream_(stream),
-        exchange_(std::move(exchange)) {
+        exchange_(std::move(exchange)),
+        wire_(wire) {
     times_.received_ns = received_ns;
   }
 
@@ -49,7 +51,15 @@ class HttpSink final : public Sink {
       }
       times_.last_token_ns = now;
     }
-    if (stream_) {
+    if (wire_ == Wire::anthropic) {
+      // An emitter stage's events are OpenAI's: Anthropic's are written here, from the chunks.
+      if (stream_) {
+        std::string bytes = messages_encoder_.encode(request, chunk);
+        if (!bytes.empty()) connection_->deliver(exchange_id_, std::move(bytes));
+      } else {
+        gathered_.add(answer_stream_.push(request, chunk));
+      }
+    } else if (stream_) {
       // A pipeline with an emitter stage (sse_emit) renders the events itself; without one, the
       // server does, with the same encoder.
       std::string bytes;
@@ -69,7 +79,8 @@ class HttpSink final : public Sink {
     Outcome outcome;
     // Only a request that ended normally has passed every stage: then its usage is final.
     if (!stream_ && !request.error()) {
-      outcome.body = openai::completion_json(request, answer_);
+      outcome.body = wire_ == Wire::anthropic ? anthropic::message_json(request, gathered_)
+                                              : openai::completion_json(request, answer_);
     }
     connection_->complete(exchange_id_, std::move(outcome));
     connection_.reset();  // the request holds this sink: let go of the connection now
@@ -136,6 +147,10 @@ class HttpSink final : public Sink {
   bool pipeline_encodes_ = false;
   openai::SseEncoder encoder_;
   openai::WholeAnswer answer_;
+  Wire wire_;
+  anthropic::MessagesSseEncoder messages_encoder_;  // Wire::anthropic, streamed
+  chat::AnswerStream answer_stream_;                // Wire::anthropic, whole
+  chat::GatheredAnswer gathered_;
   int status_ = 0;
 };
 
@@ -146,12 +161,18 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   if (state_->draining) {
     return respond(error_response(make_error(503, "server_error",
                                              "the server is shutting down; retry elsewhere",
-                                             "server_shutting_down")),
+                                             "server_shutting_down"),
+                                  wire()),
                    endpoint);
   }
   auto request = std::make_shared<Request>();
-  openai::parse_completion_request(body, kind, *request, served->model_ids);
-  request->id = random_id(kind == RequestKind::chat ? "chatcmpl-" : "cmpl-");
+  if (wire() == Wire::anthropic) {
+    anthropic::parse_messages_request(body, *request, served->model_ids);
+    request->id = random_id("msg_");
+  } else {
+    openai::parse_completion_request(body, kind, *request, served->model_ids);
+    request->id = random_id(kind == RequestKind::chat ? "chatcmpl-" : "cmpl-");
+  }
   request->request_id = request_id_.empty() ? request->id : request_id_;
   request->client_address = client_.address;
   request->headers = std::move(headers_);
@@ -172,7 +193,7 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   }
   sink_ = std::make_shared<HttpSink>(
       shared_from_this(), exchange_, served, state_->access_log, state_->tracer, request->stream,
-      received_ns_, HttpSink::Exchange{method_, path_, exchange_addresses(), endpoint});
+      received_ns_, HttpSink::Exchange{method_, path_, exchange_addresses(), endpoint}, wire());
   request->sink = sink_;
   request_ = request;
   streaming_ = request->stream;
@@ -206,7 +227,8 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
                                            " requests in flight; retry after " +
                                            std::to_string(state_->settings.retry_after_s) + " s"
                                      : "the server is shutting down; retry elsewhere",
-                                full ? "server_overloaded" : "server_shutting_down"));
+                                full ? "server_overloaded" : "server_shutting_down"),
+                     wire());
   response.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
   respond(response, endpoint);
 }
@@ -339,7 +361,10 @@ void Connection::on_complete(uint64_t exchange, Outcome outcome) {
   } else if (closed_) {
     status = error ? error->status : 200;
   } else if (streaming_ && headers_sent_) {
-    if (error) send_framed(openai::stream_error_events(*error));
+    if (error) {
+      send_framed(wire() == Wire::anthropic ? anthropic::stream_error_event(*error)
+                                            : openai::stream_error_events(*error));
+    }
     if (http10_) {
       keep_alive_ = false;
     } else {
@@ -355,7 +380,8 @@ void Connection::on_complete(uint64_t exchange, Outcome outcome) {
 
   if (!closed_ && !(streaming_ && headers_sent_) && (error || !streaming_)) {
     // A whole response: an error with its real status, or the non-streaming JSON.
-    Response response = error ? error_response(*error) : Response(200, std::move(outcome.body));
+    Response response =
+        error ? error_response(*error, wire()) : Response(200, std::move(outcome.body));
     response.headers = request->response_headers();
     bool has_retry_after = false;
     for (const auto& [name, value] : response.headers)

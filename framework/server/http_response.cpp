@@ -5,6 +5,7 @@
 #include <ctime>
 #include <random>
 
+#include "framework/anthropic/messages_protocol.h"
 #include "framework/openai/openai_protocol.h"
 
 namespace chatflow::server {
@@ -15,8 +16,9 @@ RequestError make_error(int status, std::string type, std::string message, std::
                       std::move(param)};
 }
 
-Response error_response(const RequestError& error) {
-  return Response(error.status, openai::error_json(error));
+Response error_response(const RequestError& error, Wire wire) {
+  return Response(error.status, wire == Wire::anthropic ? anthropic::error_json(error)
+                                                        : openai::error_json(error));
 }
 
 std::string lowercase(std::string_view text) {

@@ -24,8 +24,11 @@ struct Response {
 
 RequestError make_error(int status, std::string type, std::string message, std::string code = {},
                         std::string param = {});
-// The OpenAI error envelope with the error's status.
-Response error_response(const RequestError& error);
+// The protocol a route speaks, so its errors come in that protocol's shape.
+enum class Wire { openai, anthropic };
+
+// The OpenAI error envelope (Anthropic's for Wire::anthropic) with the error's status.
+Response error_response(const RequestError& error, Wire wire = Wire::openai);
 
 std::string lowercase(std::string_view text);
 // "chatcmpl-" + 24 random hex digits.

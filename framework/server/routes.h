@@ -56,6 +56,7 @@ struct Route {
   bool body_optional = false;      // may come without a body (and so without a Content-Type)
   bool off_io_thread = false;      // may take long (big inputs, a database): run on a worker
   std::string_view admin_refusal;  // Access::admin: the 403's message
+  Wire wire = Wire::openai;        // a generation route's protocol (its body, answer, errors)
 };
 
 std::span<const Route> routes();

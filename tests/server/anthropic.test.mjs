@@ -231,6 +231,18 @@ describe('the official @anthropic-ai/sdk client', () => {
     assert.equal((await response.json()).error.type, 'authentication_error');
   });
 
+  test('refusals before the body is read come in Anthropic\'s shape too', async () => {
+    const plain = await fetch(`${server.url}/v1/messages`, {
+      method: 'POST', headers: { 'Content-Type': 'text/plain', 'x-api-key': key }, body: '{}',
+    });
+    assert.equal(plain.status, 415);
+    assert.deepEqual(Object.keys(await plain.json()), ['type', 'error']);
+    const get = await fetch(`${server.url}/v1/messages`, { headers: { 'x-api-key': key } });
+    assert.equal(get.status, 405);
+    assert.equal(get.headers.get('allow'), 'POST, OPTIONS');
+    assert.equal((await get.json()).error.type, 'invalid_request_error');
+  });
+
   test('the moderation gate refuses in Anthropic\'s shape', async () => {
     await assert.rejects(
       client.messages.create({ ...ask, messages: [{ role: 'user', content: 'say forbiddenword' }] }),
@@ -252,5 +264,46 @@ describe('the official @anthropic-ai/sdk client', () => {
       assert.equal(error.error.error.type, 'rate_limit_error');
       return true;
     });
+  });
+});
+
+describe('Anthropic requests and the exact cache', () => {
+  let server;
+  let client;
+  before(async () => {
+    const cached = writeTemp('anthropic-cache.yaml', `version: 1
+name: anthropic-cache
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+stages:
+  - {name: exact, type: exact_cache, config: {ttl_s: 600, max_entries: 100}}
+${modelStages}  - {name: emit, type: sse_emit}
+edges:
+  - exact.hit -> emit
+`);
+    server = await startServer(['--pipeline', cached]);
+    client = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('a repeated request is answered from the cache, whole or streamed, in Anthropic\'s shape', async () => {
+    const request = { ...ask, messages: [{ role: 'user', content: 'The lighthouse keeper' }] };
+    const first = await client.messages.create(request).withResponse();
+    assert.equal(first.response.headers.get('x-chatflow-cache'), 'miss');
+    const second = await client.messages.create(request).withResponse();
+    assert.equal(second.response.headers.get('x-chatflow-cache'), 'exact');
+    assert.notEqual(second.data.id, first.data.id);
+    assert.deepEqual(second.data.content, first.data.content);
+    assert.equal(second.data.stop_reason, 'max_tokens');
+    assert.deepEqual(second.data.usage, first.data.usage);
+    let text = '';
+    const stream = client.messages.stream(request);
+    stream.on('text', (delta) => { text += delta; });
+    const final = await stream.finalMessage();
+    assert.equal(text, first.data.content[0].text);
+    assert.equal(final.stop_reason, 'max_tokens');
   });
 });

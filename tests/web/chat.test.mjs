@@ -683,6 +683,7 @@ describe('a phone, and a server that goes away', { skip: reason || false }, () =
       });
       assert.equal(await inViewport(page, '#new-chat'), true);
       assert.equal(await inViewport(page, `#sessions li.session[data-id="${id}"] button.open`), true);
+      assert.equal(await page.evaluate(() => document.querySelector('main').inert), true, 'the page behind the drawer takes focus');
       await screenshot(page, 'chat-phone-drawer.png');
       await page.click('#new-chat');
       assert.equal(await page.locator('.message').count(), 0, 'New chat left the old conversation');
@@ -700,6 +701,16 @@ describe('a phone, and a server that goes away', { skip: reason || false }, () =
       assert.equal((await page.textContent('.message.user .content')).trim(), 'Remember the blue door.');
       await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'false');
       assert.equal(await inViewport(page, '#new-chat'), false, 'the drawer stayed open over the conversation');
+
+      // Widened past the phone layout with the drawer open: the sidebar is in place, the page usable.
+      await page.click('#menu');
+      await page.setViewportSize({ width: 1000, height: 700 });
+      await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'false');
+      assert.equal(await page.evaluate(() => document.querySelector('main').inert), false);
+      // (The drawer may still be sliding back.)
+      await page.waitForFunction(() => document.querySelector('#new-chat').getBoundingClientRect().left >= 0);
+      assert.equal(await inViewport(page, '#new-chat'), true);
+      assert.equal(await inViewport(page, '#menu'), false, 'the menu button shows beside the sidebar');
 
       // The narrowest phone: the signed-in top bar (Sign out included) still fits.
       await page.setViewportSize({ width: 320, height: 640 });

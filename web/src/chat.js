@@ -71,10 +71,13 @@ async function guard(promise) {
 
 // --- The sidebar as a drawer (phones: the CSS shows the menu button below 720 px). ---
 
+// While it is open the page behind is inert: Tab and a screen reader stay in the drawer.
 const drawerOpen = () => ui.app.classList.contains('drawer-open');
+const main = document.querySelector('.main');
 function openDrawer() {
   ui.app.classList.add('drawer-open');
   ui.scrim.hidden = false;
+  main.inert = true;
   ui.menu.setAttribute('aria-expanded', 'true');
   ui.newChat.focus();
 }
@@ -82,6 +85,7 @@ function closeDrawer({ focusMenu = false } = {}) {
   if (!drawerOpen()) return;
   ui.app.classList.remove('drawer-open');
   ui.scrim.hidden = true;
+  main.inert = false;
   ui.menu.setAttribute('aria-expanded', 'false');
   if (focusMenu) ui.menu.focus();
 }
@@ -435,6 +439,10 @@ ui.signout.addEventListener('click', () => signIn('Signed out. Enter a key to si
 ui.menu.addEventListener('click', () => (drawerOpen() ? closeDrawer() : openDrawer()));
 ui.closeSidebar.addEventListener('click', () => closeDrawer({ focusMenu: true }));
 ui.scrim.addEventListener('click', () => closeDrawer());
+// A window widened past the phone layout shows the sidebar in place: no drawer to leave open.
+matchMedia('(max-width: 720px)').addEventListener('change', (event) => {
+  if (!event.matches) closeDrawer();
+});
 ui.developerView.addEventListener('change', () => setDeveloperView(ui.developerView.checked));
 document.addEventListener('keydown', (event) => {
   if (event.key !== 'Escape') return;

@@ -233,6 +233,21 @@ describe('the chat page', { skip: reason || false }, () => {
     await page.context().close();
   });
 
+  test('a key refused while asking: back to the sign-in, and the message waits in the box', async () => {
+    const page = await openPage(browser, proxy.url);
+    await ready(page);
+    const refusal = JSON.stringify({ error: { message: 'the API key was revoked', type: 'authentication_error', code: 'invalid_api_key' } });
+    script = () => ({ status: 401, headers: { 'Content-Type': 'application/json' }, pieces: [Buffer.from(refusal)] });
+    await send(page, 'A question worth keeping');
+    await page.waitForSelector('#signin:not([hidden])');
+    await page.fill('#api-key', 'sk-another');
+    await page.press('#api-key', 'Enter');
+    await ready(page);
+    assert.equal(await page.inputValue('#prompt'), 'A question worth keeping');
+    assert.equal(await page.locator('.message').count(), 0, 'the refused question was left in the conversation');
+    await page.context().close();
+  });
+
   test('badges, reasoning, citations, tool calls, a content filter and a mid-stream error', async () => {
     const page = await openPage(browser, proxy.url);
     await ready(page);

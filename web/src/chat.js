@@ -328,7 +328,7 @@ async function ask(text, { fresh }) {
       signal: controller.signal,
     });
     if (response.status === 401) {
-      view.root.remove();
+      if (!giveBack('')) view.root.remove();
       signIn('That key was not accepted; enter another.');
       return;
     }

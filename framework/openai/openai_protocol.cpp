@@ -16,9 +16,6 @@
 namespace chatflow::openai {
 namespace json = boost::json;
 using chat::check_json_schema;
-using chat::new_tool_call_id;
-using chat::parse_tool_calls;
-using chat::ParsedToolCalls;
 using chat::valid_function_name;
 namespace {
 
@@ -838,33 +835,27 @@ std::string completion_json(const Request& request, const WholeAnswer& answer) {
       chat ? chat_logprobs(answer.logprobs) : completion_logprobs(answer.logprobs);
   json::object choice;
   if (chat) {
-    std::string content = text::repair(answer.text);
-    std::vector<ToolCall> calls;
-    bool calls_complete = true;
-    if (request.tool_format != ToolCallFormat::none) {
-      ParsedToolCalls parsed =
-          parse_tool_calls(content, request.tool_format, request.generation.tools);
-      if (!parsed.calls.empty()) {
-        content = std::move(parsed.content);
-        calls = std::move(parsed.calls);
-        calls_complete = parsed.complete;
-      }
-    }
-    for (const ToolCall& call : answer.tool_calls) {
-      calls.push_back(call);
-      if (calls.back().id.empty()) calls.back().id = new_tool_call_id(ToolCallFormat::hermes);
-    }
+    // The whole answer read as its stream is: the same content, calls and stop reason.
+    Chunk whole;
+    whole.text = answer.text;
+    whole.reasoning = answer.reasoning;
+    whole.tool_calls = answer.tool_calls;
+    whole.finish = request.finish_reason().value_or(FinishReason::stop);
+    chat::AnswerStream stream;
+    chat::GatheredAnswer gathered;
+    gathered.add(stream.push(request, whole));
+    std::string& content = gathered.text;
+    std::vector<ToolCall>& calls = gathered.calls;
+    finish = std::string(chat::to_string(gathered.stop));
     json::object message{{"role", "assistant"}, {"content", content}};
     // A reasoning model's answer always says what it reasoned, null for nothing.
-    if (!answer.reasoning.empty() || request.reasoning.enabled) {
-      message["reasoning_content"] = answer.reasoning.empty()
-                                         ? json::value(nullptr)
-                                         : json::value(text::repair(answer.reasoning));
+    if (!gathered.reasoning.empty() || request.reasoning.enabled) {
+      message["reasoning_content"] =
+          gathered.reasoning.empty() ? json::value(nullptr) : json::value(gathered.reasoning);
     }
     if (!calls.empty()) {
       if (content.empty()) message["content"] = nullptr;
       message["tool_calls"] = tool_calls_json(calls);
-      if (finish == "stop" && calls_complete) finish = "tool_calls";
     }
     choice = {{"index", 0},
               {"message", std::move(message)},

@@ -214,5 +214,27 @@ TEST(AnswerFields, ALocalModelsCallsAreStillReadFromItsText) {
   EXPECT_EQ(streamed.finish, "tool_calls");
 }
 
+// A model offered tools that answers in text: the whole answer's content is the streamed one (both
+// read by chat::AnswerStream), whitespace around it trimmed as around calls.
+TEST(AnswerFields, AWholeAnswerWithoutCallsIsTheContentItsStreamSends) {
+  Request request;
+  make_chat(request);
+  request.generation.tools = {tool("get_time")};
+  request.tool_format = ToolCallFormat::hermes;
+  std::vector<Chunk> chunks = {Chunk::delta("\n  It is "), Chunk::delta("noon. \n"), last_chunk()};
+  SseEncoder encoder;
+  std::string events;
+  WholeAnswer answer;
+  for (const Chunk& chunk : chunks) {
+    events += encoder.encode(request, chunk);
+    answer.add(chunk);
+  }
+  EXPECT_EQ(read_stream(events).content, "It is noon.");
+  json::object choice =
+      json::parse(completion_json(request, answer)).at("choices").at(0).as_object();
+  EXPECT_EQ(string_of(choice.at("message").at("content")), "It is noon.");
+  EXPECT_EQ(string_of(choice.at("finish_reason")), "stop");
+}
+
 }  // namespace
 }  // namespace chatflow::openai

@@ -248,6 +248,28 @@ describe('the chat page', { skip: reason || false }, () => {
     await page.context().close();
   });
 
+  test('a connection lost mid-answer: what came stays, the loss is said, the message is back in the box', async () => {
+    // A proxy of its own, closed (every connection cut) while the answer streams.
+    // The answer's first events only: no finish, no [DONE].
+    const firstHalf = sseEvents(['The first half ']).split('data: ').slice(0, 3).join('data: ');
+    const cut = await scriptingProxy(server.url, () => ({ pieces: [Buffer.from(firstHalf)], pauseMs: 60000 }));
+    const page = await openPage(browser, cut.url);
+    try {
+      await ready(page);
+      await send(page, 'Tell me everything');
+      await page.waitForFunction(() => document.querySelector('.message.assistant .content')?.textContent.includes('first half'));
+      await cut.close();
+      await lastAnswerDone(page);
+      const answer = page.locator('.message.assistant').last();
+      assert.match(await answer.locator('.content').textContent(), /The first half/);
+      assert.match(await answer.locator('.answer-notices').textContent(), /connection to the server was lost/);
+      assert.equal(await page.inputValue('#prompt'), 'Tell me everything');
+    } finally {
+      await page.context().close();
+      await cut.close();
+    }
+  });
+
   test('badges, reasoning, citations, tool calls, a content filter and a mid-stream error', async () => {
     const page = await openPage(browser, proxy.url);
     await ready(page);

@@ -213,6 +213,29 @@ describe('reading a completion stream', () => {
     const { calls } = await read(stopped);
     assert.deepEqual(calls, [['content', 'Half'], ['content', ' [stopped]'], ['finish', 'content_filter']]);
   });
+  // A body that delivers `text` and then breaks off, as fetch's does when the connection drops.
+  function breaking(text) {
+    return new ReadableStream({
+      start(controller) {
+        controller.enqueue(new Uint8Array(Buffer.from(text)));
+        setTimeout(() => controller.error(new TypeError('network error')), 10);
+      },
+    });
+  }
+  test('a connection cut after [DONE] is no failure: the answer was whole', async () => {
+    const calls = [];
+    const failed = await readCompletion(breaking(retracted), {
+      content: (t) => calls.push(t), reasoning() {}, toolCalls() {}, citations() {}, usage() {}, retract() {}, finish() {},
+    });
+    assert.equal(failed, null);
+    assert.equal(calls.length, 3);
+  });
+  test('a connection cut before [DONE] rejects with the body\'s TypeError', async () => {
+    const half = retracted.slice(0, retracted.indexOf('data: [DONE]'));
+    await assert.rejects(readCompletion(breaking(half), {
+      content() {}, reasoning() {}, toolCalls() {}, citations() {}, usage() {}, retract() {}, finish() {},
+    }), TypeError);
+  });
   test('the notice says why', () => {
     assert.match(retractMessage({ reason: 'content_filter' }), /withdrawn by the content filter/);
     assert.match(retractMessage({ reason: 'moderation_unavailable' }), /could not check it/);

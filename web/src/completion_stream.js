@@ -2,7 +2,9 @@
 // a character split across chunks stays whole), events through the SSE parser, and each chunk's
 // parts handed to `on`: content(text), reasoning(text), toolCalls(calls so far),
 // citations(list), usage(usage), retract({reason}), finish(reason). Resolves with the error
-// object the server sent mid-stream, if it sent one.
+// object the server sent mid-stream, if it sent one. Reading stops at [DONE]: the answer is
+// whole there, and a connection cut after it is no failure. A body that breaks off before it
+// rejects (fetch's TypeError), which the page reports as a lost connection.
 //
 // A retract is chatflow's: output moderation judged the answer unsafe after part of it was
 // shown, and the stream's last chunk carries "chatflow": {"retract": {"reason"}} beside
@@ -21,6 +23,7 @@ export function retractMessage(retract) {
 export async function readCompletion(body, on) {
   let failed = null;
   let retracted = false;
+  let ended = false; // [DONE] was read
   const toolCalls = [];
   const parser = new SseParser(({ data }) => {
     const event = interpretEvent(data);
@@ -28,7 +31,11 @@ export async function readCompletion(body, on) {
       failed = event.error;
       return;
     }
-    if (event.done) return;
+    if (event.done) {
+      ended = true;
+      return;
+    }
+    if (ended) return;
     const chunk = event.chunk;
     if (chunk.usage) on.usage(chunk.usage);
     if (chunk.chatflow && chunk.chatflow.citations) on.citations(chunk.chatflow.citations);
@@ -61,6 +68,10 @@ export async function readCompletion(body, on) {
     const { done, value } = await reader.read();
     if (done) break;
     parser.push(decoder.decode(value, { stream: true }));
+    if (ended) {
+      reader.cancel().catch(() => {});
+      return failed;
+    }
   }
   parser.push(decoder.decode());
   parser.end();

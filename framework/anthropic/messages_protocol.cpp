@@ -311,10 +311,11 @@ void parse_tools(const Members& fields, GenerationParams& params) {
 
 }  // namespace
 
-void parse_messages_request(std::string_view body, Request& request,
-                            const std::vector<std::string>& served_models) {
-  json::value document = parse_body(body);
-  Members fields(document.get_object(), "");
+namespace {
+
+// What a Messages request and a token count share: the model, the conversation and its tools.
+void parse_conversation(const Members& fields, Request& request,
+                        const std::vector<std::string>& served_models) {
   request.kind = RequestKind::chat;
   request.model = fields.string("model", "");
   if (request.model.empty()) invalid("'model' is required", "model");
@@ -323,10 +324,6 @@ void parse_messages_request(std::string_view body, Request& request,
                                       "The model '" + request.model + "' does not exist",
                                       "model_not_found", "model"});
   }
-  // Anthropic requires it: an answer's length is the caller's decision, never a default.
-  std::optional<int64_t> max_tokens = fields.integer("max_tokens", 1, 1 << 20);
-  if (!max_tokens) invalid("'max_tokens' is required", "max_tokens");
-  request.generation.max_tokens = *max_tokens;
   if (const json::value* system = fields.get("system")) {
     std::string text = text_of(*system, "system");
     if (!text.empty()) request.messages.emplace_back("system", std::move(text));
@@ -336,6 +333,20 @@ void parse_messages_request(std::string_view body, Request& request,
   if (messages->empty()) invalid("'messages' must contain at least one message", "messages");
   for (size_t i = 0; i < messages->size(); ++i)
     add_message((*messages)[i], i, request.messages);
+  parse_tools(fields, request.generation);
+}
+
+}  // namespace
+
+void parse_messages_request(std::string_view body, Request& request,
+                            const std::vector<std::string>& served_models) {
+  json::value document = parse_body(body);
+  Members fields(document.get_object(), "");
+  parse_conversation(fields, request, served_models);
+  // Anthropic requires it: an answer's length is the caller's decision, never a default.
+  std::optional<int64_t> max_tokens = fields.integer("max_tokens", 1, 1 << 20);
+  if (!max_tokens) invalid("'max_tokens' is required", "max_tokens");
+  request.generation.max_tokens = *max_tokens;
   request.generation.temperature = static_cast<float>(fields.number("temperature", 1.0, 0.0, 1.0));
   request.generation.top_p = static_cast<float>(fields.number("top_p", 1.0, 0.0, 1.0));
   if (request.generation.top_p == 0.0f) invalid("'top_p' must be greater than 0", "top_p");
@@ -349,7 +360,6 @@ void parse_messages_request(std::string_view body, Request& request,
       request.generation.stop.push_back(std::string(stop.get_string()));
     }
   }
-  parse_tools(fields, request.generation);
   // vLLM's extension, as chat completions take it: generate max_tokens whatever the model says.
   request.generation.ignore_eos = fields.boolean("ignore_eos", false);
   request.stream = fields.boolean("stream", false);
@@ -361,6 +371,18 @@ void parse_messages_request(std::string_view body, Request& request,
   }
   // service_tier picks Anthropic's capacity, which has no meaning here.
   fields.refuse_unread({"service_tier"});
+}
+
+void parse_count_tokens_request(std::string_view body, Request& request,
+                                const std::vector<std::string>& served_models) {
+  json::value document = parse_body(body);
+  Members fields(document.get_object(), "");
+  parse_conversation(fields, request, served_models);
+  fields.refuse_unread({});
+}
+
+std::string count_tokens_json(int64_t input_tokens) {
+  return json::serialize(json::object{{"input_tokens", input_tokens}});
 }
 
 void adopt_api_key(HeaderFields& headers) {

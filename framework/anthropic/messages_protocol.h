@@ -19,6 +19,13 @@ namespace chatflow::anthropic {
 void parse_messages_request(std::string_view body, Request& request,
                             const std::vector<std::string>& served_models);
 
+// POST /v1/messages/count_tokens: the conversation of a Messages request (model, system,
+// messages, tools, tool_choice) without what only generation takes. Throws as above.
+void parse_count_tokens_request(std::string_view body, Request& request,
+                                const std::vector<std::string>& served_models);
+// {"input_tokens": N}
+std::string count_tokens_json(int64_t input_tokens);
+
 // Anthropic's clients send their key as `x-api-key`: it is read as the Bearer credential every
 // other route takes, when the request has no Authorization header of its own.
 void adopt_api_key(HeaderFields& headers);

@@ -5,6 +5,8 @@
 
 #include <boost/json.hpp>
 
+#include "framework/anthropic/messages_protocol.h"
+#include "framework/api/capabilities.h"
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
 #include "framework/text/utf8.h"
@@ -461,6 +463,21 @@ Response forget(const RouteCall& call) {
   return Response(200, json::serialize(json::object{{"deleted", deleted}}));
 }
 
+// POST /v1/messages/count_tokens: the prompt a Messages request would make, counted as the
+// model's gates count it (the chat template, the tools it shows).
+Response count_message_tokens(const RouteCall& call) {
+  Request request;
+  anthropic::parse_count_tokens_request(call.body, request, call.served->model_ids);
+  const auto* counter = dynamic_cast<const AnswerTokenBound*>(call.served->model(request.model));
+  if (!counter) {
+    throw RequestFailure(
+        make_error(400, "invalid_request_error",
+                   "the model '" + request.model + "' has no tokenizer to count with",
+                   "no_tokenizer", "model"));
+  }
+  return Response(200, anthropic::count_tokens_json(counter->prompt_token_count(request)));
+}
+
 // GCC 12 reports every member a designated initializer leaves out, even those with a default.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -484,6 +501,12 @@ constexpr Route kRoutes[] = {
      .kind = RouteKind::generation,
      .generation = RequestKind::chat,
      .takes_body = true,
+     .wire = Wire::anthropic},
+    {.pattern = "/v1/messages/count_tokens",
+     .method = "POST",
+     .endpoint = count_message_tokens,
+     .takes_body = true,
+     .off_io_thread = true,
      .wire = Wire::anthropic},
     {.pattern = "/v1/models", .method = "GET", .endpoint = models},
     {.pattern = "/v1/models/{id}", .method = "GET", .endpoint = model_info},

@@ -96,7 +96,10 @@ TEST(AnthropicMessages, BadRequestsAreRefusedNamingWhatIsWrong) {
       failure_of(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})");
   EXPECT_EQ(missing.status, 400);
   EXPECT_EQ(missing.param, "max_tokens");
-  EXPECT_EQ(failure_of(R"({"model": "m", "max_tokens": 0, "messages": []})").param, "max_tokens");
+  EXPECT_EQ(failure_of(R"({"model": "m", "max_tokens": 0,
+                           "messages": [{"role": "user", "content": "x"}]})")
+                .param,
+            "max_tokens");
   EXPECT_EQ(failure_of(R"({"model": "m", "max_tokens": 5, "messages": []})").param, "messages");
   EXPECT_EQ(failure_of(R"({"model": "m", "max_tokens": 5, "temperature": 1.5,
                            "messages": [{"role": "user", "content": "x"}]})")
@@ -121,6 +124,28 @@ TEST(AnthropicMessages, BadRequestsAreRefusedNamingWhatIsWrong) {
   RequestError model = failure_of(R"({"model": "other", "max_tokens": 5,
                                       "messages": [{"role": "user", "content": "x"}]})");
   EXPECT_EQ(model.status, 404);
+}
+
+TEST(AnthropicMessages, ACountOfTokensTakesTheConversationAlone) {
+  Request request;
+  parse_count_tokens_request(R"({"model": "m", "system": "S",
+                                 "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+                                 "messages": [{"role": "user", "content": "x"}]})",
+                             request, kModels);
+  ASSERT_EQ(request.messages.size(), 2u);
+  EXPECT_EQ(request.messages[0].content, "S");
+  EXPECT_EQ(request.generation.tools.size(), 1u);
+  // What only generation takes is no part of a count.
+  Request counted;
+  try {
+    parse_count_tokens_request(R"({"model": "m", "max_tokens": 5,
+                                   "messages": [{"role": "user", "content": "x"}]})",
+                               counted, kModels);
+    ADD_FAILURE() << "max_tokens accepted";
+  } catch (const RequestFailure& failure) {
+    EXPECT_EQ(failure.error().param, "max_tokens");
+  }
+  EXPECT_EQ(count_tokens_json(42), R"({"input_tokens":42})");
 }
 
 TEST(AnthropicMessages, ErrorsComeInAnthropicsShapeWithItsTypes) {

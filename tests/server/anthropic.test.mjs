@@ -129,6 +129,28 @@ describe('the official @anthropic-ai/sdk client', () => {
     assert.ok(cut.usage.output_tokens < 16);
   });
 
+  test('messages.countTokens counts the prompt the message would have', async () => {
+    const { max_tokens: _, temperature: __, ignore_eos: ___, ...conversation } = ask;
+    const counted = await client.messages.countTokens(conversation);
+    const message = await client.messages.create(ask);
+    assert.equal(counted.input_tokens, message.usage.input_tokens);
+    // Tools are part of the prompt (the template, or the system prompt, shows them).
+    const withTools = await client.messages.countTokens({ ...conversation, tools: [weather] });
+    assert.ok(withTools.input_tokens > counted.input_tokens);
+    const stranger = new Anthropic({ baseURL: server.url, apiKey: 'sk-not-a-key', maxRetries: 0 });
+    await assert.rejects(stranger.messages.countTokens(conversation), (error) => {
+      assert.equal(error.status, 401);
+      assert.equal(error.error.error.type, 'authentication_error');
+      return true;
+    });
+    await assert.rejects(client.messages.countTokens({ ...conversation, max_tokens: 5 }), (error) => {
+      assert.equal(error.status, 400);
+      assert.equal(error.error.error.type, 'invalid_request_error');
+      assert.match(error.error.error.message, /'max_tokens' is not supported/);
+      return true;
+    });
+  });
+
   test('a Bearer token is a credential too (authToken)', async () => {
     const bearer = new Anthropic({ baseURL: server.url, authToken: key, apiKey: null, maxRetries: 0 });
     const message = await bearer.messages.create(ask);

@@ -41,6 +41,11 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
   scheduler.prefix_cache = config.kv_cache.prefix_cache;
   scheduler.kv_type = config.kv_cache.type == "f32" ? kernels::KvType::f32 : kernels::KvType::f16;
   scheduler.backend = config.backend;
+  if (config.speculative.kind == "ngram") {
+    scheduler.prompt_lookup = {.max_draft = config.speculative.max_draft,
+                               .longest_ngram = static_cast<int>(config.speculative.ngram_max),
+                               .shortest_ngram = static_cast<int>(config.speculative.ngram_min)};
+  }
   return scheduler;
 }
 
@@ -420,13 +425,37 @@ ResourceTypeInfo gguf_model_resource_type() {
            "the answer's bound when a request gives no max_tokens; 0: up to the context (its "
            "length minus the prompt), as OpenAI and vLLM do")
       .at_least(0);
+  SchemaBuilder<SpeculativeSettings> speculative;
+  speculative
+      .key("kind", &SpeculativeSettings::kind,
+           "none, or ngram: guess the next tokens from earlier text (prompt lookup) and check "
+           "them in one step; greedy answers only (temperature 0), unchanged token for token")
+      .choices({"none", "ngram"});
+  speculative.key("max_draft", &SpeculativeSettings::max_draft, "tokens guessed per step at most")
+      .range(1, 64);
+  speculative
+      .key("ngram_max", &SpeculativeSettings::ngram_max,
+           "the longest run of last tokens looked up in the earlier text")
+      .range(1, 16);
+  speculative
+      .key("ngram_min", &SpeculativeSettings::ngram_min,
+           "the shortest run looked up when no longer one occurred")
+      .range(1, 16);
   type.config().object("kv_cache", &GgufModelConfig::kv_cache, kv_cache, "the paged KV cache");
+  type.config().object("speculative", &GgufModelConfig::speculative, speculative,
+                       "speculative decoding");
   type.config().object("scheduler", &GgufModelConfig::scheduler, scheduler, "continuous batching");
   type.create([](const GgufModelConfig& config, ResourceContext&) -> std::shared_ptr<Resource> {
     // Refused before the model loads; a device found missing only when the backend starts is
     // reported at the same key.
     if (auto reason = engine::backend_unavailable(config.backend); reason && !config.tokenizer_only)
       throw ConfigKeyError("backend", *reason);
+    if (config.speculative.ngram_min > config.speculative.ngram_max) {
+      throw ConfigKeyError("speculative", "ngram_min (" +
+                                              std::to_string(config.speculative.ngram_min) +
+                                              ") must not be larger than ngram_max (" +
+                                              std::to_string(config.speculative.ngram_max) + ")");
+    }
     try {
       return create_gguf_model(config);
     } catch (const engine::BackendUnavailable& error) {

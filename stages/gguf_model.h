@@ -35,6 +35,15 @@ struct SchedulerSettings {
   bool chunked_prefill = true;
 };
 
+// Speculative decoding: `ngram` guesses the next tokens from earlier text (prompt lookup) and the
+// model checks them in one step; greedy answers only, unchanged token for token.
+struct SpeculativeSettings {
+  std::string kind = "none";  // none or ngram
+  int64_t max_draft = 4;
+  int64_t ngram_max = 3;
+  int64_t ngram_min = 2;
+};
+
 struct GgufModelConfig {
   std::string path = "auto";
   std::string backend = "auto";
@@ -51,6 +60,7 @@ struct GgufModelConfig {
   SchedulerSettings scheduler;
   // The answer's bound when a request gives no max_tokens; 0: up to the context.
   int64_t max_tokens_default = 0;
+  SpeculativeSettings speculative;
 };
 
 // What a sequence run outside any request produced (generate_text and next_token_logprobs are

@@ -23,6 +23,8 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  int64_t draft_tokens = 0;     // guessed by speculative decoding and checked by the model
+  int64_t accepted_tokens = 0;  // of those, the ones the model chose too
   // Where the model computes (framework/engine/backend.h): the backend ("cpu") and its device as
   // it names it; empty for a model that computes nowhere here.
   std::string backend;

@@ -41,6 +41,8 @@ EngineStats to_engine_stats(const engine::SchedulerStats& stats, int64_t block_t
   out.generated_tokens = stats.generated_tokens;
   out.preemptions = stats.preemptions;
   out.steps = stats.steps;
+  out.draft_tokens = stats.drafted_tokens;
+  out.accepted_tokens = stats.accepted_tokens;
   return out;
 }
 

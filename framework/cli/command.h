@@ -49,6 +49,8 @@ void add_bench_engine_command(CLI::App& app, CommandBody& selected);  // bench/e
 void add_bench_chat_template_command(CLI::App& app,
                                      CommandBody& selected);  // bench/chat_template_render.cpp
 void add_bench_grammar_command(CLI::App& app, CommandBody& selected);  // bench/grammar_masks.cpp
+void add_bench_speculative_command(CLI::App& app,
+                                   CommandBody& selected);  // bench/speculative_decoding.cpp
 
 // The generation controls `run` and `generate` share (--max-tokens ... --stop), bound straight
 // into `generation` after setting the command line's own defaults on it (128 tokens, temperature

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   add_bench_engine_command(app, selected);
   add_bench_chat_template_command(app, selected);
   add_bench_grammar_command(app, selected);
+  add_bench_speculative_command(app, selected);
   // After the subcommands, which would otherwise repeat it under their own help.
   app.footer(
       "`chatflow COMMAND --help` lists a command's options; docs/cli.md describes them all.\n"

@@ -44,6 +44,10 @@ struct Scheduler::Sequence {
   std::vector<float> held_logits;
   bool holding = false;
   std::vector<uint64_t> allowed;  // the constraint's mask for the token being drawn
+  // Prompt lookup backs off after guesses the model rejected: it sits out `draft_skip` decode
+  // steps, twice as many (up to 16) after each rejected step in a row.
+  int64_t draft_backoff = 0;
+  int64_t draft_skip = 0;
 };
 
 namespace {
@@ -277,6 +281,12 @@ std::vector<Scheduler::Planned> Scheduler::plan(std::vector<std::unique_ptr<Sequ
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     Sequence& sequence = *running[i];
     if (sequence.pending() != 1) continue;
+    if (int64_t drafted = draft(sequence, budget - 1)) {
+      add(sequence, 1 + drafted, true);
+      plan.back().drafted = drafted;
+      budget -= 1 + drafted;
+      continue;
+    }
     if (!reserve_for(sequence, sequence.kv.length + 1, running, waiting)) continue;
     add(sequence, 1, true);
     --budget;
@@ -285,7 +295,7 @@ std::vector<Scheduler::Planned> Scheduler::plan(std::vector<std::unique_ptr<Sequ
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     Sequence& sequence = *running[i];
     int64_t pending = sequence.pending();
-    if (pending <= 1) continue;
+    if (pending <= 1 || sequence.planned) continue;  // planned: decoding with guesses
     int64_t count = config_.chunked_prefill ? std::min(pending, budget) : pending;
     if (!config_.chunked_prefill && count > budget && !plan.empty()) continue;
     if (!reserve_for(sequence, sequence.kv.length + count, running, waiting)) continue;
@@ -345,10 +355,13 @@ bool Scheduler::run_batch(std::vector<Planned>& plan, int64_t& prompt_tokens) {
             .subspan(static_cast<size_t>(sequence.kv.length), static_cast<size_t>(entry.count));
     chunk.start = sequence.kv.length;
     chunk.block_table = sequence.kv.blocks;
-    entry.want = entry.logits ? wanted(sequence, chunk.draw) : StepChunk::Want::nothing;
+    if (entry.drafted > 0)
+      entry.want = StepChunk::Want::every_logits;  // the model's choice after each guess
+    else
+      entry.want = entry.logits ? wanted(sequence, chunk.draw) : StepChunk::Want::nothing;
     chunk.want = entry.want;
     chunks_.push_back(chunk);
-    if (entry.count > 1 || !sequence.started) prompt_tokens += entry.count;
+    if (entry.drafted == 0 && (entry.count > 1 || !sequence.started)) prompt_tokens += entry.count;
   }
   try {
     backend_->forward(chunks_, output_);
@@ -375,6 +388,12 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
   int64_t generated = 0;
   for (const auto& entry : plan) {
     Sequence& sequence = *entry.sequence;
+    if (entry.drafted > 0) {
+      generated += take_verified(sequence, entry.drafted, row);
+      row += static_cast<size_t>(entry.count);
+      publish_full_blocks(sequence);  // after the rejected guesses left the KV
+      continue;
+    }
     publish_full_blocks(sequence);
     if (entry.want == StepChunk::Want::token) {
       generated += take(sequence, output_.tokens[token++]);
@@ -385,6 +404,63 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
       ++row;
     }
   }
+  return generated;
+}
+
+int64_t Scheduler::draft(Sequence& sequence, int64_t budget) {
+  const PromptLookup& lookup = config_.prompt_lookup;
+  // Guesses are checked by greedy choice alone: a sampled or constrained answer decodes as usual.
+  if (lookup.max_draft <= 0 || !sequence.started || sequence.spec.constraint ||
+      sequence.sampler.params().temperature > 0)
+    return 0;
+  if (sequence.draft_skip > 0) {
+    --sequence.draft_skip;
+    return 0;
+  }
+  const auto length = static_cast<int64_t>(sequence.tokens.size());
+  const int64_t room = std::min({budget, sequence.spec.max_tokens - sequence.generated - 1,
+                                 model_->config().context - length - 1});
+  std::vector<TokenId> guesses = lookup_draft(lookup, sequence.tokens, room);
+  const auto drafted = static_cast<int64_t>(guesses.size());
+  // Guesses never preempt anyone: without room they are not made.
+  if (drafted == 0 || !reserve(cache_, sequence.kv, sequence.kv.length + 1 + drafted)) return 0;
+  sequence.tokens.insert(sequence.tokens.end(), guesses.begin(), guesses.end());
+  return drafted;
+}
+
+int64_t Scheduler::take_verified(Sequence& sequence, int64_t drafted, size_t first_row) {
+  const int64_t vocabulary = model_->config().vocabulary;
+  const auto guessed = sequence.tokens.end() - drafted;
+  const std::vector<TokenId> guesses(guessed, sequence.tokens.end());
+  sequence.tokens.erase(guessed, sequence.tokens.end());
+  // The step computed the last token and every guess; a guess's keys and values stay only once
+  // the model has chosen the same token there (the rest are overwritten when reached again).
+  sequence.kv.length -= drafted;
+  int64_t generated = 0;
+  int64_t accepted = 0;
+  for (int64_t i = 0; i <= drafted && sequence.observer; ++i) {
+    auto begin = output_.logits.begin() +
+                 static_cast<std::ptrdiff_t>((first_row + static_cast<size_t>(i)) * vocabulary);
+    verify_row_.assign(begin, begin + vocabulary);
+    const size_t prompt = sequence.spec.prompt.size();
+    std::span<const TokenId> history(sequence.tokens.data() + prompt,
+                                     sequence.tokens.size() - prompt);
+    const SampledToken chosen = sequence.sampler.sample(verify_row_, history);
+    generated += take(sequence, chosen);
+    if (i == drafted || !sequence.observer || chosen.token != guesses[static_cast<size_t>(i)])
+      break;
+    ++sequence.kv.length;
+    ++accepted;
+  }
+  if (accepted == 0) {
+    sequence.draft_backoff = std::min<int64_t>(2 * sequence.draft_backoff + 1, 16);
+    sequence.draft_skip = sequence.draft_backoff;
+  } else {
+    sequence.draft_backoff = 0;
+  }
+  std::lock_guard lock(mutex_);
+  stats_.drafted_tokens += drafted;
+  stats_.accepted_tokens += accepted;
   return generated;
 }
 

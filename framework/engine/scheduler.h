@@ -31,6 +31,7 @@
 #include "framework/engine/constraint_worker.h"
 #include "framework/engine/kv_block_allocator.h"
 #include "framework/engine/prefix_cache.h"
+#include "framework/engine/prompt_lookup.h"
 #include "framework/engine/sampler.h"
 #include "framework/engine/token_constraint.h"
 
@@ -47,6 +48,10 @@ struct SchedulerConfig {
   bool prefix_cache = true;
   kernels::KvType kv_type = kernels::KvType::f16;
   std::string backend = "cpu";  // what make_backend builds: cpu, cuda or auto
+  // Speculative decoding by prompt lookup, for greedy sequences without a constraint: the guessed
+  // tokens ride in the sequence's decode step and are kept while they match what the model
+  // chooses, so the answer is the one decoding without them gives, token for token.
+  PromptLookup prompt_lookup;
 };
 
 struct SequenceSpec {
@@ -97,6 +102,8 @@ struct SchedulerStats {
   int64_t cached_blocks = 0;     // held by the prefix cache
   int64_t evictable_blocks = 0;  // cached and used by no sequence
   int64_t sequence_blocks = 0;   // block references held by sequences
+  int64_t drafted_tokens = 0;    // guessed by prompt lookup and checked by the model
+  int64_t accepted_tokens = 0;   // of those, the ones the model chose too
 };
 
 class Scheduler {
@@ -133,6 +140,7 @@ class Scheduler {
     // What the step asks the backend for: a token, or (logits) the row to hold while the
     // constraint's mask is computed; nothing for a prompt's piece.
     StepChunk::Want want = StepChunk::Want::nothing;
+    int64_t drafted = 0;  // guessed tokens at the end of the chunk (prompt lookup)
   };
   // A sequence whose constraint work finished (an error it threw, or "").
   struct Prepared {
@@ -154,6 +162,11 @@ class Scheduler {
   int64_t sample(Sequence& sequence, std::span<float> logits);
   // `sampled` becomes the sequence's next token (or ends it); returns the tokens generated.
   int64_t take(Sequence& sequence, const SampledToken& sampled);
+  // The tokens of a step that checked `drafted` guesses: the model's choice after each row, kept
+  // while it matches the guess. Returns the tokens generated.
+  int64_t take_verified(Sequence& sequence, int64_t drafted, size_t first_row);
+  // Guesses appended to a decoding sequence's tokens (and KV reserved for them), or 0.
+  int64_t draft(Sequence& sequence, int64_t budget);
   void release_finished(std::vector<std::unique_ptr<Sequence>>& running);
   template <class List>
   void drop_cancelled(List& sequences);
@@ -177,6 +190,7 @@ class Scheduler {
   PrefixCache prefix_cache_;
   std::vector<StepChunk> chunks_;
   StepOutput output_;
+  std::vector<float> verify_row_;  // a logits row being checked against a guess
 
   mutable std::mutex mutex_;
   std::condition_variable work_;

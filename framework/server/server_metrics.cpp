@@ -167,6 +167,10 @@ void register_engine_metrics(MetricsRegistry& registry,
             [](const EngineStats& s) { return double(s.preemptions); });
   per_model(exported_metric("chatflow:engine_steps_total"),
             [](const EngineStats& s) { return double(s.steps); });
+  per_model(exported_metric("chatflow:spec_decode_num_draft_tokens_total"),
+            [](const EngineStats& s) { return double(s.draft_tokens); });
+  per_model(exported_metric("chatflow:spec_decode_num_accepted_tokens_total"),
+            [](const EngineStats& s) { return double(s.accepted_tokens); });
   registry.sampled(exported_metric("chatflow:engine_backend_info"), [models]() {
     std::vector<std::pair<LabelValues, double>> samples;
     for (const auto& model : models) {

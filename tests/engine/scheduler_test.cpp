@@ -278,6 +278,68 @@ TEST(Scheduler, PreemptionUnderATinyPoolStillCompletesEveryRequestCorrectly) {
       << "the pool was meant to be too small for everyone at once";
 }
 
+// Speculative decoding by prompt lookup: the guesses the model confirms are kept, the rest are
+// taken back (tokens and KV), so every greedy answer is the one decoding without guesses gives,
+// token for token: alone, batched with others, at max_tokens, with penalties, under preemption.
+// Prompts that repeat themselves make guesses; random weights confirm some of them.
+TEST(Scheduler, PromptLookupChangesNoGreedyAnswer) {
+  auto model = test_model();
+  for (int64_t kv_blocks : {0, 24}) {
+    SchedulerConfig config;
+    config.prompt_lookup = {.max_draft = 5, .longest_ngram = 3, .shortest_ngram = 1};
+    config.kv_blocks = kv_blocks;  // 24: too few for everyone at once, so some are preempted
+    config.max_batched_tokens = 48;
+    Scheduler scheduler(model, config);
+    std::vector<SequenceSpec> specs;
+    for (int i = 0; i < 6; ++i) {
+      std::string text;
+      for (int r = 0; r < 2 + i % 3; ++r)
+        text += kPrompts[static_cast<size_t>(i)] + " ";
+      specs.push_back(greedy(*model, text, 24 + 5 * i));
+    }
+    specs[1].sampling.repetition_penalty = 1.3f;  // the penalties see the guesses' tokens too
+    specs[2].sampling.frequency_penalty = 0.5f;
+    specs[3].max_tokens = 7;
+    std::vector<std::shared_ptr<Collector>> collectors;
+    for (const auto& spec : specs) {
+      collectors.push_back(std::make_shared<Collector>());
+      ASSERT_EQ(scheduler.submit(spec, collectors.back()), std::nullopt);
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      ASSERT_TRUE(collectors[i]->wait());
+      EXPECT_EQ(collectors[i]->error(), "");
+      EXPECT_EQ(collectors[i]->tokens(), alone(model, specs[i]))
+          << "sequence " << i << " with " << kv_blocks << " KV blocks";
+      EXPECT_EQ(collectors[i]->usage().completion_tokens, specs[i].max_tokens);
+      EXPECT_FALSE(collectors[i]->first_flag_wrong());
+    }
+    wait_until_idle(scheduler);
+    const SchedulerStats stats = scheduler.stats();
+    EXPECT_GT(stats.drafted_tokens, 0) << "no guesses were made: the test checks nothing";
+    EXPECT_GT(stats.accepted_tokens, 0) << "no guess was confirmed: the test checks nothing";
+    EXPECT_LT(stats.accepted_tokens, stats.drafted_tokens);
+    EXPECT_EQ(stats.sequence_blocks, 0);
+    if (kv_blocks > 0) {
+      EXPECT_GT(stats.preemptions, 0) << "the pool was meant to be too small for everyone";
+    }
+  }
+}
+
+TEST(Scheduler, PromptLookupLeavesSampledAnswersAlone) {
+  auto model = test_model();
+  SchedulerConfig config;
+  config.prompt_lookup = {.max_draft = 5, .longest_ngram = 3, .shortest_ngram = 1};
+  Scheduler scheduler(model, config);
+  SequenceSpec spec = greedy(*model, "a b a b a b a b a b a b", 24);
+  spec.sampling.temperature = 0.8f;
+  spec.sampling.seed = 11;
+  auto collector = std::make_shared<Collector>();
+  ASSERT_FALSE(scheduler.submit(spec, collector));
+  ASSERT_TRUE(collector->wait());
+  EXPECT_EQ(collector->tokens(), alone(model, spec));
+  EXPECT_EQ(scheduler.stats().drafted_tokens, 0);
+}
+
 // A constraint whose mask takes as long as the test wants, like a grammar state whose mask is a
 // long trie walk: the work it hands out runs until the gate opens (or it is abandoned); a
 // scheduler that asked restrict() without that work would wait in restrict() just as long.

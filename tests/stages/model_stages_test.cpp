@@ -176,6 +176,44 @@ TEST(ModelStages, TheModelReportsTheBackendItComputesOn) {
   EXPECT_GT(stats.kv_pool_bytes, 0);
 }
 
+// speculative: {kind: ngram} reaches the engine: a greedy answer to a prompt that repeats itself
+// is the one the engine gives without the pipeline, and the model counts the guesses it checked.
+TEST(ModelStages, SpeculativeDecodingByPromptLookupKeepsTheGreedyAnswer) {
+  std::string path = model_path();
+  auto pipeline =
+      build_yaml(pipeline_yaml(path, ", speculative: {kind: ngram, max_draft: 4, ngram_min: 1}"),
+                 builtin_registry());
+  ASSERT_TRUE(pipeline);
+  const std::string prompt = "one two three one two three one two three one two";
+  std::shared_ptr<CollectingSink> sink;
+  auto request = completion(prompt, sink, 40);
+  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(sink->text(), direct_text(path, prompt, 40));
+  auto served = std::dynamic_pointer_cast<ServedModel>(pipeline->resource("llm"));
+  ASSERT_TRUE(served);
+  EXPECT_GT(served->engine_stats().draft_tokens, 0);
+}
+
+TEST(ModelStages, SpeculativeNgramBoundsThatCrossAreRefusedAtTheKey) {
+  const std::string yaml =
+      "version: 1\nresources:\n  llm: {type: gguf_model, path: nowhere.gguf,\n"
+      "        speculative: {kind: ngram, ngram_min: 4, ngram_max: 2}}\nstages:\n"
+      "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
+      "  - {name: echo, type: echo}\n";
+  Diagnostics diagnostics;
+  auto spec = check_yaml(yaml, builtin_registry(), diagnostics);
+  ASSERT_TRUE(spec) << all_errors(diagnostics);
+  EXPECT_FALSE(Pipeline::build(std::move(*spec), diagnostics));
+  const std::string errors = all_errors(diagnostics);
+  EXPECT_EQ(errors.rfind("test.yaml:4:22: error: resource 'llm' (gguf_model): key 'speculative': "
+                         "ngram_min (4) must not be larger than ngram_max (2)",
+                         0),
+            0u)
+      << errors;
+}
+
 // backend: cuda in a build without the CUDA backend is refused at the key, saying how to get it,
 // before any model is read (the path here does not exist).
 TEST(ModelStages, ABackendThisBuildLacksIsRefusedAtItsKey) {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, modelStages, scratchPath, startServer, testModel, writeTemp } from './harness.mjs';
+import { addKey, modelPipeline, modelStages, scratchPath, startServer, testModel, writeTemp } from './harness.mjs';
 
 const require = createRequire(`${process.env.CHATFLOW_NODE_MODULES}/`);
 const Anthropic = require('@anthropic-ai/sdk');
@@ -327,5 +327,33 @@ edges:
     const final = await stream.finalMessage();
     assert.equal(text, first.data.content[0].text);
     assert.equal(final.stop_reason, 'max_tokens');
+  });
+});
+
+describe('an Anthropic stream that fails after it began', () => {
+  let server;
+  before(async () => {
+    const serveFile = writeTemp('anthropic-timeout-serve.yaml',
+      `server:\n  request_timeout_s: 1\npipeline: ${modelPipeline('anthropic-timeout')}\n`);
+    server = await startServer(['--config', serveFile]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('ends with an error event the SDK raises as the API error it is', async () => {
+    const client = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0 });
+    const stream = client.messages.stream({ ...ask, max_tokens: 16000 });
+    let text = '';
+    stream.on('text', (delta) => { text += delta; });
+    await assert.rejects(stream.finalMessage(), (error) => {
+      assert.ok(error instanceof Anthropic.APIError, String(error));
+      assert.equal(error.error.type, 'error');
+      assert.equal(error.error.error.type, 'timeout_error');
+      assert.match(error.error.error.message, /deadline|request_timeout_s/);
+      return true;
+    });
+    assert.ok(text.length > 0, 'the stream had begun');
   });
 });

@@ -1,135 +1,20 @@
 #include "framework/anthropic/messages_protocol.h"
 
 #include <algorithm>
-#include <cmath>
-#include <set>
 
 #include <boost/json.hpp>
 
 #include "framework/chat/output_constraint.h"
+#include "framework/chat/request_body.h"
 #include "framework/chat/tool_calls.h"
-#include "framework/text/utf8.h"
 
 namespace chatflow::anthropic {
 namespace json = boost::json;
+using chat::request_body::Fields;
+using chat::request_body::invalid;
+using chat::request_body::kind_of;
+using chat::request_body::parse_object;
 namespace {
-
-[[noreturn]] void invalid(const std::string& message, const std::string& param = {},
-                          const std::string& code = {}) {
-  throw RequestFailure(RequestError{400, "invalid_request_error", message, code, param});
-}
-
-const char* kind_of(const json::value& value) {
-  switch (value.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-      return "an integer";
-    case json::kind::double_:
-      return "a number";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "a value";
-}
-
-// The members of one JSON object, read by name: each absent or null (then a fallback), else of
-// the right type and range; a member nothing read is refused by name (`prefix` is the object's
-// path: "messages[0].content[1].").
-class Members {
- public:
-  Members(const json::object& object, std::string prefix)
-      : object_(object), prefix_(std::move(prefix)) {}
-
-  const json::value* get(std::string_view name) const {
-    read_.insert(std::string(name));
-    auto found = object_.find(name);
-    return found == object_.end() || found->value().is_null() ? nullptr : &found->value();
-  }
-  std::string path(std::string_view name) const { return prefix_ + std::string(name); }
-
-  std::string string(std::string_view name, const std::string& fallback) const {
-    const json::value* value = get(name);
-    if (!value) return fallback;
-    if (!value->is_string())
-      invalid("'" + path(name) + "' must be a string, got " + kind_of(*value), path(name));
-    return std::string(value->get_string());
-  }
-  bool boolean(std::string_view name, bool fallback) const {
-    const json::value* value = get(name);
-    if (!value) return fallback;
-    if (!value->is_bool())
-      invalid("'" + path(name) + "' must be a boolean, got " + kind_of(*value), path(name));
-    return value->get_bool();
-  }
-  double number(std::string_view name, double fallback, double minimum, double maximum) const {
-    const json::value* value = get(name);
-    if (!value) return fallback;
-    if (!value->is_number())
-      invalid("'" + path(name) + "' must be a number, got " + kind_of(*value), path(name));
-    double number = value->to_number<double>();
-    if (!std::isfinite(number) || number < minimum || number > maximum) {
-      invalid("'" + path(name) + "' must be between " + format(minimum) + " and " +
-                  format(maximum) + ", got " + format(number),
-              path(name));
-    }
-    return number;
-  }
-  std::optional<int64_t> integer(std::string_view name, int64_t minimum, int64_t maximum) const {
-    const json::value* value = get(name);
-    if (!value) return std::nullopt;
-    if (!value->is_int64() && !value->is_uint64())
-      invalid("'" + path(name) + "' must be an integer, got " + kind_of(*value), path(name));
-    bool too_large = value->is_uint64() && value->get_uint64() > static_cast<uint64_t>(INT64_MAX);
-    int64_t number = too_large ? INT64_MAX : value->to_number<int64_t>();
-    if (number < minimum || number > maximum) {
-      invalid("'" + path(name) + "' must be between " + std::to_string(minimum) + " and " +
-                  std::to_string(maximum) + ", got " + json::serialize(*value),
-              path(name));
-    }
-    return number;
-  }
-  // An array member, or nullptr when absent.
-  const json::array* array(std::string_view name) const {
-    const json::value* value = get(name);
-    if (!value) return nullptr;
-    if (!value->is_array())
-      invalid("'" + path(name) + "' must be an array, got " + kind_of(*value), path(name));
-    return &value->get_array();
-  }
-
-  // `ignored`: members accepted that change nothing here (documented as such).
-  void refuse_unread(std::initializer_list<std::string_view> ignored) const {
-    for (const auto& entry : object_) {
-      std::string_view name = entry.key();
-      if (entry.value().is_null() || read_.count(std::string(name)) ||
-          std::find(ignored.begin(), ignored.end(), name) != ignored.end()) {
-        continue;
-      }
-      throw RequestFailure(RequestError{400, "invalid_request_error",
-                                        "'" + path(name) + "' is not supported by this server",
-                                        "unsupported_parameter", path(name)});
-    }
-  }
-
- private:
-  static std::string format(double value) {
-    std::string text = std::to_string(value);
-    text.erase(text.find_last_not_of('0') + 1);
-    if (!text.empty() && text.back() == '.') text.pop_back();
-    return text;
-  }
-  const json::object& object_;
-  std::string prefix_;
-  mutable std::set<std::string, std::less<>> read_;
-};
 
 const json::object& object_at(const json::value& value, const std::string& param) {
   if (!value.is_object())
@@ -137,19 +22,8 @@ const json::object& object_at(const json::value& value, const std::string& param
   return value.get_object();
 }
 
-json::value parse_body(std::string_view body) {
-  if (auto offset = text::first_invalid_byte(body))
-    invalid("the body is not valid UTF-8 (at byte " + std::to_string(*offset) + ")");
-  json::error_code error;
-  json::value document = json::parse(body, error);
-  if (error) invalid("the body is not valid JSON: " + error.message());
-  if (!document.is_object())
-    invalid(std::string("the body must be a JSON object, got ") + kind_of(document));
-  return document;
-}
-
-// The type of one content block, refusing those chatflow has no use for by name.
-std::string block_type(const Members& block, const std::string& param) {
+// The type of one content block, which every block must have.
+std::string block_type(const Fields& block, const std::string& param) {
   std::string type = block.string("type", "");
   if (type.empty()) invalid("'" + param + ".type' is required", param + ".type");
   return type;
@@ -172,7 +46,7 @@ std::string text_of(const json::value& value, const std::string& param) {
   size_t index = 0;
   for (const auto& item : value.get_array()) {
     std::string at = param + "[" + std::to_string(index++) + "]";
-    Members block(object_at(item, at), at + ".");
+    Fields block(object_at(item, at), at + ".");
     std::string type = block_type(block, at);
     if (type != "text") unsupported_block(type, at, "text");
     if (!text.empty()) text += "\n";
@@ -187,7 +61,7 @@ std::string text_of(const json::value& value, const std::string& param) {
 // message; an assistant turn's text and tool_use blocks one assistant message with its calls.
 void add_message(const json::value& item, size_t index, std::vector<Message>& messages) {
   std::string param = "messages[" + std::to_string(index) + "]";
-  Members message(object_at(item, param), param + ".");
+  Fields message(object_at(item, param), param + ".");
   std::string role = message.string("role", "");
   if (role != "user" && role != "assistant")
     invalid("'" + param + ".role' must be user or assistant, got '" + role + "'", param + ".role");
@@ -206,7 +80,7 @@ void add_message(const json::value& item, size_t index, std::vector<Message>& me
   size_t block_index = 0;
   for (const auto& value : content->get_array()) {
     std::string at = param + ".content[" + std::to_string(block_index++) + "]";
-    Members block(object_at(value, at), at + ".");
+    Fields block(object_at(value, at), at + ".");
     std::string type = block_type(block, at);
     if (type == "text") {
       if (!turn.content.empty()) turn.content += "\n";
@@ -245,14 +119,14 @@ void add_message(const json::value& item, size_t index, std::vector<Message>& me
 }
 
 // tools: [{"name", "description", "input_schema"}] (client tools; "type": "custom" or absent).
-void parse_tools(const Members& fields, GenerationParams& params) {
+void parse_tools(const Fields& fields, GenerationParams& params) {
   const json::array* tools = fields.array("tools");
   if (tools) {
     if (tools->size() > 128) invalid("'tools' may hold at most 128 tools", "tools");
     size_t index = 0;
     for (const auto& item : *tools) {
       std::string param = "tools[" + std::to_string(index++) + "]";
-      Members tool(object_at(item, param), param + ".");
+      Fields tool(object_at(item, param), param + ".");
       std::string type = tool.string("type", "custom");
       if (type != "custom") {
         invalid("'" + param + ".type' is '" + type +
@@ -282,7 +156,7 @@ void parse_tools(const Members& fields, GenerationParams& params) {
   params.tool_choice = params.tools.empty() ? ToolChoice::none : ToolChoice::automatic;
   const json::value* choice = fields.get("tool_choice");
   if (!choice) return;
-  Members named(object_at(*choice, "tool_choice"), "tool_choice.");
+  Fields named(object_at(*choice, "tool_choice"), "tool_choice.");
   std::string type = named.string("type", "");
   params.parallel_tool_calls = !named.boolean("disable_parallel_tool_use", false);
   if (type == "none") {
@@ -314,7 +188,7 @@ void parse_tools(const Members& fields, GenerationParams& params) {
 namespace {
 
 // What a Messages request and a token count share: the model, the conversation and its tools.
-void parse_conversation(const Members& fields, Request& request,
+void parse_conversation(const Fields& fields, Request& request,
                         const std::vector<std::string>& served_models) {
   request.kind = RequestKind::chat;
   request.model = fields.string("model", "");
@@ -340,17 +214,17 @@ void parse_conversation(const Members& fields, Request& request,
 
 void parse_messages_request(std::string_view body, Request& request,
                             const std::vector<std::string>& served_models) {
-  json::value document = parse_body(body);
-  Members fields(document.get_object(), "");
+  json::value document = parse_object(body);
+  Fields fields(document.get_object(), "");
   parse_conversation(fields, request, served_models);
   // Anthropic requires it: an answer's length is the caller's decision, never a default.
-  std::optional<int64_t> max_tokens = fields.integer("max_tokens", 1, 1 << 20);
+  std::optional<int64_t> max_tokens = fields.optional_integer("max_tokens", 1, 1 << 20);
   if (!max_tokens) invalid("'max_tokens' is required", "max_tokens");
   request.generation.max_tokens = *max_tokens;
   request.generation.temperature = static_cast<float>(fields.number("temperature", 1.0, 0.0, 1.0));
   request.generation.top_p = static_cast<float>(fields.number("top_p", 1.0, 0.0, 1.0));
   if (request.generation.top_p == 0.0f) invalid("'top_p' must be greater than 0", "top_p");
-  request.generation.top_k = static_cast<int>(fields.integer("top_k", 0, 1 << 20).value_or(0));
+  request.generation.top_k = static_cast<int>(fields.integer("top_k", 0, 0, 1 << 20));
   if (const json::array* stops = fields.array("stop_sequences")) {
     for (size_t i = 0; i < stops->size(); ++i) {
       const json::value& stop = (*stops)[i];
@@ -364,7 +238,7 @@ void parse_messages_request(std::string_view body, Request& request,
   request.generation.ignore_eos = fields.boolean("ignore_eos", false);
   request.stream = fields.boolean("stream", false);
   if (const json::value* metadata = fields.get("metadata")) {
-    Members members(object_at(*metadata, "metadata"), "metadata.");
+    Fields members(object_at(*metadata, "metadata"), "metadata.");
     // A client-chosen label, as OpenAI's `user`: an identity only ever comes from the credential.
     request.end_user = members.string("user_id", "");
     members.refuse_unread({});
@@ -375,8 +249,8 @@ void parse_messages_request(std::string_view body, Request& request,
 
 void parse_count_tokens_request(std::string_view body, Request& request,
                                 const std::vector<std::string>& served_models) {
-  json::value document = parse_body(body);
-  Members fields(document.get_object(), "");
+  json::value document = parse_object(body);
+  Fields fields(document.get_object(), "");
   parse_conversation(fields, request, served_models);
   fields.refuse_unread({});
 }

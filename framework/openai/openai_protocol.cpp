@@ -4,11 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
-#include <set>
 
 #include <boost/json.hpp>
 
 #include "framework/chat/output_constraint.h"
+#include "framework/chat/request_body.h"
 #include "framework/chat/tool_calls.h"
 #include "framework/openai/retract.h"
 #include "framework/text/utf8.h"
@@ -17,123 +17,11 @@ namespace chatflow::openai {
 namespace json = boost::json;
 using chat::check_json_schema;
 using chat::valid_function_name;
+using chat::request_body::Fields;
+using chat::request_body::invalid;
+using chat::request_body::kind_of;
+using chat::request_body::parse_object;
 namespace {
-
-[[noreturn]] void invalid(const std::string& message, const std::string& param = {},
-                          const std::string& code = {}) {
-  throw RequestFailure(RequestError{400, "invalid_request_error", message, code, param});
-}
-
-const char* kind_of(const json::value& value) {
-  switch (value.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-      return "an integer";
-    case json::kind::double_:
-      return "a number";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "a value";
-}
-
-// A field that may be absent or null (then `fallback`), else must have the right type and range.
-// Errors name the field by its whole path (`prefix` names the object: "tools[0].function.").
-class Fields {
- public:
-  explicit Fields(const json::object& object, std::string prefix = {})
-      : object_(object), prefix_(std::move(prefix)) {}
-
-  const json::value* get(const char* name) const {
-    read_.insert(name);
-    auto found = object_.find(name);
-    return found == object_.end() || found->value().is_null() ? nullptr : &found->value();
-  }
-
-  // A field nothing read would be silently ignored: refused instead, naming it (a null counts
-  // as absent). `ignored` lists fields accepted for compatibility that change nothing.
-  void refuse_unread(std::initializer_list<std::string_view> ignored) const {
-    for (const auto& entry : object_) {
-      std::string_view name = entry.key();
-      if (entry.value().is_null() || read_.count(name) ||
-          std::find(ignored.begin(), ignored.end(), name) != ignored.end()) {
-        continue;
-      }
-      std::string path = prefix_ + std::string(name);
-      throw RequestFailure(RequestError{400, "invalid_request_error",
-                                        "'" + path + "' is not supported by this server; remove it",
-                                        "unsupported_parameter", path});
-    }
-  }
-
-  double number(const char* name, double fallback, double minimum, double maximum) const {
-    const json::value* value = get(name);
-    if (!value) return fallback;
-    std::string path = prefix_ + name;
-    if (!value->is_number())
-      invalid("'" + path + "' must be a number, got " + kind_of(*value), path);
-    double number = value->to_number<double>();
-    if (!std::isfinite(number) || number < minimum || number > maximum) {
-      invalid("'" + path + "' must be between " + format(minimum) + " and " + format(maximum) +
-                  ", got " + format(number),
-              path);
-    }
-    return number;
-  }
-
-  int64_t integer(const char* name, int64_t fallback, int64_t minimum, int64_t maximum) const {
-    const json::value* value = get(name);
-    if (!value) return fallback;
-    std::string path = prefix_ + name;
-    if (!value->is_int64() && !value->is_uint64())
-      invalid("'" + path + "' must be an integer, got " + kind_of(*value), path);
-    if (value->is_uint64() && value->get_uint64() > static_cast<uint64_t>(maximum))
-      invalid("'" + path + "' must be at most " + std::to_string(maximum), path);
-    int64_t number =
-        value->is_int64() ? value->get_int64() : static_cast<int64_t>(value->get_uint64());
-    if (number < minimum || number > maximum) {
-      invalid("'" + path + "' must be between " + std::to_string(minimum) + " and " +
-                  std::to_string(maximum) + ", got " + std::to_string(number),
-              path);
-    }
-    return number;
-  }
-
-  bool boolean(const char* name, bool fallback) const {
-    const json::value* value = get(name);
-    if (!value) return fallback;
-    if (!value->is_bool())
-      invalid("'" + prefix_ + name + "' must be a boolean, got " + kind_of(*value), prefix_ + name);
-    return value->get_bool();
-  }
-
-  std::string string(const char* name, const std::string& fallback) const {
-    const json::value* value = get(name);
-    if (!value) return fallback;
-    if (!value->is_string())
-      invalid("'" + prefix_ + name + "' must be a string, got " + kind_of(*value), prefix_ + name);
-    return std::string(value->get_string());
-  }
-
- private:
-  static std::string format(double value) {
-    std::string text = std::to_string(value);
-    text.erase(text.find_last_not_of('0') + 1);
-    if (!text.empty() && text.back() == '.') text.pop_back();
-    return text;
-  }
-  const json::object& object_;
-  std::string prefix_;
-  mutable std::set<std::string_view, std::less<>> read_;
-};
 
 // Message content: a string, or an array of {"type": "text", "text": ...} parts.
 std::string content_of(const json::value& content, size_t index) {
@@ -157,23 +45,6 @@ std::string content_of(const json::value& content, size_t index) {
     text += part_text->get_string();
   }
   return text;
-}
-
-// A JSON object body, or a 400 saying what is wrong with it.
-json::value parse_object(std::string_view body) {
-  if (auto offset = text::first_invalid_byte(body)) {
-    invalid("the body is not valid UTF-8 (at byte " + std::to_string(*offset) + ")");
-  }
-  json::parse_options options;
-  options.max_depth = 64;  // a nesting bomb is an error, not a stack overflow
-  std::error_code error;
-  json::value document =
-      json::parse(json::string_view(body.data(), body.size()), error,
-                  json::make_shared_resource<json::monotonic_resource>(), options);
-  if (error) invalid("the body is not valid JSON: " + error.message());
-  if (!document.is_object())
-    invalid(std::string("the body must be a JSON object, got ") + kind_of(document));
-  return document;
 }
 
 }  // namespace

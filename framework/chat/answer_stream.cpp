@@ -27,15 +27,18 @@ AnswerPiece AnswerStream::push(const Request& request, const Chunk& chunk) {
     if (!tools_) tools_.emplace(request.tool_format, request.generation.tools);
     ToolCallStreamer::Pieces pieces = tools_->push(piece.text, chunk.is_final());
     piece.text = std::move(pieces.content);
-    piece.calls = std::move(pieces.calls);
+    // The streamer gives each call out once, whole: numbered here with the structured ones.
+    for (ToolCallDelta& call : pieces.calls) {
+      call.index = calls_given_++;
+      piece.calls.push_back(std::move(call));
+    }
   }
   if (chat) {
-    // An answer's calls come either written in its text or structured, never both: the indexes
-    // of the structured ones count from 0.
     for (const ToolCall& call : chunk.tool_calls) {
-      piece.calls.push_back({structured_calls_++,
+      piece.calls.push_back({calls_given_++,
                              call.id.empty() ? new_tool_call_id(ToolCallFormat::hermes) : call.id,
                              call.name, call.arguments});
+      ++structured_calls_;
     }
   }
   if (chunk.finish) {
@@ -57,13 +60,8 @@ AnswerPiece AnswerStream::push(const Request& request, const Chunk& chunk) {
 void GatheredAnswer::add(AnswerPiece piece) {
   text += piece.text;
   reasoning += piece.reasoning;
-  for (ToolCallDelta& delta : piece.calls) {
-    if (delta.index >= 0 && static_cast<size_t>(delta.index) < calls.size()) {
-      calls[delta.index].arguments += delta.arguments;
-    } else {
-      calls.push_back({std::move(delta.id), std::move(delta.name), std::move(delta.arguments)});
-    }
-  }
+  for (ToolCallDelta& call : piece.calls)
+    calls.push_back({std::move(call.id), std::move(call.name), std::move(call.arguments)});
   if (piece.stop) stop = *piece.stop;
 }
 

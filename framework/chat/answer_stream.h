@@ -44,6 +44,7 @@ class AnswerStream {
  private:
   std::optional<ToolCallStreamer> tools_;  // for requests whose answer may call tools
   int structured_calls_ = 0;               // Chunk::tool_calls passed on so far
+  int calls_given_ = 0;                    // calls of either kind passed on so far
 };
 
 // A whole answer, gathered from the pieces of an AnswerStream.

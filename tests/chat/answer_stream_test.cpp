@@ -113,6 +113,30 @@ TEST(AnswerStream, StructuredCallsEndTheAnswerWithToolCalls) {
   EXPECT_EQ(stream.push(request, last_chunk()).stop, StopReason::tool_calls);
 }
 
+TEST(AnswerStream, CallsWrittenAndStructuredAreNumberedTogether) {
+  Request request;
+  make_chat(request, ToolCallFormat::hermes, {tool("a"), tool("b")});
+  Chunk written =
+      Chunk::delta("<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": 1}}</tool_call>");
+  Chunk structured;
+  structured.tool_calls = {{"call_engine", "b", "{}"}};
+  AnswerStream stream;
+  AnswerPiece first = stream.push(request, written);
+  AnswerPiece second = stream.push(request, structured);
+  ASSERT_EQ(first.calls.size(), 1u);
+  ASSERT_EQ(second.calls.size(), 1u);
+  EXPECT_EQ(first.calls[0].index, 0);
+  EXPECT_EQ(second.calls[0].index, 1);
+
+  GatheredAnswer answer = gather(request, {written, structured, last_chunk()});
+  ASSERT_EQ(answer.calls.size(), 2u);
+  EXPECT_EQ(answer.calls[0].name, "a");
+  EXPECT_EQ(answer.calls[0].arguments, R"({"x": 1})");
+  EXPECT_EQ(answer.calls[1].name, "b");
+  EXPECT_EQ(answer.calls[1].arguments, "{}");
+  EXPECT_EQ(answer.stop, StopReason::tool_calls);
+}
+
 TEST(AnswerStream, AnAnswerCutByItsLengthEndsWithLengthEvenAfterACall) {
   Request request;
   make_chat(request, ToolCallFormat::hermes, {tool("f")});

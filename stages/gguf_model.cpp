@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <boost/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "framework/api/config_key_error.h"
 #include "framework/bridge/engine_bridge.h"
@@ -41,6 +42,11 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
   scheduler.prefix_cache = config.kv_cache.prefix_cache;
   scheduler.kv_type = config.kv_cache.type == "f32" ? kernels::KvType::f32 : kernels::KvType::f16;
   scheduler.backend = config.backend;
+  scheduler.persist_path = config.kv_cache.persist.path;
+  scheduler.persist_max_bytes = static_cast<uint64_t>(config.kv_cache.persist.max_bytes);
+  scheduler.persist_report = [name = model.path()](const std::string& line) {
+    spdlog::info("{}: {}", name, line);
+  };
   if (config.speculative.kind == "ngram") {
     scheduler.prompt_lookup = {.max_draft = config.speculative.max_draft,
                                .longest_ngram = static_cast<int>(config.speculative.ngram_max),
@@ -384,6 +390,15 @@ ResourceTypeInfo gguf_model_resource_type() {
       .key("type", &KvCacheConfig::type,
            "how keys and values are stored: f16 (half the memory and memory traffic) or f32")
       .choices({"f16", "f32"});
+  SchemaBuilder<KvPersistConfig> persist;
+  persist.key("path", &KvPersistConfig::path,
+              "file the prefix cache is saved to when the model stops and read from at start; "
+              "empty: not kept. Another model's, KV type's or a damaged file is refused and left");
+  persist
+      .key("max_bytes", &KvPersistConfig::max_bytes,
+           "the file's size at most: the most recently used blocks are kept")
+      .at_least(0);
+  kv_cache.object("persist", &KvCacheConfig::persist, persist, "the prefix cache across restarts");
   SchemaBuilder<SchedulerSettings> scheduler;
   scheduler.key("max_seqs", &SchedulerSettings::max_seqs, "sequences decoded together at most")
       .range(1, 4096);

@@ -22,11 +22,18 @@
 namespace chatflow {
 
 // The YAML keys of a gguf_model resource, which are also its settings.
+// The prefix cache kept across restarts: saved to `path` when the model stops, read back at start.
+struct KvPersistConfig {
+  std::string path;  // empty: not kept
+  int64_t max_bytes = int64_t{1} << 30;
+};
+
 struct KvCacheConfig {
   int64_t block_tokens = 16;
   int64_t blocks = 0;
   bool prefix_cache = true;
   std::string type = "f16";
+  KvPersistConfig persist;
 };
 
 struct SchedulerSettings {

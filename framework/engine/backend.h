@@ -124,6 +124,14 @@ class Backend {
   // that does not cover the chunk or a step before allocate_kv_pool; nothing of `out` is to be
   // trusted then, and the chunks' new positions hold no keys or values.
   virtual void forward(std::span<const StepChunk> chunks, StepOutput& out) = 0;
+
+  // One KV block's bytes (every layer's keys and values for its positions) as this backend stores
+  // them: the prefix cache is saved across restarts through these (prefix_cache_file.h), and read
+  // back only by the same backend, model and KV type. Throw std::logic_error before
+  // allocate_kv_pool and std::out_of_range for a block outside the pool or a wrong size.
+  virtual size_t kv_block_bytes() const = 0;
+  virtual void read_kv_block(BlockId block, std::span<std::byte> out) const = 0;
+  virtual void write_kv_block(BlockId block, std::span<const std::byte> bytes) = 0;
 };
 
 // Why a backend cannot be made: not in this build, or no device for it. The message says what

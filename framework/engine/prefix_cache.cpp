@@ -54,11 +54,12 @@ std::vector<BlockId> PrefixCache::match(std::string_view salt, std::span<const T
   return blocks;
 }
 
-void PrefixCache::insert(uint64_t hash, std::span<const TokenId> tokens, BlockId block) {
+void PrefixCache::insert(uint64_t hash, uint64_t parent, std::span<const TokenId> tokens,
+                         BlockId block) {
   if (entries_.count(hash)) return;
   cache_.retain(block);
   recency_.push_back(hash);
-  entries_.emplace(hash, Entry{block, std::vector<TokenId>(tokens.begin(), tokens.end()),
+  entries_.emplace(hash, Entry{block, parent, std::vector<TokenId>(tokens.begin(), tokens.end()),
                                std::prev(recency_.end())});
 }
 
@@ -81,6 +82,18 @@ int64_t PrefixCache::evictable_blocks() const {
   for (const auto& [hash, entry] : entries_)
     count += cache_.references(entry.block) == 1;
   return count;
+}
+
+}  // namespace chatflow::engine
+
+namespace chatflow::engine {
+
+void PrefixCache::for_each(
+    const std::function<void(uint64_t, uint64_t, std::span<const TokenId>, BlockId)>& visit) const {
+  for (auto it = recency_.rbegin(); it != recency_.rend(); ++it) {
+    const Entry& entry = entries_.at(*it);
+    visit(*it, entry.parent, entry.tokens, entry.block);
+  }
 }
 
 }  // namespace chatflow::engine

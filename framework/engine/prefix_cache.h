@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <span>
 #include <string_view>
@@ -31,14 +32,20 @@ class PrefixCache {
   std::vector<BlockId> match(std::string_view salt, std::span<const TokenId> tokens,
                              int64_t max_blocks);
 
-  // Publishes a block a sequence has just filled. If the same content is already cached, nothing
-  // changes (the sequence keeps its own copy).
-  void insert(uint64_t hash, std::span<const TokenId> tokens, BlockId block);
+  // Publishes a block a sequence has just filled (`parent`: the hash of the block before it, or
+  // the root). If the same content is already cached, nothing changes (the sequence keeps its own
+  // copy).
+  void insert(uint64_t hash, uint64_t parent, std::span<const TokenId> tokens, BlockId block);
 
   // Frees cached blocks no sequence uses, oldest first, until `needed` blocks are free.
   bool make_room(int64_t needed);
   int64_t evictable_blocks() const;
   int64_t cached_blocks() const { return static_cast<int64_t>(entries_.size()); }
+
+  // Every cached block, most recently used first (saving the cache: prefix_cache_file.h).
+  void for_each(
+      const std::function<void(uint64_t hash, uint64_t parent, std::span<const TokenId> tokens,
+                               BlockId block)>& visit) const;
 
   int64_t queried_blocks() const { return queried_blocks_; }
   int64_t hit_blocks() const { return hit_blocks_; }
@@ -46,6 +53,7 @@ class PrefixCache {
  private:
   struct Entry {
     BlockId block;
+    uint64_t parent;              // a chain is only of use from its first block
     std::vector<TokenId> tokens;  // checked on lookup, so a hash collision can never mix contents
     std::list<uint64_t>::iterator recency;
   };

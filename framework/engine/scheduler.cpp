@@ -85,8 +85,11 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, std::unique_ptr<Backend
       constraint_worker_(kConstraintThreads) {
   backend_->allocate_kv_pool({cache_.total_blocks(), cache_.block_tokens(), config.kv_type});
   backend_info_ = backend_->info();
+  restore_prefix_cache();
   stats_.total_blocks = cache_.total_blocks();
   stats_.free_blocks = cache_.free_blocks();
+  stats_.cached_blocks = prefix_cache_.cached_blocks();
+  stats_.evictable_blocks = prefix_cache_.evictable_blocks();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -97,6 +100,51 @@ Scheduler::~Scheduler() {
   }
   work_.notify_all();
   thread_.join();
+  save_prefix_cache();  // every sequence has let go of its blocks by now
+}
+
+PrefixCacheIdentity Scheduler::persist_identity() const {
+  return {model_fingerprint(*model_), backend_info_.name, static_cast<uint32_t>(config_.kv_type),
+          cache_.block_tokens(), backend_->kv_block_bytes()};
+}
+
+void Scheduler::restore_prefix_cache() {
+  if (config_.persist_path.empty() || !config_.prefix_cache) return;
+  auto report = [this](const std::string& line) {
+    if (config_.persist_report) config_.persist_report(line);
+  };
+  try {
+    PrefixCacheRestored restored = engine::restore_prefix_cache(
+        config_.persist_path, persist_identity(), prefix_cache_, cache_, *backend_);
+    if (!restored.found) {
+      report("no saved prefix cache at '" + config_.persist_path + "' yet");
+    } else if (!restored.refused.empty()) {
+      report("the saved prefix cache '" + config_.persist_path +
+             "' is not used: " + restored.refused);
+    } else {
+      report("restored " + std::to_string(restored.blocks) + " blocks (" +
+             std::to_string(restored.blocks * cache_.block_tokens()) +
+             " positions) of the prefix cache from '" + config_.persist_path + "'");
+    }
+  } catch (const std::exception& error) {
+    report("the saved prefix cache '" + config_.persist_path + "' is not used: " + error.what());
+  }
+}
+
+void Scheduler::save_prefix_cache() {
+  if (config_.persist_path.empty() || !config_.prefix_cache) return;
+  auto report = [this](const std::string& line) {
+    if (config_.persist_report) config_.persist_report(line);
+  };
+  try {
+    PrefixCacheSaved saved =
+        engine::save_prefix_cache(config_.persist_path, persist_identity(), prefix_cache_,
+                                  *backend_, config_.persist_max_bytes);
+    report("saved " + std::to_string(saved.blocks) + " blocks of the prefix cache (" +
+           std::to_string(saved.bytes) + " bytes) to '" + config_.persist_path + "'");
+  } catch (const std::exception& error) {
+    report("the prefix cache was not saved: " + std::string(error.what()));
+  }
 }
 
 int64_t Scheduler::capacity_tokens() const {
@@ -217,7 +265,9 @@ void Scheduler::publish_full_blocks(Sequence& sequence) {
   }
   for (; sequence.published_blocks < full; ++sequence.published_blocks) {
     size_t b = static_cast<size_t>(sequence.published_blocks);
-    prefix_cache_.insert(sequence.block_hashes[b],
+    uint64_t parent =
+        b == 0 ? PrefixCache::root_hash(sequence.spec.cache_salt) : sequence.block_hashes[b - 1];
+    prefix_cache_.insert(sequence.block_hashes[b], parent,
                          std::span(sequence.tokens).subspan(b * block_tokens, block_tokens),
                          sequence.kv.blocks[b]);
   }

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,7 @@
 #include "framework/engine/constraint_worker.h"
 #include "framework/engine/kv_block_allocator.h"
 #include "framework/engine/prefix_cache.h"
+#include "framework/engine/prefix_cache_file.h"
 #include "framework/engine/prompt_lookup.h"
 #include "framework/engine/sampler.h"
 #include "framework/engine/token_constraint.h"
@@ -52,6 +54,12 @@ struct SchedulerConfig {
   // tokens ride in the sequence's decode step and are kept while they match what the model
   // chooses, so the answer is the one decoding without them gives, token for token.
   PromptLookup prompt_lookup;
+  // The prefix cache kept across restarts (prefix_cache_file.h): read from this file at start,
+  // written to it when the scheduler stops, at most persist_max_bytes; empty: not kept.
+  std::string persist_path;
+  uint64_t persist_max_bytes = uint64_t{1} << 30;
+  // Told what became of the file, a line at a time (the engine has no log of its own).
+  std::function<void(const std::string&)> persist_report;
 };
 
 struct SequenceSpec {
@@ -180,6 +188,9 @@ class Scheduler {
   void admit(Sequence& sequence);
   void publish_full_blocks(Sequence& sequence);
   void release_sequence(Sequence& sequence);
+  PrefixCacheIdentity persist_identity() const;
+  void restore_prefix_cache();
+  void save_prefix_cache();
   void refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
                      const std::deque<std::unique_ptr<Sequence>>& waiting);
 

@@ -976,6 +976,30 @@ TEST_P(Contract, InfoNamesTheBackendItsKvTypesAndItsMemory) {
             8 * kv_block_bytes(model->config(), 16, pool.type));
 }
 
+// A KV block's bytes go out and come back unchanged (the prefix cache saved across restarts
+// depends on it), and only a block of the pool, whole, is accepted.
+TEST_P(Contract, AKvBlockReadsBackAsWritten) {
+  auto model = Model::load(model_path({family("llama"), TensorType::q8_0}));
+  auto backend_object = make_backend(backend(), model);
+  EXPECT_THROW(backend_object->kv_block_bytes(), std::logic_error) << "before the pool";
+  const KvType type = backend_object->info().kv_types.front();
+  backend_object->allocate_kv_pool({4, 16, type});
+  const size_t bytes = backend_object->kv_block_bytes();
+  EXPECT_EQ(bytes, kv_block_bytes(model->config(), 16, type));
+  std::vector<std::byte> written(bytes), read(bytes), other(bytes);
+  for (size_t i = 0; i < bytes; ++i)
+    written[i] = static_cast<std::byte>((i * 131 + 7) & 0xFF);
+  backend_object->write_kv_block(2, written);
+  backend_object->read_kv_block(2, read);
+  EXPECT_EQ(read, written);
+  backend_object->read_kv_block(1, other);
+  EXPECT_NE(other, written) << "block 2's bytes must not land in block 1";
+  EXPECT_THROW(backend_object->write_kv_block(4, written), std::out_of_range);
+  EXPECT_THROW(backend_object->read_kv_block(-1, read), std::out_of_range);
+  std::vector<std::byte> short_buffer(bytes - 1);
+  EXPECT_THROW(backend_object->read_kv_block(0, short_buffer), std::out_of_range);
+}
+
 TEST_P(Contract, APoolItCannotHoldIsRefused) {
   auto model = Model::load(model_path({family("llama"), TensorType::f32}));
   EXPECT_THROW(make_backend(backend(), model)->allocate_kv_pool({4, 15, KvType::f16}),

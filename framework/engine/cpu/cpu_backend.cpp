@@ -1,6 +1,8 @@
 #include "framework/engine/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -49,6 +51,30 @@ BackendInfo CpuBackend::info() const {
 void CpuBackend::allocate_kv_pool(const KvPoolShape& shape) {
   if (pool_) throw std::logic_error("the KV pool is allocated once");
   pool_ = std::make_unique<CpuKvPool>(model_->config(), shape);
+}
+
+size_t CpuBackend::kv_block_bytes() const {
+  if (!pool_) throw std::logic_error("no KV pool yet");
+  return pool_->block_bytes();
+}
+
+// A block's elements are contiguous in the pool (cpu_kv_pool.h): one copy each way.
+static std::byte* block_address(const CpuKvPool& pool, BlockId block, size_t bytes) {
+  if (block < 0 || block >= pool.total_blocks() || bytes != pool.block_bytes())
+    throw std::out_of_range("KV block " + std::to_string(block) + " of " + std::to_string(bytes) +
+                            " bytes is not in the pool");
+  return static_cast<std::byte*>(const_cast<void*>(pool.pool())) +
+         static_cast<size_t>(block) * pool.block_bytes();
+}
+
+void CpuBackend::read_kv_block(BlockId block, std::span<std::byte> out) const {
+  if (!pool_) throw std::logic_error("no KV pool yet");
+  std::memcpy(out.data(), block_address(*pool_, block, out.size()), out.size());
+}
+
+void CpuBackend::write_kv_block(BlockId block, std::span<const std::byte> bytes) {
+  if (!pool_) throw std::logic_error("no KV pool yet");
+  std::memcpy(block_address(*pool_, block, bytes.size()), bytes.data(), bytes.size());
 }
 
 void CpuBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {

@@ -25,6 +25,9 @@ class CpuBackend final : public Backend {
   const Model& model() const override { return *model_; }
   void allocate_kv_pool(const KvPoolShape& shape) override;
   void forward(std::span<const StepChunk> chunks, StepOutput& out) override;
+  size_t kv_block_bytes() const override;
+  void read_kv_block(BlockId block, std::span<std::byte> out) const override;
+  void write_kv_block(BlockId block, std::span<const std::byte> bytes) override;
 
  private:
   std::shared_ptr<const Model> model_;

@@ -1,0 +1,223 @@
+// The prefix cache across restarts: blocks saved when a scheduler stops are reused by the next one
+// for the same model (the answer unchanged, the prefix not computed again, tenants still apart);
+// a file from another model or KV type, a damaged or a cut file is refused with its reason and
+// never used.
+#include "framework/engine/prefix_cache_file.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "framework/engine/generator.h"
+#include "framework/engine/scheduler.h"
+#include "support/temp_model.h"
+
+namespace chatflow::engine {
+namespace {
+
+class Answer final : public SequenceObserver {
+ public:
+  void on_token(const SampledToken& token, bool, const SequenceUsage&) override {
+    std::lock_guard lock(mutex_);
+    tokens_.push_back(token.token);
+  }
+  void on_finish(FinishCause, const SequenceUsage& usage) override {
+    std::lock_guard lock(mutex_);
+    usage_ = usage;
+    done_ = true;
+    changed_.notify_all();
+  }
+  void on_error(const std::string& message) override {
+    std::lock_guard lock(mutex_);
+    error_ = message;
+    done_ = true;
+    changed_.notify_all();
+  }
+  bool cancelled() const override { return false; }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
+    ASSERT_EQ(error_, "");
+  }
+  std::vector<TokenId> tokens() const { return tokens_; }
+  SequenceUsage usage() const { return usage_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<TokenId> tokens_;
+  SequenceUsage usage_;
+  std::string error_;
+  bool done_ = false;
+};
+
+std::shared_ptr<const Model> model_of(int ffn) {
+  ModelShape shape;
+  shape.ffn = ffn;
+  shape.type = kernels::TensorType::q8_0;
+  return Model::load(testing::temp_model(shape));
+}
+
+const char kPrompt[] =
+    "a long system prompt that every request of this deployment starts with, so that its blocks "
+    "are worth keeping when the server restarts, and a question at the end";
+
+SequenceSpec spec_for(const Model& model, const std::string& tenant) {
+  SequenceSpec spec;
+  spec.prompt = model.tokenizer().encode(kPrompt, true);
+  spec.sampling.temperature = 0;
+  spec.max_tokens = 8;
+  spec.ignore_eos = true;
+  spec.cache_salt = tenant;
+  return spec;
+}
+
+// Runs `spec` on `scheduler`; its answer.
+std::shared_ptr<Answer> run(Scheduler& scheduler, const SequenceSpec& spec) {
+  auto answer = std::make_shared<Answer>();
+  EXPECT_EQ(scheduler.submit(spec, answer), std::nullopt);
+  answer->wait();
+  return answer;
+}
+
+struct Persisted {
+  SchedulerConfig config;
+  std::vector<std::string> lines;
+};
+
+std::shared_ptr<Persisted> persisted(const std::string& name) {
+  auto persisted = std::make_shared<Persisted>();
+  persisted->config.persist_path = testing::fresh_path(name);
+  persisted->config.persist_report = [lines = persisted](const std::string& line) {
+    lines->lines.push_back(line);
+  };
+  return persisted;
+}
+
+bool said(const Persisted& persisted, const std::string& text) {
+  for (const auto& line : persisted.lines)
+    if (line.find(text) != std::string::npos) return true;
+  return false;
+}
+
+std::string all(const Persisted& persisted) {
+  std::string text;
+  for (const auto& line : persisted.lines)
+    text += line + "\n";
+  return text;
+}
+
+// Fills a scheduler's prefix cache with kPrompt's blocks for tenant "a" and stops it (saving).
+std::vector<TokenId> save_one(const std::shared_ptr<const Model>& model, Persisted& persisted) {
+  Scheduler scheduler(model, persisted.config);
+  return run(scheduler, spec_for(*model, "a"))->tokens();
+}
+
+TEST(PrefixCacheFile, BlocksSavedAtStopAreReusedAfterARestart) {
+  auto model = model_of(96);
+  auto files = persisted("prefix-cache-reuse.kv");
+  const std::vector<TokenId> first = save_one(model, *files);
+  EXPECT_TRUE(said(*files, "no saved prefix cache at")) << all(*files);
+  ASSERT_TRUE(said(*files, "saved ")) << all(*files);
+  ASSERT_TRUE(std::filesystem::exists(files->config.persist_path));
+
+  Scheduler restarted(model, files->config);
+  ASSERT_TRUE(said(*files, "restored ")) << all(*files);
+  const int64_t prompt = static_cast<int64_t>(spec_for(*model, "a").prompt.size());
+  const int64_t full_blocks = (prompt - 1) / 16;
+  ASSERT_GE(full_blocks, 2);
+  EXPECT_GE(restarted.stats().cached_blocks, full_blocks);
+  auto again = run(restarted, spec_for(*model, "a"));
+  EXPECT_EQ(again->tokens(), first) << "the same answer from the restored keys and values";
+  EXPECT_EQ(again->usage().cached_tokens, full_blocks * 16);
+  auto other_tenant = run(restarted, spec_for(*model, "b"));
+  EXPECT_EQ(other_tenant->usage().cached_tokens, 0) << "tenants share nothing, restored or not";
+  EXPECT_EQ(other_tenant->tokens(), first);
+}
+
+TEST(PrefixCacheFile, AFileOfAnotherModelOrKvTypeIsRefusedAndNotUsed) {
+  auto model = model_of(96);
+  auto files = persisted("prefix-cache-other.kv");
+  const std::vector<TokenId> first = save_one(model, *files);
+
+  auto other_model = model_of(128);
+  {
+    Scheduler scheduler(other_model, files->config);
+    EXPECT_TRUE(said(*files, "is not used: it was written for another model file")) << all(*files);
+    EXPECT_EQ(scheduler.stats().cached_blocks, 0);
+  }
+  // That scheduler saved its own (empty) cache over the file on stopping; write ours again.
+  save_one(model, *files);
+  SchedulerConfig f32 = files->config;
+  f32.kv_type = kernels::KvType::f32;
+  {
+    Scheduler scheduler(model, f32);
+    EXPECT_TRUE(said(*files, "is not used: it holds another KV cache type")) << all(*files);
+    EXPECT_EQ(scheduler.stats().cached_blocks, 0);
+    EXPECT_EQ(run(scheduler, spec_for(*model, "a"))->usage().cached_tokens, 0);
+  }
+}
+
+TEST(PrefixCacheFile, ADamagedOrCutFileIsRefusedAndNotUsed) {
+  auto model = model_of(96);
+  auto files = persisted("prefix-cache-damaged.kv");
+  const std::vector<TokenId> first = save_one(model, *files);
+  const std::string path = files->config.persist_path;
+  const auto size = std::filesystem::file_size(path);
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(size / 2));
+    file.put('\x5a');
+  }
+  {
+    Scheduler scheduler(model, files->config);
+    EXPECT_TRUE(said(*files, "its digest does not match: the file is damaged")) << all(*files);
+    EXPECT_EQ(scheduler.stats().cached_blocks, 0);
+    auto answer = run(scheduler, spec_for(*model, "a"));
+    EXPECT_EQ(answer->usage().cached_tokens, 0);
+    EXPECT_EQ(answer->tokens(), first);
+  }
+  save_one(model, *files);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100);
+  Scheduler scheduler(model, files->config);
+  EXPECT_TRUE(said(*files, "cut short")) << all(*files);
+  EXPECT_EQ(scheduler.stats().cached_blocks, 0);
+}
+
+TEST(PrefixCacheFile, MaxBytesKeepsTheMostRecentlyUsedBlocks) {
+  auto model = model_of(96);
+  auto files = persisted("prefix-cache-small.kv");
+  const std::string path = files->config.persist_path;
+  const int64_t full_blocks = (static_cast<int64_t>(spec_for(*model, "a").prompt.size()) - 1) / 16;
+  auto save_both = [&](uint64_t max_bytes) {
+    SchedulerConfig config = files->config;
+    config.persist_max_bytes = max_bytes;
+    std::filesystem::remove(path);
+    Scheduler scheduler(model, config);
+    run(scheduler, spec_for(*model, "a"));
+    run(scheduler, spec_for(*model, "b"));  // used last: kept first
+  };
+  save_both(uint64_t{1} << 30);
+  const auto both = std::filesystem::file_size(path);
+  save_both(1);
+  EXPECT_TRUE(said(*files, "saved 0 blocks")) << all(*files);
+  const auto none = std::filesystem::file_size(path);
+  const auto per_block = (both - none) / static_cast<uint64_t>(2 * full_blocks);
+  // Room for tenant b's blocks alone (the writer reserves 128 bytes and the backend's name).
+  save_both(128 + 3 + per_block * static_cast<uint64_t>(full_blocks));
+  EXPECT_TRUE(said(*files, "saved " + std::to_string(full_blocks) + " blocks")) << all(*files);
+  Scheduler scheduler(model, files->config);
+  EXPECT_EQ(run(scheduler, spec_for(*model, "b"))->usage().cached_tokens, full_blocks * 16)
+      << all(*files);
+  EXPECT_EQ(run(scheduler, spec_for(*model, "a"))->usage().cached_tokens, 0);
+}
+
+}  // namespace
+}  // namespace chatflow::engine

@@ -119,6 +119,43 @@ describe('the chat page', { skip: reason || false }, () => {
     await page.context().close();
   });
 
+  test('a long code block streamed in many pieces keeps every line, in order, none clipped', async () => {
+    const page = await openPage(browser, proxy.url);
+    await ready(page);
+    const lines = Array.from({ length: 300 }, (_, i) => `const line${i} = ${i}; // ${i === 150 ? 'wide '.repeat(80) : 'note'}\n`);
+    const pieces = ['Code:\n\n```js\n', ...lines, '```\n\nAfter the code.'];
+    const bytes = Buffer.from(sseEvents(pieces));
+    // About a hundred network writes over two seconds: the page reveals the block in many pieces.
+    script = () => ({ pieces: splitAt(bytes, [...bytes.keys()].filter((i) => i % Math.ceil(bytes.length / 100) === 0 && i)), pauseMs: 20 });
+    await send(page, 'long code');
+    await lastAnswerDone(page);
+    // Lines out of view are skipped by rendering (content-visibility): the wide one is looked at.
+    await page.evaluate(() => [...document.querySelectorAll('.message.assistant pre code .code-lines')]
+      .find((el) => el.textContent.includes('line150 ')).scrollIntoView({ block: 'center' }));
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+    const shown = await page.evaluate(() => {
+      const code = document.querySelector('.message.assistant pre code');
+      const wide = [...code.querySelectorAll('.code-lines')].find((el) => el.textContent.includes('line150 '));
+      const pre = code.parentElement;
+      return {
+        text: code.textContent, groups: code.querySelectorAll('.code-group').length,
+        wide: wide && { width: wide.getBoundingClientRect().width, textWidth: (() => {
+          const range = document.createRange();
+          range.selectNodeContents(wide);
+          return range.getBoundingClientRect().width;
+        })() },
+        preScrolls: pre.scrollWidth > pre.clientWidth,
+      };
+    });
+    assert.equal(shown.text.replace(/\n$/, ''), lines.join('').replace(/\n$/, ''));
+    assert.ok(shown.wide && shown.wide.textWidth <= shown.wide.width + 1, `the wide line is clipped: ${JSON.stringify(shown.wide)}`);
+    assert.ok(shown.preScrolls, 'the block does not scroll sideways to its wide line');
+    assert.deepEqual(await horizontalOverflow(page), []);
+    assert.match(await page.textContent('.message.assistant .content'), /After the code\./);
+    assert.ok(shown.groups >= 2, `the block was not streamed in groups of pieces (${shown.groups})`);
+    await page.context().close();
+  });
+
   test('markup in an answer executes nothing', async () => {
     const page = await openPage(browser, proxy.url);
     await ready(page);

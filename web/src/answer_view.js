@@ -22,6 +22,7 @@ const wholeRenderLimit = 8000; // characters
 const keepFenceLength = 4000; // characters: a closed fence this long keeps its streamed code
 const longOpenBlock = 2000;    // characters: an open paragraph this long is redrawn less often
 const longBlockEveryMs = 100;
+const linesPerGroup = 32;      // pieces of a streaming fence's lines in one box (growFence)
 // A partial last line that may be becoming the closing fence: not shown as code for a frame.
 const closingSoon = /^ {0,3}(`+|~+)\s*$/;
 
@@ -166,7 +167,13 @@ export class AnswerView {
       // only, where one growing run of text in the <code> would be laid out whole each frame.
       const lines = element('span', 'code-lines');
       lines.append(highlightFragment(this.text.slice(fence.done, complete), fence.info));
-      fence.code.insertBefore(lines, fence.partial);
+      // Pieces go in groups of `linesPerGroup`: the <code> box then has a few children, not
+      // thousands, and laying it out each frame while the pane follows it stays flat.
+      if (!fence.group || fence.group.childElementCount >= linesPerGroup) {
+        fence.group = element('span', 'code-group');
+        fence.code.insertBefore(fence.group, fence.partial);
+      }
+      fence.group.append(lines);
       fence.done = complete;
     }
     const rest = this.text.slice(fence.done);

@@ -6,15 +6,26 @@
 #include <string>
 
 #include "framework/api/resource.h"
+#include "framework/api/text_embedder.h"
 #include "framework/embedding/embedder.h"
 
 namespace chatflow {
 
-class EmbedderResource final : public Resource {
+// Also a TextEmbedder: the server answers POST /v1/embeddings and /v1/rerank with it.
+class EmbedderResource final : public Resource, public TextEmbedder {
  public:
   explicit EmbedderResource(std::unique_ptr<embedding::Embedder> embedder)
       : embedder_(std::move(embedder)) {}
   const embedding::Embedder& embedder() const { return *embedder_; }
+
+  size_t embedding_dimensions() const override { return embedder_->dimensions(); }
+  bool embeds_unit_vectors() const override { return embedder_->normalizes(); }
+  std::vector<float> embed_text(std::string_view text) const override {
+    return embedder_->embed(text);
+  }
+  int64_t embedding_token_count(std::string_view text) const override {
+    return static_cast<int64_t>(embedder_->token_count(text));
+  }
 
  private:
   std::unique_ptr<embedding::Embedder> embedder_;

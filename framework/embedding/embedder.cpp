@@ -14,4 +14,15 @@ std::unique_ptr<Embedder> make_embedder(const std::string& kind, const std::stri
   throw std::runtime_error("unknown embedder '" + kind + "': expected ngrams or model2vec");
 }
 
+size_t Embedder::token_count(std::string_view text) const {
+  size_t words = 0;
+  bool in_word = false;
+  for (char c : text) {
+    bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+    if (!space && !in_word) ++words;
+    in_word = !space;
+  }
+  return words;
+}
+
 }  // namespace chatflow::embedding

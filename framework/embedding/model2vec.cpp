@@ -31,18 +31,11 @@ class Model2Vec final : public Embedder {
   size_t dimensions() const override { return dimensions_; }
   std::string describe() const override { return "model2vec " + directory_; }
 
+  bool normalizes() const override { return normalize_; }
+  size_t token_count(std::string_view text) const override { return token_ids(text).size(); }
+
   std::vector<float> embed(std::string_view text) const override {
-    // Long texts are cut before tokenising, by characters, as the reference does.
-    size_t max_characters = kMaxTokens * tokenizer_->median_token_length();
-    size_t position = 0, characters = 0;
-    while (position < text.size() && characters < max_characters) {
-      auto lead = static_cast<unsigned char>(text[position]);
-      position += lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-      ++characters;
-    }
-    std::vector<int32_t> ids = tokenizer_->encode(text.substr(0, std::min(position, text.size())));
-    std::erase(ids, tokenizer_->unk_id());
-    if (ids.size() > kMaxTokens) ids.resize(kMaxTokens);
+    std::vector<int32_t> ids = token_ids(text);
     size_t rows = rows_.size() / dimensions_;
     std::vector<double> sum(dimensions_, 0.0);
     size_t count = 0;
@@ -68,6 +61,23 @@ class Model2Vec final : public Embedder {
   }
 
  private:
+  // The tokens a vector is pooled from: those of the text's first characters (long texts are cut
+  // before tokenising, by characters, as the reference does), unknown ones left out, at most
+  // kMaxTokens.
+  std::vector<int32_t> token_ids(std::string_view text) const {
+    size_t max_characters = kMaxTokens * tokenizer_->median_token_length();
+    size_t position = 0, characters = 0;
+    while (position < text.size() && characters < max_characters) {
+      auto lead = static_cast<unsigned char>(text[position]);
+      position += lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+      ++characters;
+    }
+    std::vector<int32_t> ids = tokenizer_->encode(text.substr(0, std::min(position, text.size())));
+    std::erase(ids, tokenizer_->unk_id());
+    if (ids.size() > kMaxTokens) ids.resize(kMaxTokens);
+    return ids;
+  }
+
   std::string directory_;
   std::unique_ptr<HfTokenizer> tokenizer_;
   std::vector<float> rows_;

@@ -9,6 +9,7 @@
 #include "framework/api/capabilities.h"
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
+#include "framework/server/embedding_routes.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::server {
@@ -508,6 +509,17 @@ constexpr Route kRoutes[] = {
      .takes_body = true,
      .off_io_thread = true,
      .wire = Wire::anthropic},
+    // Vectors and rankings from the pipeline's embedder resources (embedding_routes.cpp).
+    {.pattern = "/v1/embeddings",
+     .method = "POST",
+     .endpoint = embeddings,
+     .takes_body = true,
+     .off_io_thread = true},
+    {.pattern = "/v1/rerank",
+     .method = "POST",
+     .endpoint = rerank,
+     .takes_body = true,
+     .off_io_thread = true},
     {.pattern = "/v1/models", .method = "GET", .endpoint = models},
     {.pattern = "/v1/models/{id}", .method = "GET", .endpoint = model_info},
     {.pattern = "/health", .method = "GET", .endpoint = health, .needs_pipeline = false},

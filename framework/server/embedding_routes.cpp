@@ -1,0 +1,250 @@
+#include "framework/server/embedding_routes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <boost/json.hpp>
+
+#include "framework/api/text_embedder.h"
+#include "framework/chat/request_body.h"
+
+namespace chatflow::server {
+namespace json = boost::json;
+using chat::request_body::Fields;
+using chat::request_body::invalid;
+using chat::request_body::kind_of;
+namespace {
+
+// OpenAI's own limit on inputs per call.
+constexpr size_t kMaxInputs = 2048;
+// Far more than an embedder reads (model2vec pools at most 512 tokens), far less than what would
+// keep a worker busy for long.
+constexpr size_t kMaxInputBytes = 32 * 1024;
+
+struct NamedEmbedder {
+  std::string name;  // the resource's name, which a request's `model` gives
+  const TextEmbedder* embedder = nullptr;
+};
+
+std::vector<NamedEmbedder> embedders_of(const ServedPipeline& served) {
+  std::vector<NamedEmbedder> found;
+  for (const auto& resource : served.pipeline->spec().resources) {
+    auto object = served.pipeline->resource(resource.name);
+    if (const auto* embedder = dynamic_cast<const TextEmbedder*>(object.get()))
+      found.push_back({resource.name, embedder});
+  }
+  return found;
+}
+
+// The embedder the request's `model` names: 404 when there is none of that name, or none at all.
+NamedEmbedder embedder_named(const ServedPipeline& served, const std::string& model) {
+  std::vector<NamedEmbedder> embedders = embedders_of(served);
+  if (embedders.empty()) {
+    throw RequestFailure(make_error(404, "invalid_request_error",
+                                    "this pipeline has no embedder: declare a resource of type "
+                                    "embedder under 'resources:' to serve embeddings and rerank",
+                                    "model_not_found", "model"));
+  }
+  std::string names;
+  for (const NamedEmbedder& candidate : embedders) {
+    if (candidate.name == model) return candidate;
+    names += (names.empty() ? "'" : ", '") + candidate.name + "'";
+  }
+  throw RequestFailure(
+      make_error(404, "invalid_request_error",
+                 "The model '" + model + "' does not exist; the embedders here are " + names,
+                 "model_not_found", "model"));
+}
+
+std::string required_model(const Fields& fields) {
+  std::string model = fields.string("model", "");
+  if (model.empty()) invalid("'model' is required: the name of an embedder resource", "model");
+  return model;
+}
+
+// One text to embed: a non-empty string of at most kMaxInputBytes.
+std::string checked_text(const json::value& value, const std::string& path) {
+  if (value.is_array() || value.is_number()) {
+    invalid("'" + path + "' holds token ids, which are not supported here: send the text", path,
+            "unsupported_input");
+  }
+  if (!value.is_string()) invalid("'" + path + "' must be a string, got " + kind_of(value), path);
+  std::string text(value.as_string());
+  if (text.empty()) invalid("'" + path + "' is empty: give some text", path);
+  if (text.size() > kMaxInputBytes) {
+    invalid("'" + path + "' is " + std::to_string(text.size()) + " bytes; at most " +
+                std::to_string(kMaxInputBytes) + " are accepted per text",
+            path, "input_too_large");
+  }
+  return text;
+}
+
+// The texts of an array member, each checked, at most kMaxInputs of them.
+std::vector<std::string> checked_texts(const json::array& array, const std::string& name,
+                                       bool documents) {
+  if (array.empty()) invalid("'" + name + "' is empty: give at least one text", name);
+  if (array.size() > kMaxInputs) {
+    invalid("'" + name + "' has " + std::to_string(array.size()) + " entries; at most " +
+                std::to_string(kMaxInputs) + " are accepted per call",
+            name, "too_many_inputs");
+  }
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < array.size(); ++i) {
+    std::string path = name + "[" + std::to_string(i) + "]";
+    const json::value* value = &array[i];
+    if (documents && value->is_object()) {
+      Fields document(value->as_object(), path + ".");
+      value = document.get("text");
+      if (!value) invalid("'" + path + ".text' is required", path + ".text");
+      texts.push_back(checked_text(*value, path + ".text"));
+      document.refuse_unread({});
+      continue;
+    }
+    texts.push_back(checked_text(*value, path));
+  }
+  return texts;
+}
+
+std::string base64(std::string_view bytes) {
+  static constexpr char kDigits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t group = static_cast<uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) group |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) group |= static_cast<uint8_t>(bytes[i + 2]);
+    out += kDigits[(group >> 18) & 63];
+    out += kDigits[(group >> 12) & 63];
+    out += i + 1 < bytes.size() ? kDigits[(group >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kDigits[group & 63] : '=';
+  }
+  return out;
+}
+
+// OpenAI's base64 encoding: the vector's float32 values, little-endian, one after another.
+std::string base64_floats(const std::vector<float>& vector) {
+  std::string bytes;
+  bytes.reserve(vector.size() * 4);
+  for (float value : vector) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    for (int shift = 0; shift < 32; shift += 8)
+      bytes += static_cast<char>((bits >> shift) & 0xFF);
+  }
+  return base64(bytes);
+}
+
+json::object usage_json(int64_t tokens) {
+  return {{"prompt_tokens", tokens}, {"total_tokens", tokens}};
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double dot = 0, norm_a = 0, norm_b = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    dot += double(a[i]) * b[i];
+    norm_a += double(a[i]) * a[i];
+    norm_b += double(b[i]) * b[i];
+  }
+  return norm_a > 0 && norm_b > 0 ? dot / std::sqrt(norm_a * norm_b) : 0.0;
+}
+
+}  // namespace
+
+// POST /v1/embeddings {model, input: string | [string], encoding_format?, dimensions?, user?}
+Response embeddings(const RouteCall& call) {
+  json::value body = chat::request_body::parse_object(call.body);
+  Fields fields(body.as_object());
+  std::string model = required_model(fields);
+  const json::value* input = fields.get("input");
+  if (!input) invalid("'input' is required: a string or an array of strings", "input");
+  std::vector<std::string> texts = input->is_array()
+                                       ? checked_texts(input->as_array(), "input", false)
+                                       : std::vector<std::string>{checked_text(*input, "input")};
+  std::string format = fields.string("encoding_format", "float");
+  if (format != "float" && format != "base64") {
+    invalid("'encoding_format' must be 'float' or 'base64', got '" + format + "'",
+            "encoding_format");
+  }
+  std::optional<int64_t> dimensions = fields.optional_integer("dimensions", 1, 1 << 20);
+  fields.refuse_unread({"user"});
+  NamedEmbedder named = embedder_named(*call.served, model);
+  int64_t size = static_cast<int64_t>(named.embedder->embedding_dimensions());
+  // Neither model2vec nor hashed n-grams is trained to keep its meaning in a vector's first
+  // entries (Matryoshka), so a shorter vector is refused rather than cut.
+  if (dimensions && *dimensions != size) {
+    invalid("the embedder '" + named.name + "' makes vectors of " + std::to_string(size) +
+                " dimensions and cannot shorten them; 'dimensions' must be " +
+                std::to_string(size) + " or absent, got " + std::to_string(*dimensions),
+            "dimensions", "unsupported_dimensions");
+  }
+  json::array data;
+  int64_t tokens = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<float> vector = named.embedder->embed_text(texts[i]);
+    tokens += named.embedder->embedding_token_count(texts[i]);
+    json::value embedding;
+    if (format == "base64") {
+      embedding = json::string(base64_floats(vector));
+    } else {
+      json::array values;
+      values.reserve(vector.size());
+      for (float value : vector)
+        values.push_back(static_cast<double>(value));
+      embedding = std::move(values);
+    }
+    data.push_back(json::object{{"object", "embedding"},
+                                {"index", static_cast<int64_t>(i)},
+                                {"embedding", std::move(embedding)}});
+  }
+  return Response(200, json::serialize(json::object{{"object", "list"},
+                                                    {"data", std::move(data)},
+                                                    {"model", named.name},
+                                                    {"usage", usage_json(tokens)}}));
+}
+
+// POST /v1/rerank {model, query, documents: [string | {text}], top_n?, return_documents?}: the
+// documents by the cosine similarity of their vectors to the query's, most similar first.
+Response rerank(const RouteCall& call) {
+  json::value body = chat::request_body::parse_object(call.body);
+  Fields fields(body.as_object());
+  std::string model = required_model(fields);
+  const json::value* query_value = fields.get("query");
+  if (!query_value) invalid("'query' is required: the text to rank the documents for", "query");
+  std::string query = checked_text(*query_value, "query");
+  const json::value* documents_value = fields.get("documents");
+  if (!documents_value || !documents_value->is_array()) {
+    invalid(std::string("'documents' must be an array of strings or {\"text\": ...} objects") +
+                (documents_value ? std::string(", got ") + kind_of(*documents_value) : ""),
+            "documents");
+  }
+  std::vector<std::string> documents =
+      checked_texts(documents_value->as_array(), "documents", true);
+  int64_t count = static_cast<int64_t>(documents.size());
+  int64_t top_n = fields.integer("top_n", count, 1, static_cast<int64_t>(kMaxInputs));
+  bool return_documents = fields.boolean("return_documents", true);
+  fields.refuse_unread({});
+  NamedEmbedder named = embedder_named(*call.served, model);
+  std::vector<float> query_vector = named.embedder->embed_text(query);
+  int64_t tokens = named.embedder->embedding_token_count(query);
+  std::vector<std::pair<double, int64_t>> scored;
+  for (int64_t i = 0; i < count; ++i) {
+    scored.push_back({cosine(query_vector, named.embedder->embed_text(documents[i])), i});
+    tokens += named.embedder->embedding_token_count(documents[i]);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  json::array results;
+  for (int64_t rank = 0; rank < std::min(top_n, count); ++rank) {
+    auto [score, index] = scored[rank];
+    json::object result{{"index", index}, {"relevance_score", score}};
+    if (return_documents) result["document"] = json::object{{"text", documents[index]}};
+    results.push_back(std::move(result));
+  }
+  return Response(200, json::serialize(json::object{{"model", named.name},
+                                                    {"results", std::move(results)},
+                                                    {"usage", usage_json(tokens)}}));
+}
+
+}  // namespace chatflow::server

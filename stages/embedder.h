@@ -19,7 +19,6 @@ class EmbedderResource final : public Resource, public TextEmbedder {
   const embedding::Embedder& embedder() const { return *embedder_; }
 
   size_t embedding_dimensions() const override { return embedder_->dimensions(); }
-  bool embeds_unit_vectors() const override { return embedder_->normalizes(); }
   std::vector<float> embed_text(std::string_view text) const override {
     return embedder_->embed(text);
   }

@@ -13,9 +13,6 @@ class TextEmbedder {
  public:
   virtual ~TextEmbedder() = default;
   virtual size_t embedding_dimensions() const = 0;
-  // Whether every vector has unit length (zeros for text with nothing to embed): then the inner
-  // product of two is their cosine similarity.
-  virtual bool embeds_unit_vectors() const = 0;
   virtual std::vector<float> embed_text(std::string_view text) const = 0;
   // The tokens (or words, for an embedder without a vocabulary) of `text` the vector is made of.
   virtual int64_t embedding_token_count(std::string_view text) const = 0;

@@ -16,8 +16,6 @@ class Embedder {
   // L2-normalised (all zeros for text with nothing to embed).
   virtual std::vector<float> embed(std::string_view text) const = 0;
   virtual std::string describe() const = 0;
-  // False when the model's config asks for vectors as pooled (model2vec `normalize: false`).
-  virtual bool normalizes() const { return true; }
   // The pieces of `text` its vector is made of: the model's tokens, else its words.
   virtual size_t token_count(std::string_view text) const;
 };

@@ -31,7 +31,6 @@ class Model2Vec final : public Embedder {
   size_t dimensions() const override { return dimensions_; }
   std::string describe() const override { return "model2vec " + directory_; }
 
-  bool normalizes() const override { return normalize_; }
   size_t token_count(std::string_view text) const override { return token_ids(text).size(); }
 
   std::vector<float> embed(std::string_view text) const override {

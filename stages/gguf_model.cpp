@@ -444,7 +444,8 @@ ResourceTypeInfo gguf_model_resource_type() {
   speculative
       .key("kind", &SpeculativeSettings::kind,
            "none, or ngram: guess the next tokens from earlier text (prompt lookup) and check "
-           "them in one step; greedy answers only (temperature 0), unchanged token for token")
+           "them in one step; greedy answers unchanged token for token, sampled ones with the "
+           "same distribution; not for answers under a grammar")
       .choices({"none", "ngram"});
   speculative.key("max_draft", &SpeculativeSettings::max_draft, "tokens guessed per step at most")
       .range(1, 64);

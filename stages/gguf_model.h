@@ -43,7 +43,8 @@ struct SchedulerSettings {
 };
 
 // Speculative decoding: `ngram` guesses the next tokens from earlier text (prompt lookup) and the
-// model checks them in one step; greedy answers only, unchanged token for token.
+// model checks them in one step: greedy answers unchanged token for token, sampled ones with the
+// same distribution.
 struct SpeculativeSettings {
   std::string kind = "none";  // none or ngram
   int64_t max_draft = 4;

@@ -159,9 +159,12 @@ TokenId draw_token(const SamplingParams& params, std::span<const float> logits, 
 
 }  // namespace
 
-SampledToken sample_token(const SamplingParams& params, std::span<float> logits,
-                          std::span<const TokenId> history, float uniform,
-                          SamplingScratch& scratch) {
+namespace {
+
+// The token to draw, given the logits after penalties; the rest of sample_token around it.
+template <class Choose>
+SampledToken sample_with(const SamplingParams& params, std::span<float> logits,
+                         std::span<const TokenId> history, Choose choose) {
   SampledToken result;
 
   // Log-probabilities are reported from the model's own distribution, before any shaping.
@@ -183,15 +186,68 @@ SampledToken sample_token(const SamplingParams& params, std::span<float> logits,
     apply_penalties(params, logits, history);
   }
 
-  result.token = params.temperature <= 0.0f
-                     ? greedy_token(logits)
-                     : draw_token(params, logits, uniform, scratch.candidates);
+  result.token = choose(logits);
   if (want_logprobs) {
     result.logprob =
         static_cast<float>(raw[static_cast<size_t>(result.token)] - max_logit - log_sum);
     result.top = std::move(top);
   }
   return result;
+}
+
+// The guess kept with the probability the parameters give it, else a draw without it.
+TokenId check_guess(const SamplingParams& params, std::span<const float> logits, TokenId guess,
+                    float accept_uniform, float draw_uniform,
+                    std::vector<std::pair<float, TokenId>>& candidates, bool& accepted) {
+  sort_candidates(params, logits, candidates);
+  std::vector<double> probabilities = probabilities_at(candidates, params.temperature);
+  const size_t cut = kept_by_min_p_and_top_p(params, probabilities);
+  double kept = 0;
+  double guessed = 0;  // the guess's share of `kept` (0 when cut off)
+  for (size_t i = 0; i < cut; ++i) {
+    kept += probabilities[i];
+    if (candidates[i].second == guess) guessed = probabilities[i];
+  }
+  accepted = static_cast<double>(accept_uniform) * kept < guessed;
+  if (accepted) return guess;
+  // What is left when the guess is taken out, drawn as draw_token draws (scaled, in order).
+  double draw = static_cast<double>(draw_uniform) * (kept - guessed);
+  double cumulative = 0;
+  TokenId last = candidates[0].second;
+  for (size_t i = 0; i < cut; ++i) {
+    if (candidates[i].second == guess) continue;
+    last = candidates[i].second;
+    cumulative += probabilities[i];
+    if (draw < cumulative) return last;
+  }
+  return last;  // rounding at the very end of the range
+}
+
+}  // namespace
+
+SampledToken sample_token(const SamplingParams& params, std::span<float> logits,
+                          std::span<const TokenId> history, float uniform,
+                          SamplingScratch& scratch) {
+  return sample_with(params, logits, history, [&](std::span<const float> shaped) {
+    return params.temperature <= 0.0f ? greedy_token(shaped)
+                                      : draw_token(params, shaped, uniform, scratch.candidates);
+  });
+}
+
+VerifiedToken verify_guess(const SamplingParams& params, std::span<float> logits,
+                           std::span<const TokenId> history, TokenId guess, float accept_uniform,
+                           float draw_uniform, SamplingScratch& scratch) {
+  VerifiedToken verified;
+  verified.token = sample_with(params, logits, history, [&](std::span<const float> shaped) {
+    if (params.temperature <= 0.0f) {
+      const TokenId best = greedy_token(shaped);
+      verified.accepted = best == guess;
+      return best;
+    }
+    return check_guess(params, shaped, guess, accept_uniform, draw_uniform, scratch.candidates,
+                       verified.accepted);
+  });
+  return verified;
 }
 
 void apply_allowed_tokens(std::span<const uint64_t> allowed, std::span<float> logits) {
@@ -209,6 +265,13 @@ float Sampler::next_uniform() {
 
 SampledToken Sampler::sample(std::span<float> logits, std::span<const TokenId> history) {
   return sample_token(params_, logits, history, next_uniform(), scratch_);
+}
+
+VerifiedToken Sampler::verify(std::span<float> logits, std::span<const TokenId> history,
+                              TokenId guess) {
+  const float accept = next_uniform();
+  const float draw = next_uniform();
+  return verify_guess(params_, logits, history, guess, accept, draw, scratch_);
 }
 
 }  // namespace chatflow::engine

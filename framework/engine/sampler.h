@@ -52,6 +52,19 @@ SampledToken sample_token(const SamplingParams& params, std::span<float> logits,
                           std::span<const TokenId> history, float uniform,
                           SamplingScratch& scratch);
 
+// Speculative decoding's check of a guessed token (a guess made with certainty, as prompt lookup
+// makes them): greedy keeps the guess when it is the best token; sampling keeps it with the
+// probability p(guess) the parameters give it, else draws from p without it, so the token has
+// exactly sample_token's distribution (the rule of Leviathan et al. and Chen et al., 2023, for a
+// one-hot draft). `accept_uniform` and `draw_uniform` are in [0, 1); greedy uses neither.
+struct VerifiedToken {
+  SampledToken token;
+  bool accepted = false;  // token.token is the guess
+};
+VerifiedToken verify_guess(const SamplingParams& params, std::span<float> logits,
+                           std::span<const TokenId> history, TokenId guess, float accept_uniform,
+                           float draw_uniform, SamplingScratch& scratch);
+
 // A constraint's allowed-token mask on a logits row: every token whose bit (id % 64 of word
 // id / 64) is clear gets -infinity; an empty mask allows every token.
 void apply_allowed_tokens(std::span<const uint64_t> allowed, std::span<float> logits);
@@ -63,6 +76,9 @@ class Sampler {
 
   // `logits` is consumed (modified). `history` is what the penalties look at.
   SampledToken sample(std::span<float> logits, std::span<const TokenId> history);
+
+  // verify_guess() with the next two numbers of the stream (none when greedy).
+  VerifiedToken verify(std::span<float> logits, std::span<const TokenId> history, TokenId guess);
 
   // The random number of the next draw, in [0, 1): taken from the stream when the parameters
   // draw at random (a draw takes exactly one), else 0 and the stream stays where it is.

@@ -459,10 +459,8 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
 
 int64_t Scheduler::draft(Sequence& sequence, int64_t budget) {
   const PromptLookup& lookup = config_.prompt_lookup;
-  // Guesses are checked by greedy choice alone: a sampled or constrained answer decodes as usual.
-  if (lookup.max_draft <= 0 || !sequence.started || sequence.spec.constraint ||
-      sequence.sampler.params().temperature > 0)
-    return 0;
+  // A constrained answer decodes as usual: its mask for a position depends on the tokens before.
+  if (lookup.max_draft <= 0 || !sequence.started || sequence.spec.constraint) return 0;
   if (sequence.draft_skip > 0) {
     --sequence.draft_skip;
     return 0;
@@ -495,10 +493,20 @@ int64_t Scheduler::take_verified(Sequence& sequence, int64_t drafted, size_t fir
     const size_t prompt = sequence.spec.prompt.size();
     std::span<const TokenId> history(sequence.tokens.data() + prompt,
                                      sequence.tokens.size() - prompt);
-    const SampledToken chosen = sequence.sampler.sample(verify_row_, history);
+    // Each guess is checked by the sampling rule (sampler.h: verify_guess); the row after the
+    // last guess gives one more token, drawn as usual.
+    bool guess_kept = false;
+    SampledToken chosen;
+    if (i < drafted) {
+      VerifiedToken verified =
+          sequence.sampler.verify(verify_row_, history, guesses[static_cast<size_t>(i)]);
+      chosen = std::move(verified.token);
+      guess_kept = verified.accepted;
+    } else {
+      chosen = sequence.sampler.sample(verify_row_, history);
+    }
     generated += take(sequence, chosen);
-    if (i == drafted || !sequence.observer || chosen.token != guesses[static_cast<size_t>(i)])
-      break;
+    if (!guess_kept || !sequence.observer) break;
     ++sequence.kv.length;
     ++accepted;
   }

@@ -50,9 +50,10 @@ struct SchedulerConfig {
   bool prefix_cache = true;
   kernels::KvType kv_type = kernels::KvType::f16;
   std::string backend = "cpu";  // what make_backend builds: cpu, cuda or auto
-  // Speculative decoding by prompt lookup, for greedy sequences without a constraint: the guessed
-  // tokens ride in the sequence's decode step and are kept while they match what the model
-  // chooses, so the answer is the one decoding without them gives, token for token.
+  // Speculative decoding by prompt lookup, for sequences without a constraint: the guessed tokens
+  // ride in the sequence's decode step and are kept while the model's check accepts them
+  // (sampler.h's verify_guess). A greedy answer is the one decoding without guesses gives, token
+  // for token; a sampled one has exactly the same distribution (but a seed draws differently).
   PromptLookup prompt_lookup;
   // The prefix cache kept across restarts (prefix_cache_file.h): read from this file at start,
   // written to it when the scheduler stops, at most persist_max_bytes; empty: not kept.

@@ -125,3 +125,69 @@ TEST(Sampler, LogprobsComeFromTheUnshapedDistribution) {
 
 }  // namespace
 }  // namespace chatflow::engine
+
+namespace chatflow::engine {
+namespace {
+
+// Speculative decoding's check keeps the target's distribution exactly, whatever the guess: over
+// many draws, each token's frequency is its probability worked out here by hand (softmax at the
+// temperature, then top-k renormalised), and the guess is kept as often as its probability.
+TEST(Sampler, VerifyingAGuessKeepsTheDistributionOfTheDraw) {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f, -3.0f};
+  struct Case {
+    float temperature;
+    int top_k;
+    TokenId guess;
+  };
+  for (const Case& c : {Case{0.7f, 0, 0}, Case{0.7f, 0, 3}, Case{1.3f, 3, 2}, Case{1.0f, 3, 5}}) {
+    std::vector<double> expected(logits.size(), 0.0);
+    double total = 0;
+    const size_t kept = c.top_k > 0 ? static_cast<size_t>(c.top_k) : logits.size();
+    for (size_t i = 0; i < kept; ++i) {  // the logits are sorted already
+      expected[i] = std::exp(static_cast<double>(logits[i]) / c.temperature);
+      total += expected[i];
+    }
+    for (double& p : expected)
+      p /= total;
+    SamplingParams params;
+    params.temperature = c.temperature;
+    params.top_k = c.top_k;
+    params.seed = 99;
+    Sampler sampler(params);
+    const int draws = 200000;
+    std::vector<int> counts(logits.size(), 0);
+    int kept_guesses = 0;
+    for (int i = 0; i < draws; ++i) {
+      std::vector<float> row = logits;
+      VerifiedToken verified = sampler.verify(row, {}, c.guess);
+      ++counts[static_cast<size_t>(verified.token.token)];
+      kept_guesses += verified.accepted;
+      ASSERT_EQ(verified.accepted, verified.token.token == c.guess);
+    }
+    for (size_t i = 0; i < logits.size(); ++i) {
+      // Five standard deviations of a frequency over 200,000 draws are at most 0.0056.
+      EXPECT_NEAR(static_cast<double>(counts[i]) / draws, expected[i], 0.0056)
+          << "token " << i << " at temperature " << c.temperature << ", top_k " << c.top_k
+          << ", guess " << c.guess;
+    }
+    EXPECT_NEAR(static_cast<double>(kept_guesses) / draws, expected[static_cast<size_t>(c.guess)],
+                0.0056);
+  }
+}
+
+TEST(Sampler, VerifyingAGuessGreedilyKeepsItOnlyWhenItIsTheBest) {
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  Sampler sampler(greedy);
+  std::vector<float> row = {0.1f, 2.0f, -1.0f};
+  VerifiedToken best = sampler.verify(row, {}, 1);
+  EXPECT_TRUE(best.accepted);
+  EXPECT_EQ(best.token.token, 1);
+  row = {0.1f, 2.0f, -1.0f};
+  VerifiedToken other = sampler.verify(row, {}, 0);
+  EXPECT_FALSE(other.accepted);
+  EXPECT_EQ(other.token.token, 1);
+}
+
+}  // namespace
+}  // namespace chatflow::engine

@@ -95,7 +95,8 @@ struct Persisted {
 std::shared_ptr<Persisted> persisted(const std::string& name) {
   auto persisted = std::make_shared<Persisted>();
   persisted->config.persist_path = testing::fresh_path(name);
-  persisted->config.persist_report = [lines = persisted](const std::string& line) {
+  // A plain pointer: the report lives in the object it writes to (a shared_ptr would be a cycle).
+  persisted->config.persist_report = [lines = persisted.get()](const std::string& line) {
     lines->lines.push_back(line);
   };
   return persisted;

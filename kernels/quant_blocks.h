@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "kernels/host_device.h"
 #include "kernels/tensor_type.h"
 
 namespace chatflow::kernels {
@@ -50,7 +51,7 @@ struct UnpackedBlock {
 void unpack_block(TensorType type, const uint8_t* block, UnpackedBlock& out);
 
 // The 6-bit scale and min of sub-block j (0..7) of q4_k / q5_k.
-inline void k4_scale_min(int j, const uint8_t* scales, int& scale, int& min) {
+CHATFLOW_HOST_DEVICE void k4_scale_min(int j, const uint8_t* scales, int& scale, int& min) {
   if (j < 4) {
     scale = scales[j] & 63;
     min = scales[j + 4] & 63;
@@ -61,14 +62,14 @@ inline void k4_scale_min(int j, const uint8_t* scales, int& scale, int& min) {
 }
 
 // The signed 6-bit scale of group j (0..15) of q3_k.
-inline int q3_scale(int j, const uint8_t* scales) {
+CHATFLOW_HOST_DEVICE int q3_scale(int j, const uint8_t* scales) {
   int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
   int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
   return (low | (high << 4)) - 32;
 }
 
 // The signed 6-bit scale of sub-block j (0..7) of iq4_xs.
-inline int iq4xs_scale(int j, uint16_t scales_high, const uint8_t* scales_low) {
+CHATFLOW_HOST_DEVICE int iq4xs_scale(int j, uint16_t scales_high, const uint8_t* scales_low) {
   int low = (scales_low[j / 2] >> (4 * (j % 2))) & 0xF;
   int high = (scales_high >> (2 * j)) & 3;
   return (low | (high << 4)) - 32;

@@ -9,13 +9,9 @@
 
 #include <cstdint>
 
+#include "kernels/host_device.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/tensor_type.h"
-
-#if defined(__CUDACC__)
-#define CHATFLOW_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define CHATFLOW_HOST_DEVICE inline
-#endif
 
 namespace chatflow::kernels::cuda {
 
@@ -215,17 +211,6 @@ CHATFLOW_HOST_DEVICE float decode_legacy(TensorType type, const uint8_t* block, 
   return add(multiply(d, static_cast<float>(q)), m);
 }
 
-// The 6-bit scale and min of sub-block j (0..7) of q4_k / q5_k, as k4_scale_min.
-CHATFLOW_HOST_DEVICE void k_scale_min(int j, const uint8_t* scales, int& scale, int& min) {
-  if (j < 4) {
-    scale = scales[j] & 63;
-    min = scales[j + 4] & 63;
-  } else {
-    scale = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
-    min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
-  }
-}
-
 // The k-quants and iq4_xs: x = (d * scale) * q - dmin * min for value i's group of 16, the
 // CPU's exact expression (dmin and min 0 where the format has none).
 CHATFLOW_HOST_DEVICE float decode_super_block(TensorType type, const uint8_t* block, int i) {
@@ -244,10 +229,7 @@ CHATFLOW_HOST_DEVICE float decode_super_block(TensorType type, const uint8_t* bl
     case TensorType::q3_k: {
       const uint8_t* scales = block + 96;
       d = load_half_at(block + 108);
-      const int g = i / 16;
-      const int low = g < 8 ? scales[g] & 0xF : scales[g - 8] >> 4;
-      const int high = (scales[8 + g % 4] >> (2 * (g / 4))) & 3;
-      scale = (low | (high << 4)) - 32;
+      scale = q3_scale(i / 16, scales);
       const int two_bits = (block[32 + 32 * (i / 128) + l] >> (2 * ((i % 128) / 32))) & 3;
       const bool set = (block[l] >> (i / 32)) & 1;
       q = set ? two_bits : two_bits - 4;
@@ -259,7 +241,7 @@ CHATFLOW_HOST_DEVICE float decode_super_block(TensorType type, const uint8_t* bl
       d = load_half_at(block);
       dmin = load_half_at(block + 2);
       const int j = i / 32;
-      k_scale_min(j, block + 4, scale, min);
+      k4_scale_min(j, block + 4, scale, min);
       const uint8_t byte = block[(five_bits ? 48 : 16) + 32 * (j / 2) + l];
       q = j % 2 ? byte >> 4 : byte & 0xF;
       if (five_bits) q |= ((block[16 + l] >> j) & 1) << 4;
@@ -278,9 +260,7 @@ CHATFLOW_HOST_DEVICE float decode_super_block(TensorType type, const uint8_t* bl
     case TensorType::iq4_xs: {
       d = load_half_at(block);
       const int j = i / 32;
-      const int low = (block[4 + j / 2] >> (4 * (j % 2))) & 0xF;
-      const int high = (static_cast<int>(load_u16(block + 2)) >> (2 * j)) & 3;
-      scale = (low | (high << 4)) - 32;
+      scale = iq4xs_scale(j, static_cast<uint16_t>(load_u16(block + 2)), block + 4);
       q = iq4_level(legacy_nibble(block + 8 + 16 * j, l));
       break;
     }

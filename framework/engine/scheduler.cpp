@@ -103,19 +103,17 @@ Scheduler::~Scheduler() {
   save_prefix_cache();  // every sequence has let go of its blocks by now
 }
 
-PrefixCacheIdentity Scheduler::persist_identity() const {
-  return {model_fingerprint(*model_), backend_info_.name, static_cast<uint32_t>(config_.kv_type),
-          cache_.block_tokens(), backend_->kv_block_bytes()};
-}
-
 void Scheduler::restore_prefix_cache() {
   if (config_.persist_path.empty() || !config_.prefix_cache) return;
   auto report = [this](const std::string& line) {
     if (config_.persist_report) config_.persist_report(line);
   };
+  persist_identity_ = {model_fingerprint(*model_), backend_info_.name,
+                       static_cast<uint32_t>(config_.kv_type), cache_.block_tokens(),
+                       backend_->kv_block_bytes()};
   try {
     PrefixCacheRestored restored = engine::restore_prefix_cache(
-        config_.persist_path, persist_identity(), prefix_cache_, cache_, *backend_);
+        config_.persist_path, persist_identity_, prefix_cache_, cache_, *backend_);
     if (!restored.found) {
       report("no saved prefix cache at '" + config_.persist_path + "' yet");
     } else if (!restored.refused.empty()) {
@@ -138,8 +136,8 @@ void Scheduler::save_prefix_cache() {
   };
   try {
     PrefixCacheSaved saved =
-        engine::save_prefix_cache(config_.persist_path, persist_identity(), prefix_cache_,
-                                  *backend_, config_.persist_max_bytes);
+        engine::save_prefix_cache(config_.persist_path, persist_identity_, prefix_cache_, *backend_,
+                                  config_.persist_max_bytes);
     report("saved " + std::to_string(saved.blocks) + " blocks of the prefix cache (" +
            std::to_string(saved.bytes) + " bytes) to '" + config_.persist_path + "'");
   } catch (const std::exception& error) {

@@ -189,7 +189,6 @@ class Scheduler {
   void admit(Sequence& sequence);
   void publish_full_blocks(Sequence& sequence);
   void release_sequence(Sequence& sequence);
-  PrefixCacheIdentity persist_identity() const;
   void restore_prefix_cache();
   void save_prefix_cache();
   void refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
@@ -202,7 +201,10 @@ class Scheduler {
   PrefixCache prefix_cache_;
   std::vector<StepChunk> chunks_;
   StepOutput output_;
-  std::vector<float> verify_row_;  // a logits row being checked against a guess
+  std::vector<float> verify_row_;
+  // What the saved prefix cache depends on, worked out once at start (the model's fingerprint
+  // reads every tensor's first bytes) and written with the file at stop.
+  PrefixCacheIdentity persist_identity_;  // a logits row being checked against a guess
 
   mutable std::mutex mutex_;
   std::condition_variable work_;

@@ -59,8 +59,8 @@ struct KvPoolShape {
 // Bytes of one KV block of `model` (every layer's keys and values), whatever the backend.
 inline uint64_t kv_block_bytes(const ModelConfig& model, int64_t block_tokens,
                                kernels::KvType type) {
-  return static_cast<uint64_t>(model.layers * 2 * model.kv_heads * model.head_dim * block_tokens) *
-         kernels::kv_element_bytes(type);
+  return static_cast<uint64_t>(model.layers * 2 * model.kv_heads * block_tokens) *
+         kernels::kv_row_bytes(type, model.head_dim);
 }
 
 // How to draw the token of a chunk that wants one. All of it is data the backend may copy to

@@ -110,16 +110,18 @@ inline constexpr int kQuantizedKernelTypes = 12;
 int quantized_index(TensorType type);
 
 // Attention of `group_size` query heads sharing one key/value head, for one token, over
-// `positions` cached positions stored in blocks of `block_tokens`: keys as
-// [head_dim][block_tokens] and values as [block_tokens][head_dim] inside each block.
+// `positions` cached positions stored in blocks of `block_tokens`. Inside each block, for f32 and
+// f16: keys as [head_dim][block_tokens] and values as [block_tokens][head_dim]; for q8_0: keys
+// and values as [block_tokens] rows of head_dim / 32 Q8_0 blocks (kv_type.h), dequantised as
+// they are read.
 struct AttentionArgs {
   const float* queries;  // group_size x head_dim
   int64_t group_size;
   int64_t head_dim;
-  const void* pool;            // the KV cache memory, elements of the table entry's KvType
+  const void* pool;            // the KV cache memory, in the table entry's KvType
   const int32_t* block_table;  // the sequence's blocks, in position order
-  size_t block_stride;         // elements from one block to the next
-  size_t key_offset;           // elements from a block's start to this layer's and head's keys
+  size_t block_stride;         // bytes from one block to the next
+  size_t key_offset;           // bytes from a block's start to this layer's and head's keys
   size_t value_offset;         // ... and values
   int64_t block_tokens;
   int64_t positions;
@@ -136,7 +138,7 @@ struct CpuKernelTable {
   std::string_view instruction_set;
   void (*matmul[3])(const MatmulArgs& args);               // f32, f16, bf16 (float_type_index)
   void (*packed_matmul[3])(const PackedMatmulArgs& args);  // f32, f16, bf16 (float_type_index)
-  void (*attention[2])(const AttentionArgs& args);         // indexed by KvType
+  void (*attention[kKvTypes])(const AttentionArgs& args);  // indexed by KvType
   // out[i] = silu(gate[i]) * up[i]
   void (*silu_multiply)(const float* gate, const float* up, float* out, int64_t count);
   // out[i] = gelu(gate[i]) * up[i], GELU in its tanh form (gemma)
@@ -153,8 +155,9 @@ struct CpuKernelTable {
   // rows[t * width + i] += bias[i] for t in [0, rows).
   void (*add_bias)(float* rows, const float* bias, int64_t width, int64_t row_count);
   // out[i * out_stride] = values[i], in the cache's element type (for f16 rounded to nearest
-  // even): keys and values into the KV cache. Indexed by KvType.
-  void (*store_kv[2])(const float* values, void* out, int64_t count, int64_t out_stride);
+  // even): keys and values into the KV cache. Indexed by KvType. q8_0 writes count / 32 blocks
+  // in a row (out_stride 1), each quantised as llama.cpp's quantize_row_q8_0_ref does.
+  void (*store_kv[kKvTypes])(const float* values, void* out, int64_t count, int64_t out_stride);
   // One row of a stored matrix as floats (the token embedding lookup).
   void (*dequantize_row)(TensorType type, const uint8_t* row, int64_t columns, float* out);
   // The integer products with quantised weights (indexed by quantized_index(type)) and the

@@ -54,6 +54,10 @@ struct Simd {
     std::memcpy(buffer, p, static_cast<size_t>(n) * 2);
     return load_f16(buffer);
   }
+  static V load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static V from_bf16(__m128i bits) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
   }

@@ -40,6 +40,10 @@ struct Simd {
   static V load_f16_partial(const uint16_t* p, int n) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p));
   }
+  static V load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   static V from_bf16(__m256i bits) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
   }

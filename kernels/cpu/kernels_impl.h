@@ -4,8 +4,8 @@
 //
 // S provides: V (a vector of S::kWidth floats), zero, set1, load, load_partial, store,
 // store_partial, fma, mul, add, sub, max, reduce_sum, reduce_max, exp, load_f16(_partial),
-// load_bf16(_partial), f16 (one scalar half to float), to_f16 (one float to half, rounding to
-// nearest even).
+// load_bf16(_partial), load_i8 (kWidth signed bytes as floats), f16 (one scalar half to float),
+// to_f16 (one float to half, rounding to nearest even).
 
 // Loaders: kWidth weights of row `row` starting at column k, as floats.
 template <class S>
@@ -234,6 +234,15 @@ struct KvF16 {
   static typename S::V load_partial(const uint16_t* p, int n) { return S::load_f16_partial(p, n); }
 };
 
+// The elements at `offset` bytes into block `b` of the sequence's block table.
+template <class Element>
+inline const Element* kv_at(const AttentionArgs& args, int64_t b, size_t offset) {
+  return reinterpret_cast<const Element*>(static_cast<const uint8_t*>(args.pool) +
+                                          static_cast<size_t>(args.block_table[b]) *
+                                              args.block_stride +
+                                          offset);
+}
+
 // How far ahead of its use a panel is prefetched: the hardware prefetchers alone leave the
 // many-token kernel waiting on memory for a third of its time (measured on a 2-core EPYC).
 inline constexpr int64_t kPrefetchBytes = 4096;
@@ -339,15 +348,13 @@ inline void weighted_sum_of_values(const AttentionArgs& args, const float* weigh
   for (int v = 0; v < kVectors; ++v)
     even[v] = odd[v] = S::zero();
   using Element = typename Kv::Element;
-  const auto* pool = static_cast<const Element*>(args.pool);
   auto load = [&](const Element* p, int v) {
     return tail > 0 && v == kVectors - 1 ? Kv::load_partial(p + v * S::kWidth, tail)
                                          : Kv::load(p + v * S::kWidth);
   };
   const int64_t blocks = (args.positions + block_tokens - 1) / block_tokens;
   for (int64_t b = first_block; b < blocks; ++b) {
-    const Element* values = pool + static_cast<size_t>(args.block_table[b]) * args.block_stride +
-                            args.value_offset + d0;
+    const Element* values = kv_at<Element>(args, b, args.value_offset) + d0;
     const float* block_weights = weights + b * block_tokens;
     int64_t count = std::min(block_tokens, args.positions - b * block_tokens);
     int64_t t = 0;
@@ -417,19 +424,15 @@ template <class S, class Kv>
 inline void attention_scores(const AttentionArgs& args, int64_t first_block, int64_t blocks,
                              int64_t padded) {
   using Element = typename Kv::Element;
-  const auto* pool = static_cast<const Element*>(args.pool);
   const int64_t block_tokens = args.block_tokens;
   const int64_t head_dim = args.head_dim;
   for (int64_t b = first_block; b < blocks; ++b) {
-    const Element* keys =
-        pool + static_cast<size_t>(args.block_table[b]) * args.block_stride + args.key_offset;
+    const Element* keys = kv_at<Element>(args, b, args.key_offset);
     int64_t count = std::min(block_tokens, args.positions - b * block_tokens);
     const size_t block_elements = static_cast<size_t>(head_dim * block_tokens);
-    const Element* values = keys - args.key_offset + args.value_offset;
+    const Element* values = kv_at<Element>(args, b, args.value_offset);
     const Element* next_keys =
-        b + 1 < blocks ? pool + static_cast<size_t>(args.block_table[b + 1]) * args.block_stride +
-                             args.key_offset
-                       : nullptr;
+        b + 1 < blocks ? kv_at<Element>(args, b + 1, args.key_offset) : nullptr;
     prefetch_block(next_keys, values, block_elements);
     for (int64_t h = 0; h < args.group_size; ++h) {
       block_scores<S, Kv>(keys, args.queries + h * head_dim, head_dim, block_tokens, count,
@@ -464,6 +467,22 @@ inline float exponentiate_scores(float* scores, int64_t n) {
     sum = S::add(sum, S::load_partial(scores + j, remaining));
   }
   return 1.0f / S::reduce_sum(sum);
+}
+
+// One head's scores become its unnormalised attention weights: soft-capped, exponentiated from
+// the window's first position, zero before it within its block. Returns 1 / their sum.
+template <class S>
+inline float attention_weights(const AttentionArgs& args, float* scores) {
+  const int64_t first = args.first_position;
+  if (args.softcap > 0) {
+    const float cap = args.softcap;
+    for (int64_t j = first; j < args.positions; ++j)
+      scores[j] = cap * std::tanh(scores[j] / cap);
+  }
+  float normaliser = exponentiate_scores<S>(scores + first, args.positions - first);
+  for (int64_t j = first / args.block_tokens * args.block_tokens; j < first; ++j)
+    scores[j] = 0;
+  return normaliser;
 }
 
 // out[0..head_dim) = the values weighted by `weights`, up to four vectors of the head at a time
@@ -506,14 +525,7 @@ void attention(const AttentionArgs& args) {
   // The softmax and weighted-sum pass, one head at a time.
   for (int64_t h = 0; h < args.group_size; ++h) {
     float* scores = args.scores + h * padded;
-    if (args.softcap > 0) {
-      const float cap = args.softcap;
-      for (int64_t j = first; j < args.positions; ++j)
-        scores[j] = cap * std::tanh(scores[j] / cap);
-    }
-    float normaliser = exponentiate_scores<S>(scores + first, args.positions - first);
-    for (int64_t j = first_block * block_tokens; j < first; ++j)
-      scores[j] = 0;
+    float normaliser = attention_weights<S>(args, scores);
     float* out = args.out + h * head_dim;
     weighted_sum_of_head<S, Kv>(args, scores, first_block, out);
     for (int64_t d = 0; d < head_dim; ++d)
@@ -624,20 +636,22 @@ void store_kv_f16(const float* values, void* out, int64_t count, int64_t out_str
     pool[i * out_stride] = S::to_f16(values[i]);
 }
 
+#include "kernels/cpu/attention_q8_0_impl.h"
+
 template <class S>
 constexpr CpuKernelTable make_table(std::string_view name) {
   return CpuKernelTable{name,
                      {&matmul<S, LoadF32<S>>, &matmul<S, LoadF16<S>>, &matmul<S, LoadBf16<S>>},
                      {&packed_matmul<S, LoadF32<S>>, &packed_matmul<S, LoadF16<S>>,
                       &packed_matmul<S, LoadBf16<S>>},
-                     {&attention<S, KvF32<S>>, &attention<S, KvF16<S>>},
+                     {&attention<S, KvF32<S>>, &attention<S, KvF16<S>>, &attention_q8_0<S>},
                      &silu_multiply<S>,
                      &gelu_multiply<S>,
                      &rms_norm<S>,
                      &rope<S>,
                      &add<S>,
                      &add_bias<S>,
-                     {&store_kv_f32<S>, &store_kv_f16<S>},
+                     {&store_kv_f32<S>, &store_kv_f16<S>, &store_kv_q8_0<S>},
                      &kernels::dequantize_row,
                      {},
                      {},

@@ -74,6 +74,9 @@ struct Simd {
   static V load_f16_partial(const uint16_t* p, int n) {
     return map([&](int i) { return i < n ? f16_to_f32(p[i]) : 0.0f; });
   }
+  static V load_i8(const int8_t* p) {
+    return map([&](int i) { return static_cast<float>(p[i]); });
+  }
   static V load_bf16(const uint16_t* p) {
     return map([&](int i) { return bf16_to_f32(p[i]); });
   }

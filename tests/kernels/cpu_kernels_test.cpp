@@ -287,9 +287,10 @@ TEST_P(AttentionKernel, MatchesSoftmaxAttentionOverBlocks) {
     for (const CpuKernelTable* kernels : available_tables()) {
       std::vector<float> scores(static_cast<size_t>(group * 48));
       std::vector<float> out(static_cast<size_t>(group * head_dim));
+      const size_t element = kv_row_bytes(kv_type, 1);  // the kernels take offsets in bytes
       kernels->attention[static_cast<int>(kv_type)](
-          {queries.data(), group, head_dim, pool, table.data(), block_stride, 0,
-           static_cast<size_t>(head_dim * block_tokens), block_tokens, positions,
+          {queries.data(), group, head_dim, pool, table.data(), block_stride * element, 0,
+           static_cast<size_t>(head_dim * block_tokens) * element, block_tokens, positions,
            variant.first_position, scale, variant.softcap, scores.data(), out.data()});
       for (int64_t h = 0; h < group; ++h) {
         std::vector<double> weights(static_cast<size_t>(positions), 0.0);

@@ -45,6 +45,9 @@ BackendInfo CpuBackend::info() const {
   info.memory.workspace_bytes = workspace_bytes_;
   info.samples_on_device = true;  // drawn where the logits are: no row is copied for a token
   info.kv_types = {kernels::KvType::f16, kernels::KvType::f32};
+  // q8_0 keeps each head's row in blocks of 32 values: only heads of whole blocks.
+  if (model_->config().head_dim % kernels::kv_block_values(kernels::KvType::q8_0) == 0)
+    info.kv_types.push_back(kernels::KvType::q8_0);
   return info;
 }
 

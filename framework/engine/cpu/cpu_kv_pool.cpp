@@ -18,9 +18,17 @@ CpuKvPool::CpuKvPool(const ModelConfig& config, const KvPoolShape& shape)
                                 std::to_string(block_tokens_));
   }
   if (total_blocks_ <= 0) throw std::invalid_argument("KV cache needs at least one block");
-  block_stride_ = static_cast<size_t>(config.layers * 2 * kv_heads_ * head_dim_ * block_tokens_);
+  const int64_t block_values = kernels::kv_block_values(type_);
+  if (head_dim_ % block_values != 0) {
+    throw std::invalid_argument("a " + std::string(kernels::to_string(type_)) +
+                                " KV cache stores heads in blocks of " +
+                                std::to_string(block_values) +
+                                " values; this model's head_dim is " + std::to_string(head_dim_));
+  }
+  row_bytes_ = kernels::kv_row_bytes(type_, head_dim_);
+  block_stride_ = static_cast<size_t>(config.layers * 2 * kv_heads_) * region_bytes();
   // calloc: zeroed pages are mapped lazily, so an unused cache costs no memory.
-  pool_ = std::calloc(block_stride_ * static_cast<size_t>(total_blocks_), element_bytes());
+  pool_ = std::calloc(static_cast<size_t>(total_blocks_), block_stride_);
   if (pool_ == nullptr) throw std::bad_alloc();
 }
 
@@ -29,11 +37,11 @@ CpuKvPool::~CpuKvPool() {
 }
 
 size_t CpuKvPool::key_offset(int64_t layer, int64_t kv_head) const {
-  return static_cast<size_t>(((layer * 2) * kv_heads_ + kv_head) * head_dim_ * block_tokens_);
+  return static_cast<size_t>((layer * 2) * kv_heads_ + kv_head) * region_bytes();
 }
 
 size_t CpuKvPool::value_offset(int64_t layer, int64_t kv_head) const {
-  return static_cast<size_t>(((layer * 2 + 1) * kv_heads_ + kv_head) * head_dim_ * block_tokens_);
+  return static_cast<size_t>((layer * 2 + 1) * kv_heads_ + kv_head) * region_bytes();
 }
 
 size_t CpuKvPool::block_start(std::span<const BlockId> block_table, int64_t position) const {
@@ -43,14 +51,17 @@ size_t CpuKvPool::block_start(std::span<const BlockId> block_table, int64_t posi
 
 size_t CpuKvPool::key_index(std::span<const BlockId> block_table, int64_t position, int64_t layer,
                             int64_t kv_head) const {
-  return block_start(block_table, position) + key_offset(layer, kv_head) +
-         static_cast<size_t>(position % block_tokens_);
+  const auto slot = static_cast<size_t>(position % block_tokens_);
+  // Plain types keep a position's keys one element apart within each dimension's run.
+  const size_t within =
+      type_ == kernels::KvType::q8_0 ? slot * row_bytes_ : slot * kernels::kv_row_bytes(type_, 1);
+  return block_start(block_table, position) + key_offset(layer, kv_head) + within;
 }
 
 size_t CpuKvPool::value_index(std::span<const BlockId> block_table, int64_t position, int64_t layer,
                               int64_t kv_head) const {
   return block_start(block_table, position) + value_offset(layer, kv_head) +
-         static_cast<size_t>(position % block_tokens_ * head_dim_);
+         static_cast<size_t>(position % block_tokens_) * row_bytes_;
 }
 
 }  // namespace chatflow::engine

@@ -323,7 +323,6 @@ void Transformer::store_keys_and_values(Step& step, int64_t layer) {
   const int table = config.sliding_rope_differs && config.sliding_layer(layer) ? 1 : 0;
   auto store = kernels_.store_kv[static_cast<int>(cache.type())];
   char* pool = static_cast<char*>(cache.pool());
-  const size_t element = cache.element_bytes();
   step.for_tokens([&](int64_t t) {
     const float* cosines = work.rope_cos[table].data() + t * pairs;
     const float* sines = work.rope_sin[table].data() + t * pairs;
@@ -335,10 +334,10 @@ void Transformer::store_keys_and_values(Step& step, int64_t layer) {
     const int64_t position = work.positions[t];
     for (int64_t g = 0; g < config.kv_heads; ++g) {
       store(step.key + t * step.kv_dim + g * head_dim,
-            pool + cache.key_index(block_table, position, layer, g) * element, head_dim,
-            cache.block_tokens());
+            pool + cache.key_index(block_table, position, layer, g), head_dim,
+            cache.key_dimension_stride());
       store(step.value + t * step.kv_dim + g * head_dim,
-            pool + cache.value_index(block_table, position, layer, g) * element, head_dim, 1);
+            pool + cache.value_index(block_table, position, layer, g), head_dim, 1);
     }
   });
 }
@@ -372,12 +371,12 @@ void Transformer::attend(Step& step, int64_t layer) {
     int64_t g = item % config.kv_heads;
     const auto* pool = static_cast<const char*>(cache.pool());
     const std::span<const BlockId> block_table = work.block_tables[t];
-    const size_t bytes = static_cast<size_t>(head_dim * block_tokens) * cache.element_bytes();
+    const size_t bytes = cache.region_bytes();
     const int64_t blocks = work.positions[t] / block_tokens + 1;
     for (int64_t b = first_position(t) / block_tokens; b < blocks; ++b) {
       size_t block = cache.block_start(block_table, b * block_tokens);
-      const char* keys = pool + (block + cache.key_offset(layer, g)) * cache.element_bytes();
-      const char* values = pool + (block + cache.value_offset(layer, g)) * cache.element_bytes();
+      const char* keys = pool + block + cache.key_offset(layer, g);
+      const char* values = pool + block + cache.value_offset(layer, g);
       for (size_t line = 0; line < bytes; line += 64) {
         __builtin_prefetch(keys + line);
         __builtin_prefetch(values + line);

@@ -40,7 +40,17 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
   scheduler.block_tokens = config.kv_cache.block_tokens;
   scheduler.kv_blocks = config.kv_cache.blocks;
   scheduler.prefix_cache = config.kv_cache.prefix_cache;
-  scheduler.kv_type = config.kv_cache.type == "f32" ? kernels::KvType::f32 : kernels::KvType::f16;
+  scheduler.kv_type = config.kv_cache.type == "f32"    ? kernels::KvType::f32
+                      : config.kv_cache.type == "q8_0" ? kernels::KvType::q8_0
+                                                       : kernels::KvType::f16;
+  const int64_t block_values = kernels::kv_block_values(scheduler.kv_type);
+  if (model.config().head_dim % block_values != 0) {
+    throw ConfigKeyError("kv_cache.type",
+                         config.kv_cache.type + " stores each head in blocks of " +
+                             std::to_string(block_values) + " values, and this model's heads have " +
+                             std::to_string(model.config().head_dim) +
+                             " (head_dim); use f16 or f32");
+  }
   scheduler.backend = config.backend;
   scheduler.persist_path = config.kv_cache.persist.path;
   scheduler.persist_max_bytes = static_cast<uint64_t>(config.kv_cache.persist.max_bytes);
@@ -388,8 +398,10 @@ ResourceTypeInfo gguf_model_resource_type() {
                "reuse the KV blocks of shared prompt prefixes");
   kv_cache
       .key("type", &KvCacheConfig::type,
-           "how keys and values are stored: f16 (half the memory and memory traffic) or f32")
-      .choices({"f16", "f32"});
+           "how keys and values are stored: f16 (half the memory and memory traffic of f32), "
+           "f32, or q8_0 (8-bit blocks of 32 values: about half of f16; needs a head_dim "
+           "that is a multiple of 32)")
+      .choices({"f16", "f32", "q8_0"});
   SchemaBuilder<KvPersistConfig> persist;
   persist.key("path", &KvPersistConfig::path,
               "file the prefix cache is saved to when the model stops and read from at start; "
@@ -413,8 +425,9 @@ ResourceTypeInfo gguf_model_resource_type() {
       "GGUF file; auto: $CHATFLOW_MODEL, models/, then ../shared/models/stories260K/");
   type.config()
       .key("backend", &GgufModelConfig::backend,
-           "where to compute: cpu; cuda (a build with -DCHATFLOW_CUDA=ON and its backend, to "
-           "come); auto: the best this build and machine have (the CPU in this version)")
+           "where to compute: cpu; cuda (a build with CUDA, on a machine with an NVIDIA GPU; "
+           "compiled, not yet verified on a GPU); auto: the GPU where one is visible, else the "
+           "CPU")
       .choices({"auto", "cpu", "cuda"});
   type.config()
       .key("threads", &GgufModelConfig::threads,

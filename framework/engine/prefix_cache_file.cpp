@@ -109,7 +109,15 @@ std::string read_identity(Reader& in, const PrefixCacheIdentity& expected) {
   if (found.model != expected.model) return "it was written for another model file";
   if (found.backend != expected.backend)
     return "it was written by the " + found.backend + " backend, not " + expected.backend;
-  if (found.kv_type != expected.kv_type) return "it holds another KV cache type";
+  if (found.kv_type != expected.kv_type) {
+    auto name = [](uint32_t type) {
+      return type < static_cast<uint32_t>(kernels::kKvTypes)
+                 ? std::string(kernels::to_string(static_cast<kernels::KvType>(type)))
+                 : "type " + std::to_string(type);
+    };
+    return "it holds another KV cache type (" + name(found.kv_type) + ", not " +
+           name(expected.kv_type) + ")";
+  }
   if (found.block_tokens != expected.block_tokens || found.block_bytes != expected.block_bytes)
     return "its KV blocks are " + std::to_string(found.block_tokens) + " positions of " +
            std::to_string(found.block_bytes) + " bytes, not " +

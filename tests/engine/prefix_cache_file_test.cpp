@@ -220,5 +220,45 @@ TEST(PrefixCacheFile, MaxBytesKeepsTheMostRecentlyUsedBlocks) {
   EXPECT_EQ(run(scheduler, spec_for(*model, "a"))->usage().cached_tokens, 0);
 }
 
+// A q8_0 KV cache's blocks come back as they were saved (the same answer, the prefix not computed
+// again), and a file of f16 blocks is refused by a q8_0 cache and the other way round: its blocks
+// hold other bytes for the same positions (and another size).
+TEST(PrefixCacheFile, AQ8_0CacheRestoresItsOwnFileAndRefusesAnF16One) {
+  ModelShape shape;
+  shape.dim = 128;  // four heads of 32 values: whole q8_0 blocks
+  shape.ffn = 96;
+  shape.type = kernels::TensorType::q8_0;
+  auto model = Model::load(testing::temp_model(shape));
+  auto files = persisted("prefix-cache-q8.kv");
+  SchedulerConfig q8 = files->config;
+  q8.kv_type = kernels::KvType::q8_0;
+  SchedulerConfig f16 = files->config;
+  f16.kv_type = kernels::KvType::f16;
+  const int64_t full_blocks = (static_cast<int64_t>(spec_for(*model, "a").prompt.size()) - 1) / 16;
+  std::vector<TokenId> first;
+  {
+    Scheduler scheduler(model, q8);
+    first = run(scheduler, spec_for(*model, "a"))->tokens();
+  }
+  {
+    Scheduler restarted(model, q8);
+    ASSERT_TRUE(said(*files, "restored ")) << all(*files);
+    auto again = run(restarted, spec_for(*model, "a"));
+    EXPECT_EQ(again->usage().cached_tokens, full_blocks * 16);
+    EXPECT_EQ(again->tokens(), first);
+  }
+  {
+    Scheduler scheduler(model, f16);
+    EXPECT_TRUE(said(*files, "is not used: it holds another KV cache type")) << all(*files);
+    EXPECT_EQ(scheduler.stats().cached_blocks, 0);
+    EXPECT_EQ(run(scheduler, spec_for(*model, "a"))->usage().cached_tokens, 0);
+  }
+  // That scheduler saved its f16 blocks on stopping: a q8_0 cache refuses them.
+  files->lines.clear();
+  Scheduler scheduler(model, q8);
+  EXPECT_TRUE(said(*files, "is not used: it holds another KV cache type")) << all(*files);
+  EXPECT_EQ(scheduler.stats().cached_blocks, 0);
+}
+
 }  // namespace
 }  // namespace chatflow::engine

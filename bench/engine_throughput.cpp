@@ -38,8 +38,16 @@ struct BenchEngineOptions {
   int repetitions = 5;
   bool json = false;
   bool bandwidth = false;
-  std::string llama_cpp_bin;  // a folder holding llama-bench: measured side by side
+  std::string llama_cpp_bin;    // a folder holding llama-bench: measured side by side
+  std::string kv_type = "f16";  // how the KV pool stores keys and values
+  int64_t depth = 0;            // tokens already in the context when each figure is measured
 };
+
+kernels::KvType kv_type_named(const std::string& name) {
+  if (name == "f32") return kernels::KvType::f32;
+  if (name == "q8_0") return kernels::KvType::q8_0;
+  return kernels::KvType::f16;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -169,12 +177,22 @@ void print_comparison(const std::vector<Figures>& ours, const std::vector<Figure
 
 class EngineBench {
  public:
-  EngineBench(std::shared_ptr<const engine::Model> model, int threads)
+  // With `depth`, every figure is measured after that many tokens already in the context (as
+  // llama-bench -d): they are computed once, and each measured sequence shares their blocks.
+  EngineBench(std::shared_ptr<const engine::Model> model, int threads,
+              kernels::KvType kv_type = kernels::KvType::f16, int64_t depth = 0)
       : model_(std::move(model)),
         backend_(engine::make_backend("cpu", model_, {threads})),
-        blocks_(16, (std::min<int64_t>(model_->config().context, 1024) + 15) / 16) {
-    backend_->allocate_kv_pool(
-        {blocks_.total_blocks(), blocks_.block_tokens(), kernels::KvType::f16});
+        blocks_(16, (std::min<int64_t>(model_->config().context, depth + 1024) + 15) / 16) {
+    backend_->allocate_kv_pool({blocks_.total_blocks(), blocks_.block_tokens(), kv_type});
+    if (depth > 0) {
+      auto context = tokens(depth);
+      engine::reserve(blocks_, depth_, depth);
+      for (int64_t begin = 0; begin < depth; begin += 512)
+        step(depth_, std::span(context).subspan(
+                         static_cast<size_t>(begin),
+                         static_cast<size_t>(std::min<int64_t>(512, depth - begin))));
+    }
   }
 
   engine::BackendInfo info() const { return backend_->info(); }
@@ -193,8 +211,8 @@ class EngineBench {
 
   double prompt_rate(int64_t count) {
     auto prompt = tokens(count);
-    engine::KvSequence sequence;
-    engine::reserve(blocks_, sequence, count);
+    engine::KvSequence sequence = after_depth();
+    engine::reserve(blocks_, sequence, sequence.length + count);
     auto start = Clock::now();
     step(sequence, prompt);
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -204,8 +222,8 @@ class EngineBench {
 
   double generation_rate(int64_t count) {
     auto inputs = tokens(count);
-    engine::KvSequence sequence;
-    engine::reserve(blocks_, sequence, count);
+    engine::KvSequence sequence = after_depth();
+    engine::reserve(blocks_, sequence, sequence.length + count);
     auto start = Clock::now();
     for (int64_t i = 0; i < count; ++i)
       step(sequence, {&inputs[static_cast<size_t>(i)], 1});
@@ -215,6 +233,16 @@ class EngineBench {
   }
 
  private:
+  // A sequence holding the depth's tokens in shared blocks. Positions from the depth on, which it
+  // writes into the last shared block when the depth is not whole blocks, are never read by
+  // the depth itself.
+  engine::KvSequence after_depth() {
+    engine::KvSequence sequence = depth_;
+    for (engine::BlockId block : sequence.blocks)
+      blocks_.retain(block);
+    return sequence;
+  }
+
   // One step of `tokens` at the end of `sequence`, its last logits row copied back (as a
   // caller that samples on the host would have it).
   void step(engine::KvSequence& sequence, std::span<const engine::TokenId> tokens) {
@@ -231,6 +259,7 @@ class EngineBench {
   std::unique_ptr<engine::Backend> backend_;
   engine::KvBlockAllocator blocks_;
   engine::StepOutput output_;
+  engine::KvSequence depth_;
 };
 
 // Records when each token of one sequence arrived.
@@ -417,15 +446,16 @@ int bench_engine_command(const BenchEngineOptions& options) {
   std::shared_ptr<const engine::Model> model = engine::Model::load(options.model);
   const auto& config = model->config();
   if (!options.concurrency.empty()) return report_concurrency(options, model);
-  if (config.context < 512 + 1) {
-    std::cerr << "chatflow: the model's context (" << config.context
-              << ") is too short for pp512\n";
+  if (config.context < options.depth + 512 + 1) {
+    std::cerr << "chatflow: the model's context (" << config.context << ") is too short for "
+              << (options.depth > 0 ? "--depth " + std::to_string(options.depth) + " + " : "")
+              << "pp512\n";
     return 1;
   }
   std::vector<Figures> results, llama_cpp;
   std::string backend;
   for (int threads : options.threads) {
-    EngineBench bench(model, threads);
+    EngineBench bench(model, threads, kv_type_named(options.kv_type), options.depth);
     if (backend.empty()) backend = bench.info().name + ": " + bench.info().device;
     bench.prompt_rate(32);  // warm-up: pages mapped, caches filled
     std::vector<double> pp128, pp512, tg128;
@@ -465,7 +495,11 @@ int bench_engine_command(const BenchEngineOptions& options) {
       options.model.c_str(), config.architecture.c_str(), static_cast<long long>(config.dim),
       static_cast<long long>(config.layers), static_cast<long long>(config.vocabulary),
       weight_gb * 1e3, backend.c_str());
-  std::printf("median of %d runs\n\n", options.repetitions);
+  std::printf("median of %d runs, KV cache %s", options.repetitions, options.kv_type.c_str());
+  if (options.depth > 0)
+    std::printf(", every figure after %lld tokens of context",
+                static_cast<long long>(options.depth));
+  std::printf("\n\n");
   std::printf("| threads |  pp128 t/s |  pp512 t/s |  tg128 t/s | tg weight reads GB/s |\n");
   std::printf("|--------:|-----------:|-----------:|-----------:|---------------------:|\n");
   for (const auto& figures : results) {
@@ -509,6 +543,15 @@ void add_bench_engine_command(CLI::App& app, CommandBody& selected) {
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->add_flag("--bandwidth", options->bandwidth, "also measure memory read bandwidth");
+  command->add_option("--kv-type", options->kv_type, "how the KV cache stores keys and values")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
+      ->capture_default_str();
+  command
+      ->add_option("--depth", options->depth,
+                   "tokens already in the context before each figure (as llama-bench -d): "
+                   "decode speed at a long context")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   command
       ->add_option(
           "--concurrency", options->concurrency,

@@ -22,6 +22,7 @@ namespace {
 
 struct PerplexityCommandOptions {
   std::string model, file, base;
+  std::string kv_type = "f16";
   int64_t context = 512, batch = 512, chunks = -1;
   int threads = 0;
   bool json = false, compare = false;
@@ -45,6 +46,9 @@ int perplexity_command(const PerplexityCommandOptions& options) {
   settings.context = options.context;
   settings.batch = options.batch;
   settings.chunks = options.chunks;
+  settings.kv_type = options.kv_type == "f32"    ? kernels::KvType::f32
+                     : options.kv_type == "q8_0" ? kernels::KvType::q8_0
+                                                 : kernels::KvType::f16;
   // 0: the CPUs this process may use (affinity mask, cgroup CPU quota).
   settings.threads = options.threads > 0 ? options.threads : engine::available_cpus();
   (options.compare ? settings.compare_log_probs : settings.save_log_probs) = options.base;
@@ -78,8 +82,8 @@ int perplexity_command(const PerplexityCommandOptions& options) {
   }
   std::cout << std::fixed << std::setprecision(1) << options.model << " on " << options.file << ": "
             << result.chunks << " windows of " << options.context << " tokens, " << result.scored
-            << " scored, " << settings.threads << (settings.threads == 1 ? " thread, " : " threads, ")
-            << result.seconds << " s\n";
+            << " scored, " << settings.threads
+            << (settings.threads == 1 ? " thread, " : " threads, ") << result.seconds << " s\n";
   if (result.compared) {
     std::cout << std::setprecision(6) << "kl-divergence: " << result.kl_divergence << " ± "
               << result.kl_uncertainty << std::setprecision(2) << ", top token agreement "
@@ -115,6 +119,11 @@ void add_perplexity_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--threads,-t", options->threads, "threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   command->add_flag("--json", options->json, "print the result as JSON");
+  command
+      ->add_option("--kv-type", options->kv_type,
+                   "how the KV cache stores keys and values (llama-perplexity -ctk/-ctv)")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
+      ->capture_default_str();
   command->add_option("--kl-divergence-base", options->base,
                       "save the scored log-probabilities here (with --kl-divergence: compare "
                       "against them)");

@@ -249,7 +249,7 @@ PerplexityResult measure_perplexity(std::shared_ptr<const Model> model, const st
       make_backend(options.backend, model, {std::max(1, options.threads)});
   const int64_t block_tokens = 16;
   KvBlockAllocator cache(block_tokens, (context + block_tokens - 1) / block_tokens);
-  backend->allocate_kv_pool({cache.total_blocks(), block_tokens, kernels::KvType::f16});
+  backend->allocate_kv_pool({cache.total_blocks(), block_tokens, options.kv_type});
   const int64_t batch = std::max<int64_t>(1, std::min(options.batch, context));
   const TokenId bos = model->tokenizer().vocabulary().bos;
   const bool add_bos = model->tokenizer().vocabulary().add_bos && bos >= 0;

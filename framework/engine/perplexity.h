@@ -11,6 +11,7 @@
 #include <string>
 
 #include "framework/engine/model.h"
+#include "kernels/kv_type.h"
 
 namespace chatflow::engine {
 
@@ -19,9 +20,10 @@ struct PerplexityOptions {
   int64_t batch = 512;  // tokens per forward step
   int64_t chunks = -1;  // at most this many windows; -1 all
   int threads = 1;
-  std::string backend = "cpu";    // where to compute (make_backend: cpu, cuda, auto)
-  std::string save_log_probs;     // write the scored log-probabilities here
-  std::string compare_log_probs;  // compare against log-probabilities saved before
+  std::string backend = "cpu";  // where to compute (make_backend: cpu, cuda, auto)
+  kernels::KvType kv_type = kernels::KvType::f16;  // how the KV cache stores keys and values
+  std::string save_log_probs;                      // write the scored log-probabilities here
+  std::string compare_log_probs;                   // compare against log-probabilities saved before
 };
 
 struct PerplexityResult {

@@ -19,6 +19,7 @@ declare -A allowed=(
   [framework/chat]="framework/chat framework/api framework/grammar framework/text"
   [framework/openai]="framework/openai framework/chat framework/api framework/grammar framework/text"
   [framework/anthropic]="framework/anthropic framework/chat framework/api framework/text"
+  [framework/responses]="framework/responses framework/chat framework/api framework/text"
   [framework/bridge]="framework/bridge framework/api framework/engine framework/grammar framework/text kernels"
 )
 domain="framework/cache framework/embedding framework/history framework/limits framework/moderation framework/retrieval framework/security framework/tools framework/tracing framework/upstream framework/usage"

@@ -41,6 +41,7 @@ struct BenchEngineOptions {
   std::string llama_cpp_bin;    // a folder holding llama-bench: measured side by side
   std::string kv_type = "f16";  // how the KV pool stores keys and values
   int64_t depth = 0;            // tokens already in the context when each figure is measured
+  std::string backend = "cpu";  // where the model computes (make_backend: cpu, cuda, auto)
 };
 
 kernels::KvType kv_type_named(const std::string& name) {
@@ -180,9 +181,10 @@ class EngineBench {
   // With `depth`, every figure is measured after that many tokens already in the context (as
   // llama-bench -d): they are computed once, and each measured sequence shares their blocks.
   EngineBench(std::shared_ptr<const engine::Model> model, int threads,
-              kernels::KvType kv_type = kernels::KvType::f16, int64_t depth = 0)
+              kernels::KvType kv_type = kernels::KvType::f16, int64_t depth = 0,
+              const std::string& backend = "cpu")
       : model_(std::move(model)),
-        backend_(engine::make_backend("cpu", model_, {threads})),
+        backend_(engine::make_backend(backend, model_, {threads})),
         blocks_(16, (std::min<int64_t>(model_->config().context, depth + 1024) + 15) / 16) {
     backend_->allocate_kv_pool({blocks_.total_blocks(), blocks_.block_tokens(), kv_type});
     if (depth > 0) {
@@ -306,8 +308,10 @@ struct ConcurrencyFigures {
 
 // `concurrency` sequences of `new_tokens` each, all submitted at once to one scheduler.
 ConcurrencyFigures measure_concurrency(const std::shared_ptr<const engine::Model>& model,
-                                       int threads, int concurrency, int64_t new_tokens) {
+                                       int threads, int concurrency, int64_t new_tokens,
+                                       const std::string& backend) {
   engine::SchedulerConfig config;
+  config.backend = backend;
   config.threads = threads;
   config.max_seqs = std::max(concurrency, 1);
   config.prefix_cache = false;
@@ -344,8 +348,10 @@ ConcurrencyFigures measure_concurrency(const std::shared_ptr<const engine::Model
 
 // Time to the first token of a prompt whose first `prefix` tokens are (or are not) cached.
 std::pair<double, double> measure_prefix_reuse(const std::shared_ptr<const engine::Model>& model,
-                                               int threads, int64_t prefix) {
+                                               int threads, int64_t prefix,
+                                               const std::string& backend) {
   engine::SchedulerConfig config;
+  config.backend = backend;
   config.threads = threads;
   engine::Scheduler scheduler(model, config);
   auto text = model->tokenizer().encode(
@@ -388,7 +394,8 @@ int report_concurrency(const BenchEngineOptions& options,
   std::vector<std::vector<double>> rates(levels), gaps(levels), firsts(levels), ratios(levels);
   for (int round = 0; round < options.repetitions; ++round) {
     for (size_t level = 0; level < levels; ++level) {
-      ConcurrencyFigures f = measure_concurrency(model, threads, options.concurrency[level], 128);
+      ConcurrencyFigures f =
+          measure_concurrency(model, threads, options.concurrency[level], 128, options.backend);
       rates[level].push_back(f.tokens_per_second);
       gaps[level].push_back(f.inter_token_ms);
       firsts[level].push_back(f.first_token_ms);
@@ -400,7 +407,7 @@ int report_concurrency(const BenchEngineOptions& options,
     figures.push_back({options.concurrency[level], median(rates[level]), median(gaps[level]),
                        median(firsts[level])});
   }
-  auto [cold, warm] = measure_prefix_reuse(model, threads, 512);
+  auto [cold, warm] = measure_prefix_reuse(model, threads, 512, options.backend);
   if (options.json) {
     std::printf("{\"threads\": %d, \"concurrency\": [", threads);
     for (size_t i = 0; i < figures.size(); ++i) {
@@ -455,7 +462,8 @@ int bench_engine_command(const BenchEngineOptions& options) {
   std::vector<Figures> results, llama_cpp;
   std::string backend;
   for (int threads : options.threads) {
-    EngineBench bench(model, threads, kv_type_named(options.kv_type), options.depth);
+    EngineBench bench(model, threads, kv_type_named(options.kv_type), options.depth,
+                      options.backend);
     if (backend.empty()) backend = bench.info().name + ": " + bench.info().device;
     bench.prompt_rate(32);  // warm-up: pages mapped, caches filled
     std::vector<double> pp128, pp512, tg128;
@@ -506,7 +514,19 @@ int bench_engine_command(const BenchEngineOptions& options) {
     std::printf("| %7d | %10.1f | %10.1f | %10.1f | %20.2f |\n", figures.threads, figures.pp128,
                 figures.pp512, figures.tg128, weight_gb * figures.tg128);
   }
-  if (options.bandwidth) {
+  const bool on_device = backend.rfind("cpu:", 0) != 0;
+  if (options.bandwidth && on_device) {
+    std::string error;
+    const auto bandwidth = engine::measure_device_bandwidth(options.backend, error);
+    if (!bandwidth) {
+      std::printf("\ndevice memory bandwidth not measured: %s\n", error.c_str());
+    } else {
+      std::printf(
+          "\nmeasured device memory read bandwidth (2 GiB read): %.1f GB/s; generation "
+          "reads weights at %.0f%% of it\n",
+          *bandwidth, 100.0 * weight_gb * results.front().tg128 / *bandwidth);
+    }
+  } else if (options.bandwidth) {
     std::printf("\nmeasured memory read bandwidth (1 GiB sequential read):");
     for (int threads : options.threads) {
       double bandwidth = measure_read_bandwidth(threads);
@@ -543,6 +563,11 @@ void add_bench_engine_command(CLI::App& app, CommandBody& selected) {
       ->capture_default_str();
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->add_flag("--bandwidth", options->bandwidth, "also measure memory read bandwidth");
+  command
+      ->add_option("--backend", options->backend,
+                   "where the model computes: cpu, cuda (a build with CUDA, on a GPU) or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
   command->add_option("--kv-type", options->kv_type, "how the KV cache stores keys and values")
       ->check(CLI::IsMember({"f16", "f32", "q8_0"}))
       ->capture_default_str();

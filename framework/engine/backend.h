@@ -143,6 +143,9 @@ class BackendUnavailable : public std::runtime_error {
 
 struct BackendOptions {
   int threads = 1;  // the CPU backend's compute threads (at least 1)
+  // The most tokens one step holds (the scheduler's max_batched_tokens): a device backend plans
+  // its workspace for it before loading.
+  int64_t max_step_tokens = 2048;
 };
 
 // The backends this build has, best first ("cpu" always; "cuda" in a build with its backend).
@@ -158,6 +161,11 @@ std::string missing_backend_message(std::string_view name, bool built_with_cuda)
 // Why make_backend(name, ...) would fail here, found before any model is loaded (a backend not in
 // this build, no device for it, a name no build knows), or nullopt when it can be made.
 std::optional<std::string> backend_unavailable(std::string_view name);
+
+// The memory read rate in GB/s of the device backend `name` ("cuda", or "auto" where that is
+// the GPU) computes on, measured now (a few seconds); nullopt with `error` saying why for the CPU
+// (bench-engine measures host memory itself) or a device it cannot measure.
+std::optional<double> measure_device_bandwidth(std::string_view name, std::string& error);
 
 // A backend for `model`: "cpu", "cuda", or "auto" (the first of backend_names() that can run
 // here). Throws BackendUnavailable for a known backend this build or machine cannot run, and

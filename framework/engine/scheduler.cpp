@@ -72,7 +72,9 @@ int64_t default_blocks(const ModelConfig& model, const SchedulerConfig& config) 
 }  // namespace
 
 Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerConfig config)
-    : Scheduler(model, make_backend(config.backend, model, {config.threads}), config) {}
+    : Scheduler(model,
+                make_backend(config.backend, model, {config.threads, config.max_batched_tokens}),
+                config) {}
 
 Scheduler::Scheduler(std::shared_ptr<const Model> model, std::unique_ptr<Backend> backend,
                      SchedulerConfig config)

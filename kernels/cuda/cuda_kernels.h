@@ -29,4 +29,8 @@ DeviceProbe probe_devices();
 std::vector<float> dequantize_on_device(TensorType type, const uint8_t* row, int64_t values,
                                         std::string& error);
 
+// Device 0's memory read rate in GB/s (the best of five passes over 2 GiB), or 0 with `error`
+// saying what failed.
+double measure_read_bandwidth(std::string& error);
+
 }  // namespace chatflow::kernels::cuda

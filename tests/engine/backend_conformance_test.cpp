@@ -1,7 +1,8 @@
 // The backend conformance suite (issue 33; llama.cpp's test-backend-ops idea at the level of
-// whole steps). Every backend this build has (backend_names(): "cpu" today) runs the same checks
-// through the step interface of backend.h, so a second backend is one more instantiation and no
-// code:
+// whole steps). Every backend runs the same checks through the step interface of backend.h, so a
+// second backend is one more instantiation and no code: chatflow_tests checks the CPU backend, and
+// chatflow_cuda_tests (ctest label cuda) compiles this file again with CHATFLOW_CONFORMANCE_CUDA to
+// check the CUDA backend, each test skipped with the reason where no device is visible:
 // - whole steps (a prompt in pieces, prompts and decode tokens sharing a step, every-token rows)
 //   for every model family make-model writes and every weight type the kernels compute with,
 //   against the double-precision reference written from the families' definitions;
@@ -80,6 +81,19 @@ struct Expectations {
 };
 
 // A backend not named here is held to the tolerances, which every correct backend meets.
+std::vector<std::string> conformance_backends() {
+#ifdef CHATFLOW_CONFORMANCE_CUDA
+  return {"cuda"};
+#else
+  return {"cpu"};
+#endif
+}
+
+// Skips the test where its backend cannot run (a CUDA build on a machine without a device).
+void skip_unavailable(const std::string& backend) {
+  if (auto reason = backend_unavailable(backend)) GTEST_SKIP() << *reason;
+}
+
 Expectations expectations_of(const std::string& backend) {
   if (backend == "cpu") return {true};
   return {};
@@ -294,6 +308,7 @@ std::string param_name(const std::string& backend, const ModelCase& c) {
 
 class BackendCase : public ::testing::TestWithParam<std::tuple<std::string, ModelCase>> {
  protected:
+  void SetUp() override { skip_unavailable(backend()); }
   const std::string& backend() const { return std::get<0>(GetParam()); }
   const ModelCase& model_case() const { return std::get<1>(GetParam()); }
   Expectations expectations() const { return expectations_of(backend()); }
@@ -305,6 +320,7 @@ auto backend_case_name = [](const auto& info) {
 
 class BackendOnly : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override { skip_unavailable(backend()); }
   const std::string& backend() const { return GetParam(); }
   Expectations expectations() const { return expectations_of(backend()); }
 };
@@ -392,12 +408,12 @@ TEST_P(WholeSteps, EveryKindOfStepFollowsTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Default, WholeSteps,
-                         ::testing::Combine(::testing::ValuesIn(backend_names()),
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(default_cases())),
                          backend_case_name);
 // Only with CHATFLOW_CONFORMANCE_FULL set (ctest -L long): every family with every type.
 INSTANTIATE_TEST_SUITE_P(FullCross, WholeSteps,
-                         ::testing::Combine(::testing::ValuesIn(backend_names()),
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(full_cross_cases())),
                          backend_case_name);
 
@@ -425,7 +441,7 @@ TEST_P(KvTypes, EveryKvTypeTheBackendReportsFollowsTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Default, KvTypes,
-    ::testing::Combine(::testing::ValuesIn(backend_names()),
+    ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                        ::testing::Values(ModelCase{family("llama"), TensorType::f16},
                                          ModelCase{family("gemma2"), TensorType::f32})),
     backend_case_name);
@@ -519,7 +535,7 @@ std::vector<ModelCase> invariance_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Default, BatchInvariance,
-                         ::testing::Combine(::testing::ValuesIn(backend_names()),
+                         ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                                             ::testing::ValuesIn(invariance_cases())),
                          backend_case_name);
 
@@ -592,7 +608,7 @@ TEST_P(PrefixSharing, SequencesReadingSharedBlocksGetWhatTheyWouldComputeThemsel
 
 INSTANTIATE_TEST_SUITE_P(
     Default, PrefixSharing,
-    ::testing::Combine(::testing::ValuesIn(backend_names()),
+    ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                        ::testing::Values(ModelCase{family("llama"), TensorType::f16},
                                          ModelCase{family("gemma2"), TensorType::f32},
                                          ModelCase{family("qwen3moe"), TensorType::q8_0},
@@ -649,7 +665,7 @@ TEST_P(SlidingWindow, PositionsOutsideTheWindowsReachDoNotChangeTheLogits) {
 
 INSTANTIATE_TEST_SUITE_P(
     Default, SlidingWindow,
-    ::testing::Combine(::testing::ValuesIn(backend_names()),
+    ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                        ::testing::Values(ModelCase{family("mistral_sliding_window"),
                                                    TensorType::f32},
                                          ModelCase{family("phi3"), TensorType::q8_0})),
@@ -671,7 +687,10 @@ void PrintTo(const LongContext& c, std::ostream* out) {
   *out << c.name;
 }
 
-class LongContexts : public ::testing::TestWithParam<std::tuple<std::string, LongContext>> {};
+class LongContexts : public ::testing::TestWithParam<std::tuple<std::string, LongContext>> {
+ protected:
+  void SetUp() override { skip_unavailable(std::get<0>(GetParam())); }
+};
 
 TEST_P(LongContexts, WindowsFollowTheReferenceFarBeyondTheirSize) {
   const auto& [backend, long_context] = GetParam();
@@ -710,7 +729,7 @@ TEST_P(LongContexts, WindowsFollowTheReferenceFarBeyondTheirSize) {
 
 INSTANTIATE_TEST_SUITE_P(
     Default, LongContexts,
-    ::testing::Combine(::testing::ValuesIn(backend_names()),
+    ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                        ::testing::Values(LongContext{"mistral", "llama", "none", 2, 40, 0.08f},
                                          LongContext{"gemma2", "gemma2", "none", 2, 12, 0.04f},
                                          LongContext{"gemma3", "gemma3", "linear", 6, 40, 0.04f},
@@ -754,7 +773,7 @@ TEST_P(MixtureOfExperts, ManySequencesRoutedInOneStepEachFollowTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Default, MixtureOfExperts,
-    ::testing::Combine(::testing::ValuesIn(backend_names()),
+    ::testing::Combine(::testing::ValuesIn(conformance_backends()),
                        ::testing::Values(ModelCase{family("mixtral"), TensorType::f16},
                                          ModelCase{family("qwen2moe"), TensorType::q8_0},
                                          ModelCase{family("qwen3moe"), TensorType::iq4_nl})),
@@ -776,6 +795,8 @@ class Sampling : public BackendOnly {
   };
 
   void SetUp() override {
+    BackendOnly::SetUp();
+    if (IsSkipped()) return;
     session_ = std::make_unique<StepSession>(
         backend(), model_path({family("llama"), TensorType::f16}), KvType::f16, 64);
   }
@@ -952,7 +973,7 @@ TEST_P(Sampling, AConstraintsMaskIsHonoured) {
       });
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Sampling, ::testing::ValuesIn(backend_names()),
+INSTANTIATE_TEST_SUITE_P(Backends, Sampling, ::testing::ValuesIn(conformance_backends()),
                          [](const auto& info) { return info.param; });
 
 // ---------------------------------------------------------------------------------------------
@@ -1047,7 +1068,7 @@ TEST_P(Contract, BadStepsAreRefusedAndTheBackendGoesOn) {
   EXPECT_TRUE(same_row(clean.last_row(control, prompt), row, expectations(), 1e-3));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Contract, ::testing::ValuesIn(backend_names()),
+INSTANTIATE_TEST_SUITE_P(Backends, Contract, ::testing::ValuesIn(conformance_backends()),
                          [](const auto& info) { return info.param; });
 
 // ---------------------------------------------------------------------------------------------
@@ -1114,7 +1135,11 @@ class Recorder final : public SequenceObserver {
 
 class Cancellation : public BackendOnly {
  protected:
-  void SetUp() override { model_ = Model::load(model_path({family("llama"), TensorType::q8_0})); }
+  void SetUp() override {
+    BackendOnly::SetUp();
+    if (IsSkipped()) return;
+    model_ = Model::load(model_path({family("llama"), TensorType::q8_0}));
+  }
   SchedulerConfig config() const {
     SchedulerConfig config;
     config.backend = backend();
@@ -1232,7 +1257,7 @@ TEST_P(Cancellation, CancelledWhileQueuedItNeverRuns) {
   EXPECT_EQ(running->tokens(), alone(first));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Cancellation, ::testing::ValuesIn(backend_names()),
+INSTANTIATE_TEST_SUITE_P(Backends, Cancellation, ::testing::ValuesIn(conformance_backends()),
                          [](const auto& info) { return info.param; });
 
 // ---------------------------------------------------------------------------------------------

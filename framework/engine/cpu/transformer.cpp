@@ -8,6 +8,8 @@
 
 #include <tbb/enumerable_thread_specific.h>
 
+#include "framework/engine/step_math.h"
+
 namespace chatflow::engine {
 namespace {
 
@@ -87,13 +89,7 @@ Transformer::Transformer(std::shared_ptr<const Model> model, const CpuWeights& w
 Transformer::~Transformer() = default;
 
 int64_t Transformer::logit_rows(std::span<const StepChunk> chunks) {
-  int64_t rows = 0;
-  for (const auto& chunk : chunks) {
-    if (chunk.tokens.empty() || chunk.want == StepChunk::Want::nothing) continue;
-    rows +=
-        chunk.want == StepChunk::Want::every_logits ? static_cast<int64_t>(chunk.tokens.size()) : 1;
-  }
-  return rows;
+  return step_logit_rows(chunks);
 }
 
 uint64_t Transformer::workspace_bytes() const {
@@ -126,26 +122,7 @@ int64_t Transformer::layout_batch(std::span<const StepChunk> chunks, const CpuKv
   if (static_cast<int64_t>(logits.size()) < rows * config.vocabulary) {
     throw std::invalid_argument("logits buffer too small for " + std::to_string(rows) + " rows");
   }
-  // Every chunk is checked before anything is computed or stored.
-  for (const auto& chunk : chunks) {
-    int64_t end = chunk.start + static_cast<int64_t>(chunk.tokens.size());
-    if (end > config.context) {
-      throw std::length_error("sequence of " + std::to_string(end) +
-                              " tokens exceeds the model's context of " +
-                              std::to_string(config.context));
-    }
-    if (chunk.start < 0 ||
-        static_cast<int64_t>(chunk.block_table.size()) * pool.block_tokens() < end) {
-      throw std::logic_error("KV positions were not reserved before the forward pass");
-    }
-    for (TokenId id : chunk.tokens) {
-      if (id < 0 || id >= config.vocabulary) {
-        throw std::out_of_range("token id " + std::to_string(id) +
-                                " is outside the vocabulary of " +
-                                std::to_string(config.vocabulary));
-      }
-    }
-  }
+  check_step_chunks(config, pool.block_tokens(), chunks);
   work.positions.clear();
   work.block_tables.clear();
   work.logit_tokens.clear();
@@ -186,30 +163,10 @@ void Transformer::compute_rope_angles(int64_t tokens) {
   Workspace& work = *workspace_;
   const int64_t pairs = config.rope_dimensions / 2;
   for (int table = 0; table < (config.sliding_rope_differs ? 2 : 1); ++table) {
-    const RopeParameters& rope = table == 0 ? config.rope : config.sliding_rope;
-    float* cosines = Workspace::sized(work.rope_cos[table], tokens * pairs);
-    float* sines = Workspace::sized(work.rope_sin[table], tokens * pairs);
-    const float theta_scale =
-        std::pow(rope.base, -2.0f / static_cast<float>(config.rope_dimensions));
-    const float* factors = rope.frequency_factors.empty() ? nullptr : rope.frequency_factors.data();
-    float magnitude = rope.magnitude;
-    if (rope.yarn) magnitude *= 1.0f + 0.1f * std::log(1.0f / rope.position_scale);
-    for (int64_t t = 0; t < tokens; ++t) {
-      float theta = static_cast<float>(work.positions[t]);
-      for (int64_t i = 0; i < pairs; ++i) {
-        const float unscaled = factors ? theta / factors[i] : theta;
-        float angle = rope.position_scale * unscaled;
-        if (rope.yarn) {
-          float ramp = (static_cast<float>(i) - rope.yarn_low) /
-                       std::max(0.001f, rope.yarn_high - rope.yarn_low);
-          float mix = 1 - std::min(1.0f, std::max(0.0f, ramp));
-          angle = angle * (1 - mix) + unscaled * mix;
-        }
-        cosines[t * pairs + i] = std::cos(angle) * magnitude;
-        sines[t * pairs + i] = std::sin(angle) * magnitude;
-        theta *= theta_scale;
-      }
-    }
+    rope_angles(config, table == 0 ? config.rope : config.sliding_rope,
+                std::span<const int64_t>(work.positions.data(), static_cast<size_t>(tokens)),
+                Workspace::sized(work.rope_cos[table], tokens * pairs),
+                Workspace::sized(work.rope_sin[table], tokens * pairs));
   }
 }
 
@@ -490,33 +447,8 @@ void Transformer::mixture_of_experts(Step& step, const LayerWeights& weights) {
   const int64_t dim = config.dim;
   float* router = Workspace::sized(work.router, tokens * experts);
   multiply(step, {{weights.router, router}}, step.normed, tokens);
-  work.chosen.resize(static_cast<size_t>(tokens * used));
-  std::vector<float>& chosen_weights = work.chosen_weights;
-  chosen_weights.resize(static_cast<size_t>(tokens * used));
-  std::vector<int64_t> order(static_cast<size_t>(experts));
-  for (int64_t t = 0; t < tokens; ++t) {
-    float* probabilities = router + t * experts;
-    float largest = *std::max_element(probabilities, probabilities + experts);
-    double sum = 0;
-    for (int64_t e = 0; e < experts; ++e)
-      sum += probabilities[e] = std::exp(probabilities[e] - largest);
-    for (int64_t e = 0; e < experts; ++e)
-      probabilities[e] = static_cast<float>(probabilities[e] / sum);
-    for (int64_t e = 0; e < experts; ++e)
-      order[static_cast<size_t>(e)] = e;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return probabilities[a] > probabilities[b]; });
-    float total = 0;
-    for (int64_t k = 0; k < used; ++k) {
-      work.chosen[static_cast<size_t>(t * used + k)] = order[static_cast<size_t>(k)];
-      total += chosen_weights[static_cast<size_t>(t * used + k)] =
-          probabilities[order[static_cast<size_t>(k)]];
-    }
-    if (config.renormalise_expert_weights) {
-      for (int64_t k = 0; k < used; ++k)
-        chosen_weights[static_cast<size_t>(t * used + k)] /= total;
-    }
-  }
+  route_to_experts(config, router, tokens, work.chosen, work.chosen_weights);
+  const std::vector<float>& chosen_weights = work.chosen_weights;
   float* outputs = Workspace::sized(work.expert_outputs, tokens * used * dim);
   std::vector<int64_t>& slots = work.expert_slots;
   for (int64_t e = 0; e < experts; ++e) {

@@ -1,0 +1,112 @@
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <string>
+
+#include "kernels/cuda/device_runtime.h"
+
+namespace chatflow::kernels::cuda {
+namespace {
+
+void check(cudaError_t status, const char* call) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // reported here, not left for the next call
+  throw DeviceError(std::string(call) + " failed: " + cudaGetErrorString(status));
+}
+
+std::string mib(size_t bytes) {
+  return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB";
+}
+
+}  // namespace
+
+struct DeviceContext::State {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+};
+
+DeviceContext::DeviceContext() : state_(std::make_unique<State>()) {
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (count == 0) throw DeviceError("no CUDA device is visible");
+  check(cudaSetDevice(0), "cudaSetDevice");
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
+  name_ = properties.name;
+  compute_capability_ = properties.major * 10 + properties.minor;
+  check(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (cublasCreate(&state_->blas) != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(state_->stream);
+    throw DeviceError("cublasCreate failed: is libcublas installed with the CUDA runtime?");
+  }
+  cublasSetStream(state_->blas, state_->stream);
+  // Products stay in IEEE float (no TF32): the backend's results follow the CPU's within the
+  // conformance suite's float tolerances.
+  cublasSetMathMode(state_->blas, CUBLAS_DEFAULT_MATH);
+}
+
+DeviceContext::~DeviceContext() {
+  cudaStreamSynchronize(state_->stream);
+  cublasDestroy(state_->blas);
+  cudaStreamDestroy(state_->stream);
+}
+
+void* DeviceContext::allocate(size_t bytes, const char* what) {
+  void* device = nullptr;
+  if (cudaMalloc(&device, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+    cudaGetLastError();
+    throw DeviceOutOfMemory("cannot allocate " + mib(bytes) + " on " + name_ + " for " + what +
+                            ": " + mib(free_bytes()) + " of " + mib(total_bytes()) + " free");
+  }
+  return device;
+}
+
+void DeviceContext::release(void* device) noexcept {
+  if (device != nullptr) cudaFree(device);
+}
+
+void DeviceContext::upload(void* device, const void* host, size_t bytes) {
+  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, state_->stream),
+        "cudaMemcpyAsync (to the device)");
+  check(cudaStreamSynchronize(state_->stream), "cudaStreamSynchronize");
+}
+
+void DeviceContext::download(void* host, const void* device, size_t bytes) {
+  check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, state_->stream),
+        "cudaMemcpyAsync (to the host)");
+  check(cudaStreamSynchronize(state_->stream), "cudaStreamSynchronize");
+}
+
+void DeviceContext::copy(void* to_device, const void* from_device, size_t bytes) {
+  check(cudaMemcpyAsync(to_device, from_device, bytes, cudaMemcpyDeviceToDevice, state_->stream),
+        "cudaMemcpyAsync (on the device)");
+}
+
+void DeviceContext::synchronize() {
+  check(cudaStreamSynchronize(state_->stream), "a kernel of the step");
+}
+
+void DeviceContext::check_launch(const char* kernel) {
+  check(cudaGetLastError(), kernel);
+}
+
+size_t DeviceContext::free_bytes() const {
+  size_t free = 0, total = 0;
+  cudaMemGetInfo(&free, &total);
+  return free;
+}
+
+size_t DeviceContext::total_bytes() const {
+  size_t free = 0, total = 0;
+  cudaMemGetInfo(&free, &total);
+  return total;
+}
+
+void* DeviceContext::stream() const {
+  return state_->stream;
+}
+
+void* DeviceContext::blas() const {
+  return state_->blas;
+}
+
+}  // namespace chatflow::kernels::cuda

@@ -118,4 +118,17 @@ void route_to_experts(const ModelConfig& config, float* router_rows, int64_t tok
   }
 }
 
+void draw_chunk_tokens(std::span<const StepChunk> chunks, float* rows, int64_t vocabulary,
+                       SamplingScratch& scratch, std::vector<SampledToken>& tokens) {
+  const auto width = static_cast<size_t>(vocabulary);
+  for (const auto& chunk : chunks) {
+    if (chunk.want != StepChunk::Want::token || chunk.tokens.empty()) continue;
+    std::span<float> logits(rows, width);
+    apply_allowed_tokens(chunk.draw.allowed, logits);
+    tokens.push_back(
+        sample_token(*chunk.draw.params, logits, chunk.draw.history, chunk.draw.uniform, scratch));
+    rows += width;
+  }
+}
+
 }  // namespace chatflow::engine

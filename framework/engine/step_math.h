@@ -46,4 +46,10 @@ void rope_angles(const ModelConfig& config, const RopeParameters& rope,
 void route_to_experts(const ModelConfig& config, float* router_rows, int64_t tokens,
                       std::vector<int64_t>& chosen, std::vector<float>& weights);
 
+// Draws the token of every chunk that wants one from its logits row (`rows`: one row of
+// `vocabulary` logits per such chunk, in chunk order), the constraint's mask applied first, with
+// sample_token (sampler.h), appending to `tokens`. The rows are overwritten.
+void draw_chunk_tokens(std::span<const StepChunk> chunks, float* rows, int64_t vocabulary,
+                       SamplingScratch& scratch, std::vector<SampledToken>& tokens);
+
 }  // namespace chatflow::engine

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "framework/engine/step_math.h"
+
 namespace chatflow::engine {
 
 std::string cpu_device_description(const kernels::CpuKernelTable& kernels, int threads) {
@@ -101,15 +103,8 @@ void CpuBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
   }
   out.logits.assign(token_logits_.begin(),
                     token_logits_.begin() + static_cast<std::ptrdiff_t>(logits_rows * vocabulary));
-  float* row = token_logits_.data() + logits_rows * vocabulary;
-  for (const auto& chunk : chunks) {
-    if (chunk.want != StepChunk::Want::token || chunk.tokens.empty()) continue;
-    std::span<float> logits(row, vocabulary);
-    apply_allowed_tokens(chunk.draw.allowed, logits);
-    out.tokens.push_back(sample_token(*chunk.draw.params, logits, chunk.draw.history,
-                                      chunk.draw.uniform, sampling_));
-    row += vocabulary;
-  }
+  draw_chunk_tokens(chunks, token_logits_.data() + logits_rows * vocabulary,
+                    static_cast<int64_t>(vocabulary), sampling_, out.tokens);
 }
 
 }  // namespace chatflow::engine

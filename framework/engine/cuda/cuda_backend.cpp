@@ -581,15 +581,8 @@ void CudaBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
   const size_t logits_rows = layout_.logit_tokens.size() - static_cast<size_t>(layout_.token_rows);
   out.logits.assign(host_logits_.begin(),
                     host_logits_.begin() + static_cast<std::ptrdiff_t>(logits_rows * vocabulary));
-  float* row = host_logits_.data() + logits_rows * vocabulary;
-  for (const auto& chunk : chunks) {
-    if (chunk.want != StepChunk::Want::token || chunk.tokens.empty()) continue;
-    std::span<float> logits(row, vocabulary);
-    apply_allowed_tokens(chunk.draw.allowed, logits);
-    out.tokens.push_back(sample_token(*chunk.draw.params, logits, chunk.draw.history,
-                                      chunk.draw.uniform, sampling_));
-    row += vocabulary;
-  }
+  draw_chunk_tokens(chunks, host_logits_.data() + logits_rows * vocabulary, config.vocabulary,
+                    sampling_, out.tokens);
 }
 
 }  // namespace

@@ -35,13 +35,13 @@ function run(program, args) {
   return output;
 }
 
-function chatflowPerplexity(model, text) {
-  const out = run(chatflow, ['perplexity', '-m', model, '-f', text, '--ctx', '512', '--chunks', '6', '-t', threads, '--json']);
+function chatflowPerplexity(model, text, extra = []) {
+  const out = run(chatflow, ['perplexity', '-m', model, '-f', text, '--ctx', '512', '--chunks', '6', '-t', threads, '--json', ...extra]);
   return JSON.parse(out.slice(out.indexOf('{'), out.lastIndexOf('}') + 1)).perplexity;
 }
 
-function llamaPerplexity(model, text) {
-  const out = run(path.join(bin, 'llama-perplexity'), ['-m', model, '-f', text, '-c', '512', '--chunks', '6', '-t', threads]);
+function llamaPerplexity(model, text, extra = []) {
+  const out = run(path.join(bin, 'llama-perplexity'), ['-m', model, '-f', text, '-c', '512', '--chunks', '6', '-t', threads, ...extra]);
   const match = /Final estimate: PPL = ([0-9.]+)/.exec(out);
   assert.ok(match, `no estimate in llama-perplexity's output:\n${out.slice(-2000)}`);
   return Number(match[1]);
@@ -80,6 +80,19 @@ for (const shape of shapes) {
       const vocabArgs = fs.existsSync(vocabulary) ? ['--vocab-from', vocabulary] : [];
       run(chatflow, ['make-model', ...shape.args, '--context', '1024', '--type', 'f16', '--weight-scale', '0.02', ...vocabArgs, '-o', f16]);
       fs.writeFileSync(text, fs.readFileSync(path.join(sourceDir, 'README.md'), 'utf8').repeat(2));
+    });
+
+    // The KV cache stored as q8_0 (gguf_model kv_cache.type: q8_0) against f16 and against
+    // llama.cpp's -ctk q8_0 -ctv q8_0 (which needs its flash attention for a quantised V cache).
+    test('q8_0 KV cache: perplexity within 0.5% of the f16 KV cache and of llama-perplexity -ctk/-ctv q8_0', (t) => {
+      const f16Kv = chatflowPerplexity(f16, text);
+      const q8Kv = chatflowPerplexity(f16, text, ['--kv-type', 'q8_0']);
+      const reference = llamaPerplexity(f16, text, ['-fa', '-ctk', 'q8_0', '-ctv', 'q8_0']);
+      t.diagnostic(`${shape.name}: chatflow f16 KV ${f16Kv.toFixed(4)}, q8_0 KV ${q8Kv.toFixed(4)}; ` +
+        `llama-perplexity -ctk/-ctv q8_0 ${reference.toFixed(4)}`);
+      assert.ok(Math.abs(q8Kv - f16Kv) <= 0.005 * f16Kv, `q8_0 KV ${q8Kv} vs f16 KV ${f16Kv} (tolerance 0.5%)`);
+      assert.ok(Math.abs(q8Kv - reference) <= 0.005 * reference,
+        `chatflow q8_0 KV ${q8Kv} vs llama-perplexity -ctk/-ctv q8_0 ${reference} (tolerance 0.5%)`);
     });
 
     for (const [llamaName, name, tolerance] of types) {

@@ -8,6 +8,7 @@
 // pass over all of it, which would be one long task). The end renders the whole text once
 // more, so the final HTML is exactly markdown-it's for the whole answer, unless the answer is
 // long (then its blocks stay, and only the last is rendered again).
+import { addCodeCopyButtons } from './code_blocks.js';
 import { BlockSplitter, closeOpen } from './markdown_stream.js';
 import { codeClass, highlightFragment, renderMarkdown, renderMarkdownFragment } from './render.js';
 
@@ -83,6 +84,8 @@ export class AnswerView {
       const block = this.text.slice(this.renderedStable, stable);
       const rendered = element('div', 'block');
       rendered.append(renderMarkdownFragment(block));
+      // A finished block's code can be copied while the rest of the answer streams.
+      addCodeCopyButtons(rendered);
       this.stable.append(rendered);
       this.renderedStable = stable;
       this.openFence = null;
@@ -119,6 +122,7 @@ export class AnswerView {
       fence.code.insertBefore(lines, fence.partial);
     }
     fence.partial.remove();
+    addCodeCopyButtons(this.tail);
     // Left in place, not moved into `stable` (out of the document and back in, thousands of
     // line boxes): the tail becomes the block, and a new stable part and tail follow it.
     this.tail.className = 'block';
@@ -267,11 +271,13 @@ export class AnswerView {
     if (this.retracted) return;
     if (this.text.length <= wholeRenderLimit || this.renderedStable === 0) {
       this.content.innerHTML = this.text.trim() ? renderMarkdown(this.text) : '';
+      addCodeCopyButtons(this.content);
       return;
     }
     const open = this.text.slice(this.renderedStable);
     const last = element('div', 'block');
     last.innerHTML = open.trim() ? renderMarkdown(open) : '';
+    addCodeCopyButtons(last);
     this.tail.replaceWith(last);
   }
 }

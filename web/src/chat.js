@@ -6,6 +6,8 @@ import { AnswerView, userMessage } from './answer_view.js';
 import {
   apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, NetworkError, probeOpen, reach, storeKey,
 } from './api.js';
+import { copyText } from './clipboard.js';
+import { handleCodeCopy } from './code_blocks.js';
 import { readCompletion, retractMessage } from './completion_stream.js';
 import { warmUp } from './render.js';
 import { SessionsSidebar } from './sessions_sidebar.js';
@@ -199,20 +201,8 @@ function stop() {
   state.generating.controller.abort();
 }
 
-async function copyAnswer(view) {
-  try {
-    await navigator.clipboard.writeText(view.text);
-    view.copyButton.textContent = 'Copied';
-  } catch {
-    // No clipboard API (an insecure origin): select the text for Ctrl+C instead.
-    const range = document.createRange();
-    range.selectNodeContents(view.content);
-    const selection = getSelection();
-    selection.removeAllRanges();
-    selection.addRange(range);
-    view.copyButton.textContent = 'Selected: press Ctrl+C';
-  }
-  setTimeout(() => { view.copyButton.textContent = 'Copy'; }, 2000);
+function copyAnswer(view) {
+  return copyText(view.text, view.copyButton, { selectNode: view.content });
 }
 
 function retryCountdown(seconds, { givenBack = false } = {}) {
@@ -443,6 +433,7 @@ ui.scrim.addEventListener('click', () => closeDrawer());
 matchMedia('(max-width: 720px)').addEventListener('change', (event) => {
   if (!event.matches) closeDrawer();
 });
+handleCodeCopy(ui.messages);
 ui.developerView.addEventListener('change', () => setDeveloperView(ui.developerView.checked));
 document.addEventListener('keydown', (event) => {
   if (event.key !== 'Escape') return;

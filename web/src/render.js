@@ -23,6 +23,10 @@ function escapeHtml(text) {
 }
 
 const knownLanguage = (lang) => (lang && hljs.getLanguage(lang) ? lang : null);
+// A fence's language that highlight.js does not know still names the block (its Copy head shows
+// it): kept as a class when it is a plain name.
+const plainLanguage = (lang) => (lang && /^[\w+#.-]{1,32}$/.test(lang) ? lang : null);
+const plainCodeTag = (lang) => (plainLanguage(lang) ? `<code class="language-${plainLanguage(lang)}">` : '<code>');
 
 const markdown = new MarkdownIt({
   html: false,
@@ -30,12 +34,12 @@ const markdown = new MarkdownIt({
   breaks: false,
   highlight(code, lang) {
     const language = knownLanguage(lang);
-    if (!language) return `<pre><code>${escapeHtml(code)}</code></pre>`;
+    if (!language) return `<pre>${plainCodeTag(lang)}${escapeHtml(code)}</code></pre>`;
     try {
       const html = hljs.highlight(code, { language, ignoreIllegals: true }).value;
       return `<pre><code class="hljs language-${escapeHtml(language)}">${html}</code></pre>`;
     } catch {
-      return `<pre><code>${escapeHtml(code)}</code></pre>`;
+      return `<pre>${plainCodeTag(lang)}${escapeHtml(code)}</code></pre>`;
     }
   },
 });
@@ -76,8 +80,10 @@ export function renderMarkdownFragment(text) {
 // for the fence's info string, and those lines highlighted alone (no state carried across
 // pieces, so a comment spanning pieces may look plain until the end renders the whole answer).
 export function codeClass(info) {
-  const language = knownLanguage(info.trim().split(/\s+/)[0]);
-  return language ? `hljs language-${language}` : '';
+  const name = info.trim().split(/\s+/)[0];
+  const language = knownLanguage(name);
+  if (language) return `hljs language-${language}`;
+  return plainLanguage(name) ? `language-${name}` : '';
 }
 
 export function highlightFragment(code, info) {

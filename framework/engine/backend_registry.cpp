@@ -76,6 +76,7 @@ std::optional<double> measure_device_bandwidth(std::string_view name, std::strin
 
 std::unique_ptr<Backend> make_backend(std::string_view name, std::shared_ptr<const Model> model,
                                       const BackendOptions& options) {
+  const bool requested_auto = name == "auto";
 #ifdef CHATFLOW_HAVE_CUDA
   if (name == "auto") {
     if (auto missing = cuda_device_missing()) {
@@ -90,6 +91,14 @@ std::unique_ptr<Backend> make_backend(std::string_view name, std::shared_ptr<con
     throw std::invalid_argument(*reason);
   }
 #ifdef CHATFLOW_HAVE_CUDA
+  if (name == "cuda" && requested_auto) {
+    try {
+      return make_cuda_backend(model, options);
+    } catch (const std::exception& error) {  // a model it cannot hold or run: the CPU can
+      report_cpu_fallback(error.what());
+      return std::make_unique<CpuBackend>(std::move(model), options);
+    }
+  }
   if (name == "cuda") return make_cuda_backend(std::move(model), options);
 #endif
   return std::make_unique<CpuBackend>(std::move(model), options);

@@ -47,7 +47,8 @@ double measure_read_bandwidth(std::string& error) {
     read_kernel<<<static_cast<unsigned>(processors * 8), 512>>>(data, count, sink);
     cudaEventRecord(stop);
     if (cudaError_t status = cudaEventSynchronize(stop); status != cudaSuccess) {
-      rate = fail(status, "read_kernel");
+      fail(status, "read_kernel");
+      best_ms = 0;  // no rate beside an error
       break;
     }
     float ms = 0;

@@ -75,9 +75,12 @@ class DeviceArray {
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
 
-  // At least `count` elements; the old contents are not kept when it grows.
+  // At least `count` elements (exactly: the memory plan counts the largest step's sizes); the old
+  // contents are not kept when it grows. Waits for every launch first: one may still read the old
+  // memory.
   T* reserve(size_t count) {
     if (count > capacity_) {
+      if (data_ != nullptr) context_->synchronize();
       context_->release(data_);
       data_ = nullptr;
       capacity_ = 0;

@@ -2,6 +2,7 @@
 // through block_decode.h, whose decoders the host tests compare bit for bit with the CPU's.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -321,11 +322,12 @@ void multiply(DeviceContext& context, const DeviceMatrix& weights, const float* 
   auto blas = static_cast<cublasHandle_t>(context.blas());
   const float one = 1.0f, zero = 0.0f;
   const bool in_place = weights.type == TensorType::f32;
+  // Bands of whole rows, none of more than 2^31 - 1 values (cuBLAS takes int sizes).
+  const int64_t most_rows = std::max<int64_t>(1, INT32_MAX / weights.columns);
+  const int64_t tile_rows =
+      std::max<int64_t>(1, static_cast<int64_t>(tile_floats) / weights.columns);
   const int64_t band_rows =
-      in_place
-          ? weights.rows
-          : std::max<int64_t>(1, std::min<int64_t>(weights.rows, static_cast<int64_t>(tile_floats) /
-                                                                     weights.columns));
+      std::min({most_rows, weights.rows, in_place ? weights.rows : tile_rows});
   for (int64_t first = 0; first < weights.rows; first += band_rows) {
     const int64_t band = std::min(band_rows, weights.rows - first);
     const float* a = reinterpret_cast<const float*>(weights.data + first * weights.row_bytes);

@@ -121,10 +121,20 @@ class CudaBackend final : public Backend {
   void multiply(const DeviceMatrix& weights, const float* x, int64_t count, float* y);
   void final_logits();
 
+  // The weights' device memory, freed with the backend or when its constructor throws half-way.
+  struct Allocations {
+    cuda::DeviceContext& context;
+    std::vector<void*> blocks;
+    ~Allocations() {
+      for (void* block : blocks)
+        context.release(block);
+    }
+  };
+
   std::shared_ptr<const Model> model_;
   BackendOptions options_;
   cuda::DeviceContext context_;
-  std::vector<void*> allocations_;  // the weights, freed with the backend
+  Allocations allocations_{context_, {}};
   uint64_t weight_bytes_ = 0;
   DeviceMatrix token_embedding_, output_;
   const float* output_norm_ = nullptr;
@@ -217,16 +227,14 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const BackendOption
 CudaBackend::~CudaBackend() {
   buffers_.reset();
   context_.release(pool_);
-  for (void* allocation : allocations_)
-    context_.release(allocation);
 }
 
 // The weights' bytes as they will sit on the device, against what is free, before any upload.
 void CudaBackend::check_model_fits() const {
   DeviceMemoryPlan plan;
   plan.weight_bytes = model_->weight_bytes();
-  plan.workspace_bytes =
-      cuda_workspace_bytes(model_->config(), options_.max_step_tokens, 1, kCudaTileBytes);
+  plan.workspace_bytes = cuda_workspace_bytes(model_->config(), options_.max_step_tokens,
+                                              options_.max_step_tokens, kCudaTileBytes);
   if (auto shortfall = device_memory_shortfall(plan, context_.free_bytes(), kRuntimeHeadroom,
                                                context_.device_name()))
     throw cuda::DeviceOutOfMemory(*shortfall);
@@ -234,7 +242,7 @@ void CudaBackend::check_model_fits() const {
 
 void* CudaBackend::keep(size_t bytes, const char* what) {
   void* device = context_.allocate(bytes, what);
-  allocations_.push_back(device);
+  allocations_.blocks.push_back(device);
   weight_bytes_ += bytes;
   return device;
 }
@@ -303,7 +311,8 @@ void CudaBackend::allocate_kv_pool(const KvPoolShape& shape) {
   kv_layout_ = {shape.type, config.layers, config.kv_heads, config.head_dim, shape.block_tokens};
   DeviceMemoryPlan plan;
   plan.kv_pool_bytes = device_block_bytes(kv_layout_) * static_cast<uint64_t>(shape.blocks);
-  plan.workspace_bytes = cuda_workspace_bytes(config, options_.max_step_tokens, 1, kCudaTileBytes);
+  plan.workspace_bytes = cuda_workspace_bytes(config, options_.max_step_tokens,
+                                              options_.max_step_tokens, kCudaTileBytes);
   if (auto shortfall = device_memory_shortfall(plan, context_.free_bytes(), kRuntimeHeadroom,
                                                context_.device_name() + " (beside the weights)"))
     throw cuda::DeviceOutOfMemory(*shortfall);
@@ -544,6 +553,15 @@ void CudaBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
   if (pool_ == nullptr) throw std::logic_error("a step before the KV pool was allocated");
   const ModelConfig& config = model_->config();
   check_step_chunks(config, kv_layout_.block_tokens, chunks);
+  // A block outside the pool would be an illegal address on the device, which ends the CUDA
+  // context for good: refused here, as the contract's block-table errors are.
+  for (const StepChunk& chunk : chunks) {
+    for (BlockId block : chunk.block_table) {
+      if (block < 0 || block >= pool_blocks_)
+        throw std::logic_error("KV block " + std::to_string(block) + " is not in the pool of " +
+                               std::to_string(pool_blocks_) + " blocks");
+    }
+  }
   out.logits.clear();
   out.tokens.clear();
   lay_out_step(chunks, layout_);
@@ -596,7 +614,11 @@ std::optional<std::string> cuda_device_missing() {
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Model> model,
                                            const BackendOptions& options) {
   if (auto missing = cuda_device_missing()) throw BackendUnavailable(*missing);
-  return std::make_unique<CudaBackend>(std::move(model), options);
+  try {
+    return std::make_unique<CudaBackend>(std::move(model), options);
+  } catch (const kernels::cuda::DeviceError& error) {
+    throw BackendUnavailable(std::string("the CUDA backend cannot start: ") + error.what());
+  }
 }
 
 }  // namespace chatflow::engine

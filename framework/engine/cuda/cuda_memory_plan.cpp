@@ -20,9 +20,10 @@ uint64_t cuda_workspace_bytes(const ModelConfig& config, int64_t step_tokens, in
     floats_per_token += config.experts + config.experts_used * config.dim + 3 * config.dim;
   }
   const int64_t final_rows = logit_rows * (config.dim + config.vocabulary);
-  // token ids, block, slot, table start, positions, two first positions per token, and block
-  // tables of up to one block per token
-  const int64_t index_bytes = step_tokens * 8 * 4;
+  // token ids, block, slot, table start, positions, two first positions and a logits row's token
+  // per token, and each token's sequence's block table at most
+  const int64_t table_blocks = (config.context + 15) / 16;
+  const int64_t index_bytes = step_tokens * (8 + table_blocks) * 4;
   return static_cast<uint64_t>(step_tokens * floats_per_token + final_rows) * sizeof(float) +
          static_cast<uint64_t>(index_bytes) + tile_bytes;
 }

@@ -26,7 +26,8 @@ inline constexpr uint64_t kCudaTileBytes = uint64_t{64} << 20;
 
 // The workspace of a step of `step_tokens` tokens (the scheduler's max_batched_tokens) with up to
 // `logit_rows` vocabulary-sized rows, for `config`'s shapes: activations per token, the logits,
-// the dequantisation tile (`tile_bytes`) and the step's index arrays.
+// the dequantisation tile (`tile_bytes`) and the step's index arrays (with block tables as long
+// as the context in blocks of 16, for every token).
 uint64_t cuda_workspace_bytes(const ModelConfig& config, int64_t step_tokens, int64_t logit_rows,
                               uint64_t tile_bytes);
 

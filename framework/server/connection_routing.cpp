@@ -53,8 +53,10 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
     // authenticator first in the pipeline may leave it the decision (a JWT whose key the key
     // set is being fetched for); the stage then waits without holding a thread.
     const Authenticator& authenticator = *served_->authenticator;
+    // The Responses API needs its caller before the pipeline runs: previous_response_id is
+    // looked up among the caller's own responses.
     bool pipeline_decides =
-        route.kind == RouteKind::generation && served_->pipeline &&
+        route.kind == RouteKind::generation && route.wire != Wire::responses && served_->pipeline &&
         dynamic_cast<const Authenticator*>(served_->pipeline->stage(0)) == &authenticator;
     try {
       if (!pipeline_decides) {
@@ -118,6 +120,7 @@ void Connection::dispatch() {
   const Route& route = *route_;
   std::string endpoint(route.pattern);
   call_.metrics = &state_->metrics;
+  call_.responses = &state_->responses;
   call_.phase = state_->draining ? ServerPhase::draining
                 : served_        ? ServerPhase::serving
                                  : ServerPhase::loading;

@@ -8,6 +8,7 @@
 #include "framework/anthropic/messages_protocol.h"
 #include "framework/api/sink.h"
 #include "framework/openai/openai_protocol.h"
+#include "framework/responses/responses_protocol.h"
 #include "framework/server/access_log.h"
 #include "framework/server/connection.h"
 #include "framework/server/request_spans.h"
@@ -51,7 +52,11 @@ class HttpSink final : public Sink {
       }
       times_.last_token_ns = now;
     }
-    if (wire_ == Wire::anthropic) {
+    if (wire_ == Wire::responses) {
+      // As for Anthropic: the Responses API's events and object are written here.
+      std::string bytes = responses->push(request, chunk);
+      if (stream_ && !bytes.empty()) connection_->deliver(exchange_id_, std::move(bytes));
+    } else if (wire_ == Wire::anthropic) {
       // An emitter stage's events are OpenAI's: Anthropic's are written here, from the chunks.
       if (stream_) {
         std::string bytes = messages_encoder_.encode(request, chunk);
@@ -79,12 +84,22 @@ class HttpSink final : public Sink {
     Outcome outcome;
     // Only a request that ended normally has passed every stage: then its usage is final.
     if (!stream_ && !request.error()) {
-      outcome.body = wire_ == Wire::anthropic ? anthropic::message_json(request, gathered_)
-                                              : openai::completion_json(request, answer_);
+      outcome.body = wire_ == Wire::responses   ? responses->finish(request)
+                     : wire_ == Wire::anthropic ? anthropic::message_json(request, gathered_)
+                                                : openai::completion_json(request, answer_);
     }
     connection_->complete(exchange_id_, std::move(outcome));
     connection_.reset();  // the request holds this sink: let go of the connection now
   }
+
+  // The event that ends a stream that began with an error (read once the pipeline is done).
+  std::string stream_error_event(const RequestError& error) {
+    if (wire_ == Wire::responses) return responses->stream_error(error);
+    return wire_ == Wire::anthropic ? anthropic::stream_error_event(error)
+                                    : openai::stream_error_events(error);
+  }
+
+  std::shared_ptr<responses::ResponseWriter> responses;  // Wire::responses
 
   // The connection's last word on the exchange: the status the client got (499: it left).
   void set_status(int status) { status_ = status; }
@@ -166,7 +181,15 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
                    endpoint);
   }
   auto request = std::make_shared<Request>();
-  if (wire() == Wire::anthropic) {
+  std::shared_ptr<responses::ResponseWriter> response_writer;
+  if (wire() == Wire::responses) {
+    auto owner = responses::owner_of(served->authenticator != nullptr, call_.caller);
+    auto parsed =
+        responses::parse_request(body, *request, served->model_ids, state_->responses, owner);
+    request->id = random_id("resp_");
+    response_writer =
+        std::make_shared<responses::ResponseWriter>(std::move(parsed), &state_->responses, owner);
+  } else if (wire() == Wire::anthropic) {
     anthropic::parse_messages_request(body, *request, served->model_ids);
     request->id = random_id("msg_");
   } else {
@@ -194,6 +217,7 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   sink_ = std::make_shared<HttpSink>(
       shared_from_this(), exchange_, served, state_->access_log, state_->tracer, request->stream,
       received_ns_, HttpSink::Exchange{method_, path_, exchange_addresses(), endpoint}, wire());
+  sink_->responses = std::move(response_writer);
   request->sink = sink_;
   request_ = request;
   streaming_ = request->stream;
@@ -362,8 +386,7 @@ void Connection::on_complete(uint64_t exchange, Outcome outcome) {
     status = error ? error->status : 200;
   } else if (streaming_ && headers_sent_) {
     if (error) {
-      send_framed(wire() == Wire::anthropic ? anthropic::stream_error_event(*error)
-                                            : openai::stream_error_events(*error));
+      send_framed(sink_->stream_error_event(*error));
     }
     if (http10_) {
       keep_alive_ = false;

@@ -25,7 +25,8 @@ struct Response {
 RequestError make_error(int status, std::string type, std::string message, std::string code = {},
                         std::string param = {});
 // The protocol a route speaks, so its errors come in that protocol's shape.
-enum class Wire { openai, anthropic };
+// Wire::responses (OpenAI's Responses API) answers errors in OpenAI's shape too.
+enum class Wire { openai, anthropic, responses };
 
 // The OpenAI error envelope (Anthropic's for Wire::anthropic) with the error's status.
 Response error_response(const RequestError& error, Wire wire = Wire::openai);

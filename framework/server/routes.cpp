@@ -10,6 +10,7 @@
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
 #include "framework/server/embedding_routes.h"
+#include "framework/server/responses_routes.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::server {
@@ -509,6 +510,20 @@ constexpr Route kRoutes[] = {
      .takes_body = true,
      .off_io_thread = true,
      .wire = Wire::anthropic},
+    // OpenAI's Responses API through the same pipeline, translated at the edge; the responses
+    // kept for previous_response_id are the server's (responses_routes.cpp).
+    {.pattern = "/v1/responses",
+     .method = "POST",
+     .access = Access::pipeline,
+     .kind = RouteKind::generation,
+     .generation = RequestKind::chat,
+     .takes_body = true,
+     .wire = Wire::responses},
+    {.pattern = "/v1/responses/{id}", .method = "GET", .endpoint = get_response},
+    {.pattern = "/v1/responses/{id}",
+     .method = "DELETE",
+     .endpoint = delete_response,
+     .body_optional = true},
     // Vectors and rankings from the pipeline's embedder resources (embedding_routes.cpp).
     {.pattern = "/v1/embeddings",
      .method = "POST",

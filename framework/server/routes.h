@@ -12,6 +12,10 @@
 #include "framework/server/metrics.h"
 #include "framework/server/served_pipeline.h"
 
+namespace chatflow::responses {
+class ResponseStore;
+}
+
 namespace chatflow::server {
 
 // Who may call a route.
@@ -39,6 +43,7 @@ struct RouteCall {
   ServerPhase phase = ServerPhase::serving;
   bool public_path = false;  // the pipeline's auth lists the path as open: no credentials asked
   const MetricsRegistry* metrics = nullptr;
+  responses::ResponseStore* responses = nullptr;  // the Responses API's kept responses
 };
 
 // Throws RequestFailure for a refusal (it becomes an OpenAI error response).

@@ -18,6 +18,7 @@
 
 #include <boost/asio.hpp>
 
+#include "framework/responses/response_store.h"
 #include "framework/server/access_log.h"
 #include "framework/server/forwarded.h"
 #include "framework/server/http_server.h"
@@ -120,6 +121,8 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   WorkerPool workers{2, 256};  // side endpoints that must not hold up an I/O thread
   std::shared_ptr<AccessLog> access_log;
   std::shared_ptr<tracing::Tracer> tracer;  // server.tracing; null when off
+  // The Responses API's kept responses (`store`), per owner, in memory: they outlive reloads.
+  responses::ResponseStore responses;
   std::atomic<bool> draining{false};
   bool cancelled_in_flight = false;  // io thread of the drain timer only
   std::chrono::steady_clock::time_point drain_deadline;

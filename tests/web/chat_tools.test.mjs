@@ -42,28 +42,32 @@ const answerIn = (parts) => {
   return writes.map((text) => Buffer.from(text));
 };
 
-describe('code blocks', { skip: reason || false }, () => {
-  let browser;
-  let server;
-  let proxy;
-  let script = null; // what the proxy answers for the next chat completion
+// One echo server behind a scripting proxy per describe: `ctx.script` is what the proxy
+// answers for the next chat completion (null: the server's own answer).
+function echoServerBehindProxy() {
+  const ctx = { browser: null, server: null, proxy: null, script: null };
   before(async () => {
-    browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
-    proxy = await scriptingProxy(server.url, async (body) => {
-      const next = script;
-      script = null;
+    ctx.browser = await launch();
+    ctx.server = await startServer(['--pipeline', echoPipeline()]);
+    ctx.proxy = await scriptingProxy(ctx.server.url, async (body) => {
+      const next = ctx.script;
+      ctx.script = null;
       return next ? next(body) : null;
     });
   });
   after(async () => {
-    await proxy?.close();
-    await browser?.close();
-    if (server) assert.equal((await server.stop()).code, 0);
+    await ctx.proxy?.close();
+    await ctx.browser?.close();
+    if (ctx.server) assert.equal((await ctx.server.stop()).code, 0);
   });
+  return ctx;
+}
+
+describe('code blocks', { skip: reason || false }, () => {
+  const ctx = echoServerBehindProxy();
 
   test('every finished code block has a Copy button, usable while the answer still streams', async () => {
-    const page = await openPage(browser, proxy.url, { permissions: ['clipboard-read', 'clipboard-write'] });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { permissions: ['clipboard-read', 'clipboard-write'] });
     await ready(page);
     const rust = 'fn main() {\n    println!("hi <there> & \\"you\\"");\n}';
     const long = Array.from({ length: 120 }, (_, i) => `let value_${i} = compute(${i}); // line ${i} of a long block`).join('\n');
@@ -75,7 +79,7 @@ describe('code blocks', { skip: reason || false }, () => {
       'Still open:\n\n```py\nprint(1)\n',
       '```\n\nDone.',
     ];
-    script = () => ({ pieces: answerIn(parts), pauseMs: 2000 });
+    ctx.script = () => ({ pieces: answerIn(parts), pauseMs: 2000 });
     await send(page, 'code please');
 
     // The first block closed: its button is there while the answer is busy.
@@ -123,12 +127,12 @@ describe('code blocks', { skip: reason || false }, () => {
   });
 
   test('without clipboard access the block is selected for Ctrl+C, and the button says so', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     await page.evaluate(() => {
       Object.defineProperty(navigator, 'clipboard', { value: { writeText: () => Promise.reject(new Error('denied')) } });
     });
-    script = () => ({ pieces: answerIn(['```\nplain text block\n```\n']), pauseMs: 1 });
+    ctx.script = () => ({ pieces: answerIn(['```\nplain text block\n```\n']), pauseMs: 1 });
     await send(page, 'plain');
     await lastAnswerDone(page);
     await page.click('.message.assistant button.code-copy');
@@ -140,9 +144,9 @@ describe('code blocks', { skip: reason || false }, () => {
 
   for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     test(`at ${viewport.width}x${viewport.height} the head's button is inside the answer, above a wide block`, async () => {
-      const page = await openPage(browser, proxy.url, { viewport });
+      const page = await openPage(ctx.browser, ctx.proxy.url, { viewport });
       await ready(page);
-      script = () => ({ pieces: answerIn([`\`\`\`cpp\n${'int very_long_name = 1; '.repeat(30)}\n\`\`\`\n`]), pauseMs: 1 });
+      ctx.script = () => ({ pieces: answerIn([`\`\`\`cpp\n${'int very_long_name = 1; '.repeat(30)}\n\`\`\`\n`]), pauseMs: 1 });
       await send(page, 'wide code');
       await lastAnswerDone(page);
       const boxes = await page.evaluate(() => {
@@ -161,4 +165,130 @@ describe('code blocks', { skip: reason || false }, () => {
       await page.context().close();
     });
   }
+});
+
+const dialogOpen = (page) => page.evaluate(() => document.querySelector('#shortcuts-dialog').open);
+const focused = (page) => page.evaluate(() => document.activeElement?.id || document.activeElement?.tagName);
+
+describe('keyboard shortcuts', { skip: reason || false }, () => {
+  const ctx = echoServerBehindProxy();
+
+  test('? and Ctrl+/ open the help dialog listing the shortcuts; Escape and the backdrop close it', async () => {
+    const page = await openPage(ctx.browser, ctx.proxy.url);
+    await ready(page);
+    // From the conversation pane (no text field focused), "?" opens it.
+    await page.focus('#messages');
+    await page.keyboard.press('Shift+?');
+    await page.waitForSelector('#shortcuts-dialog[open]');
+    assert.equal(await focused(page), 'shortcuts-close', 'the dialog did not take the focus');
+    const rows = await page.$$eval('#shortcuts-list tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+    const listed = Object.fromEntries(rows.map(([keys, what]) => [what, keys]));
+    assert.equal(listed['New chat'], 'Ctrl+Shift+O');
+    assert.equal(listed['Show these shortcuts'], 'Ctrl+/ or ?');
+    assert.equal(listed['Go to the message box'], 'Shift+Esc');
+    assert.match(listed['Stop generating; close a dialog or the conversation list'], /^Esc$/);
+    assert.equal(listed['Send (in the message box)'], 'Enter');
+    // A modal dialog: the page behind takes no clicks, and Escape closes it, focus going back.
+    await page.keyboard.press('Escape');
+    await page.waitForFunction(() => !document.querySelector('#shortcuts-dialog').open);
+    assert.equal(await focused(page), 'messages');
+
+    // Ctrl+/ works even from the message box; a click on the backdrop closes it.
+    await page.focus('#prompt');
+    await page.keyboard.press('Control+/');
+    await page.waitForSelector('#shortcuts-dialog[open]');
+    await page.mouse.click(3, 3);
+    await page.waitForFunction(() => !document.querySelector('#shortcuts-dialog').open);
+    assert.equal(await focused(page), 'prompt');
+    // The button in the sidebar opens it too, from the keyboard.
+    await page.focus('#show-shortcuts');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#shortcuts-dialog[open]');
+    await page.keyboard.press('Enter'); // the focused ✕
+    await page.waitForFunction(() => !document.querySelector('#shortcuts-dialog').open);
+    assert.deepEqual(page.problems.filter((p) => !p.includes('404')), []);
+    await page.context().close();
+  });
+
+  test('typing "?" and "/" in the message box types them; nothing opens', async () => {
+    const page = await openPage(ctx.browser, ctx.proxy.url);
+    await ready(page);
+    await page.focus('#prompt');
+    await page.keyboard.type('why? a/b ? /');
+    assert.equal(await page.inputValue('#prompt'), 'why? a/b ? /');
+    assert.equal(await dialogOpen(page), false);
+    assert.equal(await focused(page), 'prompt');
+    await page.context().close();
+  });
+
+  test('Ctrl+Shift+O starts a new chat; Shift+Escape goes to the message box', async () => {
+    const page = await openPage(ctx.browser, ctx.proxy.url);
+    await ready(page);
+    await send(page, 'first conversation');
+    await lastAnswerDone(page);
+    assert.equal(await page.locator('.message').count(), 2);
+    await page.focus('#messages');
+    await page.keyboard.press('Control+Shift+O');
+    await page.waitForFunction(() => document.querySelectorAll('.message').length === 0);
+    assert.equal(await page.textContent('#conversation-title'), 'New conversation');
+    assert.equal(await focused(page), 'prompt');
+    await page.focus('#model');
+    await page.keyboard.press('Shift+Escape');
+    assert.equal(await focused(page), 'prompt');
+    // The page's own chords only: Ctrl+O alone is left to the browser.
+    const blocked = await page.evaluate(() => {
+      const event = new KeyboardEvent('keydown', { key: 'o', ctrlKey: true, bubbles: true, cancelable: true });
+      document.querySelector('#messages').dispatchEvent(event);
+      return event.defaultPrevented;
+    });
+    assert.equal(blocked, false);
+    await page.context().close();
+  });
+
+  test('Escape stops a generation; with the help dialog open it only closes the dialog', async () => {
+    const page = await openPage(ctx.browser, ctx.proxy.url);
+    await ready(page);
+    const slow = () => ({ pieces: answerIn(Array.from({ length: 40 }, (_, i) => `word${i} `)), pauseMs: 150 });
+    ctx.script = slow;
+    await send(page, 'a slow answer');
+    await page.waitForFunction(() => document.querySelector('.message.assistant .content')?.textContent.includes('word1'));
+    // The dialog first: Escape closes it and the answer goes on.
+    await page.keyboard.press('Control+/');
+    await page.waitForSelector('#shortcuts-dialog[open]');
+    await page.keyboard.press('Escape');
+    await page.waitForFunction(() => !document.querySelector('#shortcuts-dialog').open);
+    assert.equal(await page.textContent('#send'), 'Stop', 'closing the dialog stopped the answer');
+    const before = (await page.textContent('.message.assistant .content')).length;
+    await page.waitForFunction((n) => document.querySelector('.message.assistant .content').textContent.length > n, before);
+    // Then Escape in the message box stops it.
+    await page.focus('#prompt');
+    await page.keyboard.press('Escape');
+    await lastAnswerDone(page);
+    assert.match(await page.textContent('.message.assistant .answer-notices'), /Stopped/);
+    assert.equal(await page.textContent('#send'), 'Send');
+    assert.doesNotMatch(await page.textContent('.message.assistant .content'), /word39/);
+    await page.context().close();
+  });
+
+  test('at 390x844 the dialog fits the screen and opens from the conversation list', async () => {
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 390, height: 844 } });
+    await ready(page);
+    await page.click('#menu');
+    await page.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'true');
+    await page.click('#show-shortcuts');
+    await page.waitForSelector('#shortcuts-dialog[open]');
+    const box = await page.evaluate(() => {
+      const dialog = document.querySelector('#shortcuts-dialog');
+      const r = dialog.getBoundingClientRect();
+      return { left: r.left, right: r.right, top: r.top, bottom: r.bottom, scrollWidth: dialog.scrollWidth, clientWidth: dialog.clientWidth };
+    });
+    assert.ok(box.left >= 0 && box.right <= 390 && box.top >= 0 && box.bottom <= 844, JSON.stringify(box));
+    assert.ok(box.scrollWidth <= box.clientWidth, `the table is wider than the dialog: ${JSON.stringify(box)}`);
+    await page.keyboard.press('Escape');
+    await page.waitForFunction(() => !document.querySelector('#shortcuts-dialog').open);
+    // Back in the drawer, on the button that opened it.
+    assert.equal(await focused(page), 'show-shortcuts');
+    assert.equal(await page.getAttribute('#menu', 'aria-expanded'), 'true');
+    await page.context().close();
+  });
 });

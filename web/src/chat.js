@@ -11,6 +11,7 @@ import { handleCodeCopy } from './code_blocks.js';
 import { readCompletion, retractMessage } from './completion_stream.js';
 import { warmUp } from './render.js';
 import { SessionsSidebar } from './sessions_sidebar.js';
+import { fillShortcutTable, shortcutFor } from './shortcuts.js';
 import { setupTheme } from './theme.js';
 import { Typewriter } from './typewriter.js';
 
@@ -21,7 +22,8 @@ const ui = {
   newChat: $('new-chat'), messages: $('messages'), notice: $('notice'), composer: $('composer'),
   prompt: $('prompt'), send: $('send'), signout: $('signout'), title: $('conversation-title'),
   menu: $('menu'), closeSidebar: $('close-sidebar'), scrim: $('scrim'), sidebar: $('sidebar'),
-  developerView: $('developer-view'),
+  developerView: $('developer-view'), showShortcuts: $('show-shortcuts'),
+  shortcutsDialog: $('shortcuts-dialog'), shortcutsList: $('shortcuts-list'), shortcutsClose: $('shortcuts-close'),
 };
 
 const state = {
@@ -435,10 +437,49 @@ matchMedia('(max-width: 720px)').addEventListener('change', (event) => {
 });
 handleCodeCopy(ui.messages);
 ui.developerView.addEventListener('change', () => setDeveloperView(ui.developerView.checked));
+
+// --- Keyboard shortcuts (shortcuts.js has the table and the rule) and their help dialog. ---
+
+function showShortcuts() {
+  if (ui.shortcutsDialog.open) return;
+  const returnTo = document.activeElement;
+  fillShortcutTable(ui.shortcutsList, new Set(Object.keys(shortcutActions)));
+  ui.shortcutsDialog.addEventListener('close', () => {
+    if (returnTo && returnTo.isConnected && !returnTo.closest('[inert]')) returnTo.focus();
+  }, { once: true });
+  ui.shortcutsDialog.showModal();
+  ui.shortcutsClose.focus();
+}
+
+// Each returns false when it did nothing (the key then keeps its usual meaning).
+const shortcutActions = {
+  'new-chat': () => newConversation(),
+  'focus-prompt': () => {
+    closeDrawer();
+    ui.prompt.focus();
+  },
+  escape: () => {
+    if (drawerOpen()) closeDrawer({ focusMenu: true });
+    else if (state.generating) stop();
+    else return false;
+    return true;
+  },
+  help: () => showShortcuts(),
+};
+
 document.addEventListener('keydown', (event) => {
-  if (event.key !== 'Escape') return;
-  if (drawerOpen()) closeDrawer({ focusMenu: true });
-  else if (state.generating) stop();
+  // Not while signing in, not under a modal dialog (it has its own keys), and not a key a
+  // control already used (Escape cancelling a rename).
+  if (event.defaultPrevented || ui.app.hidden || document.querySelector('dialog[open]')) return;
+  const action = shortcutFor(event);
+  if (!action || !shortcutActions[action]) return;
+  if (shortcutActions[action]() === false) return;
+  event.preventDefault();
+});
+ui.showShortcuts.addEventListener('click', showShortcuts);
+ui.shortcutsClose.addEventListener('click', () => ui.shortcutsDialog.close());
+ui.shortcutsDialog.addEventListener('click', (event) => {
+  if (event.target === ui.shortcutsDialog) ui.shortcutsDialog.close();
 });
 
 async function start() {

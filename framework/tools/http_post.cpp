@@ -145,7 +145,7 @@ class Exchange {
         io_.run_for(kSlice);
       } catch (const std::exception& error) {
         // Nothing of one call may end the caller's thread (an agent loop, the exporter).
-        outcome_ = {HttpOutcome::Kind::failed, 0, {}, describe() + ": " + error.what()};
+        outcome_ = {HttpOutcome::Kind::failed, 0, {}, describe() + ": " + error.what(), {}};
         return outcome_;
       }
       if (done_) break;
@@ -209,6 +209,9 @@ class Exchange {
           outcome_.kind = HttpOutcome::Kind::response;
           outcome_.status = static_cast<int>(parser_.get().result_int());
           outcome_.body = std::move(parser_.get().body());
+          for (const auto& field : parser_.get())
+            outcome_.headers.emplace_back(std::string(field.name_string()),
+                                          std::string(field.value()));
           done_ = true;
         });
       });
@@ -263,7 +266,7 @@ class Exchange {
 
 HttpOutcome post(const HttpPost& request) {
   if (std::chrono::steady_clock::now() >= request.deadline)
-    return {HttpOutcome::Kind::timed_out, 0, {}, "no time left before the deadline"};
+    return {HttpOutcome::Kind::timed_out, 0, {}, "no time left before the deadline", {}};
   return Exchange(request).run();
 }
 

@@ -37,6 +37,8 @@ struct HttpOutcome {
   int status = 0;     // response: the HTTP status
   std::string body;   // response: at most max_body_bytes (longer answers are `failed`)
   std::string error;  // otherwise: what happened, for the step's detail
+  // response: the answer's header fields as sent (an MCP server's Content-Type, Mcp-Session-Id).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 struct HttpPost {

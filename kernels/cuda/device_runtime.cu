@@ -1,7 +1,9 @@
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <mutex>
 #include <string>
 
+#include "kernels/cuda/blas_library.h"
 #include "kernels/cuda/device_runtime.h"
 
 namespace chatflow::kernels::cuda {
@@ -17,7 +19,40 @@ std::string mib(size_t bytes) {
   return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB";
 }
 
+template <typename Function>
+void resolve(void* library, const char* name, Function& function) {
+  function = reinterpret_cast<Function>(dlsym(library, name));
+  if (function == nullptr) throw DeviceError(std::string("libcublas has no ") + name);
+}
+
 }  // namespace
+
+const BlasLibrary& blas_library() {
+  static BlasLibrary library{};
+  static std::once_flag loaded;
+  static std::string failure;
+  std::call_once(loaded, [] {
+    const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* handle = dlopen((std::string(CHATFLOW_CUDA_LIBRARY_DIR) + "/" + name).c_str(),
+                          RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      failure = "cannot load " + name + " (cuBLAS, from the CUDA Toolkit): " + dlerror();
+      return;
+    }
+    try {
+      resolve(handle, "cublasCreate_v2", library.create);
+      resolve(handle, "cublasDestroy_v2", library.destroy);
+      resolve(handle, "cublasSetStream_v2", library.set_stream);
+      resolve(handle, "cublasSetMathMode", library.set_math_mode);
+      resolve(handle, "cublasSgemm_v2", library.sgemm);
+    } catch (const DeviceError& error) {
+      failure = error.what();
+    }
+  });
+  if (!failure.empty()) throw DeviceError(failure);
+  return library;
+}
 
 struct DeviceContext::State {
   cudaStream_t stream = nullptr;
@@ -34,19 +69,26 @@ DeviceContext::DeviceContext() : state_(std::make_unique<State>()) {
   name_ = properties.name;
   compute_capability_ = properties.major * 10 + properties.minor;
   check(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  if (cublasCreate(&state_->blas) != CUBLAS_STATUS_SUCCESS) {
+  const BlasLibrary* blas = nullptr;
+  try {
+    blas = &blas_library();
+  } catch (...) {
     cudaStreamDestroy(state_->stream);
-    throw DeviceError("cublasCreate failed: is libcublas installed with the CUDA runtime?");
+    throw;
   }
-  cublasSetStream(state_->blas, state_->stream);
+  if (blas->create(&state_->blas) != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(state_->stream);
+    throw DeviceError("cublasCreate failed");
+  }
+  blas->set_stream(state_->blas, state_->stream);
   // Products stay in IEEE float (no TF32): the backend's results follow the CPU's within the
   // conformance suite's float tolerances.
-  cublasSetMathMode(state_->blas, CUBLAS_DEFAULT_MATH);
+  blas->set_math_mode(state_->blas, CUBLAS_DEFAULT_MATH);
 }
 
 DeviceContext::~DeviceContext() {
   cudaStreamSynchronize(state_->stream);
-  cublasDestroy(state_->blas);
+  blas_library().destroy(state_->blas);
   cudaStreamDestroy(state_->stream);
 }
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <string>
 
+#include "kernels/cuda/blas_library.h"
 #include "kernels/cuda/block_decode.h"
 #include "kernels/cuda/transformer_kernels.h"
 
@@ -341,10 +341,10 @@ void multiply(DeviceContext& context, const DeviceMatrix& weights, const float* 
       lda = weights.columns;
     }
     // Row-major y[t][r] is column-major y^T: y^T = W (as column-major W^T, transposed) times x^T.
-    check_blas(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(band),
-                           static_cast<int>(tokens), static_cast<int>(weights.columns), &one, a,
-                           static_cast<int>(lda), x, static_cast<int>(weights.columns), &zero,
-                           y + first, static_cast<int>(y_stride)));
+    check_blas(blas_library().sgemm(
+        blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(band), static_cast<int>(tokens),
+        static_cast<int>(weights.columns), &one, a, static_cast<int>(lda), x,
+        static_cast<int>(weights.columns), &zero, y + first, static_cast<int>(y_stride)));
   }
 }
 

@@ -25,6 +25,12 @@ out=$("$chatflow" run graphs/echo.yaml --prompt "hello pipeline" 2>"$work/err");
 check "run exits 0" test $rc -eq 0
 check "run prints the stream" test "$out" = "HELLO PIPELINE"
 
+# A build with CUDA starts without cuBLAS (215 MiB of libcublasLt mapped at every start): it is
+# loaded only when the CUDA backend starts.
+LD_DEBUG=libs "$chatflow" run graphs/echo.yaml --prompt "x" >/dev/null 2>"$work/libs"
+check "no cuBLAS loaded by a run on the CPU" test "$(grep -c 'libcublas' "$work/libs")" -eq 0
+check "the loader's list was captured" grep -q "libc.so" "$work/libs"
+
 # validate: every error of a file, each as file:line:col: error:
 cat >"$work/bad.yaml" <<'YAML'
 version: 1

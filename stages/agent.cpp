@@ -21,6 +21,7 @@
 #include "framework/grammar/matcher.h"
 #include "framework/retrieval/prompt_assembly.h"
 #include "framework/text/normalizer.h"
+#include "stages/agent_mcp.h"
 #include "stages/agent_tools.h"
 #include "stages/gguf_model.h"
 #include "stages/moderation_lists.h"
@@ -42,6 +43,7 @@ struct AgentToolConfig {
 struct AgentConfig {
   std::string model;
   std::vector<AgentToolConfig> tools;
+  std::vector<McpServerConfig> mcp_servers;
   int64_t max_steps = 4;
   int64_t max_tool_calls = 8;
   double timeout_s = 30;
@@ -53,20 +55,6 @@ struct AgentConfig {
   std::string offer = "permitted";
   std::map<std::string, std::string> screen;
   int64_t max_result_chars = 4000;
-};
-
-struct AgentTool {
-  ToolDefinition definition;
-  std::vector<std::string> roles;  // empty: every caller
-  std::shared_ptr<const grammar::Grammar> arguments;
-  std::shared_ptr<const ToolExecutor> executor;
-
-  bool permits(const Identity& identity) const {
-    if (roles.empty()) return true;
-    for (const auto& role : roles)
-      if (identity.has_role(role)) return true;
-    return false;
-  }
 };
 
 // YAML's plain scalars typed as the core schema reads them; quoted ones stay strings.
@@ -154,17 +142,21 @@ AgentTool make_tool(const AgentToolConfig& config, size_t index, StageContext& c
 class AgentLoop {
  public:
   AgentLoop(AgentConfig config, std::shared_ptr<GgufModel> model, std::vector<AgentTool> tools,
-            std::vector<ActionList> screen)
+            std::vector<std::shared_ptr<McpToolServer>> servers, std::vector<ActionList> screen)
       : config_(std::move(config)),
         model_(std::move(model)),
         tools_(std::move(tools)),
+        servers_(std::move(servers)),
         screen_(std::move(screen)) {}
 
-  std::vector<const AgentTool*> offered_to(const Identity& identity) const {
-    std::vector<const AgentTool*> offered;
+  // Whether the caller may be offered a tool: one of the pipeline's own, or an MCP server's
+  // (whose tools are known only once it is asked).
+  bool may_offer(const Identity& identity) const {
     for (const auto& tool : tools_)
-      if (config_.offer == "all" || tool.permits(identity)) offered.push_back(&tool);
-    return offered;
+      if (config_.offer == "all" || tool.permits(identity)) return true;
+    for (const auto& server : servers_)
+      if (config_.offer == "all" || server->permits(identity)) return true;
+    return false;
   }
 
   // A caller whose roles allow no tool: no step runs, and the trace says why.
@@ -206,6 +198,10 @@ class AgentLoop {
     int64_t answer_prompt = 0;
     int64_t answer_held = 0;
     int calls_run = 0;
+    // The tools of this request: the pipeline's own, then those its MCP servers listed (kept
+    // alive here, as a server may list others meanwhile).
+    std::vector<const AgentTool*> declared;
+    std::vector<std::shared_ptr<const std::vector<AgentTool>>> listed;
     std::vector<AgentStep> trace;
     std::vector<std::string> flagged;
   };
@@ -219,7 +215,14 @@ class AgentLoop {
     state.answer_prompt = static_cast<int64_t>(model_->encode_prompt(request, true).size());
     state.answer_held =
         state.answer_prompt + model_->answer_token_limit(request.generation, state.answer_prompt);
-    std::vector<const AgentTool*> offered = offered_to(request.identity);
+    declare_tools(request, state);
+    std::vector<const AgentTool*> offered;
+    for (const AgentTool* tool : state.declared)
+      if (config_.offer == "all" || tool->permits(request.identity)) offered.push_back(tool);
+    if (offered.empty()) {
+      finish(request, state, 0, "no_tools");
+      return;
+    }
     std::string end = "step_limit";
     int step = 1;
     for (; step <= config_.max_steps; ++step) {
@@ -230,6 +233,37 @@ class AgentLoop {
       }
     }
     finish(request, state, std::min<int>(step, static_cast<int>(config_.max_steps)), end);
+  }
+
+  // The pipeline's own tools, then each MCP server's the caller may use (listed on first use):
+  // a server that cannot list them is an error step naming it, and its tools are not offered.
+  // A listed name the pipeline already has is left out.
+  void declare_tools(const Request& request, LoopState& state) const {
+    for (const auto& tool : tools_)
+      state.declared.push_back(&tool);
+    for (const auto& server : servers_) {
+      if (config_.offer != "all" && !server->permits(request.identity)) continue;
+      auto began = Clock::now();
+      McpToolServer::Offer offer =
+          server->discover(state.deadline, [&request] { return request.cancelled(); });
+      if (!offer.tools) {
+        AgentStep entry;
+        entry.tool = "mcp:" + server->name();
+        entry.declared = true;
+        entry.status = offer.status;
+        entry.detail = offer.error;
+        entry.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - began).count();
+        state.trace.push_back(std::move(entry));
+        continue;
+      }
+      state.listed.push_back(offer.tools);
+      for (const AgentTool& tool : *offer.tools) {
+        bool taken = std::any_of(
+            state.declared.begin(), state.declared.end(),
+            [&](const AgentTool* other) { return other->definition.name == tool.definition.name; });
+        if (!taken) state.declared.push_back(&tool);
+      }
+    }
   }
 
   // One model call and the calls it proposes; the reason to stop, or nullopt to go on.
@@ -390,8 +424,8 @@ class AgentLoop {
                 LoopState& state) const {
     auto began = Clock::now();
     const AgentTool* tool = nullptr;
-    for (const auto& declared : tools_)
-      if (declared.definition.name == call.name) tool = &declared;
+    for (const AgentTool* declared : state.declared)
+      if (declared->definition.name == call.name) tool = declared;
     entry.declared = tool != nullptr;
     std::string result;
     if (tool == nullptr || !tool->permits(request.identity)) {
@@ -469,6 +503,7 @@ class AgentLoop {
   AgentConfig config_;
   std::shared_ptr<GgufModel> model_;
   std::vector<AgentTool> tools_;
+  std::vector<std::shared_ptr<McpToolServer>> servers_;
   std::vector<ActionList> screen_;
 };
 
@@ -486,7 +521,7 @@ class AgentStage final : public RequestStage {
                            "' offers the pipeline's own tools and runs them itself",
                        "unsupported_parameter", "tools"});
     }
-    if (loop_->offered_to(request.identity).empty()) {
+    if (!loop_->may_offer(request.identity)) {
       loop_->skip(request);
       return Route::to(0);
     }
@@ -540,15 +575,17 @@ SchemaBuilder<AgentToolConfig> tool_schema() {
 StageTypeInfo agent_stage_type() {
   StageTypeBuilder<AgentConfig> type(
       "agent", StageKind::request,
-      "Lets the model call the pipeline's declared tools (HTTP endpoints, the retrieval index) "
+      "Lets the model call the pipeline's declared tools (HTTP endpoints, the retrieval index, "
+      "MCP servers) "
       "in a bounded loop before the model stages answer; results are fenced as untrusted data.");
   type.port("out", PortKind::request, "the request, its conversation extended by the tool calls");
   auto& config = type.config();
   config.key("model", &AgentConfig::model, "the gguf_model resource")
       .required()
       .resource("gguf_model");
-  config.list("tools", &AgentConfig::tools, tool_schema(), "the tools the model may call")
-      .required();
+  config.list("tools", &AgentConfig::tools, tool_schema(), "the tools the model may call");
+  config.list("mcp_servers", &AgentConfig::mcp_servers, mcp_server_schema(),
+              "MCP tool servers (stdio or Streamable HTTP) whose tools the model may call");
   config.key("max_steps", &AgentConfig::max_steps, "model calls that may propose tools")
       .range(1, 64);
   config.key("max_tool_calls", &AgentConfig::max_tool_calls, "tool calls run per request")
@@ -579,7 +616,8 @@ StageTypeInfo agent_stage_type() {
   config.key("max_result_chars", &AgentConfig::max_result_chars, "a longer result is cut")
       .range(16, 1'000'000);
   type.create([](const AgentConfig& config, StageContext& context) {
-    if (config.tools.empty()) throw ConfigError("'tools' declares no tool");
+    if (config.tools.empty() && config.mcp_servers.empty())
+      throw ConfigError("'tools' declares no tool and 'mcp_servers' no server");
     std::vector<AgentTool> tools;
     for (size_t i = 0; i < config.tools.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {
@@ -589,8 +627,22 @@ StageTypeInfo agent_stage_type() {
       }
       tools.push_back(make_tool(config.tools[i], i, context));
     }
+    std::vector<std::shared_ptr<McpToolServer>> servers;
+    for (size_t i = 0; i < config.mcp_servers.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (config.mcp_servers[j].name == config.mcp_servers[i].name)
+          throw ConfigError("mcp_servers[" + std::to_string(i) + "]: a second server named '" +
+                            config.mcp_servers[i].name + "'");
+      }
+      try {
+        servers.push_back(std::make_shared<McpToolServer>(config.mcp_servers[i]));
+      } catch (const ConfigError& error) {
+        throw ConfigError("mcp_servers[" + std::to_string(i) + "] '" + config.mcp_servers[i].name +
+                          "': " + error.what());
+      }
+    }
     auto loop = std::make_shared<const AgentLoop>(
-        config, context.resource<GgufModel>(config.model), std::move(tools),
+        config, context.resource<GgufModel>(config.model), std::move(tools), std::move(servers),
         load_action_lists(config.screen, {"flag", "block"}));
     return std::make_unique<AgentStage>(context.stage_name(), std::move(loop));
   });

@@ -10,10 +10,26 @@
 
 #include "framework/api/request.h"
 #include "framework/api/tool_executor.h"
+#include "framework/grammar/grammar.h"
 #include "framework/tools/http_post.h"
 #include "stages/retrieval_index.h"
 
 namespace chatflow {
+
+// A tool as the agent loop offers and runs it: declared in the YAML, or listed by an MCP server.
+struct AgentTool {
+  ToolDefinition definition;
+  std::vector<std::string> roles;  // empty: every caller
+  std::shared_ptr<const grammar::Grammar> arguments;
+  std::shared_ptr<const ToolExecutor> executor;
+
+  bool permits(const Identity& identity) const {
+    if (roles.empty()) return true;
+    for (const auto& role : roles)
+      if (identity.has_role(role)) return true;
+    return false;
+  }
+};
 
 // The YAML keys of a tool's `http:` executor.
 struct HttpToolConfig {

@@ -357,5 +357,168 @@ TEST(Agent, ParametersTheGrammarCannotEnforceAreRefusedNamingTheKeyword) {
       << errors;
 }
 
+// MCP tool servers: a small stdio server in Python written here (the reference server from npm
+// is driven over HTTP by tests/server/agent_mcp.test.mjs). Its tool `lookup` answers from a
+// fixed table; the mode, its first argument, makes it fail in one way.
+const char* const kMcpServer = R"PY(
+import json, sys, time
+mode = sys.argv[1]
+if mode == "exit":
+    sys.stderr.write("cannot open the knowledge base\n")
+    sys.exit(2)
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+              "serverInfo": {"name": "kb", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [
+            {"name": "lookup", "description": "Looks a topic up.", "inputSchema": {"type": "object",
+             "properties": {"topic": {"type": "string", "enum": ["leave", "travel"]}}, "required": ["topic"],
+             "additionalProperties": False}},
+            {"name": "unused", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call":
+        topic = message["params"]["arguments"]["topic"]
+        if mode == "hang":
+            continue
+        if mode == "error":
+            send({"jsonrpc": "2.0", "id": ident, "result": {"isError": True,
+                  "content": [{"type": "text", "text": "the index is rebuilding"}]}})
+            continue
+        text = {"leave": "Every employee has 25 days of annual leave.", "travel": "Book trains."}[topic]
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "(" + topic + ") " + text}]}})
+)PY";
+
+std::string mcp_server(const std::string& mode, const std::string& extra = "") {
+  static const std::string script = write_temp_file("agent_mcp_server.py", kMcpServer);
+  return "        - {name: kb, command: python3, args: [\"-u\", \"" + script + "\", " + mode +
+         "], tools: [lookup]" + extra + "}\n";
+}
+
+std::unique_ptr<Pipeline> mcp_pipeline(const std::string& servers,
+                                       const std::string& settings = "") {
+  return build_yaml(resources_yaml() +
+                        "stages:\n  - name: agent\n    type: agent\n    config:\n"
+                        "      model: llm\n      first_step: required\n      max_steps: 1\n"
+                        "      parallel_tool_calls: false\n      step_max_tokens: 96\n" +
+                        settings + "      mcp_servers:\n" + servers + kEcho,
+                    builtin_registry());
+}
+
+TEST(AgentMcp, AServersToolIsOfferedPrefixedCalledAndItsTextFenced) {
+  auto pipeline = mcp_pipeline(mcp_server("ok"));
+  ASSERT_TRUE(pipeline);
+  auto request = ask(*pipeline);
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(statuses(*request), (std::vector<std::string>{"kb_lookup:ok", "end:step_limit"}));
+  std::string topic(
+      json::parse(request->agent_steps[0].arguments).as_object().at("topic").as_string());
+  ASSERT_EQ(request->messages.size(), 3u);
+  EXPECT_EQ(request->messages[1].tool_calls.at(0).name, "kb_lookup");
+  const std::string& result = request->messages[2].content;
+  EXPECT_EQ(result.rfind(retrieval::kToolResultBegin, 0), 0u) << result;
+  EXPECT_TRUE(contains(result, "(" + topic + ") ")) << result;
+}
+
+TEST(AgentMcp, WithoutPrefixTheServersOwnNameIsOffered) {
+  auto pipeline = mcp_pipeline(mcp_server("ok", ", prefix: false"));
+  ASSERT_TRUE(pipeline);
+  auto request = ask(*pipeline);
+  EXPECT_EQ(statuses(*request), (std::vector<std::string>{"lookup:ok", "end:step_limit"}));
+}
+
+TEST(AgentMcp, IsErrorIsAnErrorStepWithTheServersText) {
+  auto pipeline = mcp_pipeline(mcp_server("error"));
+  ASSERT_TRUE(pipeline);
+  auto request = ask(*pipeline);
+  EXPECT_EQ(statuses(*request), (std::vector<std::string>{"kb_lookup:error", "end:step_limit"}));
+  EXPECT_TRUE(contains(request->messages.at(2).content, "error (error): the index is rebuilding"))
+      << request->messages.at(2).content;
+}
+
+// The server never answers the call: the call times out at the server's timeout_s, the request
+// goes on and is answered.
+TEST(AgentMcp, AHangingCallTimesOutAtTheServersTimeout) {
+  auto pipeline = mcp_pipeline(mcp_server("hang", ", timeout_s: 0.3"));
+  ASSERT_TRUE(pipeline);
+  auto request = ask(*pipeline);
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(statuses(*request), (std::vector<std::string>{"kb_lookup:timeout", "end:step_limit"}));
+  EXPECT_TRUE(contains(request->agent_steps[0].detail,
+                       "MCP server 'kb' gave no answer before the deadline (tools/call)"))
+      << request->agent_steps[0].detail;
+}
+
+// A server that cannot start offers nothing: the trace names it and why, and the request goes
+// on without tools.
+TEST(AgentMcp, AServerThatExitsIsAnErrorStepNamingItAndTheRequestGoesOn) {
+  auto pipeline = mcp_pipeline(mcp_server("exit"));
+  ASSERT_TRUE(pipeline);
+  auto request = ask(*pipeline);
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(statuses(*request), (std::vector<std::string>{"mcp:kb:error", "end:no_tools"}));
+  EXPECT_TRUE(contains(request->agent_steps[0].detail, "MCP server 'kb' exited with status 2"))
+      << request->agent_steps[0].detail;
+  EXPECT_TRUE(contains(request->agent_steps[0].detail, "cannot open the knowledge base"))
+      << request->agent_steps[0].detail;
+  EXPECT_EQ(request->messages.size(), 1u);
+}
+
+TEST(AgentMcp, ACallerWithoutTheServersRoleIsOfferedNothingAndNothingStarts) {
+  auto pipeline = mcp_pipeline(mcp_server("exit", ", roles: [librarian]"));
+  ASSERT_TRUE(pipeline);
+  auto request = ask(*pipeline, [](Request& request) { request.identity.roles = {"staff"}; });
+  EXPECT_EQ(statuses(*request), (std::vector<std::string>{"end:no_tools"}));
+}
+
+TEST(AgentMcp, TheScreenListsApplyToItsResults) {
+  std::string list = write_temp_file("agent-mcp-words.txt", "annual leave\nbook trains\n");
+  auto pipeline = mcp_pipeline(mcp_server("ok"), "      screen: {\"" + list + "\": block}\n");
+  ASSERT_TRUE(pipeline);
+  auto request = ask(*pipeline);
+  EXPECT_EQ(statuses(*request), (std::vector<std::string>{"kb_lookup:blocked", "end:step_limit"}));
+  EXPECT_FALSE(contains(request->messages.at(2).content, "Every employee"));
+}
+
+std::string mcp_build_errors(const std::string& servers) {
+  Diagnostics diagnostics;
+  auto spec = check_yaml(resources_yaml() +
+                             "stages:\n  - name: agent\n    type: agent\n    config:\n"
+                             "      model: llm\n      mcp_servers:\n" +
+                             servers + kEcho,
+                         builtin_registry(), diagnostics);
+  if (spec) Pipeline::build(std::move(*spec), diagnostics);
+  return all_errors(diagnostics);
+}
+
+TEST(AgentMcp, AServerNeedsACommandOrAUrlNotBoth) {
+  EXPECT_EQ(mcp_build_errors("        - {name: kb}\n"),
+            "test.yaml:6:5: error: stage 'agent' (agent): mcp_servers[0] 'kb': give either "
+            "'command' (stdio) or 'url' (Streamable HTTP)\n");
+  EXPECT_EQ(mcp_build_errors("        - {name: kb, command: x, url: \"http://127.0.0.1:9/mcp\"}\n"),
+            "test.yaml:6:5: error: stage 'agent' (agent): mcp_servers[0] 'kb': give either "
+            "'command' (stdio) or 'url' (Streamable HTTP)\n");
+  EXPECT_EQ(mcp_build_errors("        - {name: kb, url: \"ftp://x/mcp\"}\n"),
+            "test.yaml:6:5: error: stage 'agent' (agent): mcp_servers[0] 'kb': 'url' 'ftp://x/mcp' "
+            "is not an http:// or https:// URL\n");
+  EXPECT_EQ(mcp_build_errors("        - {name: kb, command: x, headers: {a: b}}\n"),
+            "test.yaml:6:5: error: stage 'agent' (agent): mcp_servers[0] 'kb': 'headers' and "
+            "'ca_file' are for a 'url' server, not a 'command'\n");
+}
+
+TEST(AgentMcp, ServerKeysAreCheckedWhereTheyAreWritten) {
+  EXPECT_EQ(mcp_build_errors("        - {name: kb, command: x, timeout_s: fast}\n"),
+            "test.yaml:11:45: error: stage 'agent' (agent): key 'mcp_servers[0].timeout_s' "
+            "expects a number, got \"fast\"\n");
+  EXPECT_EQ(
+      mcp_build_errors("        - {name: kb, command: x}\n        - {name: kb, command: y}\n"),
+      "test.yaml:6:5: error: stage 'agent' (agent): mcp_servers[1]: a second server named "
+      "'kb'\n");
+}
+
 }  // namespace
 }  // namespace chatflow::testing

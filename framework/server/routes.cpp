@@ -11,6 +11,7 @@
 #include "framework/openai/openai_protocol.h"
 #include "framework/server/embedding_routes.h"
 #include "framework/server/responses_routes.h"
+#include "framework/server/session_search.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::server {
@@ -293,12 +294,42 @@ size_t session_page_limit(const RouteCall& call) {
   return limit;
 }
 
+// GET /v1/sessions?q=TEXT[&limit=N]: those of the caller's sessions whose title or turns hold
+// TEXT (session_search.h), each with where; the first `limit` matches, no paging.
+Response session_search(const RouteCall& call, HistoryReader& history, const std::string& owner,
+                        size_t limit, const std::string& query) {
+  constexpr size_t kMaxQueryBytes = 256;
+  if (query.size() > kMaxQueryBytes) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "'q' is " + std::to_string(query.size()) +
+                                        " bytes long; a search takes at most " +
+                                        std::to_string(kMaxQueryBytes),
+                                    "invalid_value", "q"));
+  }
+  std::string key = search_key(text::repair(query));
+  if (key.empty()) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "'q' has nothing to search for: give a word", "invalid_value",
+                                    "q"));
+  }
+  if (query_parameter(call.query, "after")) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "'after' pages the plain list; a search ('q') answers its "
+                                    "first 'limit' matches",
+                                    "invalid_value", "after"));
+  }
+  return Response(200,
+                  json::serialize(search_sessions(history, call.caller.tenant, owner, key, limit)));
+}
+
 // GET /v1/sessions[?limit=N][&after=ID][&user=U | &key=ID]: the caller's sessions, the one
 // with the latest turn first; `after` (the last id of the previous page) pages on.
 Response sessions(const RouteCall& call) {
   HistoryReader& history = history_of(call);
   size_t limit = session_page_limit(call);
   std::string owner = session_owner(call);
+  if (auto query = query_parameter(call.query, "q"))
+    return session_search(call, history, owner, limit, percent_decoded(*query));
   std::string after = percent_decoded(query_value(call.query, "after"));
   auto page = history.list_sessions(call.caller.tenant, owner, limit, after);
   if (!page) {

@@ -1,11 +1,14 @@
 // The chat page's everyday tools in a real chromium against a real `chatflow serve`: a Copy
-// button on every code block. Where a test needs an exact answer (a code block, a pause in the
+// button on every code block, keyboard shortcuts and their help dialog, conversation search
+// (the server's with a history store, the page's own without). Where a test needs an exact answer (a code block, a pause in the
 // middle of it) a scripting proxy in front of the server writes that one response; the page,
 // its assets and every other call are the server's own.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { startServer, writeTemp } from '../server/harness.mjs';
+import {
+  addKey, scratchPath, sessionPipeline, startServer, writeTemp,
+} from '../server/harness.mjs';
 import { launch, openPage, scriptingProxy, skipReason, sseEvents } from './browser.mjs';
 
 const reason = skipReason();
@@ -186,6 +189,7 @@ describe('keyboard shortcuts', { skip: reason || false }, () => {
     assert.equal(listed['New chat'], 'Ctrl+Shift+O');
     assert.equal(listed['Show these shortcuts'], 'Ctrl+/ or ?');
     assert.equal(listed['Go to the message box'], 'Shift+Esc');
+    assert.equal(listed['Search conversations'], 'Ctrl+K or /');
     assert.match(listed['Stop generating; close a dialog or the conversation list'], /^Esc$/);
     assert.equal(listed['Send (in the message box)'], 'Enter');
     // A modal dialog: the page behind takes no clicks, and Escape closes it, focus going back.
@@ -290,5 +294,152 @@ describe('keyboard shortcuts', { skip: reason || false }, () => {
     assert.equal(await focused(page), 'show-shortcuts');
     assert.equal(await page.getAttribute('#menu', 'aria-expanded'), 'true');
     await page.context().close();
+  });
+});
+
+// Signs in to a session pipeline's server and asks `questions`, each in a new conversation.
+async function signedInWithConversations(browser, server, key, questions, viewport = { width: 1280, height: 800 }) {
+  const page = await openPage(browser, server.url, { viewport });
+  await page.waitForSelector('#signin:not([hidden])');
+  await page.fill('#api-key', key);
+  await page.press('#api-key', 'Enter');
+  await ready(page);
+  await page.route('**/v1/chat/completions', (route) => {
+    const body = JSON.parse(route.request().postData());
+    route.continue({ postData: JSON.stringify({ ...body, max_tokens: 8 }) });
+  });
+  for (const [n, question] of questions.entries()) {
+    if (n) await page.keyboard.press('Control+Shift+O');
+    await send(page, question);
+    await lastAnswerDone(page);
+    await page.waitForFunction((count) => document.querySelectorAll('#sessions li.session').length === count, n + 1);
+  }
+  return page;
+}
+
+const resultRows = (page) => page.$$eval('#search-results li', (items) => items.map((li) => ({
+  id: li.dataset.id, title: li.querySelector('.result-title').textContent, mark: li.querySelector('mark')?.textContent,
+  snippet: li.querySelector('.result-snippet').textContent,
+})));
+
+describe('conversation search', { skip: reason || false }, () => {
+  let browser;
+  before(async () => { browser = await launch(); });
+  after(async () => { await browser?.close(); });
+
+  test("with a history store the server searches the caller's conversations; a result opens at its match", async () => {
+    const keys = scratchPath('web-search-keys.yaml');
+    const key = addKey(keys, 'web-search', { user: 'dana' });
+    const other = addKey(keys, 'web-search', { user: 'erin' });
+    const server = await startServer(['--pipeline', sessionPipeline('web-search', keys, scratchPath('web-search-history.db'))]);
+    try {
+      // Another user's conversation with the same words is never found.
+      const theirs = await fetch(`${server.url}/v1/chat/completions`, {
+        method: 'POST', headers: { Authorization: `Bearer ${other}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: 'test-model', max_tokens: 2, session_id: 'erin-1', messages: [{ role: 'user', content: 'The blue door is mine' }] }),
+      });
+      assert.equal(theirs.status, 200);
+      const page = await signedInWithConversations(browser, server, key, ['Remember the blue door.', 'Paint the fence green.']);
+      const ids = await page.$$eval('#sessions li.session', (items) => items.map((li) => li.dataset.id));
+      // A second turn in the fence conversation, with the words in it (not in its title).
+      await send(page, 'Then the BLÜE gate, please.');
+      await lastAnswerDone(page);
+
+      await page.keyboard.press('Control+K');
+      assert.equal(await focused(page), 'search');
+      await page.keyboard.type('blue');
+      await page.waitForSelector('#search-results li');
+      await page.waitForFunction(() => document.querySelectorAll('#search-results li').length === 2);
+      assert.equal(await page.isVisible('#sessions'), false, 'the list shows beside the results');
+      const rows = await resultRows(page);
+      assert.deepEqual(rows.map((row) => row.id), [ids[0], ids[1]], 'latest activity first, only mine');
+      assert.deepEqual(rows.map((row) => row.mark), ['BLÜE', 'blue']);
+      assert.match(rows[0].snippet, /you wrote: Then the BLÜE gate, please\./);
+      assert.match(rows[1].snippet, /in the title: Remember the blue door\./);
+
+      // Down to the second result and open it: the conversation, its match marked and in view.
+      await page.keyboard.press('ArrowDown');
+      await page.keyboard.press('ArrowDown');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction(() => document.querySelector('.message.user .content')?.textContent === 'Remember the blue door.');
+      const hit = await page.evaluate(() => {
+        const message = document.querySelector('.message.search-hit');
+        return message && { text: message.querySelector('.content').textContent, marks: [...message.querySelectorAll('mark.search-mark')].map((m) => m.textContent) };
+      });
+      assert.deepEqual(hit, { text: 'Remember the blue door.', marks: ['blue'] });
+      // The first result: the second turn's question of the other conversation.
+      await page.click('#search-results li:first-child button');
+      await page.waitForFunction(() => document.querySelectorAll('.message.user').length === 2);
+      const second = await page.evaluate(() => {
+        const message = document.querySelector('.message.search-hit');
+        const users = [...document.querySelectorAll('.message.user')];
+        return { index: users.indexOf(message), marks: [...message.querySelectorAll('mark.search-mark')].map((m) => m.textContent) };
+      });
+      assert.deepEqual(second, { index: 1, marks: ['BLÜE'] });
+
+      // Nothing found says so; Escape in the box clears it and the list is back.
+      await page.fill('#search', 'zebra crossing');
+      await page.waitForFunction(() => /No conversation matches “zebra crossing”/.test(document.querySelector('#search-note').textContent));
+      assert.equal(await page.locator('#search-results li').count(), 0);
+      await page.focus('#search');
+      await page.keyboard.press('Escape');
+      assert.equal(await page.inputValue('#search'), '');
+      assert.equal(await page.isVisible('#sessions'), true);
+      assert.equal(await page.isVisible('#search-note'), false);
+      // (The page's first call, without a key, is the 401 that asks for one.)
+      assert.deepEqual(page.problems.filter((p) => !/40[14]/.test(p)), []);
+      await page.context().close();
+
+      // At 390x844: "/" opens the drawer with the focus in the box; a result closes it.
+      const phone = await openPage(browser, server.url, { viewport: { width: 390, height: 844 } });
+      await phone.waitForSelector('#signin:not([hidden])');
+      await phone.fill('#api-key', key);
+      await phone.press('#api-key', 'Enter');
+      await ready(phone);
+      await phone.focus('#messages');
+      await phone.keyboard.press('/');
+      await phone.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'true');
+      assert.equal(await focused(phone), 'search');
+      await phone.keyboard.type('fence');
+      await phone.waitForSelector('#search-results li');
+      const box = await phone.evaluate(() => document.querySelector('#search-results li').getBoundingClientRect().toJSON());
+      assert.ok(box.left >= 0 && box.right <= 390, JSON.stringify(box));
+      await phone.click('#search-results li button');
+      await phone.waitForFunction(() => document.querySelector('#menu').getAttribute('aria-expanded') === 'false');
+      await phone.waitForSelector('.message.search-hit');
+      assert.equal(await phone.textContent('.message.search-hit mark'), 'fence');
+      await phone.context().close();
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+
+  test('without a history store the conversation on screen is searched, and says so', async () => {
+    const server = await startServer(['--pipeline', echoPipeline()]);
+    try {
+      const page = await openPage(browser, server.url);
+      await ready(page);
+      await send(page, 'the first question about owls');
+      await lastAnswerDone(page);
+      await send(page, 'a second one about cats');
+      await lastAnswerDone(page);
+      await page.fill('#search', 'OWLS');
+      await page.waitForSelector('#search-results li');
+      const rows = await resultRows(page);
+      // The echo answer repeats the question: the question and its answer both match.
+      assert.deepEqual(rows.map((row) => row.mark), ['owls', 'owls']);
+      assert.match(rows[0].snippet, /^you wrote: the first question about owls$/);
+      assert.match(rows[1].snippet, /^in an answer: /);
+      assert.match(await page.textContent('#search-note'), /only the one on screen is searched/);
+      await page.click('#search-results li:nth-child(2) button');
+      const hit = await page.evaluate(() => {
+        const message = document.querySelector('.message.search-hit');
+        return { assistant: message.classList.contains('assistant'), index: [...document.querySelectorAll('.message.assistant')].indexOf(message), mark: message.querySelector('mark')?.textContent };
+      });
+      assert.deepEqual(hit, { assistant: true, index: 0, mark: 'owls' });
+      await page.context().close();
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
   });
 });

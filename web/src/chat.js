@@ -9,6 +9,9 @@ import {
 import { copyText } from './clipboard.js';
 import { handleCodeCopy } from './code_blocks.js';
 import { readCompletion, retractMessage } from './completion_stream.js';
+import {
+  clearMarks, ConversationSearch, findMatch, markMatches,
+} from './conversation_search.js';
 import { warmUp } from './render.js';
 import { SessionsSidebar } from './sessions_sidebar.js';
 import { fillShortcutTable, shortcutFor } from './shortcuts.js';
@@ -22,6 +25,7 @@ const ui = {
   newChat: $('new-chat'), messages: $('messages'), notice: $('notice'), composer: $('composer'),
   prompt: $('prompt'), send: $('send'), signout: $('signout'), title: $('conversation-title'),
   menu: $('menu'), closeSidebar: $('close-sidebar'), scrim: $('scrim'), sidebar: $('sidebar'),
+  search: $('search'), searchResults: $('search-results'), searchNote: $('search-note'),
   developerView: $('developer-view'), showShortcuts: $('show-shortcuts'),
   shortcutsDialog: $('shortcuts-dialog'), shortcutsList: $('shortcuts-list'), shortcutsClose: $('shortcuts-close'),
 };
@@ -130,6 +134,47 @@ const sidebar = new SessionsSidebar(ui.sessions, ui.sessionsNote, {
   failed: (message) => showNotice(message, 'error'),
   guard,
 });
+
+// Search over the caller's conversations (the server's, or the one on screen without a store).
+const search = new ConversationSearch({
+  input: ui.search, results: ui.searchResults, note: ui.searchNote, list: ui.sessions,
+}, {
+  serverSide: () => sidebar.enabled,
+  local: () => state.conversation,
+  openResult: (result) => openSearchResult(result),
+  guard,
+});
+
+// The message a result points at: a saved conversation's turn (user, then answer, per turn), or
+// the n-th message of that role on screen.
+function resultMessage(result) {
+  if (result.id !== undefined) {
+    if (result.in !== 'user' && result.in !== 'assistant') return null;
+    return ui.messages.children[2 * result.turn + (result.in === 'assistant' ? 1 : 0)] ?? null;
+  }
+  const messages = state.conversation.messages;
+  const role = messages[result.message]?.role;
+  if (!role) return null;
+  const nth = messages.slice(0, result.message).filter((message) => message.role === role).length;
+  return ui.messages.querySelectorAll(`.message.${role}`)[nth] ?? null;
+}
+
+async function openSearchResult(result) {
+  if (result.id !== undefined && (!state.conversation || state.conversation.id !== result.id || state.conversation.isNew)) {
+    await openSession(result.id, result.title);
+    if (!state.conversation || state.conversation.id !== result.id) return;
+  }
+  closeDrawer();
+  clearMarks(ui.messages);
+  for (const old of ui.messages.querySelectorAll('.search-hit')) old.classList.remove('search-hit');
+  // A title's match (or a turn no longer there): the first message that holds the words.
+  const target = resultMessage(result)
+    ?? [...ui.messages.querySelectorAll('.message')].find((message) => findMatch(message.textContent, result.query));
+  if (!target) return;
+  markMatches(target, result.query);
+  target.classList.add('search-hit');
+  target.scrollIntoView({ block: 'center' });
+}
 
 async function loadModels() {
   const models = await apiJson('/v1/models');
@@ -465,6 +510,11 @@ const shortcutActions = {
     return true;
   },
   help: () => showShortcuts(),
+  search: () => {
+    if (matchMedia('(max-width: 720px)').matches && !drawerOpen()) openDrawer();
+    ui.search.focus();
+    ui.search.select();
+  },
 };
 
 document.addEventListener('keydown', (event) => {

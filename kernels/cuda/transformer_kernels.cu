@@ -301,7 +301,132 @@ __global__ void combine_experts_kernel(const float* expert_rows, const float* we
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Greedy draws
+
+// The block's most likely token (highest logit, lower id on ties) among those not in
+// `excluded[0..excluded_count)` and above -infinity when `finite_only`; -1 when there is none.
+// Every thread returns it.
+__device__ int32_t block_best(const float* row, int64_t vocabulary, const int32_t* excluded,
+                              int excluded_count, bool finite_only) {
+  __shared__ float best_logit[kThreads];
+  __shared__ int32_t best_id[kThreads];
+  float logit = -INFINITY;
+  int32_t id = -1;
+  for (int64_t i = threadIdx.x; i < vocabulary; i += blockDim.x) {
+    const float value = row[i];
+    if (finite_only && value == -INFINITY) continue;
+    bool skip = false;
+    for (int e = 0; e < excluded_count; ++e)
+      skip = skip || excluded[e] == i;
+    if (skip) continue;
+    if (id < 0 || value > logit) {  // ids rise within a thread: ties keep the lower
+      logit = value;
+      id = static_cast<int32_t>(i);
+    }
+  }
+  best_logit[threadIdx.x] = logit;
+  best_id[threadIdx.x] = id;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      const int other = threadIdx.x + half;
+      const bool better =
+          best_id[other] >= 0 &&
+          (best_id[threadIdx.x] < 0 || best_logit[other] > best_logit[threadIdx.x] ||
+           (best_logit[other] == best_logit[threadIdx.x] && best_id[other] < best_id[threadIdx.x]));
+      if (better) {
+        best_logit[threadIdx.x] = best_logit[other];
+        best_id[threadIdx.x] = best_id[other];
+      }
+    }
+    __syncthreads();
+  }
+  const int32_t best = best_id[0];
+  __syncthreads();  // the shared arrays are reused by the next call
+  return best;
+}
+
+__global__ void draw_greedy_kernel(float* logits, int64_t vocabulary, const GreedyDraw* draws,
+                                   const uint64_t* masks, const int32_t* penalty_tokens,
+                                   const int32_t* penalty_counts, float* penalty_raw,
+                                   DrawnToken* out) {
+  const GreedyDraw draw = draws[blockIdx.x];
+  float* row = logits + static_cast<int64_t>(draw.row) * vocabulary;
+  DrawnToken& drawn = out[blockIdx.x];
+  if (draw.mask_offset >= 0) {
+    const uint64_t* mask = masks + draw.mask_offset;
+    for (int64_t i = threadIdx.x; i < vocabulary; i += blockDim.x) {
+      const int64_t word = i / 64;
+      if (word >= draw.mask_words || ((mask[word] >> (i % 64)) & 1) == 0) row[i] = -INFINITY;
+    }
+    __syncthreads();
+  }
+  __shared__ double partial[kThreads];
+  __shared__ int32_t chosen[kMaxTopLogprobs];
+  float largest = 0;
+  double log_sum = 0;
+  if (draw.want_logprobs || draw.top_logprobs > 0) {
+    const int32_t best = block_best(row, vocabulary, nullptr, 0, false);
+    largest = row[best];
+    double sum = 0;
+    for (int64_t i = threadIdx.x; i < vocabulary; i += blockDim.x)
+      sum += exp(static_cast<double>(row[i] - largest));
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    log_sum = log(partial[0]);
+    int found = 0;
+    for (; found < draw.top_logprobs && found < kMaxTopLogprobs; ++found) {
+      const int32_t next = block_best(row, vocabulary, chosen, found, true);
+      if (next < 0) break;
+      if (threadIdx.x == 0) {
+        chosen[found] = next;
+        drawn.top_tokens[found] = next;
+        drawn.top_logprobs[found] = static_cast<float>(row[next] - largest - log_sum);
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) drawn.top_count = found;
+  }
+  // Penalties: each pair's token is distinct, so the pairs never write the same logit.
+  for (int32_t j = threadIdx.x; j < draw.penalty_count; j += blockDim.x) {
+    const int32_t token = penalty_tokens[draw.penalty_offset + j];
+    if (token < 0 || token >= vocabulary) continue;
+    float logit = row[token];
+    penalty_raw[draw.penalty_offset + j] = logit;
+    if (draw.repetition_penalty != 1.0f)
+      logit = logit > 0 ? logit / draw.repetition_penalty : logit * draw.repetition_penalty;
+    row[token] = logit - (static_cast<float>(penalty_counts[draw.penalty_offset + j]) *
+                              draw.frequency_penalty +
+                          draw.presence_penalty);
+  }
+  __syncthreads();
+  const int32_t token = block_best(row, vocabulary, nullptr, 0, false);
+  if (threadIdx.x == 0) {
+    drawn.token = token;
+    float raw = row[token];
+    for (int32_t j = 0; j < draw.penalty_count; ++j) {
+      if (penalty_tokens[draw.penalty_offset + j] == token)
+        raw = penalty_raw[draw.penalty_offset + j];
+    }
+    drawn.logprob = draw.want_logprobs ? static_cast<float>(raw - largest - log_sum) : 0.0f;
+  }
+}
+
 }  // namespace
+
+void draw_greedy(DeviceContext& context, float* logits, int64_t vocabulary, const GreedyDraw* draws,
+                 int64_t count, const uint64_t* masks, const int32_t* penalty_tokens,
+                 const int32_t* penalty_counts, float* penalty_raw, DrawnToken* out) {
+  if (count == 0) return;
+  draw_greedy_kernel<<<static_cast<unsigned>(count), kThreads, 0, stream_of(context)>>>(
+      logits, vocabulary, draws, masks, penalty_tokens, penalty_counts, penalty_raw, out);
+  context.check_launch("draw_greedy_kernel");
+}
 
 bool decodes_on_device(TensorType type) {
   return decoded_block_values(type) != 0;

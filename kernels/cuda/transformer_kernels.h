@@ -118,4 +118,37 @@ void combine_experts(DeviceContext& context, const float* expert_rows, const flo
                      int64_t tokens, int64_t used, int64_t dim, const float* shared,
                      const float* shared_gate, const float* normed, float* out);
 
+// A token drawn greedily where its logits are: the host's sample_token (sampler.h) with
+// temperature 0, step for step: the constraint's mask (forbidden logits become -infinity),
+// log-probabilities under it (the chosen token's, and the best `top_logprobs` alternatives, by
+// logit then lower id), the penalties over (token, count) pairs, then the highest logit (the
+// lower id on ties).
+inline constexpr int kMaxTopLogprobs = 20;
+struct GreedyDraw {
+  int32_t row = 0;           // of the logits
+  int32_t mask_offset = -1;  // first word in `masks`; -1: no constraint
+  int32_t mask_words = 0;
+  int32_t penalty_offset = 0;  // first pair in the penalty arrays
+  int32_t penalty_count = 0;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t top_logprobs = 0;
+  int32_t want_logprobs = 0;
+};
+struct DrawnToken {
+  int32_t token = 0;
+  float logprob = 0;
+  int32_t top_count = 0;
+  int32_t top_tokens[kMaxTopLogprobs] = {};
+  float top_logprobs[kMaxTopLogprobs] = {};
+};
+// Draws `count` tokens; `logits` rows are changed (masked, penalised). `penalty_raw` receives
+// each penalised token's logit before its penalty (one float per pair).
+void draw_greedy(DeviceContext& context, float* logits, int64_t vocabulary, const GreedyDraw* draws,
+                 int64_t count, const uint64_t* masks, const int32_t* penalty_tokens,
+                 const int32_t* penalty_counts, float* penalty_raw, DrawnToken* out);
+
+static_assert(sizeof(GreedyDraw) + sizeof(DrawnToken) <= 256, "the memory plan counts 256 bytes");
+
 }  // namespace chatflow::kernels::cuda

@@ -54,6 +54,41 @@ TEST_F(CudaBackend, GreedyTextEqualsTheCpuBackendsOver64TokensOnF16) {
   EXPECT_EQ(cuda, cpu);
 }
 
+// Greedy draws are made on the device (penalties, log-probabilities and alternatives included):
+// the same tokens, and log-probabilities within float rounding of the host's.
+TEST_F(CudaBackend, GreedyDrawsOnTheDeviceEqualTheHostsWithPenaltiesAndLogprobs) {
+  auto f16 = model(kernels::TensorType::f16);
+  auto run = [&](std::string_view backend) {
+    Generator generator(f16, 2, backend);
+    GenerationRequest request;
+    request.prompt = {1, 17, 42, 99, 7, 23, 5};
+    request.max_tokens = 32;
+    request.ignore_eos = true;
+    request.sampling.temperature = 0;
+    request.sampling.repetition_penalty = 1.3f;
+    request.sampling.frequency_penalty = 0.2f;
+    request.sampling.logprobs = true;
+    request.sampling.top_logprobs = 5;
+    std::vector<SampledToken> drawn;
+    generator.generate(request, [&](const GeneratedToken& token) {
+      drawn.push_back(token.sampled);
+      return true;
+    });
+    return drawn;
+  };
+  const std::vector<SampledToken> cpu = run("cpu"), cuda = run("cuda");
+  ASSERT_EQ(cuda.size(), cpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_EQ(cuda[i].token, cpu[i].token) << "token " << i;
+    EXPECT_NEAR(cuda[i].logprob, cpu[i].logprob, 1e-3) << "token " << i;
+    ASSERT_EQ(cuda[i].top.size(), cpu[i].top.size()) << "token " << i;
+    for (size_t k = 0; k < cpu[i].top.size(); ++k) {
+      EXPECT_EQ(cuda[i].top[k].token, cpu[i].top[k].token) << "token " << i << " alternative " << k;
+      EXPECT_NEAR(cuda[i].top[k].logprob, cpu[i].top[k].logprob, 1e-3);
+    }
+  }
+}
+
 TEST_F(CudaBackend, AThousandRequestsLeaveNoDeviceMemoryBehind) {
   auto q8 = model(kernels::TensorType::q8_0);
   Generator generator(q8, 2, "cuda");

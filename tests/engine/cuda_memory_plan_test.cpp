@@ -28,11 +28,14 @@ TEST(CudaMemoryPlan, AStepsWorkspaceCountsEveryActivationTheLogitsTheTileAndTheI
   const uint64_t per_token_bytes = 65792 * 4;
   const uint64_t logits_row_bytes = (4096 + 128256) * 4;
   const uint64_t index_bytes_per_token = 8 * 4;
-  EXPECT_EQ(cuda_workspace_bytes(config, 512, 1, 0),
-            512 * (per_token_bytes + index_bytes_per_token) + logits_row_bytes);
+  // a greedy draw's mask (128256 bits in 64-bit words: 2004 words) and 256 bytes
+  const uint64_t draw_bytes_per_token = 2004 * 8 + 256;
+  EXPECT_EQ(
+      cuda_workspace_bytes(config, 512, 1, 0),
+      512 * (per_token_bytes + index_bytes_per_token + draw_bytes_per_token) + logits_row_bytes);
   EXPECT_EQ(cuda_workspace_bytes(config, 512, 4, kCudaTileBytes),
-            512 * (per_token_bytes + index_bytes_per_token) + 4 * logits_row_bytes +
-                (uint64_t{64} << 20));
+            512 * (per_token_bytes + index_bytes_per_token + draw_bytes_per_token) +
+                4 * logits_row_bytes + (uint64_t{64} << 20));
 }
 
 TEST(CudaMemoryPlan, ExpertsAddTheirRowsToEachToken) {

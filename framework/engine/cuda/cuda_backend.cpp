@@ -1,9 +1,11 @@
 #include "framework/engine/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -60,15 +62,27 @@ struct StepBuffers {
         expert_results(context, "expert results"),
         shared_expert(context, "shared expert outputs"),
         expert_weights(context, "expert weights"),
-        indices(context, "step indices") {}
+        indices(context, "step indices"),
+        draws(context, "greedy draws"),
+        masks(context, "constraint masks"),
+        penalty_tokens(context, "penalised tokens"),
+        penalty_counts(context, "penalty counts"),
+        penalty_raw(context, "penalised logits"),
+        drawn(context, "drawn tokens") {}
 
   DeviceArray<float> hidden, normed, query, key, value, attended, projected, gate, up, activated,
       rope, final_rows, logits, tile, router, expert_outputs, expert_inputs, expert_results,
       shared_expert, expert_weights;
   DeviceArray<int32_t> indices;
+  DeviceArray<cuda::GreedyDraw> draws;
+  DeviceArray<uint64_t> masks;
+  DeviceArray<int32_t> penalty_tokens, penalty_counts;
+  DeviceArray<float> penalty_raw;
+  DeviceArray<cuda::DrawnToken> drawn;
 
   uint64_t bytes() const {
-    uint64_t total = indices.bytes();
+    uint64_t total = indices.bytes() + draws.bytes() + masks.bytes() + penalty_tokens.bytes() +
+                     penalty_counts.bytes() + penalty_raw.bytes() + drawn.bytes();
     for (const auto* buffer : {&hidden,
                                &normed,
                                &query,
@@ -120,6 +134,8 @@ class CudaBackend final : public Backend {
   void mixture_of_experts(const DeviceLayer& layer);
   void multiply(const DeviceMatrix& weights, const float* x, int64_t count, float* y);
   void final_logits();
+  void draw_tokens(std::span<const StepChunk> chunks, size_t first_row,
+                   std::vector<SampledToken>& tokens);
 
   // The weights' device memory, freed with the backend or when its constructor throws half-way.
   struct Allocations {
@@ -292,7 +308,8 @@ BackendInfo CudaBackend::info() const {
   info.memory.kv_pool_bytes =
       pool_ == nullptr ? 0 : kv_block_bytes() * static_cast<uint64_t>(pool_blocks_);
   info.memory.workspace_bytes = buffers_->bytes();
-  info.samples_on_device = false;  // the rows of tokens to draw come back to the host
+  // Greedy draws are made on the device; a sampled draw's row comes back to the host.
+  info.samples_on_device = false;
   info.kv_types = {kernels::KvType::f16, kernels::KvType::f32};
   return info;
 }
@@ -545,8 +562,6 @@ void CudaBackend::final_logits() {
   multiply(output_, final_rows, rows, logits);
   if (config.final_softcap > 0)
     cuda::soft_cap(context_, logits, rows * config.vocabulary, config.final_softcap);
-  host_logits_.resize(static_cast<size_t>(rows * config.vocabulary));
-  context_.download(host_logits_.data(), logits, host_logits_.size() * sizeof(float));
 }
 
 void CudaBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
@@ -594,13 +609,107 @@ void CudaBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
   for (int64_t layer = 0; layer < config.layers; ++layer)
     run_layer(layer);
   final_logits();
-  context_.synchronize();
   const auto vocabulary = static_cast<size_t>(config.vocabulary);
   const size_t logits_rows = layout_.logit_tokens.size() - static_cast<size_t>(layout_.token_rows);
-  out.logits.assign(host_logits_.begin(),
-                    host_logits_.begin() + static_cast<std::ptrdiff_t>(logits_rows * vocabulary));
-  draw_chunk_tokens(chunks, host_logits_.data() + logits_rows * vocabulary, config.vocabulary,
-                    sampling_, out.tokens);
+  out.logits.resize(logits_rows * vocabulary);
+  if (logits_rows > 0)
+    context_.download(out.logits.data(), work.logits.data(), out.logits.size() * sizeof(float));
+  draw_tokens(chunks, logits_rows, out.tokens);
+}
+
+// Greedy draws happen on the device (draw_greedy: only the tokens come back); a sampled draw's
+// row comes back and is drawn on the host by sample_token, as the CPU backend draws it.
+void CudaBackend::draw_tokens(std::span<const StepChunk> chunks, size_t first_row,
+                              std::vector<SampledToken>& tokens) {
+  const int64_t vocabulary = model_->config().vocabulary;
+  StepBuffers& work = *buffers_;
+  std::vector<cuda::GreedyDraw> draws;
+  std::vector<uint64_t> masks;
+  std::vector<int32_t> penalty_tokens, penalty_counts;
+  std::vector<size_t> drawn_at;  // each token chunk's place in `draws`, or SIZE_MAX
+  size_t row = first_row;
+  for (const StepChunk& chunk : chunks) {
+    if (chunk.want != StepChunk::Want::token || chunk.tokens.empty()) continue;
+    const SamplingParams& params = *chunk.draw.params;
+    if (params.temperature > 0.0f) {
+      drawn_at.push_back(SIZE_MAX);
+      ++row;
+      continue;
+    }
+    cuda::GreedyDraw draw;
+    draw.row = static_cast<int32_t>(row++);
+    if (!chunk.draw.allowed.empty()) {
+      draw.mask_offset = static_cast<int32_t>(masks.size());
+      draw.mask_words = static_cast<int32_t>(chunk.draw.allowed.size());
+      masks.insert(masks.end(), chunk.draw.allowed.begin(), chunk.draw.allowed.end());
+    }
+    if (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
+        params.frequency_penalty != 0.0f) {
+      std::span<const TokenId> history = chunk.draw.history;
+      if (params.penalty_window > 0 && history.size() > static_cast<size_t>(params.penalty_window))
+        history = history.last(static_cast<size_t>(params.penalty_window));
+      std::map<TokenId, int32_t> counts;
+      for (TokenId token : history)
+        ++counts[token];
+      draw.penalty_offset = static_cast<int32_t>(penalty_tokens.size());
+      draw.penalty_count = static_cast<int32_t>(counts.size());
+      for (const auto& [token, count] : counts) {
+        penalty_tokens.push_back(token);
+        penalty_counts.push_back(count);
+      }
+      draw.repetition_penalty = params.repetition_penalty;
+      draw.presence_penalty = params.presence_penalty;
+      draw.frequency_penalty = params.frequency_penalty;
+    }
+    draw.top_logprobs = std::min(params.top_logprobs, cuda::kMaxTopLogprobs);
+    draw.want_logprobs = params.logprobs || params.top_logprobs > 0;
+    drawn_at.push_back(draws.size());
+    draws.push_back(draw);
+  }
+  std::vector<cuda::DrawnToken> drawn(draws.size());
+  if (!draws.empty()) {
+    auto place = [&](auto& array, const auto& values) {
+      auto* device = array.reserve(std::max<size_t>(1, values.size()));
+      if (!values.empty())
+        context_.upload(device, values.data(), values.size() * sizeof(values[0]));
+      return device;
+    };
+    place(work.draws, draws);
+    place(work.masks, masks);
+    place(work.penalty_tokens, penalty_tokens);
+    place(work.penalty_counts, penalty_counts);
+    cuda::draw_greedy(context_, work.logits.data(), vocabulary, work.draws.data(),
+                      static_cast<int64_t>(draws.size()), work.masks.data(),
+                      work.penalty_tokens.data(), work.penalty_counts.data(),
+                      work.penalty_raw.reserve(std::max<size_t>(1, penalty_tokens.size())),
+                      work.drawn.reserve(draws.size()));
+    context_.download(drawn.data(), work.drawn.data(), drawn.size() * sizeof(drawn[0]));
+  }
+  row = first_row;
+  size_t index = 0;
+  for (const StepChunk& chunk : chunks) {
+    if (chunk.want != StepChunk::Want::token || chunk.tokens.empty()) continue;
+    const size_t at = drawn_at[index++];
+    if (at != SIZE_MAX) {
+      const cuda::DrawnToken& token = drawn[at];
+      SampledToken sampled;
+      sampled.token = token.token;
+      sampled.logprob = token.logprob;
+      for (int32_t k = 0; k < token.top_count; ++k)
+        sampled.top.push_back({token.top_tokens[k], token.top_logprobs[k]});
+      tokens.push_back(std::move(sampled));
+    } else {
+      host_logits_.resize(static_cast<size_t>(vocabulary));
+      context_.download(host_logits_.data(),
+                        work.logits.data() + row * static_cast<size_t>(vocabulary),
+                        host_logits_.size() * sizeof(float));
+      std::span<float> logits(host_logits_);
+      apply_allowed_tokens(chunk.draw.allowed, logits);
+      tokens.push_back(sample_token(*chunk.draw.params, logits, chunk.draw.history,
+                                    chunk.draw.uniform, sampling_));
+    }
+    ++row;
+  }
 }
 
 }  // namespace

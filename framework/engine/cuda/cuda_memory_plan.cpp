@@ -24,8 +24,12 @@ uint64_t cuda_workspace_bytes(const ModelConfig& config, int64_t step_tokens, in
   // per token, and each token's sequence's block table at most
   const int64_t table_blocks = (config.context + 15) / 16;
   const int64_t index_bytes = step_tokens * (8 + table_blocks) * 4;
+  // a greedy draw per token: its constraint mask (a bit per token of the vocabulary), its
+  // description and its result (at most 256 bytes); penalised tokens are not planned: at most the
+  // history of each draw, a few KiB in practice
+  const int64_t draw_bytes = step_tokens * ((config.vocabulary + 63) / 64 * 8 + 256);
   return static_cast<uint64_t>(step_tokens * floats_per_token + final_rows) * sizeof(float) +
-         static_cast<uint64_t>(index_bytes) + tile_bytes;
+         static_cast<uint64_t>(index_bytes + draw_bytes) + tile_bytes;
 }
 
 std::string format_device_bytes(uint64_t bytes) {

@@ -208,7 +208,17 @@ class StdioTransport final : public McpTransport {
     }
   }
 
-  bool usable() const override { return usable_; }
+  // A child that exited while idle (killed, crashed) is found here, before a message is sent.
+  bool usable() const override {
+    if (usable_ && pid_ > 0) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        usable_ = false;
+      }
+    }
+    return usable_;
+  }
 
  private:
   // A command with a '/' runs as given; otherwise it is looked for on the child's PATH here
@@ -353,11 +363,11 @@ class StdioTransport final : public McpTransport {
   }
 
   McpStdioOptions options_;
-  pid_t pid_ = -1;
+  mutable pid_t pid_ = -1;
   int stdin_fd_ = -1;
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
-  bool usable_ = true;
+  mutable bool usable_ = true;
   std::string stdout_buffer_;
   std::string exit_description_ = "ended";
   std::thread stderr_reader_;

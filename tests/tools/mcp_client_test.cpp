@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <signal.h>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -98,7 +100,7 @@ const char* const kServerScript = R"PY(
 import json, os, sys, time
 mode, starts = sys.argv[1], sys.argv[2]
 with open(starts, "a") as f:
-    f.write("start\n")
+    f.write("%d\n" % os.getpid())
 if mode == "exit":
     sys.stderr.write("boom: the database is not there\n")
     sys.exit(3)
@@ -172,13 +174,14 @@ struct StdioServer {
   std::string starts_file;
   std::unique_ptr<McpClient> client;
 
-  int starts() const {
+  std::vector<std::string> pids() const {
     std::ifstream in(starts_file);
-    int count = 0;
+    std::vector<std::string> all;
     for (std::string line; std::getline(in, line);)
-      ++count;
-    return count;
+      all.push_back(line);
+    return all;
   }
+  int starts() const { return static_cast<int>(pids().size()); }
 };
 
 StdioServer stdio_server(const std::string& mode, double startup_s = 10) {
@@ -330,6 +333,28 @@ TEST(McpStdio, AServerThatDiesInACallIsAnErrorAndIsStartedAgain) {
   EXPECT_TRUE(contains(died.content, "dying now")) << died.content;
   McpCallOutcome next = server.client->call("echo", R"({"text":"back"})", within(10));
   EXPECT_EQ(next.content, "Echo: back");
+  EXPECT_EQ(server.starts(), 2);
+}
+
+// Killed between calls: found dead before the next message is written, and started again.
+TEST(McpStdio, AServerKilledWhileIdleIsStartedAgainOnNextUse) {
+  auto server = stdio_server("normal");
+  ASSERT_EQ(server.client->call("echo", R"({"text":"one"})", within(10)).content, "Echo: one");
+  ASSERT_EQ(server.starts(), 1);
+  pid_t pid = std::stoi(server.pids()[0]);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  // Until it is a zombie (chatflow reaps it on its next use).
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    if (text.empty() || text.find(") Z ") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  McpToolList list = server.client->tools(within(10));
+  EXPECT_EQ(list.status, "ok") << list.error;
+  McpCallOutcome outcome = server.client->call("echo", R"({"text":"two"})", within(10));
+  EXPECT_EQ(outcome.status, "ok") << outcome.content;
+  EXPECT_EQ(outcome.content, "Echo: two");
   EXPECT_EQ(server.starts(), 2);
 }
 

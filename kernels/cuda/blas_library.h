@@ -12,6 +12,7 @@ struct BlasLibrary {
   cublasStatus_t (*destroy)(cublasHandle_t);
   cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
   cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t);
   cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                           const float*, const float*, int, const float*, int, const float*, float*,
                           int);

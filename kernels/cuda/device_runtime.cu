@@ -45,6 +45,7 @@ const BlasLibrary& blas_library() {
       resolve(handle, "cublasDestroy_v2", library.destroy);
       resolve(handle, "cublasSetStream_v2", library.set_stream);
       resolve(handle, "cublasSetMathMode", library.set_math_mode);
+      resolve(handle, "cublasSetWorkspace_v2", library.set_workspace);
       resolve(handle, "cublasSgemm_v2", library.sgemm);
     } catch (const DeviceError& error) {
       failure = error.what();
@@ -54,9 +55,13 @@ const BlasLibrary& blas_library() {
   return library;
 }
 
+// cuBLAS's workspace, given to it once: a product captured into a CUDA graph must not allocate.
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+
 struct DeviceContext::State {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  void* blas_workspace = nullptr;
 };
 
 DeviceContext::DeviceContext() : state_(std::make_unique<State>()) {
@@ -84,11 +89,21 @@ DeviceContext::DeviceContext() : state_(std::make_unique<State>()) {
   // Products stay in IEEE float (no TF32): the backend's results follow the CPU's within the
   // conformance suite's float tolerances.
   blas->set_math_mode(state_->blas, CUBLAS_DEFAULT_MATH);
+  if (cudaMalloc(&state_->blas_workspace, kBlasWorkspaceBytes) != cudaSuccess ||
+      blas->set_workspace(state_->blas, state_->blas_workspace, kBlasWorkspaceBytes) !=
+          CUBLAS_STATUS_SUCCESS) {
+    cudaGetLastError();
+    blas->destroy(state_->blas);
+    cudaFree(state_->blas_workspace);
+    cudaStreamDestroy(state_->stream);
+    throw DeviceError("cannot give cuBLAS its 32 MiB workspace on " + name_);
+  }
 }
 
 DeviceContext::~DeviceContext() {
   cudaStreamSynchronize(state_->stream);
   blas_library().destroy(state_->blas);
+  cudaFree(state_->blas_workspace);
   cudaStreamDestroy(state_->stream);
 }
 
@@ -141,6 +156,36 @@ size_t DeviceContext::total_bytes() const {
   size_t free = 0, total = 0;
   cudaMemGetInfo(&free, &total);
   return total;
+}
+
+void DeviceContext::begin_capture() {
+  check(cudaStreamBeginCapture(state_->stream, cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+}
+
+void* DeviceContext::end_capture() {
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(state_->stream, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t executable = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&executable, graph, 0);
+  cudaGraphDestroy(graph);
+  check(status, "cudaGraphInstantiate");
+  return executable;
+}
+
+void DeviceContext::abandon_capture() noexcept {
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(state_->stream, &graph) == cudaSuccess && graph != nullptr)
+    cudaGraphDestroy(graph);
+  cudaGetLastError();
+}
+
+void DeviceContext::launch_graph(void* graph) {
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), state_->stream), "cudaGraphLaunch");
+}
+
+void DeviceContext::destroy_graph(void* graph) noexcept {
+  if (graph != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
 void* DeviceContext::stream() const {

@@ -50,6 +50,15 @@ class DeviceContext {
   // Throws DeviceError when the last launch could not start.
   void check_launch(const char* kernel);
 
+  // Stream capture: launches between begin_capture and end_capture are recorded, not run, into
+  // a graph (an instantiated cudaGraphExec_t) that launch_graph replays on the stream. Nothing
+  // may wait on the stream or allocate while capturing; abandon_capture ends a failed capture.
+  void begin_capture();
+  void* end_capture();
+  void abandon_capture() noexcept;
+  void launch_graph(void* graph);
+  void destroy_graph(void* graph) noexcept;
+
   size_t free_bytes() const;
   size_t total_bytes() const;
   const std::string& device_name() const { return name_; }

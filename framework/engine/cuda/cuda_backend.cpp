@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <iostream>
@@ -10,8 +11,10 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "framework/engine/cuda/cuda_graph_plan.h"
 #include "framework/engine/cuda/cuda_memory_plan.h"
 #include "framework/engine/step_math.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -106,6 +109,16 @@ struct StepBuffers {
       total += buffer->bytes();
     return total;
   }
+
+  // Where every buffer a step's kernels read or write is now: a captured graph replays only while
+  // they stay where they were when it was captured.
+  std::vector<const void*> addresses() const {
+    std::vector<const void*> where{indices.data()};
+    for (const auto* buffer : {&hidden, &normed, &query, &key, &value, &attended, &projected, &gate,
+                               &up, &activated, &rope, &final_rows, &logits, &tile})
+      where.push_back(buffer->data());
+    return where;
+  }
 };
 
 class CudaBackend final : public Backend {
@@ -134,6 +147,12 @@ class CudaBackend final : public Backend {
   void mixture_of_experts(const DeviceLayer& layer);
   void multiply(const DeviceMatrix& weights, const float* x, int64_t count, float* y);
   void final_logits();
+  // Embeddings, every layer and the logits rows of the step laid out now: the launches a decode
+  // graph captures.
+  void run_step_body();
+  // Replays the graph captured for `bucket`, capturing it first (after running the step plainly,
+  // which sizes every buffer for the bucket) when there is none or the buffers moved.
+  void run_as_graph(int64_t bucket);
   void draw_tokens(std::span<const StepChunk> chunks, size_t first_row,
                    std::vector<SampledToken>& tokens);
 
@@ -159,6 +178,15 @@ class CudaBackend final : public Backend {
   void* pool_ = nullptr;
   int64_t pool_blocks_ = 0;
   std::unique_ptr<StepBuffers> buffers_;
+  struct CapturedStep {
+    int64_t bucket = 0;
+    void* graph = nullptr;
+    std::vector<const void*> addresses;
+  };
+  bool use_graphs_ = true;
+  std::vector<int64_t> graph_buckets_;
+  std::vector<CapturedStep> graphs_;
+  int64_t padding_ = 0;  // tokens added to fill the step's graph bucket
 
   // The step in progress, on the host.
   int64_t tokens_ = 0;
@@ -238,9 +266,14 @@ CudaBackend::CudaBackend(std::shared_ptr<const Model> model, const BackendOption
     });
   }
   buffers_ = std::make_unique<StepBuffers>(context_);
+  const char* graphs = std::getenv("CHATFLOW_CUDA_GRAPHS");
+  use_graphs_ = graphs == nullptr || std::string_view(graphs) != "0";
+  graph_buckets_ = decode_graph_buckets(options_.max_step_tokens);
 }
 
 CudaBackend::~CudaBackend() {
+  for (const CapturedStep& captured : graphs_)
+    context_.destroy_graph(captured.graph);
   buffers_.reset();
   context_.release(pool_);
 }
@@ -327,7 +360,8 @@ void CudaBackend::allocate_kv_pool(const KvPoolShape& shape) {
   const ModelConfig& config = model_->config();
   kv_layout_ = {shape.type, config.layers, config.kv_heads, config.head_dim, shape.block_tokens};
   DeviceMemoryPlan plan;
-  plan.kv_pool_bytes = device_block_bytes(kv_layout_) * static_cast<uint64_t>(shape.blocks);
+  // One block more than asked: the scratch block the padding of a decode graph writes to.
+  plan.kv_pool_bytes = device_block_bytes(kv_layout_) * static_cast<uint64_t>(shape.blocks + 1);
   plan.workspace_bytes = cuda_workspace_bytes(config, options_.max_step_tokens,
                                               options_.max_step_tokens, kCudaTileBytes);
   if (auto shortfall = device_memory_shortfall(plan, context_.free_bytes(), kRuntimeHeadroom,
@@ -376,6 +410,8 @@ void CudaBackend::upload_step(std::span<const StepChunk> chunks) {
     chunk_table_start[c] = static_cast<int32_t>(host.size());
     host.insert(host.end(), chunks[c].block_table.begin(), chunks[c].block_table.end());
   }
+  const auto scratch_table = static_cast<int32_t>(host.size());
+  host.push_back(static_cast<int32_t>(pool_blocks_));  // the scratch block, after the pool's
   int32_t* ids = host.data();
   int32_t* blocks = ids + tokens;
   int32_t* slots = blocks + tokens;
@@ -400,6 +436,11 @@ void CudaBackend::upload_step(std::span<const StepChunk> chunks) {
               ? static_cast<int32_t>(std::max<int64_t>(0, position + 1 - config.sliding_window))
               : 0;
     }
+  }
+  for (; t < tokens; ++t) {  // padding: token 0 at position 0 of the scratch block
+    blocks[t] = static_cast<int32_t>(pool_blocks_);
+    table_start[t] = scratch_table;
+    positions[t] = 1;
   }
   for (int64_t r = 0; r < rows; ++r)
     logit_tokens[r] = static_cast<int32_t>(layout_.logit_tokens[static_cast<size_t>(r)]);
@@ -580,8 +621,19 @@ void CudaBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
   out.logits.clear();
   out.tokens.clear();
   lay_out_step(chunks, layout_);
-  tokens_ = static_cast<int64_t>(layout_.positions.size());
-  if (tokens_ == 0) return;
+  const auto real_tokens = static_cast<int64_t>(layout_.positions.size());
+  if (real_tokens == 0) return;
+  const int64_t bucket = use_graphs_ && replays_decode_graph(config, chunks)
+                             ? decode_graph_bucket(graph_buckets_, real_tokens)
+                             : 0;
+  padding_ = bucket > 0 ? bucket - real_tokens : 0;
+  for (int64_t p = 0; p < padding_; ++p) {
+    layout_.positions.push_back(0);
+    layout_.chunk_of_token.push_back(-1);
+    layout_.logit_tokens.push_back(real_tokens + p);
+    ++layout_.token_rows;
+  }
+  tokens_ = real_tokens + padding_;
   const int64_t tokens = tokens_;
   const int64_t q_dim = config.heads * config.head_dim, kv_dim = config.kv_heads * config.head_dim;
   StepBuffers& work = *buffers_;
@@ -594,6 +646,12 @@ void CudaBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
            {&work.attended, q_dim},
            {&work.projected, config.dim}})
     buffer->reserve(static_cast<size_t>(tokens * width));
+  if (bucket > 0) {
+    // Room for the longest block tables, so that the index array never moves under a graph.
+    const int64_t table_blocks =
+        (config.context + kv_layout_.block_tokens - 1) / kv_layout_.block_tokens;
+    work.indices.reserve(static_cast<size_t>(bucket * (8 + table_blocks) + 1));
+  }
   upload_step(chunks);
   // Both rotation tables (full and sliding layers), each cosines then sines.
   const int64_t pairs = config.rope_dimensions / 2;
@@ -604,17 +662,51 @@ void CudaBackend::forward(std::span<const StepChunk> chunks, StepOutput& out) {
                 cosines + tokens * pairs);
   }
   context_.upload(work.rope.reserve(angles.size()), angles.data(), angles.size() * sizeof(float));
-  cuda::embed_tokens(context_, token_embedding_, token_ids_, tokens, config.embedding_scale,
-                     work.hidden.data());
-  for (int64_t layer = 0; layer < config.layers; ++layer)
-    run_layer(layer);
-  final_logits();
+  if (bucket > 0) {
+    run_as_graph(bucket);
+  } else {
+    run_step_body();
+  }
   const auto vocabulary = static_cast<size_t>(config.vocabulary);
   const size_t logits_rows = layout_.logit_tokens.size() - static_cast<size_t>(layout_.token_rows);
   out.logits.resize(logits_rows * vocabulary);
   if (logits_rows > 0)
     context_.download(out.logits.data(), work.logits.data(), out.logits.size() * sizeof(float));
   draw_tokens(chunks, logits_rows, out.tokens);
+}
+
+void CudaBackend::run_step_body() {
+  const ModelConfig& config = model_->config();
+  cuda::embed_tokens(context_, token_embedding_, token_ids_, tokens_, config.embedding_scale,
+                     buffers_->hidden.data());
+  for (int64_t layer = 0; layer < config.layers; ++layer)
+    run_layer(layer);
+  final_logits();
+}
+
+void CudaBackend::run_as_graph(int64_t bucket) {
+  const std::vector<const void*> addresses = buffers_->addresses();
+  auto captured = std::find_if(graphs_.begin(), graphs_.end(),
+                               [&](const CapturedStep& step) { return step.bucket == bucket; });
+  if (captured != graphs_.end() && captured->addresses == addresses) {
+    context_.launch_graph(captured->graph);
+    return;
+  }
+  if (captured != graphs_.end()) {  // a larger step moved a buffer since
+    context_.destroy_graph(captured->graph);
+    graphs_.erase(captured);
+  }
+  run_step_body();  // this step's results, and every buffer sized for the bucket
+  try {
+    context_.begin_capture();
+    run_step_body();
+    graphs_.push_back({bucket, context_.end_capture(), buffers_->addresses()});
+  } catch (const std::exception& error) {
+    context_.abandon_capture();
+    use_graphs_ = false;
+    std::clog << "chatflow: the CUDA backend could not capture a decode step as a CUDA graph ("
+              << error.what() << "): it launches each kernel from now on\n";
+  }
 }
 
 // Greedy draws happen on the device (draw_greedy: only the tokens come back); a sampled draw's

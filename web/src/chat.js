@@ -4,15 +4,19 @@ import './chat.css';
 
 import { AnswerView, userMessage } from './answer_view.js';
 import {
-  apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, NetworkError, probeOpen, reach, storeKey,
+  apiFetch, apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, NetworkError, probeOpen, reach, storeKey,
 } from './api.js';
 import { copyText } from './clipboard.js';
 import { handleCodeCopy } from './code_blocks.js';
+import {
+  download, exportDocument, fileName, ImportError, maxImportBytes, parseImport, sessionConversation, toMarkdown,
+} from './conversation_exchange.js';
 import { readCompletion, retractMessage } from './completion_stream.js';
 import {
   clearMarks, ConversationSearch, findMatch, markMatches,
 } from './conversation_search.js';
 import { warmUp } from './render.js';
+import { LocalConversations } from './local_conversations.js';
 import { SessionsSidebar } from './sessions_sidebar.js';
 import { fillShortcutTable, shortcutFor } from './shortcuts.js';
 import { setupTheme } from './theme.js';
@@ -28,11 +32,13 @@ const ui = {
   search: $('search'), searchResults: $('search-results'), searchNote: $('search-note'),
   developerView: $('developer-view'), showShortcuts: $('show-shortcuts'),
   shortcutsDialog: $('shortcuts-dialog'), shortcutsList: $('shortcuts-list'), shortcutsClose: $('shortcuts-close'),
+  localSection: $('local-section'), localSessions: $('local-sessions'), exportJson: $('export-json'),
+  exportMarkdown: $('export-markdown'), exportAll: $('export-all'), importButton: $('import'), importFile: $('import-file'),
 };
 
 const state = {
   needsKey: false,
-  conversation: null, // { id, title, messages: [{ role, content }], isNew }
+  conversation: null, // { id, title, created, messages: [{ role, content }], isNew, local }
   generating: null,   // { controller, view }
   retryTimer: null,
 };
@@ -135,6 +141,20 @@ const sidebar = new SessionsSidebar(ui.sessions, ui.sessionsNote, {
   guard,
 });
 
+// Conversations held by the page (imported ones): they are not on the server.
+const localList = new LocalConversations(ui.localSection, ui.localSessions, {
+  currentId: () => state.conversation && state.conversation.id,
+  open: (conversation) => openLocal(conversation),
+  deleted: (id) => {
+    if (state.conversation && state.conversation.id === id) newConversation();
+  },
+  warn: (message) => showNotice(message, 'warning'),
+});
+
+// Whether the open conversation is a session the server keeps (the request then carries only
+// the new message and its session_id).
+const onServer = (conversation) => sidebar.enabled && !conversation.local;
+
 // Search over the caller's conversations (the server's, or the one on screen without a store).
 const search = new ConversationSearch({
   input: ui.search, results: ui.searchResults, note: ui.searchNote, list: ui.sessions,
@@ -196,11 +216,12 @@ function setTitle(title) {
 
 function newConversation() {
   if (state.generating) stop();
-  state.conversation = { id: randomId(), title: '', messages: [], isNew: true };
+  state.conversation = { id: randomId(), title: '', created: new Date().toISOString(), messages: [], isNew: true };
   ui.messages.replaceChildren();
   setTitle('');
   showNotice('');
   sidebar.markCurrent(null);
+  localList.markCurrent(null);
   closeDrawer();
   ui.prompt.focus();
 }
@@ -215,7 +236,7 @@ async function openSession(id, title) {
     return;
   }
   if (!session) return;
-  state.conversation = { id, title: session.title || title, messages: [], isNew: false };
+  state.conversation = { id, title: session.title || title, created: session.created_at, messages: [], isNew: false };
   ui.messages.replaceChildren();
   setTitle(state.conversation.title);
   showNotice('');
@@ -228,6 +249,39 @@ async function openSession(id, title) {
     state.conversation.messages.push({ role: 'user', content: turn.user ?? '' }, { role: 'assistant', content: turn.assistant ?? '' });
   }
   sidebar.markCurrent(id);
+  localList.markCurrent(null);
+  closeDrawer();
+  ui.prompt.focus();
+}
+
+// Opens a conversation of the page's own list. A conversation on screen that exists nowhere
+// else (no history store) goes into that list first, so opening another never loses it.
+function openLocal(conversation) {
+  if (state.generating) stop();
+  const current = state.conversation;
+  if (current && !current.local && !sidebar.enabled && current.messages.length) {
+    localList.add([{ title: current.title, created: current.created, messages: current.messages }]);
+  }
+  state.conversation = { ...conversation, messages: conversation.messages.slice(), isNew: false, local: true };
+  ui.messages.replaceChildren();
+  setTitle(conversation.title);
+  showNotice('');
+  for (const message of conversation.messages) {
+    if (message.role === 'user') {
+      userMessage(ui.messages, message.content);
+    } else if (message.role === 'assistant') {
+      const view = new AnswerView(ui.messages, { onCopy: copyAnswer });
+      view.text = message.content;
+      view.finish();
+    } else {
+      const note = document.createElement('p');
+      note.className = 'message system hint';
+      note.textContent = `System: ${message.content}`;
+      ui.messages.append(note);
+    }
+  }
+  sidebar.markCurrent(null);
+  localList.markCurrent(conversation.id);
   closeDrawer();
   ui.prompt.focus();
 }
@@ -296,7 +350,7 @@ async function ask(text, { fresh }) {
   // or failed one): asking again would store the question twice, and the session holds no
   // way to replace a turn. So with sessions the answer cannot be regenerated; ask anew instead.
   // The reason is written under the answer, not left to a tooltip a phone cannot show.
-  if (sidebar.enabled) {
+  if (onServer(conversation)) {
     const why = 'Regenerate is off: this conversation is saved on the server, which already keeps this answer; '
       + 'regenerating would store the question twice. Ask again in a new message instead.';
     view.regenerateButton.disabled = true;
@@ -320,9 +374,9 @@ async function ask(text, { fresh }) {
     model: ui.model.value || undefined,
     stream: true,
     stream_options: { include_usage: true },
-    messages: sidebar.enabled ? [{ role: 'user', content: text }] : conversation.messages.slice(),
+    messages: onServer(conversation) ? [{ role: 'user', content: text }] : conversation.messages.slice(),
   };
-  if (sidebar.enabled) body.session_id = conversation.id;
+  if (onServer(conversation)) body.session_id = conversation.id;
 
   // A request the server refused, or never got, left nothing behind on it: the question
   // leaves the conversation and goes back into the box to be sent again, and `why` is said
@@ -438,11 +492,12 @@ async function ask(text, { fresh }) {
     if (tokens) parts.push(`${tokens} tokens`);
     view.setStats(parts.join(' · '));
     if (view.text) conversation.messages.push({ role: 'assistant', content: view.text });
+    if (conversation.local) localList.update(conversation);
     if (state.generating === run) {
       state.generating = null;
       setGenerating(false);
     }
-    if (sidebar.enabled && conversation === state.conversation) {
+    if (onServer(conversation) && conversation === state.conversation) {
       conversation.isNew = false;
       sidebar.reload();
     }
@@ -450,7 +505,7 @@ async function ask(text, { fresh }) {
 }
 
 function regenerate(view, text) {
-  if (state.generating || sidebar.enabled) return;
+  if (state.generating || onServer(state.conversation)) return;
   const messages = state.conversation.messages;
   if (messages.length && messages[messages.length - 1].role === 'assistant') messages.pop();
   view.root.remove();
@@ -483,6 +538,77 @@ matchMedia('(max-width: 720px)').addEventListener('change', (event) => {
 handleCodeCopy(ui.messages);
 ui.developerView.addEventListener('change', () => setDeveloperView(ui.developerView.checked));
 
+// --- Export and import (conversation_exchange.js has the format and its checks). ---
+
+function exportOpen(kind) {
+  const conversation = state.conversation;
+  if (!conversation || !conversation.messages.length) {
+    showNotice('This conversation has no messages yet: nothing to export.', 'info');
+    return;
+  }
+  if (kind === 'markdown') {
+    download(fileName(conversation.title, 'md'), toMarkdown(conversation), 'text/markdown;charset=utf-8');
+  } else {
+    download(fileName(conversation.title, 'json'), `${JSON.stringify(exportDocument([conversation]), null, 2)}\n`, 'application/json');
+  }
+}
+
+// Every conversation of the caller: the server's sessions (GET /v1/sessions:export) with a
+// history store, else the one on screen; then the page's own list.
+async function exportAll() {
+  const conversations = [];
+  if (sidebar.enabled) {
+    let response;
+    try {
+      response = await guard(apiFetch('/v1/sessions:export'));
+      if (!response) return;
+      if (!response.ok) throw new Error(await errorMessage(response));
+      const lines = (await response.text()).split('\n').filter((line) => line.trim());
+      conversations.push(...lines.map((line) => sessionConversation(JSON.parse(line))));
+    } catch (error) {
+      showNotice(`Export failed: ${error.message}. Nothing was exported.`, 'error');
+      return;
+    }
+  } else if (state.conversation && !state.conversation.local && state.conversation.messages.length) {
+    conversations.push(state.conversation);
+  }
+  conversations.push(...localList.conversations);
+  if (!conversations.length) {
+    showNotice('You have no conversations yet: nothing to export.', 'info');
+    return;
+  }
+  download(`chatflow-conversations-${new Date().toISOString().slice(0, 10)}.json`,
+    `${JSON.stringify(exportDocument(conversations), null, 2)}\n`, 'application/json');
+}
+
+// The chosen file, checked whole before anything changes: a bad file imports nothing, and the
+// open conversation stays open either way.
+async function importFile(file) {
+  closeDrawer();
+  try {
+    if (file.size > maxImportBytes) {
+      throw new ImportError(`the file is ${(file.size / 1048576).toFixed(1)} MiB; at most ${maxImportBytes / 1048576} MiB can be imported`);
+    }
+    const conversations = parseImport(await file.text());
+    localList.add(conversations);
+    const count = conversations.length === 1 ? '1 conversation' : `${conversations.length} conversations`;
+    showNotice(`Imported ${count} from ${file.name} into the list “In this tab, not on the server”: `
+      + 'the server cannot store turns it did not answer, so they stay in this tab (export them to keep them).', 'info');
+  } catch (error) {
+    showNotice(`Import of ${file.name} failed: ${error.message}. Nothing was imported.`, 'error');
+  }
+}
+
+ui.exportJson.addEventListener('click', () => exportOpen('json'));
+ui.exportMarkdown.addEventListener('click', () => exportOpen('markdown'));
+ui.exportAll.addEventListener('click', () => exportAll());
+ui.importButton.addEventListener('click', () => ui.importFile.click());
+ui.importFile.addEventListener('change', () => {
+  const [file] = ui.importFile.files;
+  ui.importFile.value = '';
+  if (file) importFile(file);
+});
+
 // --- Keyboard shortcuts (shortcuts.js has the table and the rule) and their help dialog. ---
 
 function showShortcuts() {
@@ -510,6 +636,8 @@ const shortcutActions = {
     return true;
   },
   help: () => showShortcuts(),
+  export: () => exportOpen('json'),
+  import: () => ui.importFile.click(),
   search: () => {
     if (matchMedia('(max-width: 720px)').matches && !drawerOpen()) openDrawer();
     ui.search.focus();

@@ -11,6 +11,8 @@ export const shortcuts = [
   { action: 'focus-prompt', keys: [['Shift', 'Escape']], description: 'Go to the message box' },
   { action: 'escape', keys: [['Escape']], description: 'Stop generating; close a dialog or the conversation list' },
   { action: 'help', keys: [['Mod', '/'], ['?']], description: 'Show these shortcuts' },
+  { action: 'export', keys: [['Mod', 'Shift', 'E']], description: 'Export this conversation (JSON)' },
+  { action: 'import', keys: [['Mod', 'Shift', 'L']], description: 'Import conversations from a JSON export' },
   { action: null, keys: [['Enter']], description: 'Send (in the message box)' },
   { action: null, keys: [['Shift', 'Enter']], description: 'New line (in the message box)' },
 ];
@@ -41,6 +43,8 @@ export function shortcutFor(event, { mac = isMac() } = {}) {
   const key = event.key.length === 1 ? event.key.toLowerCase() : event.key;
   if (mod) {
     if (key === 'o' && event.shiftKey) return 'new-chat';
+    if (key === 'e' && event.shiftKey) return 'export';
+    if (key === 'l' && event.shiftKey) return 'import';
     if (key === 'k' && !event.shiftKey) return 'search';
     if (key === '/' && !event.shiftKey) return 'help';
     return null;

@@ -6,6 +6,7 @@ import { AnswerView, userMessage } from './answer_view.js';
 import {
   apiFetch, apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, NetworkError, probeOpen, reach, storeKey,
 } from './api.js';
+import { applySettings, ChatSettings, settingsFrom } from './chat_settings.js';
 import { copyText } from './clipboard.js';
 import { handleCodeCopy } from './code_blocks.js';
 import {
@@ -34,6 +35,11 @@ const ui = {
   shortcutsDialog: $('shortcuts-dialog'), shortcutsList: $('shortcuts-list'), shortcutsClose: $('shortcuts-close'),
   localSection: $('local-section'), localSessions: $('local-sessions'), exportJson: $('export-json'),
   exportMarkdown: $('export-markdown'), exportAll: $('export-all'), importButton: $('import'), importFile: $('import-file'),
+  showSettings: $('show-settings'), settingsDialog: $('settings-dialog'), settingsForm: $('settings-form'),
+  settingsClose: $('settings-close'), settingsScope: $('settings-scope'), settingsSystem: $('settings-system'),
+  settingsTemperature: $('settings-temperature'), settingsTopP: $('settings-top-p'),
+  settingsMaxTokens: $('settings-max-tokens'), settingsContext: $('settings-context'), settingsError: $('settings-error'),
+  settingsSaveDefault: $('settings-save-default'), settingsUseDefaults: $('settings-use-defaults'),
 };
 
 const state = {
@@ -41,7 +47,9 @@ const state = {
   conversation: null, // { id, title, created, messages: [{ role, content }], isNew, local }
   generating: null,   // { controller, view }
   retryTimer: null,
+  contextLengths: new Map(), // model id → max_model_len, where /v1/models gives it
 };
+const chatSettings = new ChatSettings();
 
 function randomId() {
   if (crypto.randomUUID) return `web-${crypto.randomUUID()}`;
@@ -200,7 +208,9 @@ async function loadModels() {
   const models = await apiJson('/v1/models');
   const previous = ui.model.value;
   ui.model.replaceChildren();
+  state.contextLengths.clear();
   for (const model of models.data || []) {
+    if (Number.isInteger(model.max_model_len)) state.contextLengths.set(model.id, model.max_model_len);
     const option = document.createElement('option');
     option.value = model.id;
     option.textContent = model.id;
@@ -260,7 +270,7 @@ function openLocal(conversation) {
   if (state.generating) stop();
   const current = state.conversation;
   if (current && !current.local && !sidebar.enabled && current.messages.length) {
-    localList.add([{ title: current.title, created: current.created, messages: current.messages }]);
+    localList.add([{ id: current.id, title: current.title, created: current.created, messages: current.messages }]);
   }
   state.conversation = { ...conversation, messages: conversation.messages.slice(), isNew: false, local: true };
   ui.messages.replaceChildren();
@@ -377,6 +387,7 @@ async function ask(text, { fresh }) {
     messages: onServer(conversation) ? [{ role: 'user', content: text }] : conversation.messages.slice(),
   };
   if (onServer(conversation)) body.session_id = conversation.id;
+  applySettings(body, chatSettings.effective(conversation.id));
 
   // A request the server refused, or never got, left nothing behind on it: the question
   // leaves the conversation and goes back into the box to be sent again, and `why` is said
@@ -393,7 +404,8 @@ async function ask(text, { fresh }) {
     if (last && last.role === 'user' && last.content === text) conversation.messages.pop();
     if (!conversation.messages.length && conversation === state.conversation) setTitle('');
     if (!ui.prompt.value) ui.prompt.value = text;
-    if (why) showNotice(`${why} Your message was not sent; it is back in the box.`, kind);
+    // The server's messages often end without a full stop.
+    if (why) showNotice(`${/[.!?]$/.test(why) ? why : `${why}.`} Your message was not sent; it is back in the box.`, kind);
     return true;
   };
 
@@ -609,6 +621,84 @@ ui.importFile.addEventListener('change', () => {
   if (file) importFile(file);
 });
 
+// --- Settings: defaults in localStorage, a chat's own by its id (chat_settings.js). ---
+
+const settingsFields = () => ({
+  systemPrompt: ui.settingsSystem.value,
+  temperature: ui.settingsTemperature.value,
+  topP: ui.settingsTopP.value,
+  maxTokens: ui.settingsMaxTokens.value,
+});
+
+function fillSettings(settings) {
+  ui.settingsSystem.value = settings.systemPrompt;
+  ui.settingsTemperature.value = settings.temperature ?? '';
+  ui.settingsTopP.value = settings.topP ?? '';
+  ui.settingsMaxTokens.value = settings.maxTokens ?? '';
+  const own = Boolean(chatSettings.own(state.conversation.id));
+  ui.settingsScope.textContent = own
+    ? 'This chat has its own settings.'
+    : 'This chat uses the defaults (they apply to every chat without its own).';
+  ui.settingsUseDefaults.hidden = !own;
+  ui.settingsError.hidden = true;
+}
+
+function showContext() {
+  const model = ui.model.value;
+  const length = state.contextLengths.get(model);
+  ui.settingsContext.textContent = length
+    ? `${model}: a context of ${length.toLocaleString('en-US')} tokens (the conversation and the answer together).`
+    : `The server does not give ${model ? `${model}'s` : 'this model\'s'} context length.`;
+}
+
+function showSettings() {
+  if (ui.settingsDialog.open) return;
+  const returnTo = document.activeElement;
+  fillSettings(chatSettings.effective(state.conversation.id));
+  showContext();
+  ui.settingsDialog.addEventListener('close', () => {
+    if (returnTo && returnTo.isConnected && !returnTo.closest('[inert]')) returnTo.focus();
+  }, { once: true });
+  ui.settingsDialog.showModal();
+  ui.settingsSystem.focus();
+}
+
+// Saves the form (for this chat, or as the defaults, which this chat then uses); a field that
+// does not read is said in the dialog and nothing is saved.
+function saveSettings(scope) {
+  const { settings, error } = settingsFrom(settingsFields());
+  if (error) {
+    ui.settingsError.textContent = error;
+    ui.settingsError.hidden = false;
+    return;
+  }
+  const id = state.conversation.id;
+  const stored = scope === 'chat'
+    ? chatSettings.saveOwn(id, settings)
+    : chatSettings.saveDefaults(settings) && chatSettings.dropOwn(id);
+  ui.settingsDialog.close();
+  showNotice(stored
+    ? (scope === 'chat' ? 'Saved for this chat.' : 'Saved as the default settings; this chat uses them.')
+    : 'Saved until the page reloads: this browser does not let the page store them.', stored ? 'info' : 'warning');
+}
+
+ui.showSettings.addEventListener('click', showSettings);
+ui.settingsClose.addEventListener('click', () => ui.settingsDialog.close());
+ui.settingsDialog.addEventListener('click', (event) => {
+  if (event.target === ui.settingsDialog) ui.settingsDialog.close();
+});
+ui.settingsForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  saveSettings('chat');
+});
+ui.settingsSaveDefault.addEventListener('click', () => saveSettings('default'));
+ui.settingsUseDefaults.addEventListener('click', () => {
+  chatSettings.dropOwn(state.conversation.id);
+  fillSettings(chatSettings.defaults);
+  ui.settingsSystem.focus();
+});
+ui.model.addEventListener('change', showContext);
+
 // --- Keyboard shortcuts (shortcuts.js has the table and the rule) and their help dialog. ---
 
 function showShortcuts() {
@@ -637,6 +727,7 @@ const shortcutActions = {
   },
   help: () => showShortcuts(),
   export: () => exportOpen('json'),
+  settings: () => showSettings(),
   import: () => ui.importFile.click(),
   search: () => {
     if (matchMedia('(max-width: 720px)').matches && !drawerOpen()) openDrawer();

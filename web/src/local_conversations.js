@@ -37,7 +37,10 @@ export class LocalConversations {
 
   // Newest first; each becomes a local conversation with its own id.
   add(conversations) {
-    const added = conversations.map((conversation) => ({ ...conversation, id: `local-${crypto.getRandomValues(new Uint32Array(2)).join('-')}`, local: true }));
+    // A conversation that had an id on screen keeps it (its own settings are kept by id).
+    const added = conversations.map((conversation) => ({
+      ...conversation, id: conversation.id || `local-${crypto.getRandomValues(new Uint32Array(2)).join('-')}`, local: true,
+    }));
     this.conversations.unshift(...added);
     this.save();
     this.render();

@@ -11,6 +11,7 @@ export const shortcuts = [
   { action: 'focus-prompt', keys: [['Shift', 'Escape']], description: 'Go to the message box' },
   { action: 'escape', keys: [['Escape']], description: 'Stop generating; close a dialog or the conversation list' },
   { action: 'help', keys: [['Mod', '/'], ['?']], description: 'Show these shortcuts' },
+  { action: 'settings', keys: [['Mod', ',']], description: 'Chat settings' },
   { action: 'export', keys: [['Mod', 'Shift', 'E']], description: 'Export this conversation (JSON)' },
   { action: 'import', keys: [['Mod', 'Shift', 'L']], description: 'Import conversations from a JSON export' },
   { action: null, keys: [['Enter']], description: 'Send (in the message box)' },
@@ -47,6 +48,7 @@ export function shortcutFor(event, { mac = isMac() } = {}) {
     if (key === 'l' && event.shiftKey) return 'import';
     if (key === 'k' && !event.shiftKey) return 'search';
     if (key === '/' && !event.shiftKey) return 'help';
+    if (key === ',' && !event.shiftKey) return 'settings';
     return null;
   }
   if (!plain) return null;

@@ -203,7 +203,7 @@ describe('the chat page', { skip: reason || false }, () => {
       .map((el) => el.outerHTML));
     assert.deepEqual(unnamed, []);
     let reached = false;
-    for (let i = 0; i < 12 && !reached; i += 1) {
+    for (let i = 0; i < 30 && !reached; i += 1) {
       await page.keyboard.press('Tab');
       reached = await page.evaluate(() => document.activeElement?.id === 'prompt');
     }

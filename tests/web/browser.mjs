@@ -186,3 +186,19 @@ export async function revokingProxy(upstream) {
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }),
   });
 }
+
+// The signed-in page is ready: the app shown and the model list filled.
+export async function ready(page) {
+  await page.waitForSelector('#app:not([hidden])');
+  await page.waitForFunction(() => document.querySelector('#model').options.length > 0);
+}
+
+// Types `text` into the message box and sends it with Enter.
+export async function send(page, text) {
+  await page.fill('#prompt', text);
+  await page.press('#prompt', 'Enter');
+}
+
+// The last answer has finished streaming.
+export const lastAnswerDone = (page, timeout = 20000) =>
+  page.waitForSelector('.message.assistant:last-of-type[aria-busy="false"]', { timeout });

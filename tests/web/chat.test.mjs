@@ -9,7 +9,8 @@ import {
   addKey, metric, modelPipeline, scrape, scratchPath, sessionPipeline, startServer, waitFor, writeTemp,
 } from '../server/harness.mjs';
 import {
-  launch, openPage, paints, screenshot, scriptingProxy, skipReason, splitAt, sseEvents, startPaintSampler,
+  lastAnswerDone, launch, openPage, paints, ready, screenshot, scriptingProxy, send, skipReason,
+  splitAt, sseEvents, startPaintSampler,
 } from './browser.mjs';
 
 const reason = skipReason();
@@ -20,19 +21,6 @@ name: web-echo
 stages:
   - {name: echo, type: echo, config: {words_per_chunk: 1}}
 `);
-
-async function ready(page) {
-  await page.waitForSelector('#app:not([hidden])');
-  await page.waitForFunction(() => document.querySelector('#model').options.length > 0);
-}
-
-async function send(page, text) {
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
-
-const lastAnswerDone = (page, timeout = 20000) =>
-  page.waitForSelector('.message.assistant:last-of-type[aria-busy="false"]', { timeout });
 
 describe('the chat page', { skip: reason || false }, () => {
   let browser;

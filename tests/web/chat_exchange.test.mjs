@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import {
   addKey, scratchPath, sessionPipeline, startServer, writeTemp,
 } from '../server/harness.mjs';
-import { launch, openPage, scriptingProxy, skipReason } from './browser.mjs';
+import { lastAnswerDone, launch, openPage, ready, scriptingProxy, send, skipReason } from './browser.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -19,19 +19,6 @@ name: web-exchange-echo
 stages:
   - {name: echo, type: echo, config: {words_per_chunk: 1}}
 `);
-
-async function ready(page) {
-  await page.waitForSelector('#app:not([hidden])');
-  await page.waitForFunction(() => document.querySelector('#model').options.length > 0);
-}
-
-async function send(page, text) {
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
-
-const lastAnswerDone = (page, timeout = 20000) =>
-  page.waitForSelector('.message.assistant:last-of-type[aria-busy="false"]', { timeout });
 
 // What `action` downloads: its suggested name and its text.
 async function downloaded(page, action) {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { modelPipeline, startServer, writeTemp } from '../server/harness.mjs';
-import { launch, openPage, scriptingProxy, skipReason } from './browser.mjs';
+import { lastAnswerDone, launch, openPage, ready, scriptingProxy, send, skipReason } from './browser.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -16,19 +16,6 @@ name: web-settings-echo
 stages:
   - {name: echo, type: echo, config: {words_per_chunk: 1}}
 `);
-
-async function ready(page) {
-  await page.waitForSelector('#app:not([hidden])');
-  await page.waitForFunction(() => document.querySelector('#model').options.length > 0);
-}
-
-async function send(page, text) {
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
-
-const lastAnswerDone = (page, timeout = 20000) =>
-  page.waitForSelector('.message.assistant:last-of-type[aria-busy="false"]', { timeout });
 
 async function openSettings(page) {
   await page.click('#show-settings');

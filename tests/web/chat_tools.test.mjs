@@ -9,7 +9,9 @@ import { after, before, describe, test } from 'node:test';
 import {
   addKey, scratchPath, sessionPipeline, startServer, writeTemp,
 } from '../server/harness.mjs';
-import { launch, openPage, scriptingProxy, skipReason, sseEvents } from './browser.mjs';
+import {
+  lastAnswerDone, launch, openPage, ready, scriptingProxy, send, skipReason, sseEvents,
+} from './browser.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -19,19 +21,6 @@ name: web-tools-echo
 stages:
   - {name: echo, type: echo, config: {words_per_chunk: 1}}
 `);
-
-async function ready(page) {
-  await page.waitForSelector('#app:not([hidden])');
-  await page.waitForFunction(() => document.querySelector('#model').options.length > 0);
-}
-
-async function send(page, text) {
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-}
-
-const lastAnswerDone = (page, timeout = 20000) =>
-  page.waitForSelector('.message.assistant:last-of-type[aria-busy="false"]', { timeout });
 
 const clipboard = (page) => page.evaluate(() => navigator.clipboard.readText());
 

@@ -7,7 +7,10 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, modelPipeline, modelStages, scratchPath, startServer, testModel, writeTemp } from './harness.mjs';
+import {
+  addKey, gatedModelPipeline, modelPipeline, modelStages, scratchPath, startServer, testModel,
+  weatherArguments, writeTemp,
+} from './harness.mjs';
 
 const require = createRequire(`${process.env.CHATFLOW_NODE_MODULES}/`);
 const Anthropic = require('@anthropic-ai/sdk');
@@ -15,34 +18,12 @@ const Anthropic = require('@anthropic-ai/sdk');
 const keysFile = scratchPath('anthropic-keys.yaml');
 const blocklist = writeTemp('anthropic-blocklist.txt', 'forbiddenword\n');
 
-function pipeline() {
-  return writeTemp('anthropic.yaml', `version: 1
-name: anthropic
-resources:
-  llm: {type: gguf_model, path: "${testModel}", name: test-model}
-stages:
-  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
-  - {name: limits, type: rate_limit, config: {rpm: 600}}
-  - name: screen
-    type: input_moderation
-    config:
-      lists: {${blocklist}: block}
-${modelStages}  - {name: emit, type: sse_emit}
-`);
-}
+const pipeline = () => gatedModelPipeline('anthropic', keysFile, blocklist);
 
 const weather = {
   name: 'get_weather',
   description: 'The weather in a city',
-  input_schema: {
-    type: 'object',
-    properties: {
-      city: { type: 'string', maxLength: 12 },
-      unit: { enum: ['celsius', 'fahrenheit'] },
-    },
-    required: ['city', 'unit'],
-    additionalProperties: false,
-  },
+  input_schema: weatherArguments,
 };
 
 const ask = {

@@ -49,6 +49,36 @@ ${modelStages}  - {name: emit, type: sse_emit}
 `);
 }
 
+// The test model behind the gates every protocol must pass (auth with the keys in `keysFile`, a
+// rate limit of 600 per minute, input moderation blocking the words listed in `blocklist`), for
+// the tests of each wire format through the same pipeline.
+export function gatedModelPipeline(name, keysFile, blocklist) {
+  return writeTemp(`${name}.yaml`, `version: 1
+name: ${name}
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: limits, type: rate_limit, config: {rpm: 600}}
+  - name: screen
+    type: input_moderation
+    config:
+      lists: {${blocklist}: block}
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+}
+
+// The JSON schema of the tool-call tests' weather tool's arguments: a short city and a unit.
+export const weatherArguments = {
+  type: 'object',
+  properties: {
+    city: { type: 'string', maxLength: 12 },
+    unit: { enum: ['celsius', 'fahrenheit'] },
+  },
+  required: ['city', 'unit'],
+  additionalProperties: false,
+};
+
 // The model pipeline of graphs/minimal.yaml over the test model, with `extra` top-level YAML.
 export function modelPipeline(name, extra = '') {
   return writeTemp(`${name}.yaml`, `version: 1

@@ -8,7 +8,10 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, modelPipeline, modelStages, post, scratchPath, startServer, testModel, writeTemp } from './harness.mjs';
+import {
+  addKey, gatedModelPipeline, modelPipeline, post, scratchPath, startServer, weatherArguments,
+  writeTemp,
+} from './harness.mjs';
 
 const require = createRequire(`${process.env.CHATFLOW_NODE_MODULES}/`);
 const OpenAI = require('openai');
@@ -16,35 +19,13 @@ const OpenAI = require('openai');
 const keysFile = scratchPath('responses-keys.yaml');
 const blocklist = writeTemp('responses-blocklist.txt', 'forbiddenword\n');
 
-function pipeline() {
-  return writeTemp('responses.yaml', `version: 1
-name: responses
-resources:
-  llm: {type: gguf_model, path: "${testModel}", name: test-model}
-stages:
-  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
-  - {name: limits, type: rate_limit, config: {rpm: 600}}
-  - name: screen
-    type: input_moderation
-    config:
-      lists: {${blocklist}: block}
-${modelStages}  - {name: emit, type: sse_emit}
-`);
-}
+const pipeline = () => gatedModelPipeline('responses', keysFile, blocklist);
 
 const weather = {
   type: 'function',
   name: 'get_weather',
   description: 'The weather in a city',
-  parameters: {
-    type: 'object',
-    properties: {
-      city: { type: 'string', maxLength: 12 },
-      unit: { enum: ['celsius', 'fahrenheit'] },
-    },
-    required: ['city', 'unit'],
-    additionalProperties: false,
-  },
+  parameters: weatherArguments,
 };
 
 // A short answer that always runs to max_output_tokens (ignore_eos is chatflow's, as vLLM's).

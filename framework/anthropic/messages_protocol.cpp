@@ -13,14 +13,9 @@ namespace json = boost::json;
 using chat::request_body::Fields;
 using chat::request_body::invalid;
 using chat::request_body::kind_of;
+using chat::request_body::object_at;
 using chat::request_body::parse_object;
 namespace {
-
-const json::object& object_at(const json::value& value, const std::string& param) {
-  if (!value.is_object())
-    invalid("'" + param + "' must be an object, got " + kind_of(value), param);
-  return value.get_object();
-}
 
 // The type of one content block, which every block must have.
 std::string block_type(const Fields& block, const std::string& param) {

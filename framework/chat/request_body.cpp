@@ -43,6 +43,12 @@ const char* kind_of(const json::value& value) {
   return "a value";
 }
 
+const json::object& object_at(const json::value& value, const std::string& param) {
+  if (!value.is_object())
+    invalid("'" + param + "' must be an object, got " + kind_of(value), param);
+  return value.get_object();
+}
+
 json::value parse_object(std::string_view body) {
   if (auto offset = text::first_invalid_byte(body)) {
     invalid("the body is not valid UTF-8 (at byte " + std::to_string(*offset) + ")");

@@ -24,6 +24,9 @@ namespace chatflow::chat::request_body {
 // "a string", "an array", ...: what a value is, for error messages.
 const char* kind_of(const boost::json::value& value);
 
+// `value` as an object, or a 400 naming `param` and what it is instead.
+const boost::json::object& object_at(const boost::json::value& value, const std::string& param);
+
 // The body as a JSON object, or a 400 saying what is wrong with it.
 boost::json::value parse_object(std::string_view body);
 

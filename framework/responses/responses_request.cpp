@@ -16,14 +16,9 @@ namespace json = boost::json;
 using chat::request_body::Fields;
 using chat::request_body::invalid;
 using chat::request_body::kind_of;
+using chat::request_body::object_at;
 using chat::request_body::parse_object;
 namespace {
-
-const json::object& object_at(const json::value& value, const std::string& param) {
-  if (!value.is_object())
-    invalid("'" + param + "' must be an object, got " + kind_of(value), param);
-  return value.get_object();
-}
 
 [[noreturn]] void unsupported(const std::string& what, const std::string& param,
                               const std::string& code = "unsupported_parameter") {

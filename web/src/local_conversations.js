@@ -3,17 +3,9 @@
 // in the tab's sessionStorage, as the key is: a reload keeps them, closing the tab or another
 // person signing in elsewhere does not see them. A request in one of them carries the whole
 // conversation and no session_id, so the server stores nothing of it.
-const storageKey = 'chatflow.local_conversations';
+import { button } from './sessions_sidebar.js';
 
-function button(className, text, label, onClick) {
-  const node = document.createElement('button');
-  node.type = 'button';
-  node.className = className;
-  node.textContent = text;
-  node.setAttribute('aria-label', label);
-  node.addEventListener('click', onClick);
-  return node;
-}
+const storageKey = 'chatflow.local_conversations';
 
 export class LocalConversations {
   // `hooks`: currentId(); open(conversation); deleted(id); warn(message).

@@ -6,7 +6,8 @@ import { apiFetch, apiJson, AuthError, errorMessage, NetworkError } from './api.
 
 const sessionPath = (id) => `/v1/sessions/${encodeURIComponent(id)}`;
 
-function button(className, text, label, onClick) {
+// A list row's button: its class, visible text, accessible name and click handler.
+export function button(className, text, label, onClick) {
   const node = document.createElement('button');
   node.type = 'button';
   node.className = className;

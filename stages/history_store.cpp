@@ -1,6 +1,7 @@
 // history_store: see history_store.h.
 #include "stages/history_store.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <boost/json.hpp>
@@ -8,6 +9,7 @@
 #include "framework/api/registry.h"
 #include "framework/history/postgres_history_store.h"
 #include "framework/history/redis_turn_cache.h"
+#include "framework/history/turn_tree.h"
 #include "framework/storage/failure_log.h"
 #include "framework/text/utf8.h"
 #include "stages/postgres.h"
@@ -19,16 +21,34 @@ namespace {
 
 namespace json = boost::json;
 
-// Stored text came from clients and models: it leaves as valid UTF-8 whatever the store holds.
-json::array turns_json(const std::vector<history::Turn>& turns) {
+json::array ids_json(const std::vector<int64_t>& ids) {
   json::array out;
-  for (const auto& turn : turns) {
-    out.push_back({{"user", text::repair(turn.user)},
+  for (int64_t id : ids)
+    out.push_back(id);
+  return out;
+}
+
+// The path the session shows, each turn with its place in the tree: its id, its parent, and
+// its siblings (itself among them) for the page's < n/m > navigation. Stored text came from
+// clients and models: it leaves as valid UTF-8 whatever the store holds.
+json::array turns_json(const std::vector<history::Turn>& stored) {
+  history::TurnTree tree(stored);
+  std::vector<history::Turn> turns = history::with_questions(stored, tree);
+  json::array out;
+  for (int64_t id : tree.shown_path()) {
+    const history::Turn& turn = turns[static_cast<size_t>(id - 1)];
+    const std::vector<int64_t>& siblings = tree.children(tree.parent(id));
+    auto index = std::find(siblings.begin(), siblings.end(), id) - siblings.begin();
+    out.push_back({{"id", id},
+                   {"parent", tree.parent(id)},
+                   {"user", text::repair(turn.user)},
                    {"assistant", text::repair(turn.assistant)},
                    {"status", std::string(history::to_string(turn.status))},
                    {"prompt_tokens", turn.prompt_tokens},
                    {"completion_tokens", turn.completion_tokens},
-                   {"created", turn.time}});
+                   {"created", turn.time},
+                   {"siblings", ids_json(siblings)},
+                   {"sibling_index", static_cast<int64_t>(index)}});
   }
   return out;
 }
@@ -51,8 +71,40 @@ HistoryStoreResource::HistoryStoreResource(std::unique_ptr<history::HistoryStore
   }
 }
 
-std::vector<history::Turn> HistoryStoreResource::context_turns(const history::SessionKey& key) {
-  return store_->load_recent(key, retention_.max_turns_loaded);
+std::optional<SessionContext> HistoryStoreResource::context(const history::SessionKey& key,
+                                                            int64_t parent_turn) {
+  // The whole session: a path's turns lie anywhere in it.
+  std::vector<history::Turn> stored = store_->load(key);
+  history::TurnTree tree(stored);
+  if (parent_turn > 0 && !tree.has(parent_turn)) return std::nullopt;
+  SessionContext context;
+  context.parent = tree.parent_for(parent_turn);
+  std::vector<int64_t> path = tree.path_to(context.parent);
+  size_t limit = retention_.max_turns_loaded;
+  size_t skip = limit == 0 || path.size() <= limit ? 0 : path.size() - limit;
+  std::vector<history::Turn> turns = history::with_questions(std::move(stored), tree);
+  for (size_t i = skip; i < path.size(); ++i)
+    context.turns.push_back(std::move(turns[static_cast<size_t>(path[i] - 1)]));
+  return context;
+}
+
+bool HistoryStoreResource::append_turn(const history::SessionKey& key, history::Turn turn,
+                                       int64_t parent, bool durable) {
+  std::vector<history::Turn> stored = store_->load(key);
+  // A parent that went meanwhile (the session deleted or expired): a new first message.
+  if (parent > static_cast<int64_t>(stored.size())) parent = 0;
+  history::place_turn(turn, stored, parent);
+  return store_->append(key, std::move(turn), durable);
+}
+
+SessionBranches::Shown HistoryStoreResource::show_turn(const std::string& tenant,
+                                                       const std::string& owner,
+                                                       const std::string& session, int64_t turn) {
+  history::SessionKey key{tenant, owner, session};
+  int64_t count = static_cast<int64_t>(store_->load(key).size());
+  if (count == 0) return Shown::no_session;
+  if (turn < 1 || turn > count) return Shown::no_turn;
+  return store_->set_active(key, count - turn) ? Shown::shown : Shown::no_session;
 }
 
 std::optional<std::string> HistoryStoreResource::session_json(const std::string& tenant,
@@ -60,8 +112,10 @@ std::optional<std::string> HistoryStoreResource::session_json(const std::string&
                                                               const std::string& session) {
   std::vector<history::Turn> stored = store_->load({tenant, owner, session});
   if (stored.empty()) return std::nullopt;
-  return json::serialize(json::object{
-      {"object", "session"}, {"id", text::repair(session)}, {"turns", turns_json(stored)}});
+  return json::serialize(json::object{{"object", "session"},
+                                      {"id", text::repair(session)},
+                                      {"active_turn", history::TurnTree(stored).active()},
+                                      {"turns", turns_json(stored)}});
 }
 
 int64_t HistoryStoreResource::delete_sessions(const std::string& tenant, const std::string& owner) {

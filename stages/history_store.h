@@ -10,6 +10,7 @@
 #include "framework/api/resource.h"
 #include "framework/history/history_store.h"
 #include "framework/history/retention_sweeper.h"
+#include "framework/history/session_branches.h"
 
 namespace chatflow {
 
@@ -19,15 +20,33 @@ struct HistoryRetention {
   std::chrono::seconds sweep_interval{3600};
 };
 
-class HistoryStoreResource final : public Resource, public HistoryReader, public StorageHealth {
+// What a request continues: the turns of the path to `parent` (questions filled in), the
+// newest max_turns_loaded of them, and `parent` itself (0: a new first message).
+struct SessionContext {
+  std::vector<history::Turn> turns;
+  int64_t parent = 0;
+};
+
+class HistoryStoreResource final : public Resource,
+                                   public HistoryReader,
+                                   public StorageHealth,
+                                   public SessionBranches {
  public:
   // `who` names the resource in the sweeper's log lines.
   explicit HistoryStoreResource(std::unique_ptr<history::HistoryStore> store,
                                 HistoryRetention retention = {},
                                 const std::string& who = "history_store");
   history::HistoryStore& store() { return *store_; }
-  // The turns a request gets as its session's history: the newest max_turns_loaded.
-  std::vector<history::Turn> context_turns(const history::SessionKey& key);
+  // What a request continues: the path to turn `parent_turn`, or (-1) the path the session
+  // shows; nullopt when the session has no turn `parent_turn` (0, a new first message, always
+  // exists).
+  std::optional<SessionContext> context(const history::SessionKey& key, int64_t parent_turn = -1);
+  // Records `turn` (its question in `user`) under turn `parent` (0: a first message); a
+  // regenerated question refers to its sibling's text (turn_tree.h). As HistoryStore::append.
+  bool append_turn(const history::SessionKey& key, history::Turn turn, int64_t parent,
+                   bool durable);
+  Shown show_turn(const std::string& tenant, const std::string& owner, const std::string& session,
+                  int64_t turn) override;
 
   std::optional<std::string> session_json(const std::string& tenant, const std::string& owner,
                                           const std::string& session) override;

@@ -13,6 +13,8 @@
 #include "framework/api/response_recorder.h"
 #include "framework/history/trim.h"
 #include "framework/openai/retract.h"
+#include "framework/openai/session_extensions.h"
+#include "framework/text/utf8.h"
 #include "stages/gguf_model.h"
 #include "stages/history_store.h"
 
@@ -42,8 +44,10 @@ class HistoryTrimStage final : public RequestStage {
     for (const auto& message : request.messages) {
       if (message.role == "system") messages.push_back(message);
     }
+    SessionContext context;
+    if (session) context = session_context(request);
     if (session) {
-      for (const auto& turn : store_->context_turns(session_key(request))) {
+      for (const auto& turn : context.turns) {
         if (turn.status != history::TurnStatus::completed) continue;
         messages.push_back({"user", turn.user});
         messages.push_back({"assistant", turn.assistant});
@@ -68,7 +72,7 @@ class HistoryTrimStage final : public RequestStage {
     if (trimmed.turns_dropped > 0) {
       request.annotate("history", "trimmed " + std::to_string(trimmed.turns_dropped) + " turns");
     }
-    if (session) record_turn(request);
+    if (session) record_turn(request, context.parent);
     return Route::to(0);
   }
 
@@ -104,11 +108,24 @@ class HistoryTrimStage final : public RequestStage {
     return {quarter, " kept for the answer (a quarter, as max_tokens is not set)"};
   }
 
+  // The turns the request continues: those to its parent_turn (the request's
+  // kParentTurnAttachment, from the body's chatflow extension), else the path the session shows.
+  SessionContext session_context(const Request& request) const {
+    auto parent = request.attachment<int64_t>(std::string(openai::kParentTurnAttachment));
+    auto context = store_->context(session_key(request), parent ? *parent : -1);
+    if (context) return std::move(*context);
+    throw RequestFailure(RequestError{400, "invalid_request_error",
+                                      "'parent_turn' names no turn of session '" +
+                                          text::repair(request.session_id) +
+                                          "': " + std::to_string(*parent),
+                                      "invalid_value", "parent_turn"});
+  }
+
   static history::SessionKey session_key(const Request& request) {
     return {request.identity.tenant, request.identity.owner(), request.session_id};
   }
 
-  void record_turn(Request& request) {
+  void record_turn(Request& request, int64_t parent) {
     auto store = store_;
     history::SessionKey key = session_key(request);
     std::string user = request.last_user_message();
@@ -124,7 +141,7 @@ class HistoryTrimStage final : public RequestStage {
     };
     record_answer(
         request,
-        [store, key, turn_of, recorded](const Request& done, const RecordedAnswer& answer) {
+        [store, key, turn_of, recorded, parent](const Request& done, const RecordedAnswer& answer) {
           bool filtered = answer.finish == FinishReason::content_filter;
           *recorded = true;
           history::Turn turn = turn_of(
@@ -133,7 +150,7 @@ class HistoryTrimStage final : public RequestStage {
           // session would show it again): the turn holds the notice that replaced it.
           if (filtered && done.annotation(openai::kRetractAnnotation) && !answer.chunks.empty())
             turn.assistant = answer.chunks.back().text;
-          bool saved = store->store().append(key, std::move(turn), /*durable=*/true);
+          bool saved = store->append_turn(key, std::move(turn), parent, /*durable=*/true);
           // The answer was promised to survive a crash: a client must not see it end well
           // when it was not kept.
           if (!saved) {
@@ -145,11 +162,11 @@ class HistoryTrimStage final : public RequestStage {
                                               {}});
           }
         },
-        [store, key, turn_of, recorded](const Request& done, const RecordedAnswer& answer) {
+        [store, key, turn_of, recorded, parent](const Request& done, const RecordedAnswer& answer) {
           if (*recorded) return;
           history::TurnStatus status =
               done.cancelled() ? history::TurnStatus::cancelled : history::TurnStatus::failed;
-          store->store().append(key, turn_of(answer, status), /*durable=*/false);
+          store->append_turn(key, turn_of(answer, status), parent, /*durable=*/false);
         });
   }
 

@@ -91,8 +91,11 @@ class SqliteStore final : public HistoryStore {
           "  tenant TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', session TEXT NOT NULL,"
           "  time INTEGER NOT NULL,"
           "  user TEXT NOT NULL, assistant TEXT NOT NULL, status TEXT NOT NULL,"
-          "  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL);");
+          "  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,"
+          "  parent_back INTEGER NOT NULL DEFAULT 1, question_back INTEGER NOT NULL DEFAULT 0,"
+          "  active_back INTEGER NOT NULL DEFAULT 0);");
       add_owner_column();
+      add_branch_columns();
       exec("CREATE INDEX IF NOT EXISTS turns_owner_session ON turns (tenant, owner, session, id);");
       // The sweep removes expired turns by time (only kept with a TTL: every index costs each
       // write).
@@ -130,7 +133,8 @@ class SqliteStore final : public HistoryStore {
     std::lock_guard lock(database_mutex_);
     sqlite::Statement query(database_,
                             "SELECT user, assistant, status, prompt_tokens, completion_tokens, "
-                            "time FROM (SELECT * FROM turns WHERE tenant = ?1 AND owner = ?2 AND "
+                            "time, parent_back, question_back, active_back FROM (SELECT * FROM "
+                            "turns WHERE tenant = ?1 AND owner = ?2 AND "
                             "session = ?3 AND time >= ?4 ORDER BY id DESC LIMIT ?5) ORDER BY id");
     sqlite::bind_text(query.get(), 1, key.tenant);
     sqlite::bind_text(query.get(), 2, key.owner);
@@ -147,6 +151,9 @@ class SqliteStore final : public HistoryStore {
       turn.prompt_tokens = sqlite3_column_int64(query.get(), 3);
       turn.completion_tokens = sqlite3_column_int64(query.get(), 4);
       turn.time = sqlite3_column_int64(query.get(), 5);
+      turn.parent_back = sqlite3_column_int64(query.get(), 6);
+      turn.question_back = sqlite3_column_int64(query.get(), 7);
+      turn.active_back = sqlite3_column_int64(query.get(), 8);
       turns.push_back(std::move(turn));
     }
     // Turns still waiting for the writer belong to the session too (unless it is being deleted).
@@ -158,6 +165,8 @@ class SqliteStore final : public HistoryStore {
       if (pending.operation == Operation::append && pending.turn.time >= cutoff)
         turns.push_back(pending.turn);
       if (pending.operation == Operation::remove) turns.clear();
+      if (pending.operation == Operation::set_active && !turns.empty())
+        turns.back().active_back = pending.turn.active_back;
     }
     if (max_turns > 0 && turns.size() > max_turns)
       turns.erase(turns.begin(), turns.end() - static_cast<std::ptrdiff_t>(max_turns));
@@ -238,6 +247,15 @@ class SqliteStore final : public HistoryStore {
     return summary_locked(key);
   }
 
+  bool set_active(const SessionKey& key, int64_t active_back) override {
+    Turn turn;
+    turn.active_back = active_back;
+    Written outcome = commit(Pending(Operation::set_active, key, std::move(turn)));
+    if (!outcome.ok)
+      throw std::runtime_error("history database " + path_ + ": the branch was not switched");
+    return outcome.changes > 0;
+  }
+
   std::vector<std::string> remove_owner(const std::string& tenant,
                                         const std::string& owner) override {
     Written outcome = commit(Pending(Operation::remove_owner, {tenant, owner, ""}));
@@ -293,13 +311,13 @@ class SqliteStore final : public HistoryStore {
   // Every write of a session goes through the writer in order, so a deletion cannot be
   // overtaken by a turn of the same session that was queued before it. A barrier writes
   // nothing: once it is done, so is everything queued before it.
-  enum class Operation { append, remove, rename, remove_owner, barrier };
+  enum class Operation { append, remove, rename, remove_owner, set_active, barrier };
   struct Pending {
     explicit Pending(Operation operation, SessionKey key = {}, Turn turn = {})
         : operation(operation), key(std::move(key)), turn(std::move(turn)) {}
     Operation operation = Operation::append;
     SessionKey key;                    // remove_owner: its tenant and owner
-    Turn turn;                         // append
+    Turn turn;                         // append; set_active: its active_back
     std::string title;                 // rename
     std::shared_ptr<Written> written;  // null: nobody waits
   };
@@ -341,6 +359,22 @@ class SqliteStore final : public HistoryStore {
       if (sqlite::column_text(columns.get(), 1) == "owner") return;
     }
     exec("ALTER TABLE turns ADD COLUMN owner TEXT NOT NULL DEFAULT ''");
+  }
+
+  // Files written before branches: each turn's parent is the turn before it (the defaults), so
+  // their sessions read as the chains they were.
+  void add_branch_columns() {
+    bool present = false;
+    {
+      sqlite::Statement columns(database_, "PRAGMA table_info(turns)");
+      while (columns.step()) {
+        if (sqlite::column_text(columns.get(), 1) == "parent_back") present = true;
+      }
+    }
+    if (present) return;
+    exec("ALTER TABLE turns ADD COLUMN parent_back INTEGER NOT NULL DEFAULT 1");
+    exec("ALTER TABLE turns ADD COLUMN question_back INTEGER NOT NULL DEFAULT 0");
+    exec("ALTER TABLE turns ADD COLUMN active_back INTEGER NOT NULL DEFAULT 0");
   }
 
   void exec(const char* sql) {
@@ -410,7 +444,9 @@ class SqliteStore final : public HistoryStore {
       insert_ = std::make_unique<sqlite::Statement>(
           database_,
           "INSERT INTO turns (tenant, owner, session, time, user, assistant, status, "
-          "prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+          "prompt_tokens, completion_tokens, parent_back, question_back, active_back) VALUES (?, "
+          "?, "
+          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     }
     sqlite::Statement& insert = *insert_;
     insert.reset();
@@ -423,6 +459,9 @@ class SqliteStore final : public HistoryStore {
     sqlite::bind_text(insert.get(), 7, to_string(pending.turn.status));
     sqlite3_bind_int64(insert.get(), 8, pending.turn.prompt_tokens);
     sqlite3_bind_int64(insert.get(), 9, pending.turn.completion_tokens);
+    sqlite3_bind_int64(insert.get(), 10, pending.turn.parent_back);
+    sqlite3_bind_int64(insert.get(), 11, pending.turn.question_back);
+    sqlite3_bind_int64(insert.get(), 12, pending.turn.active_back);
     insert.step();
   }
 
@@ -538,6 +577,12 @@ class SqliteStore final : public HistoryStore {
         return;
       case Operation::remove_owner:
         outcome.sessions = write_remove_owner(pending.key);
+        return;
+      case Operation::set_active:
+        outcome.changes = change(
+            "UPDATE turns SET active_back = ?4 WHERE id = (SELECT MAX(id) FROM turns WHERE "
+            "tenant = ?1 AND owner = ?2 AND session = ?3)",
+            pending.key, pending.turn.active_back);
         return;
       case Operation::barrier:
         return;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -33,6 +34,15 @@ struct Turn {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t time = 0;  // Unix seconds
+  // Where the turn sits in its session's tree (turn_tree.h), as distances back in the session's
+  // order: its parent (0: none, a first message; 1, the default: the turn before it, as every
+  // turn was before branches) and the turn whose question it answers again (0: its own, in
+  // `user`; else `user` is empty and no text is stored twice).
+  int64_t parent_back = 1;
+  int64_t question_back = 0;
+  // Read from the session's newest turn only: how far back from it is the turn the session
+  // shows (0: the newest). A new turn is shown: it is written with 0.
+  int64_t active_back = 0;
 };
 
 // Whose session: Identity::owner() names the owner.
@@ -105,6 +115,14 @@ class HistoryStore {
   // it has no turn. Returns once committed; throws std::runtime_error when the store could not
   // write.
   virtual std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) = 0;
+  // Shows the turn `active_back` turns back from the session's newest (sets the newest turn's
+  // active_back); false when the session has no turn. Returns once committed; throws
+  // std::runtime_error when the store could not write.
+  virtual bool set_active(const SessionKey& key, int64_t active_back) {
+    (void)key;
+    (void)active_back;
+    throw std::runtime_error("this history store cannot switch a session's branch");
+  }
   // Turns that could not be written since the store opened, and when the last such failure was
   // (Unix seconds, 0 if never).
   virtual int64_t lost_turns() const { return 0; }

@@ -92,6 +92,15 @@ class MemoryStore final : public HistoryStore {
     return summary_locked(key);
   }
 
+  bool set_active(const SessionKey& key, int64_t active_back) override {
+    std::lock_guard lock(mutex_);
+    expire_locked(unix_now());
+    auto found = sessions_.find(key);
+    if (found == sessions_.end() || found->second.turns.empty()) return false;
+    found->second.turns.back().active_back = active_back;
+    return true;
+  }
+
   std::vector<std::string> remove_owner(const std::string& tenant,
                                         const std::string& owner) override {
     std::lock_guard lock(mutex_);

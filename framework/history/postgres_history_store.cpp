@@ -41,6 +41,13 @@ const std::vector<postgres::Migration>& history_migrations() {
       {2,
        "turn times for the retention sweep",
        {"CREATE INDEX history_turns_time ON history_turns (time)"}},
+      // Before branches each turn followed the one before it: the defaults keep those sessions
+      // the chains they were (turn_tree.h).
+      {3,
+       "branches: each turn's parent and question, the session's shown turn",
+       {"ALTER TABLE history_turns ADD COLUMN parent_back BIGINT NOT NULL DEFAULT 1",
+        "ALTER TABLE history_turns ADD COLUMN question_back BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE history_turns ADD COLUMN active_back BIGINT NOT NULL DEFAULT 0"}},
   };
   return all;
 }
@@ -116,9 +123,13 @@ void insert_turn(Connection& connection, const SessionKey& key, const Turn& turn
   params.push_back(Param::text(to_string(turn.status)));
   params.push_back(Param::integer(turn.prompt_tokens));
   params.push_back(Param::integer(turn.completion_tokens));
+  params.push_back(Param::integer(turn.parent_back));
+  params.push_back(Param::integer(turn.question_back));
+  params.push_back(Param::integer(turn.active_back));
   connection.exec(
       "INSERT INTO history_turns (tenant, owner, session, time, user_content, assistant_content, "
-      "status, prompt_tokens, completion_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+      "status, prompt_tokens, completion_tokens, parent_back, question_back, active_back) VALUES "
+      "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
       params, "saving a session turn");
 }
 
@@ -181,8 +192,9 @@ class PostgresStore final : public HistoryStore {
     params.push_back(max_turns == 0 ? Param::null()
                                     : Param::integer(static_cast<int64_t>(max_turns)));
     postgres::Result rows = client_->exec(
-        "SELECT user_content, assistant_content, status, prompt_tokens, completion_tokens, time "
-        "FROM (SELECT * FROM history_turns WHERE tenant = $1 AND owner = $2 AND session = $3 AND "
+        "SELECT user_content, assistant_content, status, prompt_tokens, completion_tokens, time, "
+        "parent_back, question_back, active_back FROM (SELECT * FROM history_turns WHERE tenant = "
+        "$1 AND owner = $2 AND session = $3 AND "
         "time >= $4 ORDER BY id DESC LIMIT $5) AS recent ORDER BY id",
         params, "loading a session");
     std::vector<Turn> turns;
@@ -194,6 +206,9 @@ class PostgresStore final : public HistoryStore {
       turn.prompt_tokens = rows.integer(row, 3);
       turn.completion_tokens = rows.integer(row, 4);
       turn.time = rows.integer(row, 5);
+      turn.parent_back = rows.integer(row, 6);
+      turn.question_back = rows.integer(row, 7);
+      turn.active_back = rows.integer(row, 8);
       turns.push_back(std::move(turn));
     }
     return turns;
@@ -300,6 +315,22 @@ class PostgresStore final : public HistoryStore {
       had_queued_turns = true;
     }
     return had_turns || had_queued_turns;
+  }
+
+  bool set_active(const SessionKey& key, int64_t active_back) override {
+    write_queued_turns_of(key);
+    std::vector<Param> params = key_params(key);
+    params.push_back(Param::integer(active_back));
+    try {
+      return client_
+                 ->exec(
+                     "UPDATE history_turns SET active_back = $4 WHERE id = (SELECT MAX(id) FROM "
+                     "history_turns WHERE tenant = $1 AND owner = $2 AND session = $3)",
+                     params, "switching a session's branch")
+                 .changed_rows() > 0;
+    } catch (const PostgresError& error) {
+      throw std::runtime_error(std::string(error.what()) + ": the branch was not switched");
+    }
   }
 
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override {

@@ -47,7 +47,10 @@ std::string turn_json(const Turn& turn) {
                                       {"status", std::string(to_string(turn.status))},
                                       {"prompt_tokens", turn.prompt_tokens},
                                       {"completion_tokens", turn.completion_tokens},
-                                      {"time", turn.time}});
+                                      {"time", turn.time},
+                                      {"parent_back", turn.parent_back},
+                                      {"question_back", turn.question_back},
+                                      {"active_back", turn.active_back}});
 }
 
 Turn turn_of(const std::string& text) {
@@ -67,6 +70,13 @@ Turn turn_of(const std::string& text) {
     turn.prompt_tokens = object.at("prompt_tokens").as_int64();
     turn.completion_tokens = object.at("completion_tokens").as_int64();
     turn.time = object.at("time").as_int64();
+    // Turns cached before branches: a chain (the defaults).
+    if (const json::value* back = object.if_contains("parent_back"))
+      turn.parent_back = back->as_int64();
+    if (const json::value* back = object.if_contains("question_back"))
+      turn.question_back = back->as_int64();
+    if (const json::value* back = object.if_contains("active_back"))
+      turn.active_back = back->as_int64();
     return turn;
   } catch (const std::exception& failure) {
     throw std::runtime_error(std::string("a cached turn has the wrong shape: ") + failure.what());
@@ -245,6 +255,14 @@ SweepOutcome RedisTurnCache::sweep(int64_t now) {
   SweepOutcome outcome = durable_->sweep(now);
   drop({}, "evicted sessions' cached turns go when Redis is back");
   return outcome;
+}
+
+// The cached list is dropped rather than edited: the next load reads the switch from the
+// durable store.
+bool RedisTurnCache::set_active(const SessionKey& key, int64_t active_back) {
+  bool switched = durable_->set_active(key, active_back);
+  drop({key}, "a switched session's cached turns go when Redis is back");
+  return switched;
 }
 
 std::optional<SessionSummary> RedisTurnCache::rename(const SessionKey& key,

@@ -46,6 +46,7 @@ class RedisTurnCache final : public HistoryStore {
   std::optional<SessionSummary> summary(const SessionKey& key) override;
   bool remove(const SessionKey& key) override;
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override;
+  bool set_active(const SessionKey& key, int64_t active_back) override;
   int64_t lost_turns() const override { return durable_->lost_turns(); }
   int64_t last_failure_time() const override { return durable_->last_failure_time(); }
   std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) override;

@@ -11,6 +11,7 @@
 #include "framework/chat/request_body.h"
 #include "framework/chat/tool_calls.h"
 #include "framework/openai/retract.h"
+#include "framework/openai/session_extensions.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::openai {
@@ -475,6 +476,11 @@ void parse_completion_request(std::string_view body, RequestKind kind, Request& 
   }
   request.session_id = fields.string("session_id", "");
   check_session_id(request.session_id, "session_id");
+  if (auto parent = fields.optional_integer("parent_turn", 0, INT64_MAX)) {
+    if (request.session_id.empty())
+      invalid("'parent_turn' names a turn of a session: it needs 'session_id'", "parent_turn");
+    request.attach(std::string(kParentTurnAttachment), std::make_shared<int64_t>(*parent));
+  }
   // A client-chosen label: an identity only ever comes from the credential.
   request.end_user = fields.string("user", "");
   // OpenAI fields that change nothing here (storage for OpenAI's own products, tags, tiers).

@@ -7,6 +7,7 @@
 
 #include "framework/anthropic/messages_protocol.h"
 #include "framework/api/capabilities.h"
+#include "framework/history/session_branches.h"
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
 #include "framework/server/embedding_routes.h"
@@ -383,9 +384,60 @@ Response export_sessions(const RouteCall& call) {
   return Response(200, std::move(body), "application/x-ndjson");
 }
 
+// The turn of PATCH {"active_turn": N}, or nullopt when the body does not name one (a rename).
+std::optional<int64_t> requested_active_turn(std::string_view body) {
+  json::error_code error;
+  json::value document = json::parse(body, error);
+  if (error || !document.is_object()) return std::nullopt;
+  const json::object& fields = document.get_object();
+  const json::value* turn = fields.if_contains("active_turn");
+  if (!turn) return std::nullopt;
+  for (const auto& field : fields) {
+    if (field.key() == "active_turn") continue;
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "'active_turn' goes alone: send '" +
+                                        text::repair(field.key()) + "' in a request of its own",
+                                    "invalid_value", text::repair(field.key())));
+  }
+  if (!turn->is_int64() || turn->get_int64() < 1) {
+    throw RequestFailure(make_error(
+        400, "invalid_request_error",
+        "'active_turn' must be a turn's id (an integer from 1), got " + json::serialize(*turn),
+        "invalid_value", "active_turn"));
+  }
+  return turn->get_int64();
+}
+
+// PATCH /v1/sessions/{id} {"active_turn": N}: the session shows the branch through turn N (and a
+// request without parent_turn continues it); answers the session as GET does.
+Response show_branch(const RouteCall& call, HistoryReader& history, int64_t turn) {
+  auto* branches = dynamic_cast<SessionBranches*>(&history);
+  if (!branches) {
+    throw RequestFailure(make_error(404, "invalid_request_error",
+                                    "this pipeline's history store keeps no branches",
+                                    "not_found"));
+  }
+  std::string owner = session_owner(call);
+  switch (branches->show_turn(call.caller.tenant, owner, session_id(call), turn)) {
+    case SessionBranches::Shown::no_session:
+      no_session(call);
+    case SessionBranches::Shown::no_turn:
+      throw RequestFailure(make_error(400, "invalid_request_error",
+                                      "session '" + text::repair(session_id(call)) +
+                                          "' has no turn " + std::to_string(turn),
+                                      "invalid_value", "active_turn"));
+    case SessionBranches::Shown::shown:
+      break;
+  }
+  auto found = history.session_json(call.caller.tenant, owner, session_id(call));
+  if (!found) no_session(call);
+  return Response(200, *found);
+}
+
 // PATCH /v1/sessions/{id} {"title": "..."}: renames the session; answers its summary.
 Response rename_session(const RouteCall& call) {
   HistoryReader& history = history_of(call);
+  if (auto turn = requested_active_turn(call.body)) return show_branch(call, history, *turn);
   std::string title = openai::parse_session_title(call.body);
   auto renamed =
       history.rename_session(call.caller.tenant, session_owner(call), session_id(call), title);

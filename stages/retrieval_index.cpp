@@ -45,7 +45,29 @@ std::shared_ptr<const retrieval::RetrievalIndex> RetrievalIndexResource::current
   return index_;
 }
 
+void RetrievalIndexResource::reload() const {
+  auto fresh = std::make_shared<retrieval::RetrievalIndex>(directory_, embedder_, false);
+  std::lock_guard lock(mutex_);
+  index_ = std::move(fresh);
+  loaded_version_ = manifest_time(directory_);
+  checked_ = std::chrono::steady_clock::now();
+}
+
+void RetrievalIndexResource::accept_uploads(retrieval::ChunkingOptions chunking,
+                                            retrieval::UploadLimits limits) {
+  uploads_ = std::make_unique<retrieval::DocumentUploads>(directory_, embedder_, chunking, limits,
+                                                          [this] { reload(); });
+}
+
 namespace {
+
+struct UploadsConfig {
+  // A parsed `uploads:` is a fresh UploadsConfig (true); the resource's default is not (false).
+  bool declared = true;
+  int64_t max_bytes = retrieval::UploadLimits{}.max_bytes;
+  int64_t max_documents_per_owner = retrieval::UploadLimits{}.max_documents_per_owner;
+  int64_t max_bytes_per_owner = retrieval::UploadLimits{}.max_bytes_per_owner;
+};
 
 struct RetrievalIndexConfig {
   std::string path;
@@ -53,6 +75,7 @@ struct RetrievalIndexConfig {
   std::vector<std::string> source;
   int64_t chunk_tokens = 200;
   int64_t overlap = 40;
+  UploadsConfig uploads{.declared = false};
 };
 
 ResourceTypeInfo retrieval_index_resource_type() {
@@ -69,11 +92,29 @@ ResourceTypeInfo retrieval_index_resource_type() {
                     "folders, .jsonl or SMART files to index at start (changed documents are "
                     "replaced, unchanged ones kept)");
   type.config()
-      .key("chunk_tokens", &RetrievalIndexConfig::chunk_tokens, "with source: tokens per chunk")
+      .key("chunk_tokens", &RetrievalIndexConfig::chunk_tokens,
+           "with source or uploads: tokens per chunk")
       .range(8, 100000);
   type.config()
-      .key("overlap", &RetrievalIndexConfig::overlap, "with source: tokens shared by neighbours")
+      .key("overlap", &RetrievalIndexConfig::overlap,
+           "with source or uploads: tokens shared by neighbours")
       .range(0, 100000);
+  SchemaBuilder<UploadsConfig> uploads;
+  uploads
+      .key("max_bytes", &UploadsConfig::max_bytes,
+           "bytes one uploaded document may have (the server's max_body_bytes also applies)")
+      .range(1, int64_t{1} << 32);
+  uploads
+      .key("max_documents_per_owner", &UploadsConfig::max_documents_per_owner,
+           "documents one user (or key without a user) keeps")
+      .range(1, 1'000'000);
+  uploads
+      .key("max_bytes_per_owner", &UploadsConfig::max_bytes_per_owner,
+           "bytes all of one user's documents may hold together")
+      .range(1, int64_t{1} << 40);
+  type.config().object("uploads", &RetrievalIndexConfig::uploads, uploads,
+                       "take documents users upload (POST /v1/documents), each retrieved for "
+                       "its owner only; absent: no uploads");
   type.create([](const RetrievalIndexConfig& config,
                  ResourceContext& context) -> std::shared_ptr<Resource> {
     std::shared_ptr<const embedding::Embedder> embedder = embedder_named(context, config.embedder);
@@ -90,7 +131,20 @@ ResourceTypeInfo retrieval_index_resource_type() {
         writer.add(documents,
                    {static_cast<size_t>(config.chunk_tokens), static_cast<size_t>(config.overlap)});
       }
-      return std::make_shared<RetrievalIndexResource>(config.path, embedder);
+      if (config.uploads.declared &&
+          !std::filesystem::exists(std::filesystem::path(config.path) / "manifest.json")) {
+        retrieval::RetrievalIndex empty(config.path, embedder, true);  // nothing uploaded yet
+        empty.add({},
+                  {static_cast<size_t>(config.chunk_tokens), static_cast<size_t>(config.overlap)});
+      }
+      auto resource = std::make_shared<RetrievalIndexResource>(config.path, embedder);
+      if (config.uploads.declared) {
+        resource->accept_uploads(
+            {static_cast<size_t>(config.chunk_tokens), static_cast<size_t>(config.overlap)},
+            {config.uploads.max_bytes, config.uploads.max_documents_per_owner,
+             config.uploads.max_bytes_per_owner});
+      }
+      return resource;
     } catch (const std::runtime_error& error) {
       throw ConfigError(error.what());
     }

@@ -1,6 +1,8 @@
 // The `retrieval_index` resource: a directory built by `chatflow index` (or, with `source`,
 // built and brought up to date from those files at start). When `chatflow index` updates the
 // directory while serving, the next request after the manifest changes sees the new revision.
+// With `uploads:` it also keeps documents users upload (the server's /v1/documents), each
+// retrievable by its owner only; an upload is seen by the next request.
 #pragma once
 
 #include <chrono>
@@ -10,20 +12,29 @@
 
 #include "framework/api/request.h"
 #include "framework/api/resource.h"
+#include "framework/retrieval/document_uploads.h"
 #include "framework/retrieval/hybrid.h"
+#include "framework/retrieval/owned_documents.h"
 #include "framework/retrieval/retrieval_index.h"
 
 namespace chatflow {
 
-class RetrievalIndexResource final : public Resource {
+class RetrievalIndexResource final : public Resource, public retrieval::OwnedDocumentsProvider {
  public:
   RetrievalIndexResource(std::string directory,
                          std::shared_ptr<const embedding::Embedder> embedder);
 
   // The newest revision on disk (checked at most once a second).
   std::shared_ptr<const retrieval::RetrievalIndex> current() const;
+  // Reads the revision on disk now (after an upload changed it).
+  void reload() const;
+
+  // Takes uploads from now on (the resource's `uploads:`).
+  void accept_uploads(retrieval::ChunkingOptions chunking, retrieval::UploadLimits limits);
+  retrieval::OwnedDocuments* owned_documents() const override { return uploads_.get(); }
 
  private:
+  std::unique_ptr<retrieval::DocumentUploads> uploads_;
   std::string directory_;
   std::shared_ptr<const embedding::Embedder> embedder_;
   mutable std::mutex mutex_;
@@ -51,12 +62,17 @@ inline void use_as_context(Request& request, const std::vector<retrieval::Candid
   }
 }
 
-// Who reads the index for a caller: its roles, "tenant:<t>" and "user:<u>" (the ACL labels).
+// Who reads the index for a caller: its roles, "tenant:<t>", "user:<u>" and its uploads' owner
+// label (the ACL labels).
 inline retrieval::Reader reader_of(const Identity& identity) {
   retrieval::Reader reader;
   reader.labels = identity.roles;
   if (!identity.tenant.empty()) reader.labels.push_back("tenant:" + identity.tenant);
   if (!identity.user.empty()) reader.labels.push_back("user:" + identity.user);
+  // The caller's own uploads; a credential that names no owner owns none.
+  std::string owner = identity.owner();
+  if (!owner.empty() || identity.tenant.empty())
+    reader.labels.push_back(retrieval::owner_label({identity.tenant, owner}));
   return reader;
 }
 

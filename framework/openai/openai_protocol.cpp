@@ -621,7 +621,8 @@ static json::object chatflow_extension(const Request& request) {
     citations.push_back(json::object{{"index", i + 1},
                                      {"document", passage.document},
                                      {"title", passage.title},
-                                     {"chunk", passage.chunk}});
+                                     {"chunk", passage.chunk},
+                                     {"text", text::repair(passage.text)}});
   }
   json::object extension;
   if (!citations.empty()) extension["citations"] = std::move(citations);

@@ -187,7 +187,8 @@ std::vector<SourceDocument> load_documents(const std::string& path) {
                            "collection (starting with '.I')");
 }
 
-std::vector<std::string> chunk_text(std::string_view text, size_t tokens, size_t overlap) {
+std::vector<std::pair<size_t, size_t>> chunk_spans(std::string_view text, size_t tokens,
+                                                   size_t overlap) {
   if (tokens == 0) throw std::invalid_argument("chunk size must be positive");
   if (overlap >= tokens) overlap = tokens - 1;
   // Where each token starts and ends.
@@ -215,14 +216,21 @@ std::vector<std::string> chunk_text(std::string_view text, size_t tokens, size_t
     spans.push_back({i, j});
     i = j;
   }
-  std::vector<std::string> chunks;
+  std::vector<std::pair<size_t, size_t>> chunks;
   if (spans.empty()) return chunks;
   size_t step = tokens - overlap;
   for (size_t first = 0;; first += step) {
     size_t last = std::min(first + tokens, spans.size()) - 1;
-    chunks.emplace_back(text.substr(spans[first].first, spans[last].second - spans[first].first));
+    chunks.emplace_back(spans[first].first, spans[last].second);
     if (last + 1 >= spans.size()) break;
   }
+  return chunks;
+}
+
+std::vector<std::string> chunk_text(std::string_view text, size_t tokens, size_t overlap) {
+  std::vector<std::string> chunks;
+  for (const auto& [start, end] : chunk_spans(text, tokens, overlap))
+    chunks.emplace_back(text.substr(start, end - start));
   return chunks;
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace chatflow::retrieval {
@@ -26,5 +27,8 @@ std::vector<SourceDocument> load_jsonl(const std::string& file);
 // Splits `text` into pieces of at most `tokens` tokens (a word, or one CJK character), each
 // starting `tokens - overlap` tokens after the previous one; the pieces are exact substrings.
 std::vector<std::string> chunk_text(std::string_view text, size_t tokens, size_t overlap);
+// The same pieces as byte ranges of `text`: [first, second).
+std::vector<std::pair<size_t, size_t>> chunk_spans(std::string_view text, size_t tokens,
+                                                   size_t overlap);
 
 }  // namespace chatflow::retrieval

@@ -237,7 +237,9 @@ IndexingReport RetrievalIndex::add(const std::vector<SourceDocument>& documents,
 void RetrievalIndex::persist() {
   Impl& impl = *impl_;
   impl.writer->commit();
-  impl.graph->save(impl.dense_path);
+  // hnswlib loads a saved graph of no elements with room for none, and growing it from there
+  // fails: an index that never had a vector keeps no graph file (a fresh graph is made instead).
+  if (impl.graph->size() > 0) impl.graph->save(impl.dense_path);
   std::ofstream manifest(impl.manifest_path, std::ios::trunc);
   manifest << json::serialize(json::object{{"format", kFormat},
                                            {"embedder", embedder_->describe()},
@@ -259,6 +261,12 @@ size_t RetrievalIndex::prune(const std::set<std::string>& keep) {
     ++removed;
   }
   if (removed > 0) persist();
+  return removed;
+}
+
+size_t RetrievalIndex::erase(const std::string& document) {
+  size_t removed = remove(document);
+  persist();
   return removed;
 }
 

@@ -68,6 +68,8 @@ class RetrievalIndex {
   // Removes every document whose id is not in `keep` (a source that no longer has them) and
   // writes the result; returns how many documents went.
   size_t prune(const std::set<std::string>& keep);
+  // Removes one document's chunks and writes the result; returns how many chunks went.
+  size_t erase(const std::string& document);
   // The ids of the documents in the index.
   std::set<std::string> document_ids() const;
 

@@ -86,10 +86,13 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
     type = type.substr(0, type.find(';'));
     while (!type.empty() && type.back() == ' ')
       type.pop_back();
-    if (type != "application/json") {
+    if (route.multipart && type == "multipart/form-data") {
+      call_.content_type = std::string(header[http::field::content_type]);  // with its boundary
+    } else if (type != "application/json") {
       return refusal(make_error(
           415, "invalid_request_error",
-          "the body must be JSON sent with 'Content-Type: application/json'" +
+          std::string("the body must be JSON sent with 'Content-Type: application/json'") +
+              (route.multipart ? " or a form sent as multipart/form-data" : "") +
               (type.empty() ? std::string(" (no Content-Type was given)") : ", got '" + type + "'"),
           "unsupported_media_type"));
     }

@@ -10,6 +10,7 @@
 #include "framework/history/session_branches.h"
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
+#include "framework/server/document_routes.h"
 #include "framework/server/embedding_routes.h"
 #include "framework/server/responses_routes.h"
 #include "framework/server/session_search.h"
@@ -643,6 +644,23 @@ constexpr Route kRoutes[] = {
     {.pattern = "/v1/sessions",
      .method = "DELETE",
      .endpoint = delete_sessions,
+     .body_optional = true,
+     .off_io_thread = true},
+    // Documents a user uploads for retrieval, owner-scoped like sessions (document_routes.cpp).
+    {.pattern = "/v1/documents",
+     .method = "POST",
+     .endpoint = upload_document,
+     .takes_body = true,
+     .off_io_thread = true,
+     .multipart = true},
+    {.pattern = "/v1/documents", .method = "GET", .endpoint = list_documents, .off_io_thread = true},
+    {.pattern = "/v1/documents/{id}",
+     .method = "GET",
+     .endpoint = get_document,
+     .off_io_thread = true},
+    {.pattern = "/v1/documents/{id}",
+     .method = "DELETE",
+     .endpoint = delete_document,
      .body_optional = true,
      .off_io_thread = true},
     // A colon, not a slash: "/v1/sessions/export" would be the session named "export".

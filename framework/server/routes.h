@@ -44,6 +44,7 @@ struct RouteCall {
   bool public_path = false;  // the pipeline's auth lists the path as open: no credentials asked
   const MetricsRegistry* metrics = nullptr;
   responses::ResponseStore* responses = nullptr;  // the Responses API's kept responses
+  std::string content_type;  // a Route::multipart route's form: the header with its boundary
 };
 
 // Throws RequestFailure for a refusal (it becomes an OpenAI error response).
@@ -62,6 +63,7 @@ struct Route {
   bool off_io_thread = false;      // may take long (big inputs, a database): run on a worker
   std::string_view admin_refusal;  // Access::admin: the 403's message
   Wire wire = Wire::openai;        // a generation route's protocol (its body, answer, errors)
+  bool multipart = false;          // takes multipart/form-data as well as JSON (uploads)
 };
 
 std::span<const Route> routes();

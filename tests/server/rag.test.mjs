@@ -52,7 +52,9 @@ edges:
     assert.equal(response.status, 200, response.text);
     const citations = response.json.chatflow.citations;
     assert.ok(citations.length >= 1 && citations.length <= 2);
-    assert.deepEqual(citations[0], { index: 1, document: 'handbook/leave', title: 'Annual leave', chunk: 0 });
+    assert.deepEqual(citations[0], {
+      index: 1, document: 'handbook/leave', title: 'Annual leave', chunk: 0, text: 'Every employee has 25 days of annual leave.',
+    });
     assert.deepEqual(citations.map((citation) => citation.index), citations.map((_, i) => i + 1));
   });
 

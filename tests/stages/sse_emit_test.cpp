@@ -232,7 +232,7 @@ TEST(SseEmit, CitationsGoOnTheFirstEventOnly) {
   ASSERT_EQ(played.events.size(), 4u);
   EXPECT_EQ(object_of(played.events[0]).at("chatflow"),
             json::parse(R"({"citations": [{"index": 1, "document": "handbook/leave",)"
-                        R"( "title": "Leave", "chunk": 2}]})"));
+                        R"( "title": "Leave", "chunk": 2, "text": "text"}]})"));
   EXPECT_FALSE(object_of(played.events[1]).contains("chatflow"));
   EXPECT_FALSE(object_of(played.events[2]).contains("chatflow"));
 }

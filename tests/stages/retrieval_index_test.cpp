@@ -1,0 +1,221 @@
+// The retrieval_index resource with `uploads:`: a document a user uploads is chunked into the
+// index under that owner's label, retrieved by hybrid_retrieval for that owner and nobody else,
+// listed and removed per owner, kept over a restart; each limit and bad input answers its status.
+#include "stages/retrieval_index.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "support/pipeline_helpers.h"
+#include "support/temp_model.h"
+
+namespace chatflow::testing {
+namespace {
+
+const retrieval::DocumentOwner kAlice{"acme", "user:alice"};
+const retrieval::DocumentOwner kBob{"acme", "user:bob"};
+
+std::string uploads_yaml(const std::string& directory, const std::string& uploads) {
+  std::string shared = write_temp_file(
+      "uploads-shared.jsonl",
+      "{\"id\": \"handbook\", \"title\": \"Handbook\", \"text\": \"Every employee has 25 days "
+      "of annual leave.\"}\n");
+  return "version: 1\nresources:\n  docs: {type: retrieval_index, path: \"" + directory +
+         "\", source: [\"" + shared + "\"], chunk_tokens: 8, overlap: 2, uploads: " + uploads +
+         "}\nstages:\n  - {name: retrieve, type: hybrid_retrieval, config: {index: docs, "
+         "top_k: 10}}\n  - {name: echo, type: echo}\n";
+}
+
+struct Uploads {
+  std::unique_ptr<Pipeline> pipeline;
+  retrieval::OwnedDocuments* documents = nullptr;
+};
+
+Uploads open_uploads(const std::string& directory, const std::string& uploads = "{}") {
+  Uploads opened;
+  opened.pipeline = build_yaml(uploads_yaml(directory, uploads), builtin_registry());
+  if (!opened.pipeline) return opened;
+  auto resource =
+      std::dynamic_pointer_cast<RetrievalIndexResource>(opened.pipeline->resource("docs"));
+  if (resource) opened.documents = resource->owned_documents();
+  return opened;
+}
+
+std::vector<std::string> retrieved_for(Pipeline& pipeline, const retrieval::DocumentOwner& owner,
+                                       const std::string& question) {
+  std::shared_ptr<CollectingSink> sink;
+  auto request = user_request(question, sink);
+  request->identity.tenant = owner.tenant;
+  request->identity.user = owner.owner.substr(owner.owner.find(':') + 1);
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(sink->wait());
+  std::vector<std::string> documents;
+  for (const auto& passage : request->context_passages)
+    documents.push_back(passage.document + "#" + std::to_string(passage.chunk));
+  return documents;
+}
+
+bool mentions(const std::vector<std::string>& found, const std::string& document) {
+  for (const auto& entry : found) {
+    if (entry.rfind(document + "#", 0) == 0) return true;
+  }
+  return false;
+}
+
+// The status and code of the RequestFailure `upload` throws.
+std::string refusal(const std::function<void()>& upload) {
+  try {
+    upload();
+  } catch (const RequestFailure& failure) {
+    return std::to_string(failure.error().status) + " " + failure.error().code;
+  }
+  return "accepted";
+}
+
+TEST(RetrievalIndexUploads, AnUploadIsRetrievedForItsOwnerAndNobodyElse) {
+  auto uploads = open_uploads(fresh_path("uploads-owner"));
+  ASSERT_TRUE(uploads.documents);
+  auto document = uploads.documents->upload(
+      kAlice, "notes/zephyr.md", "",
+      "# Zephyr\nThe zephyr project codename ships in October with the quartz release.");
+  EXPECT_EQ(document.name, "zephyr.md");
+  EXPECT_EQ(document.content_type, "text/markdown");
+  EXPECT_EQ(document.chunks, 2);  // 13 words in chunks of 8 sharing 2
+  EXPECT_EQ(document.id.rfind("doc-", 0), 0u);
+
+  const std::string question = "when does the zephyr project ship with quartz?";
+  EXPECT_TRUE(mentions(retrieved_for(*uploads.pipeline, kAlice, question), document.id));
+  EXPECT_FALSE(mentions(retrieved_for(*uploads.pipeline, kBob, question), document.id));
+  EXPECT_FALSE(
+      mentions(retrieved_for(*uploads.pipeline, {"globex", "user:alice"}, question), document.id));
+  // The shared corpus is still there for everyone.
+  EXPECT_TRUE(mentions(retrieved_for(*uploads.pipeline, kBob, "days of annual leave"), "handbook"));
+}
+
+TEST(RetrievalIndexUploads, AnOwnerListsReadsAndRemovesOnlyTheirOwn) {
+  auto uploads = open_uploads(fresh_path("uploads-list"));
+  ASSERT_TRUE(uploads.documents);
+  auto first = uploads.documents->upload(kAlice, "a.txt", "text/plain", "alpha one");
+  auto second = uploads.documents->upload(kAlice, "b.txt", "text/plain", "beta two");
+  auto bobs = uploads.documents->upload(kBob, "c.txt", "text/plain", "gamma three");
+  auto listed = uploads.documents->documents_of(kAlice);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].id, second.id);  // newest first
+  EXPECT_EQ(listed[1].id, first.id);
+  EXPECT_FALSE(uploads.documents->document(kAlice, bobs.id, nullptr, nullptr));
+  EXPECT_FALSE(uploads.documents->remove(kAlice, bobs.id));
+  EXPECT_EQ(uploads.documents->documents_of(kBob).size(), 1u);
+
+  EXPECT_TRUE(uploads.documents->remove(kAlice, first.id));
+  EXPECT_FALSE(mentions(retrieved_for(*uploads.pipeline, kAlice, "alpha"), first.id));
+  EXPECT_TRUE(mentions(retrieved_for(*uploads.pipeline, kAlice, "beta"), second.id));
+  EXPECT_EQ(uploads.documents->documents_of(kAlice).size(), 1u);
+}
+
+TEST(RetrievalIndexUploads, DocumentsAndTheirChunksOutliveARestart) {
+  std::string directory = fresh_path("uploads-restart");
+  std::string id;
+  {
+    auto uploads = open_uploads(directory);
+    ASSERT_TRUE(uploads.documents);
+    id = uploads.documents->upload(kAlice, "kept.md", "text/markdown", "the obsidian ledger").id;
+  }
+  auto reopened = open_uploads(directory);
+  ASSERT_TRUE(reopened.documents);
+  auto listed = reopened.documents->documents_of(kAlice);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].id, id);
+  EXPECT_EQ(listed[0].name, "kept.md");
+  EXPECT_TRUE(mentions(retrieved_for(*reopened.pipeline, kAlice, "obsidian ledger"), id));
+}
+
+TEST(RetrievalIndexUploads, ChunkOffsetsPointAtTheIndexedPassages) {
+  auto uploads = open_uploads(fresh_path("uploads-offsets"));
+  ASSERT_TRUE(uploads.documents);
+  const std::string text = "one two three four five six seven eight nine ten eleven twelve";
+  auto document = uploads.documents->upload(kAlice, "n.txt", "", text);
+  std::string stored;
+  std::vector<retrieval::ChunkSpan> chunks;
+  ASSERT_TRUE(uploads.documents->document(kAlice, document.id, &stored, &chunks));
+  EXPECT_EQ(stored, text);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(stored.substr(chunks[0].start, chunks[0].end - chunks[0].start),
+            "one two three four five six seven eight");
+  EXPECT_EQ(stored.substr(chunks[1].start, chunks[1].end - chunks[1].start),
+            "seven eight nine ten eleven twelve");
+}
+
+TEST(RetrievalIndexUploads, HtmlIsIndexedAsItsText) {
+  auto uploads = open_uploads(fresh_path("uploads-html"));
+  ASSERT_TRUE(uploads.documents);
+  auto document = uploads.documents->upload(
+      kAlice, "page.html", "text/html",
+      "<html><head><style>p{color:red}</style><script>var x = 1;</script></head>"
+      "<body><p>Fish &amp; chips</p></body></html>");
+  std::string stored;
+  ASSERT_TRUE(uploads.documents->document(kAlice, document.id, &stored, nullptr));
+  EXPECT_EQ(stored.find("color"), std::string::npos) << stored;
+  EXPECT_EQ(stored.find("var x"), std::string::npos) << stored;
+  EXPECT_NE(stored.find("Fish & chips"), std::string::npos) << stored;
+}
+
+TEST(RetrievalIndexUploads, EachLimitAndBadInputHasItsStatus) {
+  auto uploads = open_uploads(fresh_path("uploads-limits"),
+                              "{max_bytes: 64, max_documents_per_owner: 3, "
+                              "max_bytes_per_owner: 100}");
+  ASSERT_TRUE(uploads.documents);
+  auto& documents = *uploads.documents;
+  auto upload = [&](std::string name, std::string type, std::string text) {
+    return refusal([&] { documents.upload(kAlice, name, type, text); });
+  };
+  EXPECT_EQ(upload("big.txt", "text/plain", std::string(65, 'a')), "413 document_too_large");
+  EXPECT_EQ(upload("paper.pdf", "application/pdf", "%PDF-1.7"), "415 unsupported_media_type");
+  EXPECT_EQ(upload("paper.pdf", "", "%PDF-1.7"), "415 unsupported_media_type");
+  EXPECT_EQ(upload("image.txt", "text/plain", std::string("PNG\0data", 8)),
+            "415 unsupported_media_type");
+  EXPECT_EQ(upload("latin1.txt", "text/plain", "caf\xE9"), "400 invalid_encoding");
+  EXPECT_EQ(upload("blank.txt", "text/plain", " \n\t"), "400 empty_document");
+  EXPECT_EQ(upload("", "text/plain", "text"), "400 missing_name");
+  EXPECT_EQ(upload("data.bin", "application/octet-stream", "text"), "415 unsupported_media_type");
+  EXPECT_EQ(upload("data.csv", "application/octet-stream", "a,b\n1,2"), "accepted");  // 7 bytes
+  EXPECT_EQ(upload("sixty.txt", "text/plain", std::string(60, 'b')), "accepted");
+  EXPECT_EQ(upload("more.txt", "text/plain", std::string(40, 'c')), "413 documents_storage_full");
+  EXPECT_EQ(upload("ok.txt", "text/plain", "small"), "accepted");
+  EXPECT_EQ(upload("last.txt", "text/plain", "small"), "413 too_many_documents");
+  // Bob's quota is his own.
+  EXPECT_EQ(refusal([&] { documents.upload(kBob, "bob.txt", "text/plain", "bob's"); }), "accepted");
+  EXPECT_EQ(documents.documents_of(kAlice).size(), 3u);
+}
+
+TEST(RetrievalIndexUploads, AnIndexWithoutUploadsOffersNone) {
+  std::string shared =
+      write_temp_file("uploads-none.jsonl", "{\"id\": \"a\", \"text\": \"some text\"}\n");
+  auto pipeline = build_yaml("version: 1\nresources:\n  docs: {type: retrieval_index, path: \"" +
+                                 fresh_path("uploads-none") + "\", source: [\"" + shared +
+                                 "\"]}\nstages:\n  - {name: echo, type: echo}\n",
+                             builtin_registry());
+  ASSERT_TRUE(pipeline);
+  auto resource = std::dynamic_pointer_cast<RetrievalIndexResource>(pipeline->resource("docs"));
+  ASSERT_TRUE(resource);
+  EXPECT_EQ(resource->owned_documents(), nullptr);
+}
+
+TEST(RetrievalIndexUploads, UploadsAloneCreateTheIndex) {
+  std::string directory = fresh_path("uploads-only");
+  auto pipeline =
+      build_yaml("version: 1\nresources:\n  docs: {type: retrieval_index, path: \"" + directory +
+                     "\", uploads: {}}\nstages:\n  - {name: retrieve, type: "
+                     "hybrid_retrieval, config: {index: docs}}\n  - {name: echo, "
+                     "type: echo}\n",
+                 builtin_registry());
+  ASSERT_TRUE(pipeline);
+  auto resource = std::dynamic_pointer_cast<RetrievalIndexResource>(pipeline->resource("docs"));
+  ASSERT_TRUE(resource && resource->owned_documents());
+  EXPECT_TRUE(retrieved_for(*pipeline, kAlice, "anything").empty());
+  auto document = resource->owned_documents()->upload(kAlice, "x.txt", "", "the basalt key");
+  EXPECT_TRUE(mentions(retrieved_for(*pipeline, kAlice, "basalt"), document.id));
+}
+
+}  // namespace
+}  // namespace chatflow::testing

@@ -9,6 +9,7 @@
 // more, so the final HTML is exactly markdown-it's for the whole answer, unless the answer is
 // long (then its blocks stay, and only the last is rendered again).
 import { addCodeCopyButtons } from './code_blocks.js';
+import { citationItem } from './documents.js';
 import { BlockSplitter, closeOpen } from './markdown_stream.js';
 import { codeClass, highlightFragment, renderMarkdown, renderMarkdownFragment } from './render.js';
 
@@ -232,15 +233,7 @@ export class AnswerView {
 
   setCitations(citations) {
     this.citations.replaceChildren();
-    for (const citation of citations) {
-      const item = element('li', 'citation');
-      item.value = citation.index;
-      const title = citation.title || citation.document || `document ${citation.index}`;
-      item.append(element('strong', '', title));
-      if (citation.document && citation.document !== title) item.append(element('span', 'hint', ` (${citation.document})`));
-      if (citation.chunk) item.append(element('div', 'citation-chunk', citation.chunk));
-      this.citations.append(item);
-    }
+    for (const citation of citations) this.citations.append(citationItem(citation));
     this.citations.hidden = citations.length === 0;
   }
 

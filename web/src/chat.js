@@ -9,6 +9,7 @@ import {
 import { applySettings, ChatSettings, settingsFrom } from './chat_settings.js';
 import { copyText } from './clipboard.js';
 import { handleCodeCopy } from './code_blocks.js';
+import { mountDocuments } from './documents.js';
 import {
   download, exportDocument, fileName, ImportError, maxImportBytes, parseImport, sessionConversation, toMarkdown,
 } from './conversation_exchange.js';
@@ -751,6 +752,7 @@ ui.shortcutsDialog.addEventListener('click', (event) => {
   if (event.target === ui.shortcutsDialog) ui.shortcutsDialog.close();
 });
 
+let documents = null;  // the caller's uploads (documents.js), once the page opens
 async function start() {
   try {
     await guard((async () => {
@@ -763,6 +765,8 @@ async function start() {
   if (state.needsKey && !currentKey()) return;
   ui.signout.hidden = !state.needsKey;
   ui.app.hidden = false;
+  if (documents) documents.load();
+  else documents = mountDocuments({ composer: ui.composer, sendButton: ui.send, notify: showNotice });
   if (!state.conversation) newConversation();
 }
 

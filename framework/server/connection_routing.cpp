@@ -124,6 +124,7 @@ void Connection::dispatch() {
   std::string endpoint(route.pattern);
   call_.metrics = &state_->metrics;
   call_.responses = &state_->responses;
+  call_.dashboard_history = &state_->dashboard_history;
   call_.phase = state_->draining ? ServerPhase::draining
                 : served_        ? ServerPhase::serving
                                  : ServerPhase::loading;

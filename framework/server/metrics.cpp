@@ -269,4 +269,33 @@ std::string MetricsRegistry::render() const {
   return out;
 }
 
+std::vector<MetricSample> MetricsRegistry::collect(
+    const std::function<bool(std::string_view)>& wanted) const {
+  std::lock_guard lock(mutex_);
+  std::vector<MetricSample> out;
+  for (const auto& [name, f] : families_) {
+    if (!wanted(name)) continue;
+    for (const auto& [key, counter] : f.counters)
+      out.push_back({name, f.label_sets.at(key), counter->value()});
+    for (const auto& [key, gauge] : f.gauges)
+      out.push_back({name, f.label_sets.at(key), gauge->value()});
+    for (const auto& [key, histogram] : f.histograms) {
+      const Labels& labels = f.label_sets.at(key);
+      Histogram::Snapshot snapshot = histogram->snapshot();
+      for (size_t i = 0; i <= snapshot.upper_bounds.size(); ++i) {
+        Labels bucket = labels;
+        bucket.emplace_back(
+            "le", i < snapshot.upper_bounds.size() ? number(snapshot.upper_bounds[i]) : "+Inf");
+        out.push_back({name + "_bucket", std::move(bucket), double(snapshot.cumulative[i])});
+      }
+      out.push_back({name + "_count", labels, double(snapshot.count)});
+    }
+    for (const auto& sampler : f.samplers) {
+      for (auto& [labels, value] : sampler())
+        out.push_back({name, std::move(labels), value});
+    }
+  }
+  return out;
+}
+
 }  // namespace chatflow::server

@@ -89,6 +89,14 @@ struct MetricDefinition {
   }
 };
 
+// One series' value as render() writes it: a histogram gives its _bucket series (`le` last)
+// and its _count.
+struct MetricSample {
+  std::string name;
+  Labels labels;
+  double value = 0;
+};
+
 // A series' label values, in the order of its definition's label names.
 using LabelValues = std::vector<std::string>;
 
@@ -119,6 +127,9 @@ class MetricsRegistry {
   void clear_samplers();
 
   std::string render() const;
+  // The series of the families `wanted` accepts (by family name), histograms without _sum:
+  // what the dashboard's history keeps of each scrape.
+  std::vector<MetricSample> collect(const std::function<bool(std::string_view)>& wanted) const;
 
  private:
   struct Family {

@@ -10,6 +10,7 @@
 #include "framework/history/session_branches.h"
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
+#include "framework/server/dashboard_history.h"
 #include "framework/server/document_routes.h"
 #include "framework/server/embedding_routes.h"
 #include "framework/server/responses_routes.h"
@@ -538,6 +539,38 @@ Response dashboard_summary(const RouteCall& call) {
   return Response(200, json::serialize(summary));
 }
 
+// GET /v1/dashboard/history?range=15m|1h|6h[&after=MS]: the server's own samples of the series
+// the dashboard draws (dashboard_history.h), those later than `after` (Unix ms) when given.
+Response dashboard_history(const RouteCall& call) {
+  std::string range = query_value(call.query, "range");
+  if (range.empty()) range = "15m";
+  std::string after = query_value(call.query, "after");
+  bool digits = after.size() <= 15 && std::all_of(after.begin(), after.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  if (!digits) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "'after' must be a time in Unix milliseconds, got '" +
+                                        text::repair(after) + "'",
+                                    "invalid_value", "after"));
+  }
+  std::optional<std::string> body =
+      call.dashboard_history
+          ? call.dashboard_history->json(range, after.empty() ? 0 : std::stoll(after))
+          : std::nullopt;
+  if (!body && call.dashboard_history) {
+    throw RequestFailure(make_error(400, "invalid_request_error",
+                                    "'range' must be 15m, 1h or 6h, got '" +
+                                        text::repair(range) + "'",
+                                    "invalid_value", "range"));
+  }
+  if (!body) {
+    throw RequestFailure(make_error(503, "server_error", "this server keeps no dashboard history",
+                                    "no_history"));
+  }
+  return Response(200, std::move(*body));
+}
+
 // DELETE /v1/cache: admins correct cached answers (a tenant's conversation, or all of it).
 Response forget(const RouteCall& call) {
   CacheCorrection correction = openai::parse_cache_correction(call.body);
@@ -688,6 +721,11 @@ constexpr Route kRoutes[] = {
      .method = "GET",
      .access = Access::admin,
      .endpoint = dashboard_summary,
+     .admin_refusal = "only admins may open the dashboard"},
+    {.pattern = "/v1/dashboard/history",
+     .method = "GET",
+     .access = Access::admin,
+     .endpoint = dashboard_history,
      .admin_refusal = "only admins may open the dashboard"},
     {.pattern = "/v1/cache",
      .method = "DELETE",

@@ -17,6 +17,10 @@ class ResponseStore;
 }
 
 namespace chatflow::server {
+class DashboardHistory;
+}
+
+namespace chatflow::server {
 
 // Who may call a route.
 enum class Access {
@@ -44,6 +48,7 @@ struct RouteCall {
   bool public_path = false;  // the pipeline's auth lists the path as open: no credentials asked
   const MetricsRegistry* metrics = nullptr;
   responses::ResponseStore* responses = nullptr;  // the Responses API's kept responses
+  const DashboardHistory* dashboard_history = nullptr;  // the server's samples of `metrics`
   std::string content_type;  // a Route::multipart route's form: the header with its boundary
 };
 

@@ -126,6 +126,14 @@ void RequestMetrics::observe_finished(const Request& request, const TokenTimes& 
   }
   prompt_tokens_->add(static_cast<double>(request.usage.prompt_tokens));
   generation_tokens_->add(static_cast<double>(request.usage.completion_tokens));
+  // Delivered without the engine: a dashboard showing engine tokens alone reads 0 while a cache
+  // answers hundreds a second.
+  if (auto cache = request.annotation("cache")) {
+    registry_
+        .counter(exported_metric("chatflow:cache_served_tokens_total"),
+                 {pipeline_, annotation_label(*cache)})
+        .add(static_cast<double>(request.usage.completion_tokens));
+  }
   if (request.error() || !request.finish_reason()) {
     failed_->add();
   } else {

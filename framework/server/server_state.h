@@ -20,6 +20,7 @@
 
 #include "framework/responses/response_store.h"
 #include "framework/server/access_log.h"
+#include "framework/server/dashboard_history.h"
 #include "framework/server/forwarded.h"
 #include "framework/server/http_server.h"
 #include "framework/server/metrics.h"
@@ -118,6 +119,7 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   std::optional<net::signal_set> signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   MetricsRegistry metrics;
+  DashboardHistory dashboard_history{metrics};  // GET /v1/dashboard/history: samples `metrics`
   WorkerPool workers{2, 256};  // side endpoints that must not hold up an I/O thread
   std::shared_ptr<AccessLog> access_log;
   std::shared_ptr<tracing::Tracer> tracer;  // server.tracing; null when off

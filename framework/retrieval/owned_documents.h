@@ -18,8 +18,9 @@ struct DocumentOwner {
 };
 
 // The ACL label of an owner's uploaded chunks; reader_of() gives it to that owner's requests.
+inline constexpr const char* kOwnerLabelPrefix = "owner:";
 inline std::string owner_label(const DocumentOwner& owner) {
-  return "owner:" + owner.tenant + "/" + owner.owner;
+  return kOwnerLabelPrefix + owner.tenant + "/" + owner.owner;
 }
 
 struct UploadLimits {

@@ -11,6 +11,7 @@
 #include <xapian.h>
 
 #include "framework/embedding/vector_graph.h"
+#include "framework/retrieval/owned_documents.h"
 #include "framework/retrieval/stopwords.h"
 #include "framework/text/hash.h"
 
@@ -254,9 +255,18 @@ void RetrievalIndex::persist() {
 }
 
 size_t RetrievalIndex::prune(const std::set<std::string>& keep) {
+  // Documents users uploaded (their chunks carry an owner label) are no source's to prune.
+  std::set<std::string> uploaded;
+  for (auto it = impl_->writer->postlist_begin(""); it != impl_->writer->postlist_end(""); ++it) {
+    json::value data = json::parse(impl_->writer->get_document(*it).get_data());
+    for (const auto& label : data.at("acl").as_array()) {
+      if (label.as_string().starts_with(kOwnerLabelPrefix))
+        uploaded.insert(std::string(data.at("document").as_string()));
+    }
+  }
   size_t removed = 0;
   for (const auto& document : document_ids()) {
-    if (keep.count(document)) continue;
+    if (keep.count(document) || uploaded.count(document)) continue;
     remove(document);
     ++removed;
   }

@@ -4,6 +4,7 @@
 #include "stages/retrieval_index.h"
 
 #include <filesystem>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -128,6 +129,20 @@ TEST(RetrievalIndexUploads, DocumentsAndTheirChunksOutliveARestart) {
   EXPECT_EQ(listed[0].id, id);
   EXPECT_EQ(listed[0].name, "kept.md");
   EXPECT_TRUE(mentions(retrieved_for(*reopened.pipeline, kAlice, "obsidian ledger"), id));
+}
+
+// `chatflow index --prune` drops what its inputs no longer have; uploads were never an input.
+TEST(RetrievalIndexUploads, PruningTheSourcesLeavesUploadsAlone) {
+  std::string directory = fresh_path("uploads-prune");
+  std::string id;
+  {
+    auto uploads = open_uploads(directory);
+    ASSERT_TRUE(uploads.documents);
+    id = uploads.documents->upload(kAlice, "mine.txt", "", "the cobalt ledger").id;
+  }
+  retrieval::RetrievalIndex writer(directory, embedding::make_ngram_embedder(256, 3), true);
+  EXPECT_EQ(writer.prune({}), 1u);  // the handbook
+  EXPECT_EQ(writer.document_ids(), (std::set<std::string>{id}));
 }
 
 TEST(RetrievalIndexUploads, ChunkOffsetsPointAtTheIndexedPassages) {

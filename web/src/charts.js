@@ -1,11 +1,11 @@
-// The dashboard's time series: each chart is a list of named series computed from two scrapes
-// of /metrics (the one before and the latest, `seconds` apart), drawn with uPlot over the last
-// few minutes.
+// The dashboard's time series: each chart is a list of named series, each value computed from
+// two consecutive samples of the server's metrics (the one before and the one after, `seconds`
+// apart: a rate, or a percentile of what the histogram saw in between), drawn with uPlot over
+// the time range the server kept (GET /v1/dashboard/history).
 import uPlot from 'uplot';
 
+import { formatValue, palette, tickLabels } from './chart_format.js';
 import { bucketDelta, buckets, labelValues, quantile, rate, sum } from './prometheus.js';
-
-const keep = 180; // points: six minutes at one scrape every 2 s
 
 // p-quantile of a histogram over the interval; undefined when nothing was observed in it.
 export function windowQuantile(q, before, after, name, want = {}) {
@@ -16,9 +16,90 @@ export function windowQuantile(q, before, after, name, want = {}) {
 
 const ratio = (part, whole) => (whole > 0 && part !== undefined ? part / whole : undefined);
 
-// The charts for this pipeline; `stages` and `arms` name the labelled series.
-export function chartSpecs(stages, arms) {
+// The endpoints the dashboard itself reads (and the page's files): left out of the request
+// and error rates, which are about the API's callers.
+export const dashboardEndpoints = new Set([
+  '/metrics', '/health', '/v1/usage', '/v1/dashboard/summary', '/v1/dashboard/history', '/v1/dashboard/graph.svg', 'static',
+]);
+
+const httpMetric = 'chatflow:http_requests_total';
+
+// The sum of http_requests_total over the API's endpoints whose status `matches`.
+export function apiRequests(parsed, matches = () => true) {
+  let total;
+  for (const sample of parsed.samples) {
+    if (sample.name !== httpMetric || dashboardEndpoints.has(sample.labels.endpoint)) continue;
+    if (!matches(sample.labels.status)) continue;
+    total = (total ?? 0) + sample.value;
+  }
+  return total;
+}
+
+// The same over an interval, per second.
+function apiRate(before, after, seconds, matches) {
+  const now = apiRequests(after, matches);
+  if (now === undefined || !before || !(seconds > 0)) return undefined;
+  const then = apiRequests(before, matches) ?? 0;
+  return (now >= then ? now - then : now) / seconds;
+}
+
+// The HTTP statuses the API answered with, in order.
+export function apiStatuses(parsed) {
+  const statuses = new Set();
+  for (const sample of parsed.samples) {
+    if (sample.name === httpMetric && !dashboardEndpoints.has(sample.labels.endpoint)) statuses.add(sample.labels.status);
+  }
+  return [...statuses].sort();
+}
+
+const percentiles = (metric) => [0.5, 0.95, 0.99].map((q) => ({
+  label: `p${Math.round(q * 100)}`,
+  value: (b, a) => windowQuantile(q, b, a, metric),
+}));
+
+// The charts for this pipeline; `stages`, `arms` and `statuses` name the labelled series.
+export function chartSpecs({ stages = [], arms = [], statuses = [] } = {}) {
+  const errors = statuses.filter((status) => Number(status) >= 400);
   const specs = [
+    {
+      id: 'status', title: 'API requests per second, by status', unit: '/s',
+      series: [
+        { label: 'all', value: (b, a, s) => apiRate(b, a, s, () => true) },
+        ...statuses.map((status) => ({ label: status, value: (b, a, s) => apiRate(b, a, s, (x) => x === status) })),
+      ],
+    },
+    {
+      id: 'errors', title: 'API errors per second, by status', unit: '/s',
+      empty: 'No API errors yet.',
+      series: [
+        { label: '4xx', value: (b, a, s) => apiRate(b, a, s, (x) => x >= '400' && x < '500') },
+        { label: '5xx', value: (b, a, s) => apiRate(b, a, s, (x) => x >= '500') },
+        ...errors.map((status) => ({ label: status, value: (b, a, s) => apiRate(b, a, s, (x) => x === status) })),
+      ],
+    },
+    {
+      id: 'tokens', title: 'Tokens delivered per second', unit: '/s',
+      series: [
+        { label: 'delivered (all answers)', value: (b, a, s) => rate(b, a, 'chatflow:generation_tokens_total', {}, s) },
+        { label: 'from caches', value: (b, a, s) => rate(b, a, 'chatflow:cache_served_tokens_total', {}, s) ?? (rate(b, a, 'chatflow:generation_tokens_total', {}, s) === undefined ? undefined : 0) },
+        { label: 'engine generated', value: (b, a, s) => rate(b, a, 'chatflow:engine_generated_tokens_total', {}, s) },
+        { label: 'engine prompt computed', value: (b, a, s) => rate(b, a, 'chatflow:engine_prompt_tokens_computed_total', {}, s) },
+      ],
+    },
+    { id: 'e2e', title: 'End-to-end request latency', unit: 's', series: percentiles('chatflow:e2e_request_latency_seconds') },
+    { id: 'ttft', title: 'Time to first token', unit: 's', series: percentiles('chatflow:time_to_first_token_seconds') },
+    { id: 'tpot', title: 'Time per output token (TPOT)', unit: 's', series: percentiles('chatflow:request_time_per_output_token_seconds') },
+    {
+      id: 'queue', title: 'Time queued for the engine', unit: 's',
+      empty: 'Nothing queued for an engine in this range.',
+      series: percentiles('chatflow:request_queue_time_seconds'),
+    },
+    {
+      id: 'itl', title: 'Inter-token latency', unit: 's',
+      series: [0.5, 0.99].map((q) => ({
+        label: `p${Math.round(q * 100)}`, value: (b, a) => windowQuantile(q, b, a, 'chatflow:inter_token_latency_seconds'),
+      })),
+    },
     {
       id: 'requests', title: 'Requests running and waiting', unit: '',
       series: [
@@ -28,71 +109,47 @@ export function chartSpecs(stages, arms) {
       ],
     },
     {
-      id: 'ttft', title: 'Time to first token (s)', unit: 's',
-      series: [
-        { label: 'p50', value: (b, a) => windowQuantile(0.5, b, a, 'chatflow:time_to_first_token_seconds') },
-        { label: 'p99', value: (b, a) => windowQuantile(0.99, b, a, 'chatflow:time_to_first_token_seconds') },
-      ],
-    },
-    {
-      id: 'itl', title: 'Inter-token latency (s)', unit: 's',
-      series: [
-        { label: 'p50', value: (b, a) => windowQuantile(0.5, b, a, 'chatflow:inter_token_latency_seconds') },
-        { label: 'p99', value: (b, a) => windowQuantile(0.99, b, a, 'chatflow:inter_token_latency_seconds') },
-      ],
-    },
-    {
-      id: 'tokens', title: 'Tokens per second', unit: '/s',
-      series: [
-        { label: 'generated', value: (b, a, s) => rate(b, a, 'chatflow:engine_generated_tokens_total', {}, s) },
-        { label: 'prompt computed', value: (b, a, s) => rate(b, a, 'chatflow:engine_prompt_tokens_computed_total', {}, s) },
-      ],
-    },
-    {
-      id: 'stages', title: 'Stage latency p50 (s)', unit: 's',
+      id: 'stages', title: 'Stage latency p50', unit: 's',
       series: stages.map((stage) => ({
         label: stage,
         value: (b, a) => windowQuantile(0.5, b, a, 'chatflow:stage_duration_seconds', { stage }),
       })),
     },
     {
-      id: 'cache', title: 'Cache hit rate (share of requests)', unit: '',
+      // Over the requests answered (finished with a reason): a request refused before the
+      // caches (401, 403, 429, a moderation 400) was never a lookup.
+      id: 'cache', title: 'Cache hit rate', unit: 'share',
       series: [
         {
-          label: 'answer cache',
+          label: 'answer cache (share of answered requests)',
           value: (b, a, s) => ratio(rate(b, a, 'chatflow:request_annotations_total', { name: 'cache' }, s) ?? 0,
-            (rate(b, a, 'chatflow:request_success_total', {}, s) ?? 0) + (rate(b, a, 'chatflow:request_failure_total', {}, s) ?? 0)),
+            rate(b, a, 'chatflow:request_success_total', {}, s)),
         },
         {
-          label: 'prefix cache (tokens)',
+          label: 'prefix cache (share of prompt tokens)',
           value: (b, a, s) => ratio(rate(b, a, 'chatflow:prefix_cache_hits_total', {}, s), rate(b, a, 'chatflow:prefix_cache_queries_total', {}, s)),
         },
       ],
     },
     {
-      id: 'kv', title: 'KV cache use (%)', unit: '%',
+      id: 'kv', title: 'KV cache in use', unit: '%',
+      empty: 'No model engine in this pipeline.',
       series: [{ label: 'used', value: (b, a) => { const v = sum(a, 'chatflow:kv_cache_usage_perc'); return v === undefined ? v : v * 100; } }],
     },
     {
-      id: 'rejections', title: 'Rejections per second', unit: '/s',
-      series: [
-        { label: 'rate limited (429)', value: (b, a, s) => rate(b, a, 'chatflow:http_requests_total', { status: '429' }, s) ?? 0 },
-        {
-          label: 'moderation',
-          value: (b, a, s) => (rate(b, a, 'chatflow:request_annotations_total', { name: 'moderation' }, s) ?? 0) +
-            (rate(b, a, 'chatflow:request_annotations_total', { name: 'output_moderation' }, s) ?? 0),
-        },
-        { label: 'quota / auth (401, 403)', value: (b, a, s) => (rate(b, a, 'chatflow:http_requests_total', { status: '401' }, s) ?? 0) + (rate(b, a, 'chatflow:http_requests_total', { status: '403' }, s) ?? 0) },
-      ],
+      id: 'preemptions', title: 'Preemptions per second', unit: '/s',
+      empty: 'No model engine in this pipeline.',
+      series: [{ label: 'preempted', value: (b, a, s) => rate(b, a, 'chatflow:num_preemptions_total', {}, s) }],
     },
   ];
   if (arms.length) {
     specs.push({
-      id: 'arms', title: 'A/B arms: requests per second and TTFT p50 (s)', unit: '',
-      series: arms.flatMap((arm) => [
-        { label: `${arm} req/s`, value: (b, a, s) => rate(b, a, 'chatflow:arm_requests_total', { arm }, s) ?? 0 },
-        { label: `${arm} TTFT p50`, value: (b, a) => windowQuantile(0.5, b, a, 'chatflow:arm_time_to_first_token_seconds', { arm }) },
-      ]),
+      id: 'arms', title: 'A/B arms: requests per second', unit: '/s',
+      series: arms.map((arm) => ({ label: `${arm} req/s`, value: (b, a, s) => rate(b, a, 'chatflow:arm_requests_total', { arm }, s) ?? 0 })),
+    });
+    specs.push({
+      id: 'arms_ttft', title: 'A/B arms: time to first token p50', unit: 's',
+      series: arms.map((arm) => ({ label: `${arm} TTFT p50`, value: (b, a) => windowQuantile(0.5, b, a, 'chatflow:arm_time_to_first_token_seconds', { arm }) })),
     });
   }
   return specs;
@@ -106,85 +163,117 @@ export function stagesOf(parsed) {
   return labelValues(parsed, 'chatflow:stage_duration_seconds', 'stage');
 }
 
-const palette = ['#2f6fde', '#e8710a', '#1e8e3e', '#d93025', '#9334e6', '#12b5cb', '#f9ab00', '#5f6368'];
-
-function format(value, unit) {
-  if (value === undefined || value === null || Number.isNaN(value)) return '–';
-  if (unit === 's') return value < 1 ? `${(value * 1000).toFixed(value < 0.01 ? 2 : 0)} ms` : `${value.toFixed(2)} s`;
-  if (unit === '%') return `${value.toFixed(1)} %`;
-  return Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
-}
+const plotHeight = 170;
 
 export class ChartBoard {
   constructor(container) {
     this.container = container;
     this.charts = new Map();
-    this.times = [];
+    this.rangeSeconds = 900;
     // Plots have a fixed pixel size: follow their boxes when the window changes.
     this.resizer = new ResizeObserver(() => {
       for (const chart of this.charts.values()) {
         const width = Math.max(280, chart.box.clientWidth - 12);
-        if (Math.abs(width - chart.plot.width) > 4) chart.plot.setSize({ width, height: 170 });
+        if (Math.abs(width - chart.plot.width) > 4) chart.plot.setSize({ width, height: plotHeight });
       }
     });
     this.resizer.observe(container);
   }
 
-  // Rebuilds the charts when the stages or arms changed (a reload may change both).
-  configure(stages, arms) {
-    const key = JSON.stringify([stages, arms]);
+  // Rebuilds the charts when the series they name changed (a reload, a new status).
+  configure(shape) {
+    const key = JSON.stringify(shape);
     if (key === this.key) return;
     this.key = key;
     for (const chart of this.charts.values()) chart.plot.destroy();
     this.charts.clear();
     this.container.replaceChildren();
-    this.times = [];
-    for (const spec of chartSpecs(stages, arms)) {
-      const box = document.createElement('figure');
-      box.className = 'chart';
-      box.dataset.chart = spec.id;
-      box.setAttribute('aria-label', spec.title);
-      const title = document.createElement('h3');
-      title.textContent = spec.title;
-      const latest = document.createElement('figcaption');
-      latest.className = 'latest';
-      latest.setAttribute('aria-live', 'off');
-      const plotArea = document.createElement('div');
-      box.append(title, plotArea, latest);
-      this.container.append(box);
-      const width = Math.max(280, (box.clientWidth || 420) - 12);
-      const plot = new uPlot({
-        width,
-        height: 170,
-        series: [{}, ...spec.series.map((series, index) => ({
-          label: series.label, stroke: palette[index % palette.length], width: 2, spanGaps: true,
-          value: (u, v) => format(v, spec.unit),
-        }))],
-        axes: [{ stroke: '#888' }, { stroke: '#888', size: 70, values: (u, values) => values.map((v) => format(v, spec.unit)) }],
-        // From zero, and never a flat line at the top of an empty range.
-        scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] } },
-        // The caption under the plot has the latest values; the legend only names the lines.
-        legend: { live: false },
-      }, [[], ...spec.series.map(() => [])], plotArea);
-      this.charts.set(spec.id, { spec, plot, box, data: spec.series.map(() => []), latest });
-    }
+    for (const spec of chartSpecs(shape)) this.addChart(spec);
   }
 
-  add(time, before, after, seconds) {
-    this.times.push(time);
-    if (this.times.length > keep) this.times.shift();
+  addChart(spec) {
+    const box = document.createElement('figure');
+    box.className = 'chart';
+    box.dataset.chart = spec.id;
+    box.setAttribute('aria-label', spec.title);
+    const title = document.createElement('h3');
+    title.textContent = spec.title;
+    const empty = document.createElement('p');
+    empty.className = 'empty hint';
+    const plotArea = document.createElement('div');
+    const latest = document.createElement('figcaption');
+    latest.className = 'latest';
+    latest.setAttribute('aria-live', 'off');
+    box.append(title, empty, plotArea, latest);
+    this.container.append(box);
+    const width = Math.max(280, (box.clientWidth || 420) - 12);
+    const plot = new uPlot({
+      width,
+      height: plotHeight,
+      series: [{}, ...spec.series.map((series, index) => ({
+        label: series.label, stroke: palette[index % palette.length], width: 2, spanGaps: true,
+        value: (u, v) => formatValue(v, spec.unit),
+      }))],
+      axes: [{ stroke: '#888' }, {
+        stroke: '#888',
+        size: 70,
+        // Every tick in the unit of the largest, with the decimals that keep them apart; kept
+        // on the figure too (the canvas has no text to read back).
+        values: (u, ticks) => {
+          const labels = tickLabels(ticks, spec.unit);
+          box.dataset.ticks = JSON.stringify(labels);
+          return labels;
+        },
+      }],
+      // From zero, and never a flat line at the top of an empty range.
+      // The whole time range chosen, ending at the latest sample (or now, before there is one).
+      scales: {
+        x: {
+          time: true,
+          range: (u, min, max) => {
+            const end = Number.isFinite(max) && max !== null ? max : Date.now() / 1000;
+            return [end - this.rangeSeconds, end];
+          },
+        },
+        y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] },
+      },
+      // The caption under the plot has the latest values; a click on a legend entry hides or
+      // shows its line.
+      legend: { live: false },
+    }, [[], ...spec.series.map(() => [])], plotArea);
+    this.charts.set(spec.id, { spec, plot, box, latest, empty });
+  }
+
+  // Draws `points` ([{ time (s), parsed }], oldest first) over the last `rangeSeconds`: one
+  // value per consecutive pair.
+  render(points, rangeSeconds = this.rangeSeconds) {
+    this.rangeSeconds = rangeSeconds;
     for (const chart of this.charts.values()) {
-      const values = chart.spec.series.map((series) => {
-        const value = series.value(before, after, seconds);
-        return value === undefined || Number.isNaN(value) ? null : value;
-      });
-      values.forEach((value, index) => {
-        chart.data[index].push(value);
-        if (chart.data[index].length > keep) chart.data[index].shift();
-      });
-      chart.plot.setData([this.times.slice(), ...chart.data.map((column) => column.slice())]);
-      chart.latest.textContent = chart.spec.series.map((series, index) => `${series.label}: ${format(values[index], chart.spec.unit)}`).join(' · ');
-      chart.box.dataset.hasData = values.some((value) => value !== null) ? 'yes' : 'no';
+      const times = [];
+      const columns = chart.spec.series.map(() => []);
+      let last = chart.spec.series.map(() => null);
+      for (let i = 1; i < points.length; i += 1) {
+        const before = points[i - 1];
+        const after = points[i];
+        const seconds = after.time - before.time;
+        times.push(after.time);
+        last = chart.spec.series.map((series, index) => {
+          const value = series.value(before.parsed, after.parsed, seconds);
+          const shown = value === undefined || Number.isNaN(value) ? null : value;
+          columns[index].push(shown);
+          return shown;
+        });
+      }
+      chart.plot.setData([times, ...columns]);
+      const hasData = columns.some((column) => column.some((value) => value !== null));
+      chart.box.dataset.hasData = hasData ? 'yes' : 'no';
+      chart.empty.hidden = hasData;
+      chart.empty.textContent = hasData ? '' : points.length < 2
+        ? 'Waiting for the server\'s next sample (every 5 s).'
+        : (chart.spec.empty ?? 'Nothing to show in this range yet.');
+      chart.latest.textContent = chart.spec.series.length
+        ? chart.spec.series.map((series, index) => `${series.label}: ${formatValue(last[index], chart.spec.unit)}`).join(' · ')
+        : 'No series.';
     }
   }
 }

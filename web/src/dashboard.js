@@ -1,11 +1,15 @@
 // The dashboard: the pipeline drawn by the server (/v1/dashboard/graph.svg), its stages
-// coloured by p50 latency and labelled with p50 and req/s, and charts over time, all from
-// /metrics scraped every 2 s. Both need an admin key when the pipeline authenticates.
+// coloured by p50 latency and labelled with p50 and req/s from /metrics scraped every 2 s; the
+// counters since the server started (/metrics), its health (/health) and each tenant's usage
+// and quota (/v1/usage); charts over the time range the server keeps (15 min, 1 h, 6 h: GET
+// /v1/dashboard/history, so a reload keeps them). All need an admin key when the pipeline
+// authenticates.
 import './dashboard.css';
 
 import { apiFetch, AuthError, askForKey, currentKey, errorMessage, storeKey } from './api.js';
 import { ArmsAndStages, describeStage } from './stage_stats.js';
-import { armsOf, ChartBoard, stagesOf } from './charts.js';
+import { apiStatuses, armsOf, ChartBoard, stagesOf } from './charts.js';
+import { describeHealth, renderCounters, renderUsage } from './dashboard_panels.js';
 import { parsePrometheus } from './prometheus.js';
 import { sanitizeSvg } from './svg_sanitize.js';
 import { setupTheme } from './theme.js';
@@ -14,10 +18,17 @@ const $ = (id) => document.getElementById(id);
 const ui = {
   signin: $('signin'), form: $('signin-form'), input: $('api-key'), messageElement: $('signin-message'),
   app: $('app'), graph: $('graph'), charts: $('charts'), notice: $('notice'), pipeline: $('pipeline-name'),
-  updated: $('updated'), pause: $('pause'), signout: $('signout'),
+  updated: $('updated'), pause: $('pause'), signout: $('signout'), health: $('health'),
+  counters: $('counters'), usage: $('usage'), ranges: [...document.querySelectorAll('#ranges button[data-range]')],
+  rangeNote: $('range-note'),
 };
 const intervalMs = 2000;
 const board = new ChartBoard(ui.charts);
+const rangeKey = 'chatflow.dashboard.range';
+const rangeSeconds = { '15m': 900, '1h': 3600, '6h': 21600 };
+let range = ['15m', '1h', '6h'].includes(localStorage.getItem(rangeKey)) ? localStorage.getItem(rangeKey) : '15m';
+// The server's samples of the chosen range, oldest first: [{ time (s), parsed }].
+let history = { range: null, points: [], last: 0, capacity: 180, step: 5 };
 let previous = null;
 let previousTime = 0;
 let paused = false;
@@ -109,6 +120,64 @@ function paintStages(before, after, seconds) {
   }
 }
 
+// The server's samples since the last one held (all of them after a range switch), as parsed
+// scrapes; the oldest beyond the range's capacity go.
+async function loadHistory(mine) {
+  const wanted = range;
+  const fresh = history.range !== wanted;
+  const after = fresh ? '' : `&after=${history.last}`;
+  const response = await apiFetch(`/v1/dashboard/history?range=${wanted}${after}`);
+  if (!response.ok) throw new Error(`could not read the history: ${await errorMessage(response)}`);
+  const body = await response.json();
+  if (mine !== run || wanted !== range) return;
+  if (fresh) history = { range: wanted, points: [], last: 0 };
+  history.capacity = body.capacity;
+  history.step = body.step_s;
+  for (const sample of body.samples) {
+    const samples = [];
+    sample.values.forEach((value, index) => {
+      if (value !== null) samples.push({ name: body.series[index].name, labels: body.series[index].labels, value });
+    });
+    history.points.push({ time: sample.t / 1000, parsed: { samples } });
+    history.last = sample.t;
+  }
+  if (history.points.length > history.capacity) history.points.splice(0, history.points.length - history.capacity);
+}
+
+function drawHistory(parsed) {
+  const shape = new ArmsAndStages(summary);
+  const latest = history.points.length ? history.points[history.points.length - 1].parsed : parsed;
+  board.configure({
+    stages: shape.stages.length ? shape.stages : stagesOf(parsed),
+    arms: shape.arms.length ? shape.arms : armsOf(parsed),
+    statuses: apiStatuses(latest),
+  });
+  board.render(history.points, rangeSeconds[history.range] ?? 900);
+  ui.charts.dataset.samples = String(history.points.length);
+  ui.charts.dataset.first = history.points.length ? String(history.points[0].time * 1000) : '';
+  const span = history.points.length > 1 ? history.points[history.points.length - 1].time - history.points[0].time : 0;
+  const spanText = span >= 120 ? `${Math.round(span / 60)} min` : `${Math.round(span)} s`;
+  ui.rangeNote.textContent = `${history.points.length} samples, one every ${history.step} s` +
+    (span > 0 ? `, over the last ${spanText}` : '') + ' (kept by the server since it started)';
+}
+
+async function loadHealth() {
+  const response = await fetch('/health').catch(() => null);
+  const body = response ? await response.json().catch(() => ({})) : null;
+  const health = describeHealth(response && response.status, body);
+  ui.health.textContent = health.text;
+  ui.health.dataset.state = health.state;
+}
+
+async function loadUsage() {
+  if (!summary || !summary.features || !summary.features.usage) {
+    renderUsage(ui.usage, null);
+    return;
+  }
+  const response = await apiFetch('/v1/usage');
+  renderUsage(ui.usage, response.ok ? await response.json() : { error: await errorMessage(response) });
+}
+
 async function scrape() {
   if (paused) return;
   stopScraping();
@@ -121,9 +190,12 @@ async function scrape() {
     const parsed = parsePrometheus(await response.text());
     const now = Date.now();
     const seconds = previous ? (now - previousTime) / 1000 : 0;
-    const shape = new ArmsAndStages(summary);
-    board.configure(shape.stages.length ? shape.stages : stagesOf(parsed), shape.arms.length ? shape.arms : armsOf(parsed));
-    board.add(now / 1000, previous, parsed, seconds);
+    renderCounters(ui.counters, parsed);
+    await loadHealth();
+    await loadUsage();
+    await loadHistory(mine);
+    if (mine !== run) return;
+    drawHistory(parsed);
     paintStages(previous, parsed, seconds);
     previous = parsed;
     previousTime = now;
@@ -136,7 +208,7 @@ async function scrape() {
       signIn(error.status);
       return;
     }
-    showNotice(`Could not read /metrics: ${error.message}`, 'error');
+    showNotice(`Could not read the server's numbers: ${error.message}`, 'error');
   }
   if (mine !== run || paused) return;
   timer = setTimeout(scrape, intervalMs);
@@ -165,6 +237,19 @@ ui.pause.addEventListener('click', () => {
   if (!paused) scrape();
 });
 ui.signout.addEventListener('click', () => signIn(0));
+function showRange() {
+  for (const button of ui.ranges) button.setAttribute('aria-pressed', String(button.dataset.range === range));
+}
+for (const button of ui.ranges) {
+  button.addEventListener('click', () => {
+    if (button.dataset.range === range) return;
+    range = button.dataset.range;
+    localStorage.setItem(rangeKey, range);
+    showRange();
+    if (!paused) scrape();
+  });
+}
+showRange();
 setupTheme($('theme'));
 
 (async () => {

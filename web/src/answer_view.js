@@ -8,6 +8,7 @@
 // pass over all of it, which would be one long task). The end renders the whole text once
 // more, so the final HTML is exactly markdown-it's for the whole answer, unless the answer is
 // long (then its blocks stay, and only the last is rendered again).
+import './math.css';
 import { addCodeCopyButtons } from './code_blocks.js';
 import { citationItem } from './documents.js';
 import { BlockSplitter, closeOpen } from './markdown_stream.js';

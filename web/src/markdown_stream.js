@@ -44,6 +44,9 @@ export function closeOpen(text) {
     outsideCode = paragraph.slice(0, paragraph.lastIndexOf('`'));
   }
   outsideCode = outsideCode.replace(/`[^`]*`/g, '');
+  // Marks inside math are TeX (a_{n}, a**b), not emphasis: closed formulas are left out, and so
+  // is everything after one still open (it shows as text until its end arrives).
+  outsideCode = withoutMath(outsideCode);
   const underscores = (outsideCode.match(/(^|[^\p{L}\p{N}_])_(?=\S)|(?<=\S)_(?![\p{L}\p{N}_])/gu) || []).length;
   if (underscores % 2 === 1 && !/[\s_]$/.test(text)) closing += '_';
   const stars = (outsideCode.match(/\*\*/g) || []).length;
@@ -54,6 +57,16 @@ export function closeOpen(text) {
   }
   if (closing && /\s$/.test(text)) return text.trimEnd() + closing;
   return text + closing;
+}
+
+// `text` less its closed formulas ($$…$$, \[…\], \(…\), $…$ as math.js reads them), cut
+// at a formula still open. A `$` before a digit opens nothing here: "costs $5" is a price.
+function withoutMath(text) {
+  const closed = text
+    .replace(/\$\$[\s\S]*?\$\$|\\\[[\s\S]*?\\\]|\\\([\s\S]*?\\\)/g, '')
+    .replace(/(?<!\\)\$(?=\S)(?:\\.|[^$\\])*?(?<=\S)\$(?!\d)/g, '');
+  const open = /\$\$|\\\[|\\\(|(?<!\\)\$(?=[^\s\d$])/.exec(closed);
+  return open ? closed.slice(0, open.index) : closed;
 }
 
 export class BlockSplitter {

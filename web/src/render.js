@@ -1,48 +1,53 @@
-// Markdown to safe HTML: markdown-it with raw HTML off, highlight.js for fenced code (a few
-// common languages, to keep the bundle small), then DOMPurify, so nothing a model writes can run
-// script, carry an event handler or link to javascript:.
+// Markdown to safe HTML: markdown-it with raw HTML off, TeX math through KaTeX's MathML
+// (math.js), highlight.js for fenced code (nine common languages bundled, ~40 more fetched on
+// first use: languages.js), then DOMPurify, so nothing a model writes can run script, carry an
+// event handler or link to javascript:. A block whose language or formula is still being
+// fetched shows as plain text, marked, and is redrawn in place once it arrives.
 import DOMPurify from 'dompurify';
-import hljs from 'highlight.js/lib/core';
-import bash from 'highlight.js/lib/languages/bash';
-import cpp from 'highlight.js/lib/languages/cpp';
-import javascript from 'highlight.js/lib/languages/javascript';
-import json from 'highlight.js/lib/languages/json';
-import python from 'highlight.js/lib/languages/python';
-import sql from 'highlight.js/lib/languages/sql';
-import typescript from 'highlight.js/lib/languages/typescript';
-import xml from 'highlight.js/lib/languages/xml';
-import yaml from 'highlight.js/lib/languages/yaml';
 import MarkdownIt from 'markdown-it';
 
-for (const [name, language] of Object.entries({ bash, cpp, javascript, json, python, sql, typescript, xml, yaml })) {
-  hljs.registerLanguage(name, language);
-}
+import { hljs, loadLanguage, resolveLanguage } from './languages.js';
+import { loadKatex, mathHtml, mathPlugin, whenMathReady } from './math.js';
 
 function escapeHtml(text) {
   return text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
 }
 
-const knownLanguage = (lang) => (lang && hljs.getLanguage(lang) ? lang : null);
 // A fence's language that highlight.js does not know still names the block (its Copy head shows
 // it): kept as a class when it is a plain name.
 const plainLanguage = (lang) => (lang && /^[\w+#.-]{1,32}$/.test(lang) ? lang : null);
-const plainCodeTag = (lang) => (plainLanguage(lang) ? `<code class="language-${plainLanguage(lang)}">` : '<code>');
+const plainCodeTag = (lang, waiting) => {
+  const marker = waiting ? ` data-highlight="${waiting}"` : '';
+  return plainLanguage(lang) ? `<code class="language-${plainLanguage(lang)}"${marker}>` : `<code${marker}>`;
+};
+
+// Highlighted HTML for `code` in `lang`, or null: unknown language, or one still being fetched
+// (then `waiting` gets its name, and the fetch is started).
+function highlighted(code, lang) {
+  const language = resolveLanguage(lang);
+  if (!language) return { html: null, waiting: null };
+  if (!language.ready) {
+    requestLanguage(language.name);
+    return { html: null, waiting: language.name };
+  }
+  try {
+    return { html: hljs.highlight(code, { language: language.name, ignoreIllegals: true }).value, waiting: null };
+  } catch {
+    return { html: null, waiting: null };
+  }
+}
 
 const markdown = new MarkdownIt({
   html: false,
   linkify: true,
   breaks: false,
   highlight(code, lang) {
-    const language = knownLanguage(lang);
-    if (!language) return `<pre>${plainCodeTag(lang)}${escapeHtml(code)}</code></pre>`;
-    try {
-      const html = hljs.highlight(code, { language, ignoreIllegals: true }).value;
-      return `<pre><code class="hljs language-${escapeHtml(language)}">${html}</code></pre>`;
-    } catch {
-      return `<pre>${plainCodeTag(lang)}${escapeHtml(code)}</code></pre>`;
-    }
+    const { html, waiting } = highlighted(code, lang);
+    if (html === null) return `<pre>${plainCodeTag(lang, waiting)}${escapeHtml(code)}</code></pre>`;
+    return `<pre><code class="hljs language-${escapeHtml(lang)}">${html}</code></pre>`;
   },
 });
+markdown.use(mathPlugin);
 
 // Links open in a new tab without handing it this page (and never run script: DOMPurify drops
 // javascript: URLs, markdown-it refuses to make them in the first place).
@@ -53,8 +58,11 @@ DOMPurify.addHook('afterSanitizeAttributes', (node) => {
   }
 });
 
+// MathML for KaTeX's output; <semantics> and <annotation> (the TeX source, not drawn) are
+// outside DOMPurify's MathML profile but inert.
 const purifyOptions = {
-  USE_PROFILES: { html: true },
+  USE_PROFILES: { html: true, mathMl: true },
+  ADD_TAGS: ['semantics', 'annotation'],
   FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select'],
   FORBID_ATTR: ['style'],
 };
@@ -81,24 +89,58 @@ export function renderMarkdownFragment(text) {
 // pieces, so a comment spanning pieces may look plain until the end renders the whole answer).
 export function codeClass(info) {
   const name = info.trim().split(/\s+/)[0];
-  const language = knownLanguage(name);
-  if (language) return `hljs language-${language}`;
+  const language = resolveLanguage(name);
+  if (language?.ready) return `hljs language-${name}`;
   return plainLanguage(name) ? `language-${name}` : '';
 }
 
 export function highlightFragment(code, info) {
-  const language = knownLanguage(info.trim().split(/\s+/)[0]);
-  if (language) {
-    try {
-      return DOMPurify.sanitize(hljs.highlight(code, { language, ignoreIllegals: true }).value, fragmentOptions);
-    } catch {
-      // shown plain below
-    }
-  }
+  const { html, waiting } = highlighted(code, info.trim().split(/\s+/)[0]);
+  if (html !== null) return DOMPurify.sanitize(html, fragmentOptions);
   const fragment = document.createDocumentFragment();
-  fragment.append(code);
+  if (waiting) {
+    const span = document.createElement('span');
+    span.dataset.highlight = waiting;
+    span.textContent = code;
+    fragment.append(span);
+  } else {
+    fragment.append(code);
+  }
   return fragment;
 }
+
+// Work done on what was waiting, a slice at a time: a long block waiting for its language
+// (an old answer shown on load) must not become one long task.
+const sliceMs = 8;
+function inSlices(nodes, redraw) {
+  const started = performance.now();
+  while (nodes.length && performance.now() - started < sliceMs) {
+    const node = nodes.shift();
+    if (node.isConnected) redraw(node);
+  }
+  if (nodes.length) setTimeout(() => inSlices(nodes, redraw), 0);
+}
+
+// A language arrived: every block and streamed piece of code waiting for it is highlighted.
+function requestLanguage(name) {
+  loadLanguage(name).then(() => {
+    inSlices([...document.querySelectorAll(`[data-highlight="${name}"]`)], (node) => {
+      node.removeAttribute('data-highlight');
+      node.replaceChildren(DOMPurify.sanitize(hljs.highlight(node.textContent, { language: name, ignoreIllegals: true }).value, fragmentOptions));
+      (node.tagName === 'CODE' ? node : node.closest('code'))?.classList.add('hljs');
+    });
+  }, () => {
+    // not fetched (server gone): the code stays plain
+  });
+}
+
+// KaTeX arrived: every formula shown as its source is drawn.
+whenMathReady(() => {
+  inSlices([...document.querySelectorAll('span.math-pending')], (node) => {
+    const { tex, display, open, close } = node.dataset;
+    node.replaceWith(DOMPurify.sanitize(mathHtml(tex, display === '1', open, close), fragmentOptions));
+  });
+});
 
 // Each library's first use is slow: markdown-it and DOMPurify's first render ~20 ms (code not
 // yet compiled by V8), highlight.js compiling a language's grammar on its first block ~20-40
@@ -109,6 +151,9 @@ export function warmUp() {
   const steps = [
     () => renderMarkdownFragment('Some **bold**, `code` and a [link](https://example.com).\n\n- one\n- two\n'),
     ...hljs.listLanguages().map((language) => () => highlightFragment('let a = 1; // x\n', language)),
+    // KaTeX is fetched now rather than with the first formula, and its first render (~30 ms of
+    // compiling) happens here too.
+    () => loadKatex().then(() => mathHtml('x^2', false, '$', '$')),
   ];
   const next = () => {
     const step = steps.shift();

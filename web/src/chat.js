@@ -3,6 +3,7 @@
 import './chat.css';
 
 import { AnswerView, userMessage } from './answer_view.js';
+import { Branches } from './branches.js';
 import {
   apiFetch, apiJson, askForKey, AuthError, authHeaders, currentKey, errorMessage, NetworkError, probeOpen, reach, storeKey,
 } from './api.js';
@@ -164,6 +165,17 @@ const localList = new LocalConversations(ui.localSection, ui.localSessions, {
 // the new message and its session_id).
 const onServer = (conversation) => sidebar.enabled && !conversation.local;
 
+// Edit, Regenerate and ‹ n/m › over the conversation's branches (branches.js).
+const branches = new Branches(ui.messages, {
+  conversation: () => state.conversation,
+  onServer,
+  busy: () => Boolean(state.generating),
+  ask: (text, options) => ask(text, options),
+  copyAnswer: (view) => copyAnswer(view),
+  notice: (message, kind) => showNotice(message, kind),
+  fetch: (path, options) => guard(apiFetch(path, options)),
+});
+
 // Search over the caller's conversations (the server's, or the one on screen without a store).
 const search = new ConversationSearch({
   input: ui.search, results: ui.searchResults, note: ui.searchNote, list: ui.sessions,
@@ -251,14 +263,7 @@ async function openSession(id, title) {
   ui.messages.replaceChildren();
   setTitle(state.conversation.title);
   showNotice('');
-  for (const turn of session.turns || []) {
-    userMessage(ui.messages, turn.user ?? '');
-    const view = new AnswerView(ui.messages, { onCopy: copyAnswer });
-    view.text = turn.assistant ?? '';
-    view.finish();
-    if (turn.status && turn.status !== 'completed') view.notice(`This answer was ${turn.status}.`, 'warning');
-    state.conversation.messages.push({ role: 'user', content: turn.user ?? '' }, { role: 'assistant', content: turn.assistant ?? '' });
-  }
+  branches.render(session.turns || []);
   sidebar.markCurrent(id);
   localList.markCurrent(null);
   closeDrawer();
@@ -277,7 +282,7 @@ function openLocal(conversation) {
   ui.messages.replaceChildren();
   setTitle(conversation.title);
   showNotice('');
-  for (const message of conversation.messages) {
+  if (!branches.showLocal(state.conversation)) for (const message of conversation.messages) {
     if (message.role === 'user') {
       userMessage(ui.messages, message.content);
     } else if (message.role === 'assistant') {
@@ -345,7 +350,7 @@ function submit() {
   ask(text, { fresh: true });
 }
 
-async function ask(text, { fresh }) {
+async function ask(text, { fresh, parentTurn }) {
   const conversation = state.conversation;
   let question = null;
   if (fresh) {
@@ -357,22 +362,6 @@ async function ask(text, { fresh }) {
     onCopy: copyAnswer,
     onRegenerate: (answer) => regenerate(answer, text),
   });
-  // A session on the server has already stored this question with its answer (even a stopped
-  // or failed one): asking again would store the question twice, and the session holds no
-  // way to replace a turn. So with sessions the answer cannot be regenerated; ask anew instead.
-  // The reason is written under the answer, not left to a tooltip a phone cannot show.
-  if (onServer(conversation)) {
-    const why = 'Regenerate is off: this conversation is saved on the server, which already keeps this answer; '
-      + 'regenerating would store the question twice. Ask again in a new message instead.';
-    view.regenerateButton.disabled = true;
-    view.regenerateButton.title = why;
-    const reason = document.createElement('p');
-    reason.className = 'regenerate-reason hint';
-    reason.id = `regenerate-reason-${ui.messages.children.length}`;
-    reason.textContent = why;
-    view.footer.after(reason);
-    view.regenerateButton.setAttribute('aria-describedby', reason.id);
-  }
   view.root.scrollIntoView({ block: 'end' });
   const controller = new AbortController();
   const run = { controller, view, stopped: false };
@@ -388,6 +377,8 @@ async function ask(text, { fresh }) {
     messages: onServer(conversation) ? [{ role: 'user', content: text }] : conversation.messages.slice(),
   };
   if (onServer(conversation)) body.session_id = conversation.id;
+  // An edit or a regeneration: a new turn beside the one it replaces (branches.js).
+  if (onServer(conversation) && parentTurn !== undefined) body.parent_turn = parentTurn;
   applySettings(body, chatSettings.effective(conversation.id));
 
   // A request the server refused, or never got, left nothing behind on it: the question
@@ -445,11 +436,6 @@ async function ask(text, { fresh }) {
     if (!response.ok) {
       giveBack(await errorMessage(response), 'error');
       return;
-    }
-    // Only the newest answer can be regenerated (and says why it cannot).
-    for (const old of ui.messages.querySelectorAll('.message.assistant')) {
-      if (old === view.root) continue;
-      for (const node of old.querySelectorAll('button[aria-label="Regenerate this answer"], .regenerate-reason')) node.hidden = true;
     }
     const cache = response.headers.get('x-chatflow-cache');
     if (cache) view.badge(cache === 'miss' || cache === 'bypass' ? `cache ${cache}` : `cached (${cache})`, `cache-${cache}`, `Cache: ${cache}`);
@@ -514,15 +500,12 @@ async function ask(text, { fresh }) {
       conversation.isNew = false;
       sidebar.reload();
     }
+    branches.answered(conversation, { question: text, view, parentTurn });
   }
 }
 
 function regenerate(view, text) {
-  if (state.generating || onServer(state.conversation)) return;
-  const messages = state.conversation.messages;
-  if (messages.length && messages[messages.length - 1].role === 'assistant') messages.pop();
-  view.root.remove();
-  ask(text, { fresh: false });
+  branches.regenerate(view, text);
 }
 
 // --- Wiring. ---

@@ -253,6 +253,7 @@ fi
 
 # chat.yaml: auth, limits, quota and moderation in front of the model.
 export CHATFLOW_KEYS_FILE="$work/keys.yaml" CHATFLOW_USAGE_DB="$work/usage.db" CHATFLOW_HISTORY_DB="$work/history.db"
+export CHATFLOW_DOCUMENTS_INDEX="$work/documents-index"
 CHATFLOW_MODEL="$work/model.gguf" "$chatflow" validate graphs/chat.yaml >"$work/out" 2>"$work/err"; rc=$?
 check "validate chat.yaml exits 0" test $rc -eq 0
 check "the first build creates a keys file with a development key" grep -q "created $work/keys.yaml with a development key" "$work/err"
@@ -271,7 +272,7 @@ check "keys add prints one key" grep -qx "cf-[0-9a-f]\{48\}" "$work/newkey"
 check "keys list shows both tenants" sh -c "grep -q ' dev ' '$work/out' && grep -q ' acme ' '$work/out'"
 "$chatflow" usage --database "$work/usage.db" >"$work/out" 2>&1; rc=$?
 check "usage reads the ledger the quota stage wrote" sh -c "test $rc -eq 0 && grep -q '^dev ' '$work/out'"
-unset CHATFLOW_KEYS_FILE CHATFLOW_USAGE_DB CHATFLOW_HISTORY_DB
+unset CHATFLOW_KEYS_FILE CHATFLOW_USAGE_DB CHATFLOW_HISTORY_DB CHATFLOW_DOCUMENTS_INDEX
 
 # retrieval: index, re-index, evaluate on a collection whose answers are known
 mkdir -p "$work/docs"
@@ -362,7 +363,8 @@ serve_until_ready "$work/serve/no-web.yaml" >"$work/out"
 check "serve says when the chat page is not built" grep -qx "  chat page: not built (GET / says how to build it; the API works without it)" "$work/out"
 printf 'server:\n  port: 0\n  web_root: %s\npipeline: %s\n' "$work/web" "$PWD/graphs/chat.yaml" >"$work/serve/auth.yaml"
 CHATFLOW_MODEL="$work/model.gguf" CHATFLOW_KEYS_FILE="$work/serve-keys.yaml" CHATFLOW_USAGE_DB="$work/serve-usage.db" \
-  CHATFLOW_HISTORY_DB="$work/serve-history.db" serve_until_ready "$work/serve/auth.yaml" >"$work/out"
+  CHATFLOW_HISTORY_DB="$work/serve-history.db" CHATFLOW_DOCUMENTS_INDEX="$work/serve-documents-index" \
+  serve_until_ready "$work/serve/auth.yaml" >"$work/out"
 check "with auth, the chat page says which key signs in" grep -qE "^  chat page: http://127.0.0.1:[0-9]+/  \(sign in with the key in the curl line below\)$" "$work/out"
 check "... and the dashboard asks for an admin key" grep -qE "^  dashboard: http://127.0.0.1:[0-9]+/dashboard  \(sign in with an admin key\)$" "$work/out"
 

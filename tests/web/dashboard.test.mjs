@@ -236,6 +236,17 @@ edges:
       assert.ok(Number(afterReload.samples) >= Number(before.samples), `${afterReload.samples} samples after the reload, ${before.samples} before`);
       assert.match(await text('#charts figure[data-chart="status"] .u-legend'), /429/);
       assert.equal(await page.getAttribute('#ranges button[data-range="15m"]', 'aria-pressed'), 'true');
+      // A phone: everything within the screen's width, the range buttons and counters on it.
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.waitForFunction(() => document.documentElement.scrollWidth <= 390, null, { timeout: 5000 })
+        .catch(async () => assert.fail(`the page is wider than 390 px: ${await page.evaluate(() => [...document.querySelectorAll('body *')]
+          .filter((element) => element.getBoundingClientRect().right > 390).slice(0, 5)
+          .map((element) => `${element.tagName}.${element.className} to ${element.getBoundingClientRect().right}`).join(', '))}`));
+      for (const selector of ['#ranges button[data-range="6h"]', '#signout', '[data-counter="tokens"]', '#charts figure[data-chart="status"]']) {
+        const box = await page.locator(selector).boundingBox();
+        assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${selector} within the screen: ${JSON.stringify(box)}`);
+      }
+      await screenshot(page, 'dashboard-phone.png');
       assert.deepEqual(page.problems.filter((p) => !/40[13]/.test(p)), []);
       await page.context().close();
     } finally {

@@ -173,7 +173,7 @@ export class ChartBoard {
     // Plots have a fixed pixel size: follow their boxes when the window changes.
     this.resizer = new ResizeObserver(() => {
       for (const chart of this.charts.values()) {
-        const width = Math.max(280, chart.box.clientWidth - 12);
+        const width = Math.max(240, chart.box.clientWidth - 12);
         if (Math.abs(width - chart.plot.width) > 4) chart.plot.setSize({ width, height: plotHeight });
       }
     });
@@ -206,7 +206,7 @@ export class ChartBoard {
     latest.setAttribute('aria-live', 'off');
     box.append(title, empty, plotArea, latest);
     this.container.append(box);
-    const width = Math.max(280, (box.clientWidth || 420) - 12);
+    const width = Math.max(240, (box.clientWidth || 420) - 12);
     const plot = new uPlot({
       width,
       height: plotHeight,

@@ -55,6 +55,31 @@ TEST_F(PostgresHistory, ADurableTurnIsOnEveryReplicaOnceAppendReturns) {
   EXPECT_EQ(both[1].assistant, "more") << "turns keep their order across replicas";
 }
 
+TEST_F(PostgresHistory, BranchLinksAndTheShownTurnAreKeptForEveryReplica) {
+  auto first = replica();
+  auto second = replica();
+  ASSERT_TRUE(first->append(key("s1"), turn("one", "1"), true));
+  ASSERT_TRUE(first->append(key("s1"), turn("two", "2"), true));
+  Turn again = turn("", "2b");
+  again.parent_back = 1;    // under turn 1
+  again.question_back = 1;  // turn 2's question
+  ASSERT_TRUE(first->append(key("s1"), again, /*durable=*/false));
+  // The replica that queued the turn writes it before the switch (as it does before any write
+  // of the session).
+  ASSERT_TRUE(first->set_active(key("s1"), 1)) << "show turn 2";
+  std::vector<Turn> seen = second->load(key("s1"));
+  ASSERT_EQ(seen.size(), 3u) << "the queued turn was written before the switch";
+  EXPECT_EQ(seen[0].parent_back, 1) << "a first turn keeps the default";
+  EXPECT_EQ(seen[2].parent_back, 1);
+  EXPECT_EQ(seen[2].question_back, 1);
+  EXPECT_EQ(seen[2].user, "");
+  EXPECT_EQ(seen[2].active_back, 1);
+  EXPECT_EQ(first->load(key("s1")).back().active_back, 1);
+  EXPECT_TRUE(second->set_active(key("s1"), 0));
+  EXPECT_EQ(first->load(key("s1")).back().active_back, 0) << "switched on another replica";
+  EXPECT_FALSE(first->set_active(key("s1", "user:u2"), 0)) << "another owner's session is none";
+}
+
 TEST_F(PostgresHistory, QueuedTurnsAreSeenAtOnceAndWrittenSoon) {
   auto first = replica();
   first->append(key("s1"), turn("stop", "", TurnStatus::cancelled), /*durable=*/false);

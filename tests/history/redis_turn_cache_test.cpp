@@ -53,6 +53,9 @@ class InterruptedStore final : public HistoryStore {
     return store_->remove_owner(tenant, owner);
   }
   SweepOutcome sweep(int64_t now) override { return store_->sweep(now); }
+  bool set_active(const SessionKey& key, int64_t active_back) override {
+    return store_->set_active(key, active_back);
+  }
   void on_evicted(EvictionListener listener) override { store_->on_evicted(std::move(listener)); }
 
   std::function<void()> during_load;
@@ -115,6 +118,34 @@ TEST(RedisTurnCache, AnotherReplicaReadsTheTurnsThroughRedis) {
   ASSERT_TRUE(second.cache->append(kSession, turn("two"), true));
   EXPECT_EQ(users(first.cache->load(kSession)), (std::vector<std::string>{"one", "two"}));
   EXPECT_TRUE(first.cache->load({"acme", "bob", "story"}).empty()) << "another owner's session";
+}
+
+TEST(RedisTurnCache, BranchLinksGoThroughRedisAndASwitchIsNeverHiddenByTheCachedList) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  Replica first = replica(server.url());
+  Replica second = replica(server.url());
+  ASSERT_TRUE(first.cache->append(kSession, turn("one"), true));
+  Turn again = turn("");
+  again.parent_back = 0;
+  again.question_back = 1;
+  ASSERT_TRUE(first.cache->append(kSession, again, true));
+  EXPECT_EQ(first.cache->load(kSession).size(), 2u) << "the list is in Redis now";
+  // The second replica's durable store is empty: the links came through Redis.
+  std::vector<Turn> seen = second.cache->load(kSession);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].parent_back, 0);
+  EXPECT_EQ(seen[1].question_back, 1);
+  EXPECT_EQ(seen[0].parent_back, 1);
+  ASSERT_TRUE(first.cache->set_active(kSession, 1));
+  EXPECT_EQ(first.cache->load(kSession).back().active_back, 1)
+      << "the cached list went with the switch; the durable store's is read";
+  EXPECT_EQ(turn_of(turn_json(seen[1])).question_back, 1);
+  EXPECT_EQ(turn_of(R"({"user":"u","assistant":"a","status":"completed","prompt_tokens":1,)"
+                    R"("completion_tokens":1,"time":5})")
+                .parent_back,
+            1)
+      << "a turn cached before branches is a chain";
 }
 
 TEST(RedisTurnCache, AFillNeverHidesATurnAppendedWhileItRead) {

@@ -138,6 +138,10 @@ describe('documents and citations in the chat page', { skip: reason || false }, 
       return box.left >= 0 && box.right <= innerWidth && box.top >= 0 && box.bottom <= innerHeight;
     });
     for (const selector of ['.documents-button', '#send', '#prompt']) assert.ok(await fits(selector), selector);
+    // "Docs" instead of the word, so the message box keeps most of the width.
+    const widths = await page.evaluate(() => ['.documents-button', '#prompt'].map((selector) => document.querySelector(selector).getBoundingClientRect().width));
+    assert.ok(widths[0] < 80 && widths[1] > 200, `button ${widths[0]} px, message box ${widths[1]} px`);
+    assert.equal(await page.getAttribute('.documents-button', 'aria-label'), 'Your documents for retrieval');
     assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 390));
     await page.focus('.documents-button');
     await page.keyboard.press('Enter');

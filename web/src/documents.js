@@ -227,7 +227,10 @@ export class DocumentsPanel {
 
   render() {
     const count = this.documents.length;
-    this.button.textContent = count ? `Documents (${count})` : 'Documents';
+    // On a phone the word gives way to "Docs" (documents.css); the label keeps the words.
+    const word = element('span', 'documents-word', 'Documents');
+    this.button.replaceChildren(word, count ? ` (${count})` : '');
+    this.button.setAttribute('aria-label', `Your documents for retrieval${count ? `: ${count}` : ''}`);
     if (this.limits) {
       this.intro.textContent = `Answers may quote these; only you can retrieve them. Text files only `
         + `(${this.limits.accepted_types.join(', ')}), at most ${formatBytes(this.limits.max_bytes)} each, `

@@ -266,3 +266,37 @@ describe('documents API without uploads', () => {
     }
   });
 });
+
+describe('documents with the default pipeline (graphs/chat.yaml)', () => {
+  test('an upload is cited for its owner only; a question sharing no word with it gets no passage', async () => {
+    const keys = scratchPath('default-keys.yaml');
+    const alice = addKey(keys, 'acme', { user: 'alice' });
+    const bob = addKey(keys, 'acme', { user: 'bob' });
+    Object.assign(process.env, {
+      CHATFLOW_MODEL: testModel, CHATFLOW_KEYS_FILE: keys, CHATFLOW_HISTORY_DB: scratchPath('default-history.db'),
+      CHATFLOW_USAGE_DB: scratchPath('default-usage.db'), CHATFLOW_DOCUMENTS_INDEX: scratchPath('default-documents'),
+    });
+    const server = await startServer(['--pipeline', 'graphs/chat.yaml']);
+    try {
+      const model = (await (await fetch(`${server.url}/v1/models`, { headers: as(alice) })).json()).data[0].id;
+      const ask = (key, content) => post(server.url, '/v1/chat/completions', {
+        model, max_tokens: 2, temperature: 0, messages: [{ role: 'user', content }],
+      }, as(key));
+      const passage = 'The obsidian vault combination is 4417.';
+      const uploaded = await call(server, 'POST', '/v1/documents', alice, form([['file', passage, 'vault.txt', 'text/plain']]));
+      assert.equal(uploaded.status, 200, uploaded.text);
+      const mine = await ask(alice, 'What is the obsidian vault combination?');
+      assert.equal(mine.status, 200, mine.text);
+      assert.deepEqual(mine.json.chatflow.citations,
+        [{ index: 1, document: uploaded.json.id, title: 'vault.txt', chunk: 0, text: passage }]);
+      const theirs = await ask(bob, 'What is the obsidian vault combination?');
+      assert.equal(theirs.status, 200, theirs.text);
+      assert.equal(theirs.json.chatflow, undefined, 'bob gets no passage of alice\'s');
+      const unrelated = await ask(alice, 'Tell me about dragons');
+      assert.equal(unrelated.status, 200, unrelated.text);
+      assert.equal(unrelated.json.chatflow, undefined, 'no word in common: no passage');
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  });
+});

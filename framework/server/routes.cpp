@@ -462,6 +462,10 @@ json::object dashboard_metric_names() {
       {"time_to_first_token", "chatflow:time_to_first_token_seconds"},
       {"inter_token_latency", "chatflow:inter_token_latency_seconds"},
       {"e2e_request_latency", "chatflow:e2e_request_latency_seconds"},
+      {"time_per_output_token", "chatflow:request_time_per_output_token_seconds"},
+      {"queue_time", "chatflow:request_queue_time_seconds"},
+      {"cache_served_tokens", "chatflow:cache_served_tokens_total"},
+      {"preemptions", "chatflow:num_preemptions_total"},
       {"request_success", "chatflow:request_success_total"},
       {"request_failure", "chatflow:request_failure_total"},
       {"http_requests", "chatflow:http_requests_total"},
@@ -545,28 +549,27 @@ Response dashboard_history(const RouteCall& call) {
   std::string range = query_value(call.query, "range");
   if (range.empty()) range = "15m";
   std::string after = query_value(call.query, "after");
-  bool digits = after.size() <= 15 && std::all_of(after.begin(), after.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  bool digits = after.size() <= 15 && std::all_of(after.begin(), after.end(),
+                                                  [](char c) { return c >= '0' && c <= '9'; });
   if (!digits) {
-    throw RequestFailure(make_error(400, "invalid_request_error",
-                                    "'after' must be a time in Unix milliseconds, got '" +
-                                        text::repair(after) + "'",
-                                    "invalid_value", "after"));
+    throw RequestFailure(
+        make_error(400, "invalid_request_error",
+                   "'after' must be a time in Unix milliseconds, got '" + text::repair(after) + "'",
+                   "invalid_value", "after"));
   }
   std::optional<std::string> body =
       call.dashboard_history
           ? call.dashboard_history->json(range, after.empty() ? 0 : std::stoll(after))
           : std::nullopt;
   if (!body && call.dashboard_history) {
-    throw RequestFailure(make_error(400, "invalid_request_error",
-                                    "'range' must be 15m, 1h or 6h, got '" +
-                                        text::repair(range) + "'",
-                                    "invalid_value", "range"));
+    throw RequestFailure(
+        make_error(400, "invalid_request_error",
+                   "'range' must be 15m, 1h or 6h, got '" + text::repair(range) + "'",
+                   "invalid_value", "range"));
   }
   if (!body) {
-    throw RequestFailure(make_error(503, "server_error", "this server keeps no dashboard history",
-                                    "no_history"));
+    throw RequestFailure(
+        make_error(503, "server_error", "this server keeps no dashboard history", "no_history"));
   }
   return Response(200, std::move(*body));
 }

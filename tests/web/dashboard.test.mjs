@@ -111,7 +111,7 @@ stages:
     // A pipeline without a model says so instead of an empty plot.
     assert.equal(await page.textContent('#charts figure[data-chart="kv"] .empty'), 'No model engine in this pipeline.');
     assert.equal(await page.textContent('#usage'), 'No quota configured: this pipeline has no quota stage, so no usage ledger.');
-    assert.equal(await page.textContent('#health'), 'Health: ok');
+    await page.waitForFunction(() => document.querySelector('#health').textContent === 'Health: ok');
     assert.equal(await page.locator('#charts canvas').count() >= charts.length, true);
     await screenshot(page, 'dashboard-auth.png');
     assert.deepEqual(page.problems.filter((p) => !/40[13]/.test(p)), []);
@@ -191,7 +191,7 @@ edges:
       assert.equal(await text('[data-counter="hit-rate"] .value'), `${((100 * sent.hits) / answered).toFixed(1)} %`);
       assert.equal(await text('[data-counter="hit-rate"] .detail'), `${sent.hits} of ${answered} answered requests (refused ones not counted)`);
       assert.equal(await text('[data-counter="preemptions"] .value'), '0');
-      assert.equal(await text('#health'), 'Health: ok');
+      await page.waitForFunction(() => document.querySelector('#health').textContent === 'Health: ok');
       // Per tenant: the ledger's requests and tokens, the quota and what is left of it.
       await page.waitForSelector('#usage tr[data-tenant="ops"]');
       const usage = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#usage tbody tr')].map((row) => [row.dataset.tenant, [...row.cells].map((cell) => cell.textContent)])));
@@ -203,6 +203,9 @@ edges:
       // carry the unit their chart is in.
       await page.waitForFunction(() => /429/.test(document.querySelector('#charts figure[data-chart="status"] .u-legend')?.textContent ?? ''), null, { timeout: 15000 });
       await page.waitForFunction(() => document.querySelector('#charts figure[data-chart="e2e"]')?.dataset.hasData === 'yes', null, { timeout: 15000 });
+      for (const id of ['status', 'errors', 'tokens', 'ttft', 'tpot', 'queue', 'cache']) {
+        assert.equal(await page.getAttribute(`#charts figure[data-chart="${id}"]`, 'data-has-data'), 'yes', `the ${id} chart has points`);
+      }
       const figures = await page.evaluate(() => [...document.querySelectorAll('#charts figure')].map((figure) => ({
         id: figure.dataset.chart, title: figure.querySelector('h3').textContent, ticks: JSON.parse(figure.dataset.ticks || '[]'),
       })));

@@ -237,8 +237,8 @@ export class ChartBoard {
         },
         y: { range: (u, min, max) => [0, max > 0 ? max * 1.15 : 1] },
       },
-      // The caption under the plot has the latest values; a click on a legend entry hides or
-      // shows its line.
+      // The caption under the plot has each series' latest value in the range; a click on a
+      // legend entry hides or shows its line.
       legend: { live: false },
     }, [[], ...spec.series.map(() => [])], plotArea);
     this.charts.set(spec.id, { spec, plot, box, latest, empty });
@@ -251,17 +251,19 @@ export class ChartBoard {
     for (const chart of this.charts.values()) {
       const times = [];
       const columns = chart.spec.series.map(() => []);
-      let last = chart.spec.series.map(() => null);
+      const last = chart.spec.series.map(() => null);
       for (let i = 1; i < points.length; i += 1) {
         const before = points[i - 1];
         const after = points[i];
         const seconds = after.time - before.time;
         times.push(after.time);
-        last = chart.spec.series.map((series, index) => {
+        chart.spec.series.forEach((series, index) => {
           const value = series.value(before.parsed, after.parsed, seconds);
           const shown = value === undefined || Number.isNaN(value) ? null : value;
           columns[index].push(shown);
-          return shown;
+          // The caption keeps each series' latest value: a latency is undefined over an
+          // interval without requests, and '–' would hide the last one seen.
+          if (shown !== null) last[index] = shown;
         });
       }
       chart.plot.setData([times, ...columns]);

@@ -28,7 +28,7 @@ const rangeKey = 'chatflow.dashboard.range';
 const rangeSeconds = { '15m': 900, '1h': 3600, '6h': 21600 };
 let range = ['15m', '1h', '6h'].includes(localStorage.getItem(rangeKey)) ? localStorage.getItem(rangeKey) : '15m';
 // The server's samples of the chosen range, oldest first: [{ time (s), parsed }].
-let history = { range: null, points: [], last: 0, capacity: 180, step: 5 };
+let history = { range: null, points: [], last: 0, capacity: 180, step: 5, receivedAt: 0 };
 let previous = null;
 let previousTime = 0;
 let paused = false;
@@ -125,12 +125,16 @@ function paintStages(before, after, seconds) {
 async function loadHistory(mine) {
   const wanted = range;
   const fresh = history.range !== wanted;
+  // The server samples every `step` s: no need to ask before one has passed since the last new
+  // point came (timed by this page's clock, whatever the server's says).
+  if (!fresh && performance.now() - history.receivedAt < history.step * 1000) return;
   const after = fresh ? '' : `&after=${history.last}`;
   const response = await apiFetch(`/v1/dashboard/history?range=${wanted}${after}`);
   if (!response.ok) throw new Error(`could not read the history: ${await errorMessage(response)}`);
   const body = await response.json();
   if (mine !== run || wanted !== range) return;
-  if (fresh) history = { range: wanted, points: [], last: 0 };
+  if (fresh) history = { range: wanted, points: [], last: 0, receivedAt: 0 };
+  if (body.samples.length) history.receivedAt = performance.now();
   history.capacity = body.capacity;
   history.step = body.step_s;
   for (const sample of body.samples) {

@@ -118,6 +118,27 @@ std::optional<std::string> HistoryStoreResource::session_json(const std::string&
                                       {"turns", turns_json(stored)}});
 }
 
+std::optional<SessionInfo> HistoryStoreResource::import_session(
+    const std::string& tenant, const std::string& owner, const std::string& session,
+    const std::vector<ImportedTurn>& turns, const std::string& title) {
+  history::SessionKey key{tenant, owner, session};
+  if (!store_->load(key).empty()) return std::nullopt;
+  // Each turn committed before the next is written: an import the store could not finish is
+  // said, never half-claimed.
+  for (const auto& imported : turns) {
+    history::Turn turn;
+    turn.user = imported.user;
+    turn.assistant = imported.assistant;
+    turn.status = history::TurnStatus::completed;
+    if (!store_->append(key, std::move(turn), /*durable=*/true))
+      throw std::runtime_error("the history store could not write the imported session");
+  }
+  if (!title.empty()) store_->rename(key, title);
+  auto summary = store_->summary(key);
+  if (!summary) throw std::runtime_error("the imported session could not be read back");
+  return info_of(*summary);
+}
+
 int64_t HistoryStoreResource::delete_sessions(const std::string& tenant, const std::string& owner) {
   return static_cast<int64_t>(store_->remove_owner(tenant, owner).size());
 }

@@ -11,6 +11,7 @@
 #include "framework/history/history_store.h"
 #include "framework/history/retention_sweeper.h"
 #include "framework/history/session_branches.h"
+#include "framework/history/session_import.h"
 
 namespace chatflow {
 
@@ -30,7 +31,8 @@ struct SessionContext {
 class HistoryStoreResource final : public Resource,
                                    public HistoryReader,
                                    public StorageHealth,
-                                   public SessionBranches {
+                                   public SessionBranches,
+                                   public SessionImport {
  public:
   // `who` names the resource in the sweeper's log lines.
   explicit HistoryStoreResource(std::unique_ptr<history::HistoryStore> store,
@@ -47,6 +49,10 @@ class HistoryStoreResource final : public Resource,
                    bool durable);
   Shown show_turn(const std::string& tenant, const std::string& owner, const std::string& session,
                   int64_t turn) override;
+  std::optional<SessionInfo> import_session(const std::string& tenant, const std::string& owner,
+                                            const std::string& session,
+                                            const std::vector<ImportedTurn>& turns,
+                                            const std::string& title) override;
 
   std::optional<std::string> session_json(const std::string& tenant, const std::string& owner,
                                           const std::string& session) override;

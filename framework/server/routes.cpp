@@ -8,12 +8,14 @@
 #include "framework/anthropic/messages_protocol.h"
 #include "framework/api/capabilities.h"
 #include "framework/history/session_branches.h"
+#include "framework/history/session_import.h"
 #include "framework/loading/graph_render.h"
 #include "framework/openai/openai_protocol.h"
 #include "framework/server/dashboard_history.h"
 #include "framework/server/document_routes.h"
 #include "framework/server/embedding_routes.h"
 #include "framework/server/responses_routes.h"
+#include "framework/server/session_import.h"
 #include "framework/server/session_search.h"
 #include "framework/text/utf8.h"
 
@@ -436,6 +438,31 @@ Response show_branch(const RouteCall& call, HistoryReader& history, int64_t turn
   return Response(200, *found);
 }
 
+// POST /v1/sessions {"id"?, "title"?, "messages": [...]}: keeps a conversation the model did not
+// answer (an imported one) as a new session of the caller (session_import.h); 201 with its list
+// entry, 409 when the caller already has a session of that id.
+Response import_session(const RouteCall& call) {
+  HistoryReader& history = history_of(call);
+  auto* importer = dynamic_cast<SessionImport*>(&history);
+  if (!importer) {
+    throw RequestFailure(make_error(404, "invalid_request_error",
+                                    "this pipeline's history store cannot import sessions",
+                                    "not_found"));
+  }
+  std::string owner = session_owner(call);
+  SessionImportRequest request = parse_session_import(call.body);
+  std::string id = request.id.empty() ? new_imported_session_id() : request.id;
+  auto created = importer->import_session(call.caller.tenant, owner, id, request.turns,
+                                          request.title);
+  if (!created) {
+    throw RequestFailure(make_error(409, "invalid_request_error",
+                                    "you already have a session '" + text::repair(id) +
+                                        "': import it under another id, or leave 'id' out",
+                                    "session_exists", "id"));
+  }
+  return Response(201, json::serialize(session_summary_json(*created)));
+}
+
 // PATCH /v1/sessions/{id} {"title": "..."}: renames the session; answers its summary.
 Response rename_session(const RouteCall& call) {
   HistoryReader& history = history_of(call);
@@ -677,6 +704,11 @@ constexpr Route kRoutes[] = {
      .off_io_thread = true},
     {.pattern = "/v1/usage", .method = "GET", .endpoint = usage, .off_io_thread = true},
     {.pattern = "/v1/sessions", .method = "GET", .endpoint = sessions, .off_io_thread = true},
+    {.pattern = "/v1/sessions",
+     .method = "POST",
+     .endpoint = import_session,
+     .takes_body = true,
+     .off_io_thread = true},
     {.pattern = "/v1/sessions",
      .method = "DELETE",
      .endpoint = delete_sessions,

@@ -225,7 +225,7 @@ describe('export and import with a history store', { skip: reason || false }, ()
   before(async () => { browser = await launch(); });
   after(async () => { await browser?.close(); });
 
-  test("Export all holds the caller's server sessions and the imported ones; an import writes nothing to the server", async () => {
+  test("an import becomes the caller's sessions where a session can hold it; Export all holds them and the page's own", async () => {
     const keys = scratchPath(`web-exchange-keys-${process.pid}.yaml`);
     const key = addKey(keys, 'web-exchange', { user: 'fay' });
     const server = await startServer(['--pipeline', sessionPipeline('web-exchange', keys, scratchPath(`web-exchange-${process.pid}.db`))]);
@@ -244,24 +244,39 @@ describe('export and import with a history store', { skip: reason || false }, ()
       await page.waitForFunction(() => document.querySelectorAll('#sessions li.session').length === 1);
       const answer = await page.evaluate(() => document.querySelector('.message.assistant .content').textContent.trim());
 
-      await importText(page, 'two.json', JSON.stringify(sample));
-      await page.waitForFunction(() => document.querySelector('#notice').textContent.startsWith('Imported 2'));
-      // The server's list is what it was: the import went to the page's own list.
+      // The two of the sample become sessions (POST /v1/sessions); one with a system message
+      // cannot be a session and stays in the page's list, saying why.
+      const withSystem = { title: 'Pirate', messages: [{ role: 'system', content: 'Talk like a pirate.' }, { role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Arr.' }] };
+      await importText(page, 'three.json', JSON.stringify({ ...sample, conversations: [...sample.conversations, withSystem] }));
+      await page.waitForFunction(() => document.querySelector('#notice').textContent.startsWith('Imported 2 conversations from three.json into your saved conversations.'));
+      assert.match(await page.textContent('#notice'), /1 conversation stays in the list “In this tab, not on the server” \(“Pirate”: it has a system message\)/);
       const listed = await (await fetch(`${server.url}/v1/sessions`, { headers: { Authorization: `Bearer ${key}` } })).json();
-      assert.equal(listed.data.length, 1);
-      assert.equal(await page.$$eval('#sessions li.session', (items) => items.length), 1);
-      assert.deepEqual(await localTitles(page), ['Rust lifetimes', 'Tea']);
+      assert.deepEqual(listed.data.map((s) => s.title), ['Rust lifetimes', 'Tea', 'Name a colour.'], 'the file\'s order, newest first');
+      await page.waitForFunction(() => document.querySelectorAll('#sessions li.session').length === 3);
+      assert.deepEqual(await localTitles(page), ['Pirate']);
+      const rust = await (await fetch(`${server.url}/v1/sessions/${encodeURIComponent(listed.data[0].id)}`, { headers: { Authorization: `Bearer ${key}` } })).json();
+      assert.deepEqual(rust.turns.map((turn) => [turn.user, turn.assistant]), [['What is a lifetime?', 'A **region** of code where a reference is valid.']]);
+      // Opened, it is a session: a new message carries its session_id and only itself.
+      const sent = [];
+      page.on('request', (request) => { if (request.url().endsWith('/v1/chat/completions')) sent.push(JSON.parse(request.postData())); });
+      await page.click(`#sessions li.session[data-id="${listed.data[0].id}"] button.open`);
+      await page.waitForFunction(() => document.querySelector('#conversation-title').textContent === 'Rust lifetimes');
+      await send(page, 'and a borrow?');
+      await lastAnswerDone(page);
+      assert.equal(sent.at(-1).session_id, listed.data[0].id);
+      assert.deepEqual(sent.at(-1).messages, [{ role: 'user', content: 'and a borrow?' }]);
 
       const all = await downloaded(page, () => page.click('#export-all'));
       const document = JSON.parse(all.text);
       assert.equal(document.format, 'chatflow-conversations');
-      assert.deepEqual(document.conversations.map((c) => c.title), ['Name a colour.', 'Rust lifetimes', 'Tea']);
-      const [saved] = document.conversations;
+      assert.deepEqual(document.conversations.map((c) => c.title), ['Rust lifetimes', 'Tea', 'Name a colour.', 'Pirate']);
+      const saved = document.conversations[2];
       assert.equal(saved.messages[0].content, 'Name a colour.');
       assert.equal(saved.messages[1].role, 'assistant');
       assert.equal(saved.messages[1].content.trim(), answer);
-      assert.equal(saved.created, new Date(listed.data[0].created_at * 1000).toISOString());
-      assert.deepEqual(document.conversations.slice(1), sample.conversations);
+      assert.equal(saved.created, new Date(listed.data[2].created_at * 1000).toISOString());
+      assert.deepEqual(document.conversations[1].messages, sample.conversations[1].messages);
+      assert.deepEqual(document.conversations[3].messages, withSystem.messages);
       await page.context().close();
     } finally {
       assert.equal((await server.stop()).code, 0);

@@ -12,7 +12,7 @@ import { copyText } from './clipboard.js';
 import { handleCodeCopy } from './code_blocks.js';
 import { mountDocuments } from './documents.js';
 import {
-  download, exportDocument, fileName, ImportError, maxImportBytes, parseImport, sessionConversation, toMarkdown,
+  download, exportDocument, fileName, ImportError, importToSessions, maxImportBytes, parseImport, sessionConversation, toMarkdown,
 } from './conversation_exchange.js';
 import { readCompletion, retractMessage } from './completion_stream.js';
 import {
@@ -577,6 +577,39 @@ async function exportAll() {
     `${JSON.stringify(exportDocument(conversations), null, 2)}\n`, 'application/json');
 }
 
+// With a history store each conversation a session can hold becomes one of the caller's sessions
+// (POST /v1/sessions); the others go into the page's own list, each with why.
+async function importConversations(conversations) {
+  if (!sidebar.enabled) {
+    localList.add(conversations);
+    return { saved: [], kept: conversations.map((conversation) => ({ conversation, why: '' })) };
+  }
+  const result = await importToSessions(conversations, (body) => guard(apiFetch('/v1/sessions', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  })));
+  if (result.kept.length) localList.add(result.kept.map(({ conversation }) => conversation));
+  if (result.saved.length) sidebar.reload();
+  return result;
+}
+
+function importedNotice(name, { saved, kept }) {
+  const count = (n) => (n === 1 ? '1 conversation' : `${n} conversations`);
+  const parts = [];
+  if (saved.length) parts.push(`Imported ${count(saved.length)} from ${name} into your saved conversations.`);
+  if (kept.length && !saved.length && kept.every(({ why }) => !why)) {
+    return `Imported ${count(kept.length)} from ${name} into the list “In this tab, not on the server”: `
+      + 'this server keeps no conversations, so they stay in this tab (export them to keep them).';
+  }
+  if (kept.length) {
+    const reasons = kept.map(({ conversation, why }) => `“${conversation.title || 'Untitled'}”: ${why || 'not saved'}`).join('; ');
+    const one = kept.length === 1;
+    const who = saved.length ? count(kept.length) : (one ? 'It' : 'They');
+    if (!saved.length) parts.push(`Imported ${count(kept.length)} from ${name}.`);
+    parts.push(`${who} ${one ? 'stays' : 'stay'} in the list “In this tab, not on the server” (${reasons}).`);
+  }
+  return parts.join(' ');
+}
+
 // The chosen file, checked whole before anything changes: a bad file imports nothing, and the
 // open conversation stays open either way.
 async function importFile(file) {
@@ -586,10 +619,7 @@ async function importFile(file) {
       throw new ImportError(`the file is ${(file.size / 1048576).toFixed(1)} MiB; at most ${maxImportBytes / 1048576} MiB can be imported`);
     }
     const conversations = parseImport(await file.text());
-    localList.add(conversations);
-    const count = conversations.length === 1 ? '1 conversation' : `${conversations.length} conversations`;
-    showNotice(`Imported ${count} from ${file.name} into the list “In this tab, not on the server”: `
-      + 'the server cannot store turns it did not answer, so they stay in this tab (export them to keep them).', 'info');
+    showNotice(importedNotice(file.name, await importConversations(conversations)), 'info');
   } catch (error) {
     showNotice(`Import of ${file.name} failed: ${error.message}. Nothing was imported.`, 'error');
   }

@@ -143,3 +143,43 @@ export function download(name, text, type) {
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
+
+// Why a session cannot hold `conversation` as it is, or '' when it can: a session keeps
+// questions and their answers (POST /v1/sessions), a user message then an assistant message
+// from the first, the last one answered.
+export function sessionMisfit(conversation) {
+  const { messages } = conversation;
+  if (messages.some((message) => message.role === 'system')) return 'it has a system message';
+  if (messages.length % 2 !== 0) return 'its last question has no answer';
+  const paired = messages.every((message, index) => message.role === (index % 2 === 0 ? 'user' : 'assistant'));
+  return paired ? '' : 'its messages do not alternate question and answer';
+}
+
+// Writes each conversation a session can hold into the caller's sessions (POST /v1/sessions,
+// newest first on the server as in the file: the last written first); the others, and any the
+// server refused, are returned with why, for the page to keep. `post(body)` answers the
+// Response, or undefined (signed out).
+export async function importToSessions(conversations, post) {
+  const saved = [];
+  const kept = [];
+  for (const conversation of conversations.slice().reverse()) {
+    const misfit = sessionMisfit(conversation);
+    if (misfit) {
+      kept.unshift({ conversation, why: misfit });
+      continue;
+    }
+    const body = { messages: conversation.messages.map(({ role, content }) => ({ role, content })) };
+    if (conversation.title && conversation.title.trim()) body.title = conversation.title.trim().slice(0, 200);
+    let why = '';
+    try {
+      const response = await post(body);
+      if (!response) why = 'you were signed out';
+      else if (response.ok) saved.unshift(await response.json());
+      else why = (await response.json().catch(() => null))?.error?.message || `the server answered ${response.status}`;
+    } catch (error) {
+      why = error.message;
+    }
+    if (why) kept.unshift({ conversation, why });
+  }
+  return { saved, kept };
+}

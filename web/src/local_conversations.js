@@ -1,5 +1,6 @@
-// Conversations the page holds itself: imported ones (the sessions API has no way to write
-// turns without running the model, so an import cannot become a server session). They are kept
+// Conversations the page holds itself: imported ones without a history store, or that a session
+// cannot hold (a system message, a last question without an answer; with a store the others
+// become the caller's sessions through POST /v1/sessions). They are kept
 // in the tab's sessionStorage, as the key is: a reload keeps them, closing the tab or another
 // person signing in elsewhere does not see them. A request in one of them carries the whole
 // conversation and no session_id, so the server stores nothing of it.

@@ -35,10 +35,10 @@ export function apiRequests(parsed, matches = () => true) {
   return total;
 }
 
-// The same over an interval, per second.
+// The same over an interval, per second (0 before the API's first answer of that status).
 function apiRate(before, after, seconds, matches) {
-  const now = apiRequests(after, matches);
-  if (now === undefined || !before || !(seconds > 0)) return undefined;
+  if (!before || !(seconds > 0)) return undefined;
+  const now = apiRequests(after, matches) ?? 0;
   const then = apiRequests(before, matches) ?? 0;
   return (now >= then ? now - then : now) / seconds;
 }
@@ -213,8 +213,15 @@ export class ChartBoard {
       series: [{}, ...spec.series.map((series, index) => ({
         label: series.label, stroke: palette[index % palette.length], width: 2, spanGaps: true,
         value: (u, v) => formatValue(v, spec.unit),
+        // A lone value (the first interval, or one between gaps) has no line to draw: dots
+        // while a series has few values.
+        points: { show: (u, seriesIndex) => u.data[seriesIndex].filter((v) => v !== null).length <= 40, size: 5 },
       }))],
-      axes: [{ stroke: '#888' }, {
+      // Times as the clock reads them (hours and minutes; a range is 6 h at most).
+      axes: [{
+        stroke: '#888',
+        values: (u, ticks) => ticks.map((tick) => new Date(tick * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })),
+      }, {
         stroke: '#888',
         size: 70,
         // Every tick in the unit of the largest, with the decimals that keep them apart; kept

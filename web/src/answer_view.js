@@ -8,6 +8,7 @@
 // pass over all of it, which would be one long task). The end renders the whole text once
 // more, so the final HTML is exactly markdown-it's for the whole answer, unless the answer is
 // long (then its blocks stay, and only the last is rendered again).
+import './answer_view.css';
 import './math.css';
 import { addCodeCopyButtons } from './code_blocks.js';
 import { citationItem } from './documents.js';
@@ -26,6 +27,7 @@ const keepFenceLength = 4000; // characters: a closed fence this long keeps its 
 const longOpenBlock = 2000;    // characters: an open paragraph this long is redrawn less often
 const longBlockEveryMs = 100;
 const linesPerGroup = 32;      // pieces of a streaming fence's lines in one box (growFence)
+const blocksPerGroup = 16;     // finished blocks in one box (appendBlock)
 // A partial last line that may be becoming the closing fence: not shown as code for a frame.
 const closingSoon = /^ {0,3}(`+|~+)\s*$/;
 
@@ -88,7 +90,7 @@ export class AnswerView {
       rendered.append(renderMarkdownFragment(block));
       // A finished block's code can be copied while the rest of the answer streams.
       addCodeCopyButtons(rendered);
-      this.stable.append(rendered);
+      this.appendBlock(rendered);
       this.renderedStable = stable;
       this.openFence = null;
       this.tail.replaceChildren();
@@ -137,6 +139,18 @@ export class AnswerView {
     this.tailDrawnAt = -Infinity;
   }
 
+  // Finished blocks go in groups of `blocksPerGroup`: a full group is skipped whole while off
+  // screen, and its blocks stop being watched one by one (code_blocks.css), so the per-frame
+  // check of content-visibility boxes against the viewport does not grow with the answer.
+  appendBlock(block) {
+    if (!this.blockGroup || this.blockGroup.parentNode !== this.stable || this.blockGroup.childElementCount >= blocksPerGroup) {
+      this.blockGroup?.classList.add('sealed');
+      this.blockGroup = element('div', 'block-group');
+      this.stable.append(this.blockGroup);
+    }
+    this.blockGroup.append(block);
+  }
+
   drawTail() {
     clearTimeout(this.redraw);
     this.redraw = null;
@@ -176,6 +190,10 @@ export class AnswerView {
       // Pieces go in groups of `linesPerGroup`: the <code> box then has a few children, not
       // thousands, and laying it out each frame while the pane follows it stays flat.
       if (!fence.group || fence.group.childElementCount >= linesPerGroup) {
+        // A full group is skipped whole when off screen; its pieces need not be watched one by
+        // one any more (code_blocks.css): Chromium checks every content-visibility: auto box
+        // against the viewport each frame, a cost that would grow with the block.
+        fence.group?.classList.add('sealed');
         fence.group = element('span', 'code-group');
         fence.code.insertBefore(fence.group, fence.partial);
       }

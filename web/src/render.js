@@ -94,9 +94,38 @@ export function codeClass(info) {
   return plainLanguage(name) ? `language-${name}` : '';
 }
 
+// highlight.js's HTML as nodes, without an HTML parser: it writes only <span class="...">,
+// </span> and text with &amp; &lt; &gt; &quot; &#x27;, so that is all this accepts; anything
+// else (which highlight.js never writes) is handed to DOMPurify instead. A streaming code block
+// turns a few lines into nodes every frame, and DOMPurify parses a new document per call.
+const hljsToken = /<span class="([\w\- ]+)">|<\/span>|[^<]+/gy;
+const entities = { '&amp;': '&', '&lt;': '<', '&gt;': '>', '&quot;': '"', '&#x27;': "'" };
+function hljsFragment(html) {
+  const fragment = document.createDocumentFragment();
+  const open = [fragment];
+  hljsToken.lastIndex = 0;
+  while (hljsToken.lastIndex < html.length) {
+    const match = hljsToken.exec(html);
+    if (!match) return DOMPurify.sanitize(html, fragmentOptions);
+    if (match[1] !== undefined) {
+      const span = document.createElement('span');
+      span.className = match[1];
+      open.at(-1).append(span);
+      open.push(span);
+    } else if (match[0] === '</span>') {
+      if (open.length === 1) return DOMPurify.sanitize(html, fragmentOptions);
+      open.pop();
+    } else {
+      if (/&(?!(?:amp|lt|gt|quot|#x27);)/.test(match[0])) return DOMPurify.sanitize(html, fragmentOptions);
+      open.at(-1).append(match[0].replace(/&(?:amp|lt|gt|quot|#x27);/g, (entity) => entities[entity]));
+    }
+  }
+  return fragment;
+}
+
 export function highlightFragment(code, info) {
   const { html, waiting } = highlighted(code, info.trim().split(/\s+/)[0]);
-  if (html !== null) return DOMPurify.sanitize(html, fragmentOptions);
+  if (html !== null) return hljsFragment(html);
   const fragment = document.createDocumentFragment();
   if (waiting) {
     const span = document.createElement('span');
@@ -126,7 +155,7 @@ function requestLanguage(name) {
   loadLanguage(name).then(() => {
     inSlices([...document.querySelectorAll(`[data-highlight="${name}"]`)], (node) => {
       node.removeAttribute('data-highlight');
-      node.replaceChildren(DOMPurify.sanitize(hljs.highlight(node.textContent, { language: name, ignoreIllegals: true }).value, fragmentOptions));
+      node.replaceChildren(hljsFragment(hljs.highlight(node.textContent, { language: name, ignoreIllegals: true }).value));
       (node.tagName === 'CODE' ? node : node.closest('code'))?.classList.add('hljs');
     });
   }, () => {

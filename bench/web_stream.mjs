@@ -6,8 +6,10 @@
 // over 50 ms. Two answers: `mixed` (paragraphs, lists, short code blocks) and `fence` (one
 // 3,000-token ``` block, the case where a block that never closes could be re-rendered whole
 // each frame); for each, the per-token cost in the first and the second half of the answer
-// says whether it grows with the answer's length. Not a test: run it by hand after building.
-//   node bench/web_stream.mjs [--case mixed|fence|both] [--tokens 5000] [--fence-tokens 3000]
+// says whether it grows with the answer's length. A third, `math`, is prose with inline and
+// display TeX (formulas split over several tokens, as a model streams them) around a long Rust
+// block (a language the page fetches on first use). Not a test: run it by hand after building.
+//   node bench/web_stream.mjs [--case mixed|fence|math|both|all] [--tokens 5000] [--fence-tokens 3000]
 //        [--rate 250] [--chatflow build/chatflow] [--chromium /usr/bin/chromium]
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,7 +25,8 @@ const option = (name, fallback) => {
 };
 const mixedTokens = Number(option('tokens', 5000));
 const fenceTokens = Number(option('fence-tokens', 3000));
-const which = option('case', 'both');
+const which = option('case', 'all');
+const cases = { both: ['mixed', 'fence'], all: ['mixed', 'fence', 'math'] }[which] ?? [which];
 const rate = Number(option('rate', 250));
 const chatflow = path.resolve(option('chatflow', path.join(source, 'build', 'chatflow')));
 process.env.CHATFLOW_WEB_NODE_MODULES ??= path.join(source, 'web', 'node_modules');
@@ -58,6 +61,34 @@ function fencePieces(count) {
   }
   pieces.length = count - 1;
   pieces.push('\n```\n');
+  return pieces;
+}
+
+// Prose with TeX every few words (inline formulas in pieces, a display formula now and then)
+// and, a third of the way in, a Rust block of `count` / 3 pieces; `count` pieces in all.
+function mathPieces(count) {
+  const pieces = [];
+  const codeAt = Math.floor(count / 3);
+  const codePieces = Math.floor(count / 3);
+  for (let i = 0; pieces.length < count - 1; i += 1) {
+    if (pieces.length >= codeAt && pieces.length < codeAt + 5) {
+      pieces.push('\n\n```rust\n');
+      for (let line = 0; pieces.length < codeAt + codePieces; line += 1) {
+        pieces.push('fn', ` step${line}(x: u64)`, ` -> u64 { x * ${line} + 1 }`, ' // note\n');
+      }
+      pieces.push('```\n\n');
+    } else if (i % 150 === 149) {
+      pieces.push('\n\n$$', '\\sum_{k=1}^{', `${i}`, '} k^2', ' = \\frac{n(n+1)(2n+1)}{6}', '$$\n\n');
+    } else if (i % 45 === 44) {
+      pieces.push('\n\n');
+    } else if (i % 9 === 0) {
+      pieces.push(' where $', `x_{${i}}`, '^2 +', ' \\alpha', '$ holds');
+    } else {
+      pieces.push(i % 13 === 0 ? ` costs $${i}` : ` word${i}`);
+    }
+  }
+  pieces.length = count - 1;
+  pieces.push(' end.');
   return pieces;
 }
 
@@ -146,6 +177,10 @@ async function runCase(browser, name, pieces) {
   console.log(`  frames: ${deltas.length}, interval p50 ${at(0.5).toFixed(1)} ms, p99 ${at(0.99).toFixed(1)} ms, max ${deltas.at(-1).toFixed(1)} ms`);
   console.log(`  long tasks (> 50 ms): ${longTasks.length}${longTasks.length ? `, longest ${Math.max(...longTasks).toFixed(0)} ms` : ''}`);
   console.log(`  main-thread time: ${((taskAfter - taskBefore) * 1000).toFixed(0)} ms in all (${split}), ${perToken.toFixed(3)} ms per token`);
+  // Tasks' wall time counts the time the renderer waited for a core; on a shared machine its CPU
+  // time (ThreadTime) says what the page itself cost.
+  const cpu = (afterAll.ThreadTime - before.ThreadTime) * 1000;
+  console.log(`  main-thread CPU time: ${cpu.toFixed(0)} ms, ${(cpu / tokens).toFixed(3)} ms per token`);
   const total = shown;
   const half = samples.find((sample) => sample.shown >= total / 2) ?? samples.at(-1);
   const firstHalf = ((half.task - taskBefore) * 1000) / (tokens * (half.shown / total));
@@ -164,8 +199,11 @@ async function runCase(browser, name, pieces) {
 
 const browser = await launch();
 try {
-  if (which !== 'fence') await runCase(browser, 'mixed', answerPieces(mixedTokens));
-  if (which !== 'mixed') await runCase(browser, 'fence', fencePieces(fenceTokens));
+  const answers = { mixed: () => answerPieces(mixedTokens), fence: () => fencePieces(fenceTokens), math: () => mathPieces(mixedTokens) };
+  for (const name of cases) {
+    if (!answers[name]) throw new Error(`--case ${which}: one of mixed, fence, math, both, all`);
+    await runCase(browser, name, answers[name]());
+  }
 } finally {
   await browser.close();
   await proxy.close();

@@ -184,7 +184,10 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
       await rustHeld;
       await route.continue();
     });
-    const rust = Array.from({ length: 40 }, (_, i) => `fn f${i}() -> u32 { let x = ${i}; x }\n`);
+    // Markup in code is text, whichever path turns highlight.js's output into nodes.
+    const rust = Array.from({ length: 40 }, (_, i) => (i === 20
+      ? 'let s = "<img src=x onerror=window.__pwned=1>"; // &amp; <b>\n'
+      : `fn f${i}() -> u32 { let x = ${i}; x }\n`));
     const pieces = ['Rust:\n\n```rs\n', ...rust, '```\n\nGo:\n\n```golang\n', 'package main\n', 'func main() { return }\n', '```\n\nDone.'];
     script = streamed(pieces, 10);
     await send(page, 'rust and go');
@@ -211,6 +214,8 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
     assert.equal(done[0].waiting, 0);
     assert.match(done[1].className, /language-golang/);
     assert.deepEqual(done[1].keywords, ['package', 'func', 'return']);
+    assert.equal(await page.evaluate(() => document.querySelectorAll('.message.assistant img, .message.assistant b').length), 0);
+    assert.equal(await page.evaluate(() => window.__pwned), undefined);
     // Each language file was fetched once.
     assert.equal(page.requested.filter((p) => languageFile('rust').test(p)).length, 1);
     assert.equal(page.requested.filter((p) => languageFile('go').test(p)).length, 1);

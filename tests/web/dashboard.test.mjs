@@ -217,7 +217,6 @@ edges:
         if (units[figure.id]) for (const tick of figure.ticks) assert.match(tick, units[figure.id], `${figure.id}: ${tick}`);
       }
       assert.match(figures.find((figure) => figure.id === 'tokens').title, /per second/);
-      await screenshot(page, 'dashboard-counters.png');
 
       // The range switch asks the server for that range; a reload keeps the range and the
       // samples taken before it.
@@ -239,6 +238,7 @@ edges:
       assert.ok(Number(afterReload.samples) >= Number(before.samples), `${afterReload.samples} samples after the reload, ${before.samples} before`);
       assert.match(await text('#charts figure[data-chart="status"] .u-legend'), /429/);
       assert.equal(await page.getAttribute('#ranges button[data-range="15m"]', 'aria-pressed'), 'true');
+      await screenshot(page, 'dashboard-counters.png');
       // A phone: everything within the screen's width, the range buttons and counters on it.
       await page.setViewportSize({ width: 390, height: 844 });
       await page.waitForFunction(() => document.documentElement.scrollWidth <= 390, null, { timeout: 5000 })

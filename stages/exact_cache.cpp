@@ -19,6 +19,7 @@
 #include "framework/cache/conversation.h"
 #include "framework/cache/lru_store.h"
 #include "framework/cache/redis_exact_store.h"
+#include "framework/history/session_branches.h"
 #include "framework/security/crypto.h"
 #include "framework/storage/failure_log.h"
 #include "stages/redis.h"
@@ -53,7 +54,8 @@ class ExactCacheStage final : public RequestStage, public CacheAdmin {
   Route process(Request& request, StageIo& io) override {
     const GenerationParams& g = request.generation;
     bool cacheable = !g.logprobs && g.top_logprobs == 0 &&
-                     (!config_.deterministic_only || g.temperature == 0.0f || g.seed.has_value());
+                     (!config_.deterministic_only || g.temperature == 0.0f || g.seed.has_value()) &&
+                     !request.attachment<bool>(std::string(kRegenerationAttachment));
     if (!cacheable) {
       request.set_response_header("x-chatflow-cache", "bypass");
       return Route::to(kMiss);

@@ -83,6 +83,8 @@ std::optional<SessionContext> HistoryStoreResource::context(const history::Sessi
   size_t limit = retention_.max_turns_loaded;
   size_t skip = limit == 0 || path.size() <= limit ? 0 : path.size() - limit;
   std::vector<history::Turn> turns = history::with_questions(std::move(stored), tree);
+  for (int64_t child : tree.children(context.parent))
+    context.answered_here.push_back(turns[static_cast<size_t>(child - 1)].user);
   for (size_t i = skip; i < path.size(); ++i)
     context.turns.push_back(std::move(turns[static_cast<size_t>(path[i] - 1)]));
   return context;

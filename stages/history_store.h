@@ -26,6 +26,9 @@ struct HistoryRetention {
 struct SessionContext {
   std::vector<history::Turn> turns;
   int64_t parent = 0;
+  // The questions already answered under `parent` (its children's): a request asking one of
+  // them again regenerates that answer.
+  std::vector<std::string> answered_here;
 };
 
 class HistoryStoreResource final : public Resource,

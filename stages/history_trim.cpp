@@ -8,6 +8,8 @@
 // committed before the last event of its answer leaves, so a turn the client saw complete
 // survives a crash; a cancelled or filtered answer is recorded as such and never given back as
 // context.
+#include <algorithm>
+
 #include <boost/json.hpp>
 
 #include "framework/api/response_recorder.h"
@@ -46,6 +48,8 @@ class HistoryTrimStage final : public RequestStage {
     }
     SessionContext context;
     if (session) context = session_context(request);
+    if (session && regenerates(request, context))
+      request.attach(std::string(kRegenerationAttachment), std::make_shared<bool>(true));
     if (session) {
       for (const auto& turn : context.turns) {
         if (turn.status != history::TurnStatus::completed) continue;
@@ -119,6 +123,14 @@ class HistoryTrimStage final : public RequestStage {
                                           text::repair(request.session_id) +
                                           "': " + std::to_string(*parent),
                                       "invalid_value", "parent_turn"});
+  }
+
+  // Whether the request names its parent turn and asks a question already answered there.
+  static bool regenerates(const Request& request, const SessionContext& context) {
+    if (!request.attachment<int64_t>(std::string(openai::kParentTurnAttachment))) return false;
+    std::string question = request.last_user_message();
+    return std::find(context.answered_here.begin(), context.answered_here.end(), question) !=
+           context.answered_here.end();
   }
 
   static history::SessionKey session_key(const Request& request) {

@@ -28,6 +28,7 @@
 #include "framework/cache/conversation.h"
 #include "framework/cache/question_verifier.h"
 #include "framework/cache/redis_semantic_store.h"
+#include "framework/history/session_branches.h"
 #include "framework/cache/semantic_index.h"
 #include "framework/moderation/rule_list.h"
 #include "framework/security/crypto.h"
@@ -120,6 +121,8 @@ class SemanticCacheStage final : public RequestStage, public CacheAdmin {
       reason = "logprobs";
     } else if (config_.deterministic_only && g.temperature != 0.0f && !g.seed) {
       reason = "not_deterministic";
+    } else if (request.attachment<bool>(std::string(kRegenerationAttachment))) {
+      reason = "regeneration";  // asked again for another answer (history_trim)
     } else if (!g.tools.empty() || has_tool_turns(request)) {
       // A similar question may want the same function with other arguments.
       reason = "tools";

@@ -5,8 +5,14 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace chatflow {
+
+// Attached (a bool) by history_trim to a request that asks a turn's question again under the same
+// parent (a regeneration, `parent_turn` naming it): the caches leave it to the model, or the
+// "new" answer would be the cached one again.
+inline constexpr std::string_view kRegenerationAttachment = "history.regeneration";
 
 class SessionBranches {
  public:

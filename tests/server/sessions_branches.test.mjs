@@ -2,12 +2,14 @@
 // `chatflow serve` with API keys and SQLite history: `parent_turn` places a request beside the
 // turn it replaces and gives the model the path to its parent only; GET /v1/sessions/{id} shows
 // one path with each turn's siblings; PATCH {"active_turn": N} switches it; a regenerated
-// question is stored once; another owner's session is a 404; bad input is a 400 naming the
-// field.
+// question is stored once and answered by the model, not the caches; another owner's session is
+// a 404; bad input is a 400 naming the field.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, post, scratchPath, sessionPipeline, startServer } from './harness.mjs';
+import {
+  addKey, modelStages, post, scratchPath, sessionPipeline, startServer, testModel, writeTemp,
+} from './harness.mjs';
 
 const as = (key) => ({ Authorization: `Bearer ${key}` });
 
@@ -130,5 +132,53 @@ describe('session branches', () => {
     assert.equal(renamed.json.title, 'Branches');
     const listed = await fetch(`${server.url}/v1/sessions`, { headers: as(u1) });
     assert.equal((await listed.json()).data.find((s) => s.id === 'edit').turns, 6, 'every turn of the tree is counted');
+  });
+});
+
+describe('a regeneration behind the caches', () => {
+  let server;
+  let key;
+  before(async () => {
+    const keys = scratchPath('sessions-branches-cache-keys.yaml');
+    key = addKey(keys, 'tenant-c', { user: 'u1' });
+    const pipeline = writeTemp('sessions_branches_cache.yaml', `version: 1
+name: sessions_branches_cache
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model}
+  history: {type: history_store, backend: sqlite, path: "${scratchPath(`sessions-branches-cache-${process.pid}.db`)}"}
+  vectors: {type: embedder, kind: ngrams}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: trim, type: history_trim, config: {store: history, model: llm, budget_tokens: 2000}}
+  - {name: exact, type: exact_cache}
+  - {name: semantic, type: semantic_cache, config: {embedder: vectors, threshold: 0.9}}
+${modelStages}  - {name: emit, type: sse_emit}
+edges:
+  - exact.hit -> emit
+  - semantic.hit -> emit
+`);
+    server = await startServer(['--pipeline', pipeline]);
+  });
+  after(async () => { if (server) await server.stop(); });
+
+  const ask = (session, extra = {}) => post(server.url, '/v1/chat/completions', {
+    model: 'test-model', max_tokens: 6, temperature: 0, session_id: session,
+    messages: [{ role: 'user', content: 'Tell me about the blue door' }], ...extra,
+  }, { Authorization: `Bearer ${key}` });
+
+  test('is answered by the model, not by the cache that holds the first answer', async () => {
+    const first = await ask('cached');
+    assert.equal(first.status, 200, first.text);
+    const elsewhere = await ask('other');
+    assert.equal(elsewhere.headers.get('x-chatflow-cache'), 'exact', 'the question is cached');
+    const again = await ask('cached', { parent_turn: 0 });
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.headers.get('x-chatflow-cache'), 'bypass');
+    const response = await fetch(`${server.url}/v1/sessions/cached`, { headers: { Authorization: `Bearer ${key}` } });
+    const session = await response.json();
+    assert.deepEqual(session.turns.map((turn) => [turn.id, turn.siblings]), [[2, [1, 2]]]);
+    // Continuing (no parent_turn) is no regeneration: the cache serves what it holds.
+    const next = await ask('cached-2');
+    assert.equal(next.headers.get('x-chatflow-cache'), 'exact');
   });
 });

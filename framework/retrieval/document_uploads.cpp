@@ -1,12 +1,17 @@
 #include "framework/retrieval/document_uploads.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <boost/json.hpp>
 #include <xapian.h>
@@ -204,8 +209,17 @@ DocumentUploads::DocumentUploads(std::string index_directory,
       limits_(limits),
       index_changed_(std::move(index_changed)) {
   fs::create_directories(uploads_directory_);
+  refresh_list();
+}
+
+// Reads documents.json again when another process (a pipeline being replaced by a reload, or a
+// second server on the same directory) wrote it since: changes then start from what is on disk
+// and never drop the other's documents.
+void DocumentUploads::refresh_list() const {
   fs::path list = fs::path(uploads_directory_) / "documents.json";
-  if (!fs::exists(list)) return;
+  std::error_code missing;
+  auto written = fs::last_write_time(list, missing);
+  if (missing || (list_read_ && written == list_time_)) return;
   std::ifstream in(list);
   std::stringstream contents;
   contents << in.rdbuf();
@@ -213,9 +227,29 @@ DocumentUploads::DocumentUploads(std::string index_directory,
   json::value parsed = json::parse(contents.str(), error);
   if (error || !parsed.is_object() || !parsed.as_object().if_contains("documents"))
     throw std::runtime_error(list.string() + ": not a list of uploaded documents");
+  documents_.clear();
   for (const auto& entry : parsed.at("documents").as_array())
     documents_.push_back(document_of(entry.as_object()));
+  list_time_ = written;
+  list_read_ = true;
 }
+
+// flock(2) on <uploads>/lock while one change (index and list) is made: processes take turns.
+class DocumentUploads::ListLock {
+ public:
+  explicit ListLock(const std::string& directory) {
+    std::string path = (fs::path(directory) / "lock").string();
+    descriptor_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (descriptor_ < 0 || ::flock(descriptor_, LOCK_EX) != 0)
+      throw std::runtime_error(path + ": cannot lock the upload list: " + std::strerror(errno));
+  }
+  ~ListLock() { ::close(descriptor_); }  // closing releases the lock
+  ListLock(const ListLock&) = delete;
+  ListLock& operator=(const ListLock&) = delete;
+
+ private:
+  int descriptor_ = -1;
+};
 
 std::string DocumentUploads::text_path(const std::string& id) const {
   return (fs::path(uploads_directory_) / (id + ".txt")).string();
@@ -234,6 +268,8 @@ void DocumentUploads::save_list() const {
     if (!out) throw std::runtime_error(temporary.string() + ": cannot write the upload list");
   }
   fs::rename(temporary, list);  // a crash leaves the old list or the new one, never half of one
+  list_time_ = fs::last_write_time(list);
+  list_read_ = true;
 }
 
 std::unique_ptr<RetrievalIndex> DocumentUploads::open_writer() const {
@@ -267,6 +303,8 @@ UploadedDocument DocumentUploads::upload(const DocumentOwner& owner, const std::
   std::string text = upload_text(document.content_type, body);
 
   std::lock_guard lock(mutex_);
+  ListLock list_lock(uploads_directory_);
+  refresh_list();
   int64_t owned = 0;
   int64_t owned_bytes = 0;
   for (const auto& existing : documents_) {
@@ -310,6 +348,7 @@ UploadedDocument DocumentUploads::upload(const DocumentOwner& owner, const std::
 
 std::vector<UploadedDocument> DocumentUploads::documents_of(const DocumentOwner& owner) const {
   std::lock_guard lock(mutex_);
+  refresh_list();
   std::vector<UploadedDocument> found;
   for (auto it = documents_.rbegin(); it != documents_.rend(); ++it) {
     if (same_owner(it->owner, owner)) found.push_back(*it);
@@ -321,6 +360,7 @@ std::optional<UploadedDocument> DocumentUploads::document(const DocumentOwner& o
                                                           const std::string& id, std::string* text,
                                                           std::vector<ChunkSpan>* chunks) const {
   std::lock_guard lock(mutex_);
+  refresh_list();
   for (const auto& candidate : documents_) {
     if (candidate.id != id || !same_owner(candidate.owner, owner)) continue;
     if (text || chunks) {
@@ -343,6 +383,8 @@ std::optional<UploadedDocument> DocumentUploads::document(const DocumentOwner& o
 
 bool DocumentUploads::remove(const DocumentOwner& owner, const std::string& id) {
   std::lock_guard lock(mutex_);
+  ListLock list_lock(uploads_directory_);
+  refresh_list();
   auto found = std::find_if(documents_.begin(), documents_.end(), [&](const auto& candidate) {
     return candidate.id == id && same_owner(candidate.owner, owner);
   });

@@ -1,11 +1,13 @@
 // OwnedDocuments kept beside a retrieval index: `<index>/uploads/documents.json` lists every
 // uploaded document (id, name, type, bytes, chunks, created_at, owner), `<index>/uploads/<id>.txt`
 // holds its text, and its chunks are in the index itself, labelled owner_label(owner). Each upload
-// or removal opens the index for writing, changes it, writes it and closes it again, so
+// or removal opens the index for writing, changes it, writes it and closes it again (under a
+// file lock, starting from the list as it is on disk: another process may share the directory), so
 // `chatflow index` may still update the same directory between them; then `index_changed` runs
 // (the resource swaps in the new revision before the request answers).
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -48,8 +50,10 @@ class DocumentUploads final : public OwnedDocuments {
   bool remove(const DocumentOwner& owner, const std::string& id) override;
 
  private:
+  class ListLock;
   std::unique_ptr<RetrievalIndex> open_writer() const;
-  void save_list() const;  // with mutex_ held
+  void refresh_list() const;  // with mutex_ held
+  void save_list() const;     // with mutex_ held (and the ListLock)
   std::string text_path(const std::string& id) const;
 
   std::string index_directory_;
@@ -58,8 +62,10 @@ class DocumentUploads final : public OwnedDocuments {
   ChunkingOptions chunking_;
   UploadLimits limits_;
   std::function<void()> index_changed_;
-  mutable std::mutex mutex_;  // one change at a time; guards documents_
-  std::vector<UploadedDocument> documents_;
+  mutable std::mutex mutex_;  // one change at a time; guards documents_ and the list's time
+  mutable std::vector<UploadedDocument> documents_;
+  mutable std::filesystem::file_time_type list_time_;  // of documents.json when last read
+  mutable bool list_read_ = false;
 };
 
 }  // namespace chatflow::retrieval

@@ -131,6 +131,27 @@ TEST(RetrievalIndexUploads, DocumentsAndTheirChunksOutliveARestart) {
   EXPECT_TRUE(mentions(retrieved_for(*reopened.pipeline, kAlice, "obsidian ledger"), id));
 }
 
+// A reload builds the new pipeline while the old one still serves: both keep uploads in the same
+// directory, and neither drops what the other added.
+TEST(RetrievalIndexUploads, TwoPipelinesOnOneDirectoryKeepEachOthersUploads) {
+  std::string directory = fresh_path("uploads-shared-directory");
+  auto old_pipeline = open_uploads(directory);
+  auto new_pipeline = open_uploads(directory);
+  ASSERT_TRUE(old_pipeline.documents && new_pipeline.documents);
+  auto first = old_pipeline.documents->upload(kAlice, "first.txt", "", "the amber key");
+  auto second = new_pipeline.documents->upload(kAlice, "second.txt", "", "the jade key");
+  auto third = old_pipeline.documents->upload(kAlice, "third.txt", "", "the onyx key");
+  for (auto* documents : {old_pipeline.documents, new_pipeline.documents}) {
+    std::vector<std::string> ids;
+    for (const auto& document : documents->documents_of(kAlice))
+      ids.push_back(document.id);
+    EXPECT_EQ(ids, (std::vector<std::string>{third.id, second.id, first.id}));
+  }
+  EXPECT_TRUE(new_pipeline.documents->remove(kAlice, first.id));
+  EXPECT_EQ(old_pipeline.documents->documents_of(kAlice).size(), 2u);
+  EXPECT_TRUE(mentions(retrieved_for(*new_pipeline.pipeline, kAlice, "onyx key"), third.id));
+}
+
 // `chatflow index --prune` drops what its inputs no longer have; uploads were never an input.
 TEST(RetrievalIndexUploads, PruningTheSourcesLeavesUploadsAlone) {
   std::string directory = fresh_path("uploads-prune");

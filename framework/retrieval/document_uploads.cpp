@@ -240,8 +240,10 @@ class DocumentUploads::ListLock {
   explicit ListLock(const std::string& directory) {
     std::string path = (fs::path(directory) / "lock").string();
     descriptor_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (descriptor_ < 0 || ::flock(descriptor_, LOCK_EX) != 0)
-      throw std::runtime_error(path + ": cannot lock the upload list: " + std::strerror(errno));
+    if (descriptor_ >= 0 && ::flock(descriptor_, LOCK_EX) == 0) return;
+    std::string reason = std::strerror(errno);
+    if (descriptor_ >= 0) ::close(descriptor_);
+    throw std::runtime_error(path + ": cannot lock the upload list: " + reason);
   }
   ~ListLock() { ::close(descriptor_); }  // closing releases the lock
   ListLock(const ListLock&) = delete;

@@ -152,7 +152,9 @@ async function runCase(browser, name, pieces) {
   // Main-thread time against characters shown, sampled every 500 ms: per-token cost in the
   // first and the second half of the answer shows whether it grows with the answer's length.
   const samples = [];
-  const finished = page.waitForSelector('.message.assistant[aria-busy="false"]', { timeout: 120000 });
+  // Polled every 250 ms, not every frame (Playwright's default): the bench's own queries would
+  // count as the page's main-thread time.
+  const finished = page.waitForFunction(() => document.querySelector('.message.assistant[aria-busy="false"]'), null, { polling: 250, timeout: 120000 });
   let done = false;
   finished.then(() => { done = true; }, () => { done = true; });
   while (!done) {

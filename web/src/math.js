@@ -171,15 +171,24 @@ function mathBlock(state, startLine, endLine, silent) {
   return true;
 }
 
+// Where the formulas of the render in progress go instead of the HTML, if anywhere: render.js
+// inserts each formula's nodes itself (sanitised once per formula, then cloned), so a
+// paragraph streaming with formulas in it is not run through DOMPurify's MathML walk each frame.
+let sink = null;
+export function collectMath(collect) {
+  sink = collect;
+}
+const emit = (html) => (sink ? sink(html) : html);
+
 export function mathPlugin(markdown) {
   markdown.inline.ruler.before('escape', 'math_inline', mathInline);
   markdown.block.ruler.before('fence', 'math_block', mathBlock, { alt: ['paragraph', 'reference', 'blockquote', 'list'] });
   markdown.renderer.rules.math_inline = (tokens, index) => {
     const { display, open, close } = tokens[index].meta;
-    return mathHtml(tokens[index].content, display, open, close);
+    return emit(mathHtml(tokens[index].content, display, open, close));
   };
   markdown.renderer.rules.math_block = (tokens, index) => {
     const { open, close } = tokens[index].meta;
-    return `<div class="math-block">${mathHtml(tokens[index].content, true, open, close)}</div>\n`;
+    return `<div class="math-block">${emit(mathHtml(tokens[index].content, true, open, close))}</div>\n`;
   };
 }

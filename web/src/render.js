@@ -7,7 +7,7 @@ import DOMPurify from 'dompurify';
 import MarkdownIt from 'markdown-it';
 
 import { hljs, loadLanguage, resolveLanguage } from './languages.js';
-import { loadKatex, mathHtml, mathPlugin, whenMathReady } from './math.js';
+import { collectMath, loadKatex, mathHtml, mathPlugin, whenMathReady } from './math.js';
 
 function escapeHtml(text) {
   return text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
@@ -79,9 +79,41 @@ export function renderMarkdown(text) {
 
 // The same as nodes ready to insert: no second HTML parse through innerHTML (this runs once per
 // animation frame while an answer streams).
+// Formulas go in as nodes sanitised once each (by the same DOMPurify configuration) and cloned:
+// markdown-it writes an empty marked span where each goes. Model text cannot write that span
+// (raw HTML is off), and an unused one is removed.
 const fragmentOptions = { ...purifyOptions, RETURN_DOM_FRAGMENT: true };
+const formulaNodes = new Map(); // KaTeX's HTML -> its sanitised nodes
+const formulaNodesLimit = 300;
+function formulaFragment(html) {
+  let nodes = formulaNodes.get(html);
+  if (!nodes) {
+    nodes = DOMPurify.sanitize(html, fragmentOptions);
+    if (formulaNodes.size >= formulaNodesLimit) formulaNodes.delete(formulaNodes.keys().next().value);
+    formulaNodes.set(html, nodes);
+  }
+  return nodes.cloneNode(true);
+}
+
 export function renderMarkdownFragment(text) {
-  return DOMPurify.sanitize(markdown.render(text), fragmentOptions);
+  const formulas = [];
+  collectMath((html) => {
+    formulas.push(html);
+    return `<span data-formula="${formulas.length - 1}"></span>`;
+  });
+  let html;
+  try {
+    html = markdown.render(text);
+  } finally {
+    collectMath(null);
+  }
+  const fragment = DOMPurify.sanitize(html, fragmentOptions);
+  for (const slot of fragment.querySelectorAll('span[data-formula]')) {
+    const formula = formulas[Number(slot.dataset.formula)];
+    if (formula === undefined) slot.remove();
+    else slot.replaceWith(formulaFragment(formula));
+  }
+  return fragment;
 }
 
 // A fence still being written, a few lines at a time: the class markdown-it's <code> would get

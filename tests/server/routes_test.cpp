@@ -191,7 +191,7 @@ TEST(Routes, APathAnswersEachOfItsMethodsAndNamesThemAll) {
   const Route* list = find_route("/v1/sessions", parameter);
   ASSERT_NE(list, nullptr);
   EXPECT_EQ(list->pattern, "/v1/sessions");
-  EXPECT_EQ(allowed_methods(*list), "GET, DELETE");
+  EXPECT_EQ(allowed_methods(*list), "GET, POST, DELETE");
   EXPECT_EQ(find_route("/v1/sessions:export", parameter)->method, "GET");
   EXPECT_EQ(find_route("/v1/sessions/export", parameter)->pattern, "/v1/sessions/{id}")
       << "a session may be named export";

@@ -179,9 +179,9 @@ describe('session list, rename and delete', () => {
     assert.equal(put.status, 405, put.text);
     assert.equal(put.json.error.code, 'method_not_allowed');
     assert.equal(put.headers.get('allow'), 'GET, PATCH, DELETE, OPTIONS');
-    const postList = await call(server, 'POST', '/v1/sessions', u1, {});
-    assert.equal(postList.status, 405);
-    assert.equal(postList.headers.get('allow'), 'GET, DELETE, OPTIONS');
+    const putList = await call(server, 'PUT', '/v1/sessions', u1, {});
+    assert.equal(putList.status, 405);
+    assert.equal(putList.headers.get('allow'), 'GET, POST, DELETE, OPTIONS');
     const deleteSvg = await call(server, 'DELETE', '/v1/dashboard/graph.svg', admin);
     assert.equal(deleteSvg.status, 405);
     const patchNoType = await fetch(`${server.url}/v1/sessions/to-rename`, {

@@ -32,6 +32,7 @@ struct MakeModelOptions {
   int64_t sliding_window = 0;
   int64_t experts = 0;
   int64_t experts_used = 2;
+  std::string pooling;
   std::string output;
 };
 
@@ -52,6 +53,7 @@ int make_model_command(const MakeModelOptions& options) {
   shape.sliding_window = options.sliding_window;
   shape.experts = options.experts;
   shape.experts_used = options.experts > 0 ? options.experts_used : 0;
+  shape.pooling = options.pooling;
   if (!engine::quantization_recipe(options.type)) {
     std::cerr << "chatflow: make-model: unknown type '" << options.type
               << "' (expected one of: " << engine::quantization_recipe_names() << ")\n";
@@ -77,7 +79,7 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
       app.add_subcommand("make-model", "Write a random-weight GGUF model of any shape and type");
   command->add_option("--arch", options->architecture, engine::writable_architectures())
       ->check(CLI::IsMember(
-          {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"}))
+          {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "bert"}))
       ->capture_default_str();
   command
       ->add_option("--rope-scaling", options->rope_scaling,
@@ -97,6 +99,11 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--experts-used", options->experts_used, "experts per token")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  command
+      ->add_option("--pooling", options->pooling,
+                   "<arch>.pooling_type for embeddings: none, mean, cls or last (default: mean "
+                   "for bert, not written for the others)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
   command->add_option("--dim", options->dim, "embedding length")
       ->check(CLI::Range(2, 65536))
       ->capture_default_str();

@@ -58,6 +58,30 @@ GeneratedVocabulary generate_vocabulary() {
   return v;
 }
 
+// A WordPiece vocabulary as llama.cpp's GGUF files hold BERT's: word-initial pieces carry U+2581
+// (BERT's vocab.txt marks the others with "##" instead), special tokens first.
+GeneratedVocabulary generate_wordpiece_vocabulary() {
+  GeneratedVocabulary v;
+  auto add = [&](std::string text, int32_t kind) {
+    v.tokens.push_back(std::move(text));
+    v.scores.push_back(0);
+    v.kinds.push_back(kind);
+  };
+  for (const char* special : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+    add(special, std::string(special) == "[UNK]" ? 2 : 3);
+  for (char c = 0x21; c <= 0x7E; ++c) {
+    if (c >= 'A' && c <= 'Z') continue;  // BERT lower-cases before looking pieces up
+    add("\xE2\x96\x81" + std::string(1, c), 1);
+    add(std::string(1, c), 1);
+  }
+  for (const char* word : {"the", "and", "hello", "world", "embed", "token", "model", "vector",
+                           "paris", "rain", "weather", "cat", "dog", "is", "of"})
+    add("\xE2\x96\x81" + std::string(word), 1);
+  for (const char* piece : {"ding", "ing", "ed", "izer", "er", "ly"})
+    add(piece, 1);
+  return v;
+}
+
 std::vector<uint8_t> encode(kernels::TensorType type, const std::vector<float>& values,
                             int64_t columns) {
   int64_t rows = static_cast<int64_t>(values.size()) / columns;
@@ -84,8 +108,18 @@ int64_t sliding_window(const ModelShape& shape) {
 void check_shape(const ModelShape& shape) {
   bool known = false;
   for (const char* arch :
-       {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3"})
+       {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "bert"})
     known = known || shape.architecture == arch;
+  const std::string& pooling = shape.pooling;
+  if (!pooling.empty() && pooling != "none" && pooling != "mean" && pooling != "cls" &&
+      pooling != "last")
+    throw std::invalid_argument("pooling must be none, mean, cls or last, got '" + pooling + "'");
+  if (shape.architecture == "bert" &&
+      (shape.kv_heads != shape.heads || shape.experts > 0 || shape.rope_scaling != "none" ||
+       shape.sliding_window > 0 || shape.tie_embeddings))
+    throw std::invalid_argument(
+        "bert has one key head per query head, no experts, rope, sliding window or output "
+        "matrix");
   if (!known) {
     throw std::invalid_argument("architecture must be one of " +
                                 std::string(writable_architectures()) + ", got '" +
@@ -137,8 +171,35 @@ void check_shape(const ModelShape& shape) {
   }
 }
 
+// <arch>.pooling_type as llama.cpp numbers it; bert says mean unless told otherwise.
+void write_pooling(const ModelShape& shape, GgufWriter& writer) {
+  std::string pooling = shape.pooling;
+  if (pooling.empty() && shape.architecture == "bert") pooling = "mean";
+  if (pooling.empty()) return;
+  const uint32_t type = pooling == "mean" ? 1 : pooling == "cls" ? 2 : pooling == "last" ? 3 : 0;
+  writer.set_uint32(shape.architecture + ".pooling_type", type);
+}
+
+void write_bert_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
+  writer.set_string("general.architecture", "bert");
+  writer.set_string("general.name", "chatflow-random-bert");
+  writer.set_uint32("general.alignment", 32);
+  if (!shape.recipe.empty())
+    writer.set_uint32("general.file_type", quantization_recipe(shape.recipe)->file_type);
+  writer.set_uint32("bert.context_length", static_cast<uint32_t>(shape.context));
+  writer.set_uint32("bert.embedding_length", static_cast<uint32_t>(shape.dim));
+  writer.set_uint32("bert.block_count", static_cast<uint32_t>(shape.layers));
+  writer.set_uint32("bert.feed_forward_length", static_cast<uint32_t>(shape.ffn));
+  writer.set_uint32("bert.attention.head_count", static_cast<uint32_t>(shape.heads));
+  writer.set_float32("bert.attention.layer_norm_epsilon", 1e-12f);
+  writer.set_bool("bert.attention.causal", false);
+  write_pooling(shape, writer);
+}
+
 void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
   const std::string& arch = shape.architecture;
+  if (arch == "bert") return write_bert_hyperparameters(shape, writer);
+  write_pooling(shape, writer);
   writer.set_string("general.architecture", arch);
   writer.set_string("general.name", "chatflow-random-" + arch);
   writer.set_uint32("general.alignment", 32);
@@ -232,6 +293,22 @@ std::vector<float> longrope_factors(const ModelShape& shape, bool long_factors) 
 // Writes tokenizer.* (generated, or copied from shape.vocabulary_from) and returns the number of
 // tokens, which sizes the embedding and output matrices.
 int64_t write_vocabulary(const ModelShape& shape, GgufWriter& writer) {
+  if (shape.vocabulary_from.empty() && shape.architecture == "bert") {
+    GeneratedVocabulary generated = generate_wordpiece_vocabulary();
+    writer.set_string("tokenizer.ggml.model", "bert");
+    writer.set_strings("tokenizer.ggml.tokens", generated.tokens);
+    writer.set_float32s("tokenizer.ggml.scores", generated.scores);
+    writer.set_int32s("tokenizer.ggml.token_type", generated.kinds);
+    writer.set_uint32("tokenizer.ggml.token_type_count", 2);
+    writer.set_uint32("tokenizer.ggml.padding_token_id", 0);
+    writer.set_uint32("tokenizer.ggml.unknown_token_id", 1);
+    writer.set_uint32("tokenizer.ggml.bos_token_id", 2);
+    writer.set_uint32("tokenizer.ggml.seperator_token_id", 3);
+    writer.set_uint32("tokenizer.ggml.mask_token_id", 4);
+    writer.set_bool("tokenizer.ggml.add_bos_token", true);
+    writer.set_bool("tokenizer.ggml.add_eos_token", true);
+    return static_cast<int64_t>(generated.tokens.size());
+  }
   if (shape.vocabulary_from.empty()) {
     GeneratedVocabulary generated = generate_vocabulary();
     writer.set_string("tokenizer.ggml.model", "llama");
@@ -357,7 +434,37 @@ void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors)
   if (is_gemma(shape)) tensors.vector(prefix + "post_ffw_norm.weight", shape.dim, 1.0f, 0.1f);
 }
 
+// BERT as llama.cpp reads it: embeddings of tokens, two token types and every position, their
+// LayerNorm, then per layer attention with biases, its LayerNorm, a GELU feed-forward with
+// biases and the output LayerNorm. LayerNorm weights are 1 + noise, biases noise.
+void write_bert_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
+  RandomTensors tensors(writer, shape);
+  const int64_t dim = shape.dim;
+  const float scale = shape.weight_scale;
+  tensors.matrix("token_embd.weight", dim, vocabulary, 1.0f);
+  tensors.matrix("token_types.weight", dim, 2, 0.5f);
+  tensors.matrix("position_embd.weight", dim, shape.context, 0.5f);
+  tensors.vector("token_embd_norm.weight", dim, 1.0f, 0.1f);
+  tensors.vector("token_embd_norm.bias", dim, 0.0f, 0.1f);
+  for (int64_t layer = 0; layer < shape.layers; ++layer) {
+    std::string prefix = "blk." + std::to_string(layer) + ".";
+    for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+      tensors.matrix(prefix + name + ".weight", dim, dim, scale);
+      tensors.vector(prefix + name + ".bias", dim, 0.0f, 0.1f);
+    }
+    tensors.vector(prefix + "attn_output_norm.weight", dim, 1.0f, 0.1f);
+    tensors.vector(prefix + "attn_output_norm.bias", dim, 0.0f, 0.1f);
+    tensors.matrix(prefix + "ffn_up.weight", dim, shape.ffn, scale);
+    tensors.vector(prefix + "ffn_up.bias", shape.ffn, 0.0f, 0.1f);
+    tensors.matrix(prefix + "ffn_down.weight", shape.ffn, dim, scale);
+    tensors.vector(prefix + "ffn_down.bias", dim, 0.0f, 0.1f);
+    tensors.vector(prefix + "layer_output_norm.weight", dim, 1.0f, 0.1f);
+    tensors.vector(prefix + "layer_output_norm.bias", dim, 0.0f, 0.1f);
+  }
+}
+
 void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
+  if (shape.architecture == "bert") return write_bert_weights(shape, vocabulary, writer);
   RandomTensors tensors(writer, shape);
   tensors.matrix("token_embd.weight", shape.dim, vocabulary, 1.0f);
   tensors.vector("output_norm.weight", shape.dim, 1.0f, 0.1f);
@@ -382,10 +489,15 @@ void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writ
 }  // namespace
 
 const char* writable_architectures() {
-  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3";
+  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, bert";
 }
 
 int64_t parameter_count(const ModelShape& shape, int64_t vocabulary) {
+  if (shape.architecture == "bert") {
+    const int64_t per_layer =
+        4 * shape.dim * shape.dim + 2 * shape.dim * shape.ffn + 9 * shape.dim + shape.ffn;
+    return shape.layers * per_layer + (vocabulary + 2 + shape.context) * shape.dim + 2 * shape.dim;
+  }
   int64_t head_dim = shape.dim / shape.heads;
   const int64_t ffn_networks =
       shape.experts == 0 ? 1 : shape.experts + (shape.architecture == "qwen2moe" ? 1 : 0);

@@ -12,7 +12,9 @@
 namespace chatflow::engine {
 
 struct ModelShape {
-  std::string architecture = "llama";  // llama, qwen2, qwen2moe, qwen3, gemma2, gemma3 or phi3
+  // llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, or bert (an encoder for
+  // embeddings: biases, LayerNorms, absolute positions, GELU)
+  std::string architecture = "llama";
   int64_t dim = 64;
   int64_t layers = 2;
   int64_t heads = 4;
@@ -39,6 +41,9 @@ struct ModelShape {
   // shared expert. Every expert (and the shared one) has `ffn` as its feed-forward length.
   int64_t experts = 0;
   int64_t experts_used = 0;
+  // <arch>.pooling_type for embedding models: "" (not written; bert writes mean), mean, cls or
+  // last. bert files get a generated WordPiece vocabulary unless vocabulary_from is given.
+  std::string pooling;
 };
 
 // The architectures and rope scalings write_random_model accepts, for messages.

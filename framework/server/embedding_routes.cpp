@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "framework/api/text_embedder.h"
+#include "framework/api/token_embedder.h"
 #include "framework/chat/request_body.h"
 
 namespace chatflow::server {
@@ -43,7 +44,8 @@ NamedEmbedder embedder_named(const ServedPipeline& served, const std::string& mo
   if (embedders.empty()) {
     throw RequestFailure(make_error(404, "invalid_request_error",
                                     "this pipeline has no embedder: declare a resource of type "
-                                    "embedder under 'resources:' to serve embeddings and rerank",
+                                    "embedder or embedding_model under 'resources:' to serve "
+                                    "embeddings and rerank",
                                     "model_not_found", "model"));
   }
   std::string names;
@@ -140,6 +142,139 @@ json::object usage_json(int64_t tokens) {
   return {{"prompt_tokens", tokens}, {"total_tokens", tokens}};
 }
 
+// One entry of `input`: text, or token ids (OpenAI accepts an array of integers for one input, or
+// an array of such arrays).
+struct EmbeddingInput {
+  std::string path;  // input, input[3]
+  std::string text;
+  std::vector<int64_t> tokens;
+  bool is_tokens = false;
+};
+
+// Token ids of `value` (already known to be an array): non-empty, every entry an integer >= 0.
+EmbeddingInput token_input(const json::array& ids, const std::string& path) {
+  if (ids.empty()) invalid("'" + path + "' is empty: give at least one token id", path);
+  EmbeddingInput input{path, {}, {}, true};
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const json::value& id = ids[j];
+    const bool valid = (id.is_int64() && id.as_int64() >= 0 && id.as_int64() <= INT32_MAX) ||
+                       (id.is_uint64() && id.as_uint64() <= uint64_t{INT32_MAX});
+    if (!valid) {
+      invalid("'" + path + "[" + std::to_string(j) + "]' must be a token id (an integer from 0), " +
+                  "got " + json::serialize(id),
+              path);
+    }
+    input.tokens.push_back(id.is_int64() ? id.as_int64() : static_cast<int64_t>(id.as_uint64()));
+  }
+  return input;
+}
+
+// `input` as OpenAI takes it: a string, an array of strings, an array of token ids (one input)
+// or an array of arrays of token ids.
+std::vector<EmbeddingInput> embedding_inputs(const json::value& input) {
+  if (!input.is_array()) return {{"input", checked_text(input, "input"), {}, false}};
+  const json::array& array = input.as_array();
+  if (!array.empty() && array[0].is_number()) return {token_input(array, "input")};
+  if (array.empty()) invalid("'input' is empty: give at least one text", "input");
+  if (array.size() > kMaxInputs) {
+    invalid("'input' has " + std::to_string(array.size()) + " entries; at most " +
+                std::to_string(kMaxInputs) + " are accepted per call",
+            "input", "too_many_inputs");
+  }
+  std::vector<EmbeddingInput> inputs;
+  for (size_t i = 0; i < array.size(); ++i) {
+    std::string path = "input[" + std::to_string(i) + "]";
+    if (array[i].is_array()) {
+      inputs.push_back(token_input(array[i].as_array(), path));
+    } else {
+      inputs.push_back({path, checked_text(array[i], path), {}, false});
+    }
+  }
+  return inputs;
+}
+
+// Each input as the model's tokens, checked against its context and vocabulary: a 400 naming
+// the input that does not fit, never a cut vector.
+std::vector<std::vector<int32_t>> model_tokens(const TokenEmbedder& model,
+                                               const std::vector<EmbeddingInput>& inputs) {
+  std::vector<std::vector<int32_t>> all;
+  for (const EmbeddingInput& input : inputs) {
+    std::vector<int32_t> tokens;
+    if (input.is_tokens) {
+      for (size_t j = 0; j < input.tokens.size(); ++j) {
+        if (input.tokens[j] >= model.embedding_vocabulary()) {
+          invalid("'" + input.path + "[" + std::to_string(j) + "]' is token id " +
+                      std::to_string(input.tokens[j]) + ", outside the model's vocabulary of " +
+                      std::to_string(model.embedding_vocabulary()) + " tokens",
+                  input.path, "invalid_token_id");
+        }
+        tokens.push_back(static_cast<int32_t>(input.tokens[j]));
+      }
+    } else {
+      tokens = model.embedding_tokens(input.text);
+    }
+    if (static_cast<int64_t>(tokens.size()) > model.embedding_context()) {
+      invalid("'" + input.path + "' is " + std::to_string(tokens.size()) +
+                  " tokens; the model's context is " + std::to_string(model.embedding_context()) +
+                  " tokens per input",
+              input.path, "context_length_exceeded");
+    }
+    if (tokens.empty()) invalid("'" + input.path + "' has no tokens to embed", input.path);
+    all.push_back(std::move(tokens));
+  }
+  return all;
+}
+
+// The vectors of `inputs`: from token ids through a model that takes them, else from the texts.
+std::vector<std::vector<float>> embed_inputs(const NamedEmbedder& named,
+                                             const std::vector<EmbeddingInput>& inputs,
+                                             int64_t& tokens) {
+  if (const auto* model = dynamic_cast<const TokenEmbedder*>(named.embedder)) {
+    std::vector<std::vector<int32_t>> ids = model_tokens(*model, inputs);
+    for (const auto& input : ids)
+      tokens += static_cast<int64_t>(input.size());
+    return model->embed_tokens(ids);
+  }
+  std::vector<std::vector<float>> vectors;
+  for (const EmbeddingInput& input : inputs) {
+    if (input.is_tokens) {
+      invalid("'" + input.path + "' holds token ids, which the embedder '" + named.name +
+                  "' does not take (it has no model vocabulary): send the text",
+              input.path, "unsupported_input");
+    }
+  }
+  for (const EmbeddingInput& input : inputs) {
+    vectors.push_back(named.embedder->embed_text(input.text));
+    tokens += named.embedder->embedding_token_count(input.text);
+  }
+  return vectors;
+}
+
+// The length a request's `dimensions` gives vectors of `size`: only a Matryoshka model's
+// vectors may be shortened (cut, then renormalised by the caller).
+int64_t checked_dimensions(const NamedEmbedder& named, std::optional<int64_t> dimensions) {
+  const int64_t size = static_cast<int64_t>(named.embedder->embedding_dimensions());
+  if (!dimensions || *dimensions == size) return size;
+  const auto* model = dynamic_cast<const TokenEmbedder*>(named.embedder);
+  const int64_t shortest = model ? model->shortest_dimensions() : 0;
+  if (shortest > 0) {
+    if (*dimensions < shortest || *dimensions > size) {
+      invalid("the model '" + named.name + "' makes vectors of " + std::to_string(size) +
+                  " dimensions and can shorten them to " + std::to_string(shortest) +
+                  " at least; 'dimensions' must be between " + std::to_string(shortest) + " and " +
+                  std::to_string(size) + ", got " + std::to_string(*dimensions),
+              "dimensions", "unsupported_dimensions");
+    }
+    return *dimensions;
+  }
+  // Neither model2vec nor hashed n-grams (nor a model not declared Matryoshka-trained) keeps its
+  // meaning in a vector's first entries, so a shorter vector is refused rather than cut.
+  invalid("the embedder '" + named.name + "' makes vectors of " + std::to_string(size) +
+              " dimensions and cannot shorten them; 'dimensions' must be " + std::to_string(size) +
+              " or absent, got " + std::to_string(*dimensions),
+          "dimensions", "unsupported_dimensions");
+}
+
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   double dot = 0, norm_a = 0, norm_b = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -152,16 +287,15 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-// POST /v1/embeddings {model, input: string | [string], encoding_format?, dimensions?, user?}
+// POST /v1/embeddings {model, input: string | [string] | [int] | [[int]], encoding_format?,
+// dimensions?, user?}
 Response embeddings(const RouteCall& call) {
   json::value body = chat::request_body::parse_object(call.body);
   Fields fields(body.as_object());
   std::string model = required_model(fields);
   const json::value* input = fields.get("input");
   if (!input) invalid("'input' is required: a string or an array of strings", "input");
-  std::vector<std::string> texts = input->is_array()
-                                       ? checked_texts(input->as_array(), "input", false)
-                                       : std::vector<std::string>{checked_text(*input, "input")};
+  std::vector<EmbeddingInput> inputs = embedding_inputs(*input);
   std::string format = fields.string("encoding_format", "float");
   if (format != "float" && format != "base64") {
     invalid("'encoding_format' must be 'float' or 'base64', got '" + format + "'",
@@ -170,20 +304,21 @@ Response embeddings(const RouteCall& call) {
   std::optional<int64_t> dimensions = fields.optional_integer("dimensions", 1, 1 << 20);
   fields.refuse_unread({"user"});
   NamedEmbedder named = embedder_named(*call.served, model);
-  int64_t size = static_cast<int64_t>(named.embedder->embedding_dimensions());
-  // Neither model2vec nor hashed n-grams is trained to keep its meaning in a vector's first
-  // entries (Matryoshka), so a shorter vector is refused rather than cut.
-  if (dimensions && *dimensions != size) {
-    invalid("the embedder '" + named.name + "' makes vectors of " + std::to_string(size) +
-                " dimensions and cannot shorten them; 'dimensions' must be " +
-                std::to_string(size) + " or absent, got " + std::to_string(*dimensions),
-            "dimensions", "unsupported_dimensions");
-  }
-  json::array data;
+  const int64_t size = checked_dimensions(named, dimensions);
   int64_t tokens = 0;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    std::vector<float> vector = named.embedder->embed_text(texts[i]);
-    tokens += named.embedder->embedding_token_count(texts[i]);
+  std::vector<std::vector<float>> vectors = embed_inputs(named, inputs, tokens);
+  json::array data;
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    std::vector<float>& vector = vectors[i];
+    if (static_cast<int64_t>(vector.size()) > size) {
+      vector.resize(static_cast<size_t>(size));
+      double norm = 0;
+      for (float value : vector)
+        norm += double(value) * value;
+      norm = std::sqrt(norm);
+      for (float& value : vector)
+        value = norm > 0 ? static_cast<float>(value / norm) : 0.0f;
+    }
     json::value embedding;
     if (format == "base64") {
       embedding = json::string(base64_floats(vector));

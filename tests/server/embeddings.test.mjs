@@ -167,7 +167,7 @@ describe('POST /v1/embeddings and /v1/rerank behind auth', () => {
     await assert.rejects(client.embeddings.create({ model: 'vectors', input: [[1, 2, 3]] }), OpenAI.BadRequestError);
     const cases = [
       [{ model: 'vectors', input: [[1, 2, 3]] }, 'input[0]', /token ids/],
-      [{ model: 'vectors', input: [1, 2, 3] }, 'input[0]', /token ids/],
+      [{ model: 'vectors', input: [1, 2, 3] }, 'input', /token ids/],
       [{ model: 'vectors', input: [] }, 'input', /empty/],
       [{ model: 'vectors', input: '' }, 'input', /empty/],
       [{ model: 'vectors', input: Array(2049).fill('x') }, 'input', /2048/],

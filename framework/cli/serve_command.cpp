@@ -15,6 +15,7 @@
 #include "framework/cli/command.h"
 #include "framework/runtime/pipeline.h"
 #include "framework/server/http_server.h"
+#include "framework/text/variable_overrides.h"
 
 namespace chatflow::cli {
 namespace {
@@ -56,6 +57,35 @@ server::HttpServer::Reloader make_reloader(const ServeOptions& options) {
     }
     return std::shared_ptr<Pipeline>(std::move(rebuilt));
   };
+}
+
+// A `models:` entry's pipeline: its file read with the entry's ${VAR}s, named after the entry
+// (its metrics' pipeline label), with the entry's max_in_flight. Throws with every problem.
+std::shared_ptr<Pipeline> build_model_pipeline(const server::ModelEntry& entry) {
+  Diagnostics problems;
+  ScopedVariables variables(entry.variables);
+  auto spec = load_pipeline_spec(entry.pipeline, builtin_registry(), problems);
+  if (!spec) throw std::runtime_error(problems.to_string());
+  spec->name = entry.name;
+  if (entry.max_in_flight > 0) spec->max_in_flight = static_cast<size_t>(entry.max_in_flight);
+  auto pipeline = Pipeline::build(std::move(*spec), problems);
+  if (!pipeline) throw std::runtime_error(problems.to_string());
+  return std::shared_ptr<Pipeline>(std::move(pipeline));
+}
+
+// The `models:` entries, for the banner.
+std::string models_text(const server::ModelsSettings& models) {
+  std::string text;
+  for (const auto& entry : models.entries) {
+    text += "  model: " + entry.name;
+    for (const auto& alias : entry.aliases)
+      text += (&alias == &entry.aliases.front() ? " (aliases: " : ", ") + alias;
+    if (!entry.aliases.empty()) text += ")";
+    text += " from " + entry.pipeline +
+            (entry.model.empty() ? std::string() : " with " + entry.model) +
+            ", loaded on first use\n";
+  }
+  return text;
 }
 
 // The folder GET / and /dashboard are served from, as the server resolves it (StaticFiles):
@@ -169,6 +199,7 @@ int serve_command(const ServeOptions& options) {
   }
 
   server::HttpServer server(config.server);
+  server.set_models(config.models, build_model_pipeline);
   server.listen();  // a port taken or an address not ours: thrown, reported by main
   server.handle_signals();
   // Serve /health (503, loading) while the pipeline and its models load.
@@ -185,6 +216,7 @@ int serve_command(const ServeOptions& options) {
   server.set_reloader(make_reloader(options));
   server.serve(shared);
   print_serving(*shared, config.server, server.port(), server.metrics_port(), server.serves_tls());
+  std::cout << models_text(config.models) << std::flush;
   io.join();
   shared.reset();
   std::cout << "chatflow: stopped" << std::endl;

@@ -93,6 +93,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void run_on_worker(const Route& route, const std::string& endpoint);
   void reload(const std::string& endpoint);
 
+  // A generation whose `model` may name a `models:` entry: waits for its pipeline
+  // (model_routing.cpp), then start_generation.
+  void route_generation(RequestKind kind, const std::string& endpoint);
   // The exchange with the pipeline (generation_exchange.cpp).
   void start_generation(const std::shared_ptr<const ServedPipeline>& served, RequestKind kind,
                         const std::string& body, const std::string& endpoint);

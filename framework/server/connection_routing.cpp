@@ -55,8 +55,10 @@ std::optional<EarlyAnswer> Connection::check_before_body(const http::request_hea
     const Authenticator& authenticator = *served_->authenticator;
     // The Responses API needs its caller before the pipeline runs: previous_response_id is
     // looked up among the caller's own responses.
+    // With `models:` the request may go to another pipeline, so it is decided here.
     bool pipeline_decides =
-        route.kind == RouteKind::generation && route.wire != Wire::responses && served_->pipeline &&
+        route.kind == RouteKind::generation && route.wire != Wire::responses &&
+        !state_->model_router && served_->pipeline &&
         dynamic_cast<const Authenticator*>(served_->pipeline->stage(0)) == &authenticator;
     try {
       if (!pipeline_decides) {
@@ -122,9 +124,12 @@ void Connection::reject_early(const RequestError& error, const std::string& endp
 void Connection::dispatch() {
   const Route& route = *route_;
   std::string endpoint(route.pattern);
+  call_.client_address = client_.address;
+  call_.request_id = request_id_;
   call_.metrics = &state_->metrics;
   call_.responses = &state_->responses;
   call_.dashboard_history = &state_->dashboard_history;
+  call_.model_router = state_->model_router.get();
   call_.phase = state_->draining ? ServerPhase::draining
                 : served_        ? ServerPhase::serving
                                  : ServerPhase::loading;
@@ -145,6 +150,7 @@ void Connection::dispatch() {
       case RouteKind::reload:
         return reload(endpoint);
       case RouteKind::generation:
+        if (state_->model_router) return route_generation(route.generation, endpoint);
         return start_generation(served_, route.generation, call_.body, endpoint);
     }
   } catch (const RequestFailure& failure) {

@@ -37,6 +37,10 @@ inline constexpr std::array kMetricGroups = std::to_array<MetricGroup>({
      "The server's own: requests by endpoint and status (a series from its first answer), "
      "connections open."},
     {"Tracing", "Only when `server.tracing` is set in the serve file."},
+    {"Models",
+     "Only with `models:` in the serve file: one series per entry (`model`: its name). Each "
+     "entry's pipeline is named after it, so the request series above carry "
+     "`pipeline=\"<model name>\"`."},
 });
 
 inline constexpr std::array kExportedMetrics = std::to_array<MetricDefinition>({
@@ -307,6 +311,37 @@ inline constexpr std::array kExportedMetrics = std::to_array<MetricDefinition>({
      "Exports the collector refused or that could not reach it.",
      MetricBuckets::none,
      "Tracing"},
+    // Models
+    {"chatflow:model_state",
+     MetricType::gauge,
+     {"model", "state"},
+     "1 for the state the model is in (unloaded, loading, loaded, failed), 0 for the others.",
+     MetricBuckets::none,
+     "Models"},
+    {"chatflow:model_loads_total",
+     MetricType::counter,
+     {"model", "outcome"},
+     "Loads of the model's pipeline, by outcome (loaded, failed).",
+     MetricBuckets::none,
+     "Models"},
+    {"chatflow:model_unloads_total",
+     MetricType::counter,
+     {"model"},
+     "Times the model was unloaded (least recently used, to make room; or by a reload).",
+     MetricBuckets::none,
+     "Models"},
+    {"chatflow:model_load_duration_seconds",
+     MetricType::histogram,
+     {"model"},
+     "How long a successful load of the model's pipeline took.",
+     MetricBuckets::latency,
+     "Models"},
+    {"chatflow:model_waiting_requests",
+     MetricType::gauge,
+     {"model"},
+     "Requests waiting for the model to load.",
+     MetricBuckets::none,
+     "Models"},
 });
 
 // The table's entry for `name`; a name that is not in the table does not compile.

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "framework/server/model_routing.h"
 #include "framework/server/server_state.h"
 
 namespace chatflow::server {
@@ -43,18 +44,27 @@ HttpServer::~HttpServer() {
   // cancelled sequence) may hold it a while longer, and its sink writes the metrics, access log
   // and spans only on release: those live in this state, so wait until the served pipeline, which
   // every sink holds, is let go of by all of them.
-  std::weak_ptr<const ServedPipeline> last_served;
+  std::vector<std::weak_ptr<const ServedPipeline>> all_served;
   {
     std::lock_guard lock(state_->mutex);
-    last_served = state_->served;
+    all_served.push_back(state_->served);
     state_->served.reset();
   }
+  if (state_->model_router) {
+    for (const auto& status : state_->model_router->statuses())
+      if (status.served) all_served.push_back(status.served);
+    state_->model_router.reset();  // joins the loads in progress; lets go of the loaded models
+  }
+  auto any_held = [&all_served] {
+    return std::any_of(all_served.begin(), all_served.end(),
+                       [](const auto& served) { return !served.expired(); });
+  };
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!last_served.expired() && std::chrono::steady_clock::now() < give_up) {
+  while (any_held() && std::chrono::steady_clock::now() < give_up) {
     run_a_while();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the loop may have nothing to run
   }
-  if (!last_served.expired())
+  if (any_held())
     spdlog::error(
         "requests were still held by stages 60 s after the server closed; closing without "
         "waiting for them");
@@ -62,6 +72,17 @@ HttpServer::~HttpServer() {
   state_->reaper->wait_until_idle();
   // Every request is released by now, its spans queued: send what fits in the export timeout.
   if (state_->tracer) state_->tracer->shutdown();
+}
+
+void HttpServer::set_models(ModelsSettings models, ModelPipelineBuilder build) {
+  if (models.entries.empty()) return;
+  state_->model_router = std::make_shared<ModelRouter>(
+      std::move(models), [state = std::weak_ptr<ServerState>(state_),
+                          build = std::move(build)](const ModelEntry& entry) {
+        auto self = state.lock();
+        if (!self) throw std::runtime_error("the server is gone");
+        return serve_model_pipeline(build(entry), entry, self->metrics, self->reaper);
+      });
 }
 
 namespace {

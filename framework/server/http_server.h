@@ -42,6 +42,12 @@ class HttpServer {
   // metrics. Call once.
   void serve(std::shared_ptr<Pipeline> pipeline);
 
+  // Many models behind one server (the serve file's `models:`; model_router.h): `build` makes
+  // an entry's pipeline when a request first names it, or throws with the reason. Call before
+  // listen().
+  using ModelPipelineBuilder = std::function<std::shared_ptr<Pipeline>(const ModelEntry& entry)>;
+  void set_models(ModelsSettings models, ModelPipelineBuilder build);
+
   // Hot reload: `reloader` builds the pipeline anew from the configuration (sharing unchanged
   // resources with `current`), or returns nullptr with the errors in `error`. POST
   // /admin/reload (admins) and SIGHUP call it; on success new requests go to the new pipeline

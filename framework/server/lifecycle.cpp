@@ -244,6 +244,7 @@ void ServerState::begin_shutdown() {
     drain_deadline = std::chrono::steady_clock::now();
     return;
   }
+  if (model_router) model_router->stop_waiting();
   size_t count;
   {
     std::lock_guard lock(mutex);
@@ -272,6 +273,7 @@ void ServerState::abort_all() {
   drain_timer.cancel();
   for (auto& connection : open_connections())
     connection->abort();
+  if (model_router) model_router->stop_waiting();
   cancel_in_flight();
 }
 
@@ -332,7 +334,8 @@ void ServerState::poll_connections_closed(std::chrono::steady_clock::time_point 
   });
 }
 
-void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
+std::unique_ptr<ServedPipeline> describe_pipeline(std::shared_ptr<Pipeline> pipeline,
+                                                  MetricsRegistry& metrics) {
   auto fresh = std::make_unique<ServedPipeline>();
   fresh->pipeline = pipeline;
   fresh->created = unix_seconds();
@@ -357,7 +360,13 @@ void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
   fresh->history = pipeline->find<HistoryReader>();
   for (StorageHealth* store : pipeline->find_all<StorageHealth>())
     fresh->storage.push_back(store);
+  return fresh;
+}
+
+void ServerState::install(std::shared_ptr<Pipeline> pipeline) {
+  std::unique_ptr<ServedPipeline> fresh = describe_pipeline(pipeline, metrics);
   metrics.clear_samplers();
+  if (model_router) model_router->register_metrics(metrics);
   register_engine_metrics(metrics, fresh->models, pipeline);
   register_tracing_metrics(metrics, tracer);
   std::weak_ptr<ServerState> weak = weak_from_this();
@@ -410,6 +419,8 @@ ServerState::ReloadOutcome ServerState::reload() {
     if (!pipeline) return outcome;
     outcome.pipeline = pipeline->spec().name;
     install(std::move(pipeline));
+    // The models: entries' pipelines are read again on their next use.
+    if (model_router) model_router->unload_all();
     outcome.ok = true;
   } catch (const std::exception& error) {
     outcome.error = error.what();

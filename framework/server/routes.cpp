@@ -14,6 +14,7 @@
 #include "framework/server/dashboard_history.h"
 #include "framework/server/document_routes.h"
 #include "framework/server/embedding_routes.h"
+#include "framework/server/model_routing.h"
 #include "framework/server/responses_routes.h"
 #include "framework/server/session_import.h"
 #include "framework/server/session_search.h"
@@ -88,10 +89,15 @@ Response models(const RouteCall& call) {
   json::array data;
   for (const auto& id : call.served->model_ids)
     data.push_back(model_object(*call.served, id));
+  if (call.model_router) list_routed_models(*call.model_router, call.served->created, data);
   return Response(200, json::serialize(json::object{{"object", "list"}, {"data", data}}));
 }
 
 Response model_info(const RouteCall& call) {
+  if (call.model_router) {
+    if (auto routed = routed_model(*call.model_router, call.served->created, call.parameter))
+      return Response(200, json::serialize(*routed));
+  }
   const auto& ids = call.served->model_ids;
   if (std::find(ids.begin(), ids.end(), call.parameter) == ids.end()) {
     throw RequestFailure(make_error(404, "invalid_request_error",

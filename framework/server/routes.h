@@ -18,7 +18,8 @@ class ResponseStore;
 
 namespace chatflow::server {
 class DashboardHistory;
-}
+class ModelRouter;
+}  // namespace chatflow::server
 
 namespace chatflow::server {
 
@@ -47,9 +48,16 @@ struct RouteCall {
   ServerPhase phase = ServerPhase::serving;
   bool public_path = false;  // the pipeline's auth lists the path as open: no credentials asked
   const MetricsRegistry* metrics = nullptr;
-  responses::ResponseStore* responses = nullptr;  // the Responses API's kept responses
+  responses::ResponseStore* responses = nullptr;        // the Responses API's kept responses
   const DashboardHistory* dashboard_history = nullptr;  // the server's samples of `metrics`
+  std::string client_address;  // the client (behind a trusted proxy: the forwarded address)
+  std::string request_id;      // the caller's X-Request-Id; empty when it sent none
+  // A call the pipeline's gates admitted or refused (embeddings, rerank: side_gates.h): its
+  // answer gets the request's header fields (x-ratelimit-*, retry-after), the access log its
+  // caller, tokens and notes; letting it go settles what the gates held.
+  mutable std::shared_ptr<Request> gated;
   std::string content_type;  // a Route::multipart route's form: the header with its boundary
+  const ModelRouter* model_router = nullptr;  // the serve file's `models:`; null without them
 };
 
 // Throws RequestFailure for a refusal (it becomes an OpenAI error response).

@@ -3,6 +3,7 @@
 // installs a new one; requests holding the old one finish with it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,13 +29,23 @@ struct ServedPipeline {
   HistoryReader* history = nullptr;
   std::vector<const StorageHealth*> storage;
 
-  // The model named `id` (any model when `id` is empty), or nullptr.
+  // The model named `id` (any model when `id` is empty), or nullptr. A `models:` entry's
+  // pipeline answers to the entry's names: its first model that generates.
   const ServedModel* model(const std::string& id) const {
     for (const auto& model : models) {
       if (id.empty() || model->model_id() == id) return model.get();
     }
+    if (std::find(model_ids.begin(), model_ids.end(), id) == model_ids.end()) return nullptr;
+    for (const auto& model : models) {
+      if (model->generates()) return model.get();
+    }
     return nullptr;
   }
 };
+
+// What the server serves of `pipeline`: its models and the capabilities of its parts, its
+// request metrics in `metrics`.
+std::unique_ptr<ServedPipeline> describe_pipeline(std::shared_ptr<Pipeline> pipeline,
+                                                  MetricsRegistry& metrics);
 
 }  // namespace chatflow::server

@@ -1,7 +1,9 @@
 #include "framework/server/server_config.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "framework/api/config_schema.h"
 #include "framework/api/config_value.h"
@@ -87,6 +89,84 @@ void resolve_paths_beside(const std::string& serve_file, ServerSettings& server)
     *file = beside(serve_file, *file);
   if (server.access_log != "stderr" && server.access_log != "stdout" && server.access_log != "off")
     server.access_log = beside(serve_file, server.access_log);
+}
+
+// The `models:` entries: names and aliases unique, files there (resolved beside the serve file),
+// ${VAR} names well formed. Each problem at its key's file:line:column.
+bool check_models(const std::string& serve_file, const ConfigValue& root, ServeConfig& config,
+                  Diagnostics& diagnostics) {
+  const ConfigValue* list = root.find("models");
+  std::map<std::string, std::string> taken;  // name or alias -> the key that took it
+  for (size_t i = 0; i < config.models.entries.size(); ++i) {
+    ModelEntry& entry = config.models.entries[i];
+    const ConfigValue& item = list->items[i];
+    std::string key = "models[" + std::to_string(i) + "]";
+    entry.where = item.where;
+    auto where_of = [&](const std::string& name) {
+      const ConfigValue* value = item.find(name);
+      return value ? value->where : item.where;
+    };
+    auto claim = [&](const std::string& name, const std::string& at, SourceLocation where) {
+      if (name.empty()) {
+        diagnostics.error(where, at + " must not be empty");
+        return;
+      }
+      auto [held, fresh] = taken.emplace(name, at);
+      if (!fresh) {
+        diagnostics.error(where, at + ": the name '" + name + "' is already taken by " +
+                                     held->second + "; every name and alias must be unique");
+      }
+    };
+    claim(entry.name, key + ".name", where_of("name"));
+    for (size_t a = 0; a < entry.aliases.size(); ++a) {
+      const ConfigValue* aliases = item.find("aliases");
+      SourceLocation where =
+          aliases && a < aliases->items.size() ? aliases->items[a].where : where_of("aliases");
+      claim(entry.aliases[a], key + ".aliases[" + std::to_string(a) + "]", where);
+    }
+    entry.pipeline = entry.pipeline.empty() ? config.pipeline : beside(serve_file, entry.pipeline);
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(entry.pipeline, error)) {
+      diagnostics.error(where_of("pipeline"), key + ".pipeline: the pipeline file '" +
+                                                  entry.pipeline +
+                                                  "' does not exist (paths are relative to the "
+                                                  "serve file)");
+    }
+    if (!entry.model.empty()) {
+      entry.model = beside(serve_file, entry.model);
+      if (!std::filesystem::exists(entry.model, error)) {
+        diagnostics.error(where_of("model"), key + ".model: the model file '" + entry.model +
+                                                 "' does not exist (paths are relative to the "
+                                                 "serve file)");
+      }
+      if (entry.variables.count("CHATFLOW_MODEL")) {
+        diagnostics.error(where_of("variables"),
+                          key +
+                              ".variables sets CHATFLOW_MODEL, which `model` sets too: keep "
+                              "one of them");
+      }
+      entry.variables["CHATFLOW_MODEL"] = entry.model;
+    }
+    for (const auto& [name, value] : entry.variables) {
+      bool word = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+      for (char c : name)
+        word = word && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      if (!word) {
+        diagnostics.error(where_of("variables"), key + ".variables: '" + name +
+                                                     "' is not a variable name (letters, "
+                                                     "digits and _, not starting with a digit)");
+      }
+    }
+  }
+  for (const char* limit : {"models_max", "models_memory_mib"}) {
+    const ConfigValue* value = root.find(limit);
+    if (value && config.models.entries.empty()) {
+      diagnostics.error(value->where, std::string(limit) +
+                                          " is set but there is no 'models:' list for it to "
+                                          "limit");
+    }
+  }
+  return diagnostics.empty();
 }
 
 }  // namespace
@@ -203,14 +283,49 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
   server.object("tracing", &ServerSettings::tracing, tracing,
                 "OpenTelemetry traces over OTLP/HTTP; off when absent");
 
+  SchemaBuilder<ModelEntry> model;
+  model.key("name", &ModelEntry::name, "the name a request's `model` gives").required();
+  model.key("aliases", &ModelEntry::aliases, "more names the model answers to");
+  model.key("pipeline", &ModelEntry::pipeline,
+            "its pipeline YAML file, relative to this file; empty: the serve file's pipeline");
+  model.key("model", &ModelEntry::model,
+            "a model file, relative to this file: ${CHATFLOW_MODEL} in its pipeline file");
+  model.key("variables", &ModelEntry::variables,
+            "more ${VAR} values for its pipeline file, taken before the environment");
+  model
+      .key("max_in_flight", &ModelEntry::max_in_flight,
+           "requests in its pipeline at most (more get 503); 0: the pipeline's own")
+      .range(0, 1'000'000);
+
   struct ServeFile {
     ServerSettings server;
     std::string pipeline;
+    std::vector<ModelEntry> models;
+    int64_t models_max = 0;
+    int64_t models_memory_mib = 0;
+    int64_t models_max_waiters = 64;
+    double models_load_timeout_s = 120;
   };
   SchemaBuilder<ServeFile> file;
   file.object("server", &ServeFile::server, server, "the HTTP server");
   file.key("pipeline", &ServeFile::pipeline, "the pipeline YAML file, relative to this file")
       .required();
+  file.list("models", &ServeFile::models, model,
+            "more models, each behind its own pipeline, picked by a request's `model` and "
+            "loaded on first use");
+  file.key("models_max", &ServeFile::models_max,
+           "models: entries loaded at once at most (the least recently used idle one is "
+           "unloaded); 0: no limit")
+      .range(0, 10'000);
+  file.key("models_memory_mib", &ServeFile::models_memory_mib,
+           "models: entries' engine memory (weights and KV pool) at most, in MiB; 0: no limit")
+      .range(0, int64_t{1} << 30);
+  file.key("models_max_waiters", &ServeFile::models_max_waiters,
+           "requests that may wait for one model to load; more get 503")
+      .range(1, 1'000'000);
+  file.key("models_load_timeout_s", &ServeFile::models_load_timeout_s,
+           "how long a request waits for its model to load before a 503")
+      .range(0.1, 86400);
 
   ParseContext context{diagnostics, "serve file '" + path + "'", nullptr, ""};
   if (!root.is_mapping()) {
@@ -235,6 +350,12 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
   config.server = parsed->server;
   resolve_paths_beside(path, config.server);
   config.pipeline = beside(path, parsed->pipeline);
+  config.models.entries = parsed->models;
+  config.models.max_loaded = parsed->models_max;
+  config.models.memory_budget_mib = parsed->models_memory_mib;
+  config.models.max_waiters = parsed->models_max_waiters;
+  config.models.load_timeout_s = parsed->models_load_timeout_s;
+  if (!check_models(path, root, config, diagnostics)) return std::nullopt;
   const ConfigValue* server_value = root.find("server");
   // The TLS files are read when the server starts (and again on reload), not here.
   if (server_value && server_value->find("tls")) config.server.tls.enabled = true;

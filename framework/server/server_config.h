@@ -94,9 +94,34 @@ struct ServerSettings {
 // (key, message); empty when there are none.
 std::vector<std::pair<std::string, std::string>> settings_problems(const ServerSettings& settings);
 
+// One entry of the serve file's `models:`: a model clients name in a request's `model`, served
+// by a pipeline of its own that is built on first use (model_router.h).
+struct ModelEntry {
+  std::string name;
+  std::vector<std::string> aliases;  // more names the entry answers to
+  // The pipeline file, resolved; empty in the file: the serve file's `pipeline`.
+  std::string pipeline;
+  // A model file, resolved: ${CHATFLOW_MODEL} while the entry's pipeline file is read.
+  std::string model;
+  // More ${VAR} values for its pipeline file (before the environment).
+  std::map<std::string, std::string> variables;
+  // Requests in its pipeline at most (more get 503); 0: the pipeline file's max_in_flight.
+  int64_t max_in_flight = 0;
+  SourceLocation where;  // the entry in the serve file
+};
+
+struct ModelsSettings {
+  std::vector<ModelEntry> entries;  // empty: one pipeline serves every request, as before
+  int64_t max_loaded = 0;           // models_max: loaded models at most; 0: no limit
+  int64_t memory_budget_mib = 0;    // models_memory_mib: their engines' memory at most; 0: none
+  int64_t max_waiters = 64;         // models_max_waiters: requests waiting for one model's load
+  double load_timeout_s = 120;      // models_load_timeout_s: how long a request waits for it
+};
+
 struct ServeConfig {
   ServerSettings server;
   std::string pipeline;  // resolved against the serve file's directory
+  ModelsSettings models;
 };
 
 // Reads and checks a serve file; every problem is reported at its file:line:column.

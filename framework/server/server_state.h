@@ -24,6 +24,7 @@
 #include "framework/server/forwarded.h"
 #include "framework/server/http_server.h"
 #include "framework/server/metrics.h"
+#include "framework/server/model_router.h"
 #include "framework/server/pipeline_reaper.h"
 #include "framework/server/served_pipeline.h"
 #include "framework/server/server_config.h"
@@ -144,6 +145,8 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   std::shared_ptr<const ServedPipeline> served;
   std::set<std::shared_ptr<Request>> in_flight;
   std::map<Connection*, std::weak_ptr<Connection>> connections;
+  // The serve file's `models:` (HttpServer::set_models, before listen()); null without them.
+  std::shared_ptr<ModelRouter> model_router;
 };
 
 }  // namespace chatflow::server

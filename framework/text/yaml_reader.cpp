@@ -1,4 +1,5 @@
 #include "framework/text/yaml_reader.h"
+#include "framework/text/variable_overrides.h"
 
 #include <algorithm>
 #include <cctype>
@@ -167,7 +168,9 @@ bool interpolate_environment(std::string& text, const SourceLocation& where,
                                    "}': expected ${NAME} or ${NAME:-default}");
       return false;
     }
-    const char* env_value = std::getenv(std::string(name).c_str());
+    const std::string* overridden = overridden_variable(std::string(name));
+    const char* env_value =
+        overridden ? overridden->c_str() : std::getenv(std::string(name).c_str());
     if (env_value != nullptr && (*env_value != '\0' || !has_fallback)) {
       result += env_value;
     } else if (has_fallback) {

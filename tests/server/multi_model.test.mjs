@@ -1,0 +1,211 @@
+// Many models behind one server: a serve file's `models:` entries, each a model file behind the
+// same pipeline file, picked by the request's `model` (or an alias) with the official openai and
+// @anthropic-ai/sdk clients; loaded on first use, the least recently used unloaded beyond
+// models_max: 1; /v1/models showing each state; concurrent first requests answered after one
+// load; unknown models in each protocol's error shape; a broken model file failing alone; the
+// request metrics labelled per model.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import { after, before, describe, test } from 'node:test';
+
+import {
+  addKey, metric, modelStages, runChatflow, scratchPath, startServer, writeTemp,
+} from './harness.mjs';
+
+const modules = createRequire(`${process.env.CHATFLOW_NODE_MODULES}/`);
+const OpenAI = modules('openai');
+const Anthropic = modules('@anthropic-ai/sdk');
+
+const keysFile = scratchPath('multi-model-keys.yaml');
+
+function makeModel(name, args) {
+  const file = scratchPath(`${name}.gguf`);
+  const made = runChatflow(['make-model', '--heads', '4', '--ffn', '128', ...args, '-o', file]);
+  assert.equal(made.status, 0, made.stderr);
+  return file;
+}
+
+// The front pipeline authenticates every request; each model's pipeline is one file read with
+// the entry's ${CHATFLOW_MODEL}.
+function serveFile() {
+  const front = writeTemp('multi-model-front.yaml', `version: 1
+name: front
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: echo, type: echo}
+`);
+  const perModel = writeTemp('multi-model-model.yaml', `version: 1
+name: model
+resources:
+  llm: {type: gguf_model, path: "\${CHATFLOW_MODEL}", name: m}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+  const small = makeModel('small', ['--dim', '64', '--layers', '1', '--context', '512']);
+  const large = makeModel('large', ['--dim', '64', '--layers', '2', '--context', '1024']);
+  const broken = scratchPath('broken.gguf');
+  fs.writeFileSync(broken, 'this is not a GGUF file\n');
+  return writeTemp('multi-model-serve.yaml', `server: {port: 0}
+pipeline: ${front}
+models_max: 1
+models_load_timeout_s: 60
+models:
+  - {name: small, aliases: [gpt-4o-mini, mini], pipeline: ${perModel}, model: ${small}}
+  - {name: large, pipeline: ${perModel}, model: ${large}}
+  - {name: broken, pipeline: ${perModel}, model: ${broken}}
+`);
+}
+
+describe('many models behind one server', () => {
+  let server;
+  let key;
+  let openai;
+  const ask = (model, extra = {}) => openai.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'Once upon a time' }],
+    max_tokens: 4,
+    temperature: 0,
+    ...extra,
+  });
+  const listed = async () => {
+    const response = await fetch(`${server.url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } });
+    assert.equal(response.status, 200);
+    const body = await response.json();
+    return Object.fromEntries(body.data.map((model) => [model.id, model]));
+  };
+  // /metrics with the admin key (the front pipeline authenticates), as { 'name{labels}': value }.
+  const scrape = async () => {
+    const response = await fetch(`${server.url}/metrics`, { headers: { Authorization: `Bearer ${key}` } });
+    assert.equal(response.status, 200);
+    const samples = {};
+    for (const line of (await response.text()).split('\n')) {
+      if (!line || line.startsWith('#')) continue;
+      const space = line.lastIndexOf(' ');
+      samples[line.slice(0, space)] = Number(line.slice(space + 1));
+    }
+    return samples;
+  };
+  const states = async () => Object.fromEntries(
+    Object.entries(await listed()).map(([id, model]) => [id, model.status?.value]));
+
+  before(async () => {
+    key = addKey(keysFile, 'acme', { user: 'alice', roles: ['admin'] });
+    server = await startServer(['--config', serveFile()]);
+    openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: key, maxRetries: 0 });
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('/v1/models lists every entry with its aliases, none loaded before it is used', async () => {
+    const models = await listed();
+    assert.deepEqual(Object.keys(models), ['front', 'small', 'large', 'broken']);
+    assert.deepEqual(models.small.aliases, ['gpt-4o-mini', 'mini']);
+    assert.equal(models.small.object, 'model');
+    assert.deepEqual(await states(), { front: 'loaded', small: 'unloaded', large: 'unloaded', broken: 'unloaded' });
+    // Listed by the openai client too.
+    const ids = [];
+    for await (const model of openai.models.list()) ids.push(model.id);
+    assert.deepEqual(ids, ['front', 'small', 'large', 'broken']);
+  });
+
+  test('the request\'s model picks the model, by alias too; models_max 1 unloads the other', async () => {
+    const first = await ask('gpt-4o-mini');
+    assert.equal(first.model, 'gpt-4o-mini');
+    assert.equal(first.usage.completion_tokens, 4);
+    assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'unloaded' });
+    const models = await listed();
+    assert.equal(models.small.max_model_len, 512);
+    assert.ok(models.small.memory_bytes > 0);
+
+    const second = await ask('large');
+    assert.equal(second.model, 'large');
+    assert.deepEqual(await states(), { front: 'loaded', small: 'unloaded', large: 'loaded', broken: 'unloaded' });
+    const large = await openai.models.retrieve('large');
+    assert.equal(large.max_model_len, 1024);
+    const alias = await openai.models.retrieve('mini');
+    assert.equal(alias.id, 'small');
+
+    // The front pipeline still answers to its own name, without loading anything.
+    const front = await ask('front');
+    assert.equal(front.choices[0].message.content, 'Once upon a time');
+    assert.equal((await states()).large, 'loaded');
+  });
+
+  test('concurrent first requests to an unloaded model are all answered after one load', async () => {
+    assert.equal((await states()).small, 'unloaded');
+    const before = metric(await scrape(), 'chatflow:model_loads_total', 'model="small"', 'outcome="loaded"');
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => ask(i % 2 ? 'small' : 'mini')));
+    for (const answer of answers) assert.equal(answer.usage.completion_tokens, 4);
+    const afterLoads = metric(await scrape(), 'chatflow:model_loads_total', 'model="small"', 'outcome="loaded"');
+    assert.equal(afterLoads - before, 1);
+    assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'unloaded' });
+  });
+
+  test('an unknown model is a 404 naming the models served, in OpenAI\'s and Anthropic\'s shapes, after authentication', async () => {
+    await assert.rejects(ask('gpt-5'), (error) => {
+      assert.equal(error.status, 404);
+      assert.equal(error.code, 'model_not_found');
+      assert.equal(error.param, 'model');
+      assert.match(error.message, /The model 'gpt-5' does not exist; this server serves 'front', 'small', 'gpt-4o-mini', 'mini', 'large', 'broken'/);
+      return true;
+    });
+    const anthropic = new Anthropic({ baseURL: server.url, apiKey: key, maxRetries: 0 });
+    await assert.rejects(anthropic.messages.create({
+      model: 'claude-x', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }],
+    }), (error) => {
+      assert.equal(error.status, 404);
+      assert.equal(error.error.type, 'error');
+      assert.equal(error.error.error.type, 'not_found_error');
+      assert.match(error.error.error.message, /'claude-x' does not exist; this server serves .*'large'/);
+      return true;
+    });
+    // The Messages API reaches a model of the list like any other.
+    const message = await anthropic.messages.create({
+      model: 'mini', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }],
+    });
+    assert.equal(message.usage.output_tokens, 4);
+    // Without credentials nothing about the models is told.
+    const stranger = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'sk-not-a-key', maxRetries: 0 });
+    await assert.rejects(stranger.chat.completions.create({
+      model: 'gpt-5', messages: [{ role: 'user', content: 'hi' }],
+    }), (error) => error.status === 401);
+  });
+
+  test('a broken model file fails with its reason, shows failed, is tried again, and the others still serve', async () => {
+    await assert.rejects(ask('broken'), (error) => {
+      assert.equal(error.status, 503);
+      assert.equal(error.code, 'model_load_failed');
+      assert.match(error.message, /the model 'broken' failed to load: .*not a GGUF file/);
+      assert.equal(error.headers['retry-after'], '1');
+      return true;
+    });
+    const models = await listed();
+    assert.equal(models.broken.status.value, 'failed');
+    assert.equal(models.broken.status.failed, true);
+    assert.match(models.broken.status.reason, /not a GGUF file/);
+    const served = await ask('large');
+    assert.equal(served.usage.completion_tokens, 4);
+    await assert.rejects(ask('broken'), (error) => error.status === 503);
+    const samples = await scrape();
+    assert.equal(metric(samples, 'chatflow:model_loads_total', 'model="broken"', 'outcome="failed"'), 2);
+    assert.equal(metric(samples, 'chatflow:model_state', 'model="broken"', 'state="failed"'), 1);
+  });
+
+  test('the request metrics carry each model\'s name; the model series say what is loaded', async () => {
+    await ask('small');
+    const samples = await scrape();
+    // Each entry's pipeline is named after it.
+    assert.ok(metric(samples, 'chatflow:request_success_total', 'pipeline="small"') >= 8);
+    assert.ok(metric(samples, 'chatflow:request_success_total', 'pipeline="large"') >= 2);
+    assert.equal(metric(samples, 'chatflow:request_success_total', 'pipeline="broken"'), undefined);
+    assert.equal(metric(samples, 'chatflow:model_state', 'model="small"', 'state="loaded"'), 1);
+    assert.equal(metric(samples, 'chatflow:model_state', 'model="large"', 'state="unloaded"'), 1);
+    assert.ok(metric(samples, 'chatflow:model_unloads_total', 'model="large"') >= 1);
+    // Loaded in the second test, the third, and now (the broken model's loads made room twice).
+    assert.equal(metric(samples, 'chatflow:model_load_duration_seconds_count', 'model="small"'), 3);
+  });
+});

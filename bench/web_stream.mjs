@@ -10,7 +10,7 @@
 // display TeX (formulas split over several tokens, as a model streams them) around a long Rust
 // block (a language the page fetches on first use). Not a test: run it by hand after building.
 //   node bench/web_stream.mjs [--case mixed|fence|math|both|all] [--tokens 5000] [--fence-tokens 3000]
-//        [--rate 250] [--chatflow build/chatflow] [--chromium /usr/bin/chromium]
+//        [--rate 250] [--settle-ms 3000] [--chatflow build/chatflow] [--chromium /usr/bin/chromium]
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +28,7 @@ const fenceTokens = Number(option('fence-tokens', 3000));
 const which = option('case', 'all');
 const cases = { both: ['mixed', 'fence'], all: ['mixed', 'fence', 'math'] }[which] ?? [which];
 const rate = Number(option('rate', 250));
+const settleMs = Number(option('settle-ms', 3000));
 const chatflow = path.resolve(option('chatflow', path.join(source, 'build', 'chatflow')));
 process.env.CHATFLOW_WEB_NODE_MODULES ??= path.join(source, 'web', 'node_modules');
 process.env.CHATFLOW_CHROMIUM ??= option('chromium', '/usr/bin/chromium');
@@ -129,6 +130,9 @@ async function runCase(browser, name, pieces) {
   await page.goto(proxy.url);
   await page.waitForSelector('#app:not([hidden])');
   await page.waitForFunction(() => document.querySelector('#model').options.length > 0);
+  // The page warms its libraries up (and fetches KaTeX) while idle after loading: a one-off, not
+  // a cost per token, and a person takes longer than this to type a first question.
+  await page.waitForTimeout(settleMs);
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Performance.enable');
   await page.evaluate(() => {

@@ -78,8 +78,8 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   auto* command =
       app.add_subcommand("make-model", "Write a random-weight GGUF model of any shape and type");
   command->add_option("--arch", options->architecture, engine::writable_architectures())
-      ->check(CLI::IsMember(
-          {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "bert"}))
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3",
+                             "phi3", "bert", "nomic-bert"}))
       ->capture_default_str();
   command
       ->add_option("--rope-scaling", options->rope_scaling,
@@ -102,7 +102,7 @@ void add_make_model_command(CLI::App& app, CommandBody& selected) {
   command
       ->add_option("--pooling", options->pooling,
                    "<arch>.pooling_type for embeddings: none, mean, cls or last (default: mean "
-                   "for bert, not written for the others)")
+                   "for bert and nomic-bert, not written for the others)")
       ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
   command->add_option("--dim", options->dim, "embedding length")
       ->check(CLI::Range(2, 65536))

@@ -93,6 +93,11 @@ std::vector<uint8_t> encode(kernels::TensorType type, const std::vector<float>& 
   return bytes;
 }
 
+// bert and nomic-bert: encoders for embeddings, with a WordPiece vocabulary.
+bool is_encoder(const ModelShape& shape) {
+  return shape.architecture == "bert" || shape.architecture == "nomic-bert";
+}
+
 bool is_gemma(const ModelShape& shape) {
   return shape.architecture == "gemma2" || shape.architecture == "gemma3";
 }
@@ -107,19 +112,19 @@ int64_t sliding_window(const ModelShape& shape) {
 // Refuses shapes the engine could not load before anything is written.
 void check_shape(const ModelShape& shape) {
   bool known = false;
-  for (const char* arch :
-       {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3", "phi3", "bert"})
+  for (const char* arch : {"llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma2", "gemma3",
+                           "phi3", "bert", "nomic-bert"})
     known = known || shape.architecture == arch;
   const std::string& pooling = shape.pooling;
   if (!pooling.empty() && pooling != "none" && pooling != "mean" && pooling != "cls" &&
       pooling != "last")
     throw std::invalid_argument("pooling must be none, mean, cls or last, got '" + pooling + "'");
-  if (shape.architecture == "bert" &&
+  if (is_encoder(shape) &&
       (shape.kv_heads != shape.heads || shape.experts > 0 || shape.rope_scaling != "none" ||
        shape.sliding_window > 0 || shape.tie_embeddings))
     throw std::invalid_argument(
-        "bert has one key head per query head, no experts, rope, sliding window or output "
-        "matrix");
+        "bert and nomic-bert have one key head per query head, no experts, rope scaling, "
+        "sliding window or output matrix");
   if (!known) {
     throw std::invalid_argument("architecture must be one of " +
                                 std::string(writable_architectures()) + ", got '" +
@@ -174,31 +179,34 @@ void check_shape(const ModelShape& shape) {
 // <arch>.pooling_type as llama.cpp numbers it; bert says mean unless told otherwise.
 void write_pooling(const ModelShape& shape, GgufWriter& writer) {
   std::string pooling = shape.pooling;
-  if (pooling.empty() && shape.architecture == "bert") pooling = "mean";
+  if (pooling.empty() && is_encoder(shape)) pooling = "mean";
   if (pooling.empty()) return;
   const uint32_t type = pooling == "mean" ? 1 : pooling == "cls" ? 2 : pooling == "last" ? 3 : 0;
   writer.set_uint32(shape.architecture + ".pooling_type", type);
 }
 
-void write_bert_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
-  writer.set_string("general.architecture", "bert");
-  writer.set_string("general.name", "chatflow-random-bert");
+void write_encoder_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
+  const std::string& arch = shape.architecture;
+  writer.set_string("general.architecture", arch);
+  writer.set_string("general.name", "chatflow-random-" + arch);
   writer.set_uint32("general.alignment", 32);
   if (!shape.recipe.empty())
     writer.set_uint32("general.file_type", quantization_recipe(shape.recipe)->file_type);
-  writer.set_uint32("bert.context_length", static_cast<uint32_t>(shape.context));
-  writer.set_uint32("bert.embedding_length", static_cast<uint32_t>(shape.dim));
-  writer.set_uint32("bert.block_count", static_cast<uint32_t>(shape.layers));
-  writer.set_uint32("bert.feed_forward_length", static_cast<uint32_t>(shape.ffn));
-  writer.set_uint32("bert.attention.head_count", static_cast<uint32_t>(shape.heads));
-  writer.set_float32("bert.attention.layer_norm_epsilon", 1e-12f);
-  writer.set_bool("bert.attention.causal", false);
+  writer.set_uint32(arch + ".context_length", static_cast<uint32_t>(shape.context));
+  writer.set_uint32(arch + ".embedding_length", static_cast<uint32_t>(shape.dim));
+  writer.set_uint32(arch + ".block_count", static_cast<uint32_t>(shape.layers));
+  writer.set_uint32(arch + ".feed_forward_length", static_cast<uint32_t>(shape.ffn));
+  writer.set_uint32(arch + ".attention.head_count", static_cast<uint32_t>(shape.heads));
+  writer.set_float32(arch + ".attention.layer_norm_epsilon", 1e-12f);
+  writer.set_bool(arch + ".attention.causal", false);
+  // nomic-embed-text's rope base (its positions are rotary, not a table).
+  if (arch == "nomic-bert") writer.set_float32(arch + ".rope.freq_base", 1000.0f);
   write_pooling(shape, writer);
 }
 
 void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
   const std::string& arch = shape.architecture;
-  if (arch == "bert") return write_bert_hyperparameters(shape, writer);
+  if (is_encoder(shape)) return write_encoder_hyperparameters(shape, writer);
   write_pooling(shape, writer);
   writer.set_string("general.architecture", arch);
   writer.set_string("general.name", "chatflow-random-" + arch);
@@ -293,7 +301,7 @@ std::vector<float> longrope_factors(const ModelShape& shape, bool long_factors) 
 // Writes tokenizer.* (generated, or copied from shape.vocabulary_from) and returns the number of
 // tokens, which sizes the embedding and output matrices.
 int64_t write_vocabulary(const ModelShape& shape, GgufWriter& writer) {
-  if (shape.vocabulary_from.empty() && shape.architecture == "bert") {
+  if (shape.vocabulary_from.empty() && is_encoder(shape)) {
     GeneratedVocabulary generated = generate_wordpiece_vocabulary();
     writer.set_string("tokenizer.ggml.model", "bert");
     writer.set_strings("tokenizer.ggml.tokens", generated.tokens);
@@ -436,35 +444,44 @@ void write_layer(const ModelShape& shape, int64_t layer, RandomTensors& tensors)
 
 // BERT as llama.cpp reads it: embeddings of tokens, two token types and every position, their
 // LayerNorm, then per layer attention with biases, its LayerNorm, a GELU feed-forward with
-// biases and the output LayerNorm. LayerNorm weights are 1 + noise, biases noise.
-void write_bert_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
+// biases and the output LayerNorm. nomic-bert: no position table (rotary), one fused qkv
+// matrix, a SwiGLU feed-forward, no biases but the LayerNorms'. LayerNorm weights are
+// 1 + noise, biases noise.
+void write_encoder_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
   RandomTensors tensors(writer, shape);
   const int64_t dim = shape.dim;
   const float scale = shape.weight_scale;
+  const bool nomic = shape.architecture == "nomic-bert";
   tensors.matrix("token_embd.weight", dim, vocabulary, 1.0f);
   tensors.matrix("token_types.weight", dim, 2, 0.5f);
-  tensors.matrix("position_embd.weight", dim, shape.context, 0.5f);
+  if (!nomic) tensors.matrix("position_embd.weight", dim, shape.context, 0.5f);
   tensors.vector("token_embd_norm.weight", dim, 1.0f, 0.1f);
   tensors.vector("token_embd_norm.bias", dim, 0.0f, 0.1f);
   for (int64_t layer = 0; layer < shape.layers; ++layer) {
     std::string prefix = "blk." + std::to_string(layer) + ".";
-    for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
-      tensors.matrix(prefix + name + ".weight", dim, dim, scale);
-      tensors.vector(prefix + name + ".bias", dim, 0.0f, 0.1f);
+    if (nomic) {
+      tensors.matrix(prefix + "attn_qkv.weight", dim, 3 * dim, scale);
+      tensors.matrix(prefix + "attn_output.weight", dim, dim, scale);
+    } else {
+      for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+        tensors.matrix(prefix + name + ".weight", dim, dim, scale);
+        tensors.vector(prefix + name + ".bias", dim, 0.0f, 0.1f);
+      }
     }
     tensors.vector(prefix + "attn_output_norm.weight", dim, 1.0f, 0.1f);
     tensors.vector(prefix + "attn_output_norm.bias", dim, 0.0f, 0.1f);
     tensors.matrix(prefix + "ffn_up.weight", dim, shape.ffn, scale);
-    tensors.vector(prefix + "ffn_up.bias", shape.ffn, 0.0f, 0.1f);
+    if (nomic) tensors.matrix(prefix + "ffn_gate.weight", dim, shape.ffn, scale);
+    if (!nomic) tensors.vector(prefix + "ffn_up.bias", shape.ffn, 0.0f, 0.1f);
     tensors.matrix(prefix + "ffn_down.weight", shape.ffn, dim, scale);
-    tensors.vector(prefix + "ffn_down.bias", dim, 0.0f, 0.1f);
+    if (!nomic) tensors.vector(prefix + "ffn_down.bias", dim, 0.0f, 0.1f);
     tensors.vector(prefix + "layer_output_norm.weight", dim, 1.0f, 0.1f);
     tensors.vector(prefix + "layer_output_norm.bias", dim, 0.0f, 0.1f);
   }
 }
 
 void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writer) {
-  if (shape.architecture == "bert") return write_bert_weights(shape, vocabulary, writer);
+  if (is_encoder(shape)) return write_encoder_weights(shape, vocabulary, writer);
   RandomTensors tensors(writer, shape);
   tensors.matrix("token_embd.weight", shape.dim, vocabulary, 1.0f);
   tensors.vector("output_norm.weight", shape.dim, 1.0f, 0.1f);
@@ -489,7 +506,7 @@ void write_weights(const ModelShape& shape, int64_t vocabulary, GgufWriter& writ
 }  // namespace
 
 const char* writable_architectures() {
-  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, bert";
+  return "llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, bert, nomic-bert";
 }
 
 int64_t parameter_count(const ModelShape& shape, int64_t vocabulary) {
@@ -497,6 +514,10 @@ int64_t parameter_count(const ModelShape& shape, int64_t vocabulary) {
     const int64_t per_layer =
         4 * shape.dim * shape.dim + 2 * shape.dim * shape.ffn + 9 * shape.dim + shape.ffn;
     return shape.layers * per_layer + (vocabulary + 2 + shape.context) * shape.dim + 2 * shape.dim;
+  }
+  if (shape.architecture == "nomic-bert") {
+    const int64_t per_layer = 4 * shape.dim * shape.dim + 3 * shape.dim * shape.ffn + 4 * shape.dim;
+    return shape.layers * per_layer + (vocabulary + 2) * shape.dim + 2 * shape.dim;
   }
   int64_t head_dim = shape.dim / shape.heads;
   const int64_t ffn_networks =

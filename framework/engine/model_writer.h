@@ -12,8 +12,9 @@
 namespace chatflow::engine {
 
 struct ModelShape {
-  // llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, or bert (an encoder for
-  // embeddings: biases, LayerNorms, absolute positions, GELU)
+  // llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, or an encoder for embeddings:
+  // bert (biases, LayerNorms, absolute positions, GELU) or nomic-bert (rotary positions, fused
+  // qkv, SwiGLU)
   std::string architecture = "llama";
   int64_t dim = 64;
   int64_t layers = 2;
@@ -41,8 +42,9 @@ struct ModelShape {
   // shared expert. Every expert (and the shared one) has `ffn` as its feed-forward length.
   int64_t experts = 0;
   int64_t experts_used = 0;
-  // <arch>.pooling_type for embedding models: "" (not written; bert writes mean), mean, cls or
-  // last. bert files get a generated WordPiece vocabulary unless vocabulary_from is given.
+  // <arch>.pooling_type for embedding models: "" (not written; bert and nomic-bert write mean),
+  // mean, cls or last. bert and nomic-bert files get a generated WordPiece vocabulary unless
+  // vocabulary_from is given.
   std::string pooling;
 };
 

@@ -151,6 +151,25 @@ TEST(EmbeddingModelBert, AttentionSeesLaterTokensAndLayerNormsEachRow) {
   EXPECT_GT(first_row_change, 1e-3) << "the first token's row must depend on a later token";
 }
 
+// nomic-bert has no position table: positions reach it only through the rotation of queries and
+// keys, so the same tokens in another order give each token another row.
+TEST(EmbeddingModelNomicBert, RotaryPositionsAndBidirectionalAttention) {
+  engine::ModelShape shape = bert_shape();
+  shape.architecture = "nomic-bert";
+  auto model = EmbeddingModel::load(written(shape, "nomic-bert"));
+  EXPECT_EQ(model->architecture(), "nomic-bert");
+  EXPECT_EQ(model->pooling(), Pooling::mean);
+  std::vector<float> a = model->hidden_states(std::vector<TokenId>{2, 40, 50, 3});
+  std::vector<float> b = model->hidden_states(std::vector<TokenId>{2, 50, 40, 3});
+  double moved = 0, first_row_change = 0;
+  for (size_t i = 0; i < 32; ++i) {
+    moved += std::abs(a[32 + i] - b[64 + i]);  // token 40 at position 1, then at 2
+    first_row_change += std::abs(a[i] - b[i]);
+  }
+  EXPECT_GT(moved, 1e-3);
+  EXPECT_GT(first_row_change, 1e-3);
+}
+
 TEST(EmbeddingModelDecoder, CausalRowsAndTheLastRowGivesTheReferenceTransformersLogits) {
   const std::string path = written(decoder_shape("last"), "decoder-last");
   auto model = EmbeddingModel::load(path);

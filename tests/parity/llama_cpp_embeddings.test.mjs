@@ -1,5 +1,5 @@
 // chatflow's /v1/embeddings against llama.cpp b4748's llama-embedding on the same make-model
-// files: bert (mean pooling from the file, and cls), and llama and qwen2 decoders with mean and
+// files: bert (mean pooling from the file, and cls), nomic-bert (mean), and llama and qwen2 decoders with mean and
 // last-token pooling. Every vector must be within 1e-3 cosine of llama.cpp's (cosine >= 0.999),
 // for a batch of texts sent in one request. Needs LLAMA_CPP_BIN; skips without it.
 import assert from 'node:assert/strict';
@@ -34,6 +34,7 @@ const shape = ['--dim', '128', '--heads', '4', '--layers', '2', '--ffn', '256', 
 const models = [
   { name: 'bert_mean', args: ['--arch', 'bert', ...shape] },
   { name: 'bert_cls', args: ['--arch', 'bert', '--pooling', 'cls', ...shape], seed: '2' },
+  { name: 'nomic_bert_mean', args: ['--arch', 'nomic-bert', ...shape], seed: '3' },
   { name: 'llama_mean', args: ['--arch', 'llama', '--kv-heads', '2', '--pooling', 'mean', ...shape], pooling: 'mean' },
   { name: 'llama_last', args: ['--arch', 'llama', '--kv-heads', '2', '--pooling', 'last', ...shape], pooling: 'last' },
   { name: 'qwen2_mean', args: ['--arch', 'qwen2', '--kv-heads', '2', '--pooling', 'mean', ...shape], pooling: 'mean' },

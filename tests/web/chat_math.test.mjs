@@ -163,6 +163,15 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
       // Before its closing `$` arrives the first formula shows as its source.
       if (state.text.includes('e^{i') && !sources.includes(whole[0])) assert.match(state.text, /\$e\^\{i/);
       if (sources.length && !state.text.includes('end.')) drawnWhileStreaming += 1;
+      // An open formula's text is shown as written: no closing _ or ** added for the marks
+      // in its TeX (a_{n}, \sum_{k=1}).
+      for (const [open, source] of [['$$', '$$\\sum_{k=1}^{n} k$$'], ['\\(', '\\(a_{n}\\) end.']]) {
+        const at = state.text.lastIndexOf(open);
+        if (at >= 0 && !sources.includes(source.slice(open.length, source.indexOf(open === '$$' ? '$$' : '\\)', open.length)))) {
+          const shown = state.text.slice(at).trimEnd();
+          assert.ok(source.startsWith(shown), `an open formula shown as ${shown}`);
+        }
+      }
     }
     assert.ok(drawnWhileStreaming > 0, 'no formula was drawn while the answer streamed');
     assert.deepEqual((await formulas(page)).map((f) => f.tex), whole);

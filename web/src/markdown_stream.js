@@ -64,7 +64,7 @@ export function closeOpen(text) {
 function withoutMath(text) {
   const closed = text
     .replace(/\$\$[\s\S]*?\$\$|\\\[[\s\S]*?\\\]|\\\([\s\S]*?\\\)/g, '')
-    .replace(/(?<!\\)\$(?=\S)(?:\\.|[^$\\])*?(?<=\S)\$(?!\d)/g, '');
+    .replace(/(?<![\\$])\$(?=[^\s$])(?:\\.|[^$\\])+?(?<=\S)\$(?!\d)/g, '');
   const open = /\$\$|\\\[|\\\(|(?<!\\)\$(?=[^\s\d$])/.exec(closed);
   return open ? closed.slice(0, open.index) : closed;
 }

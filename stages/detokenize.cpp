@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "framework/chat/reasoning_split.h"
+#include "framework/chat/stop_sequence.h"
 #include "framework/engine/detokenizer.h"
 #include "stages/gguf_model.h"
 
@@ -51,6 +52,7 @@ class DetokenizeStage final : public StreamStage {
         out.logprobs.push_back(std::move(logprob));
       }
       if (delta.stopped) {
+        chat::note_stop_sequence(request, state.detokenizer.matched_stop());
         finish(request, out, FinishReason::stop, state.tokens);
         split_reasoning(state, out);
         context.emit(std::move(out));

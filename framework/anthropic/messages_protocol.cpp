@@ -6,6 +6,7 @@
 
 #include "framework/chat/output_constraint.h"
 #include "framework/chat/request_body.h"
+#include "framework/chat/stop_sequence.h"
 #include "framework/chat/tool_calls.h"
 
 namespace chatflow::anthropic {
@@ -296,10 +297,10 @@ std::string stream_error_event(const RequestError& error) {
 
 namespace {
 
-std::string_view stop_reason(chat::StopReason reason) {
+std::string_view stop_reason(chat::StopReason reason, const Request& request) {
   switch (reason) {
     case chat::StopReason::stop:
-      return "end_turn";
+      return chat::matched_stop_sequence(request) ? "stop_sequence" : "end_turn";
     case chat::StopReason::length:
       return "max_tokens";
     case chat::StopReason::tool_calls:
@@ -320,6 +321,13 @@ json::value input_of(const std::string& arguments) {
 
 json::object usage_json(const Usage& usage) {
   return {{"input_tokens", usage.prompt_tokens}, {"output_tokens", usage.completion_tokens}};
+}
+
+// The stop string that ended the answer (null for any other end).
+json::value stop_sequence(chat::StopReason reason, const Request& request) {
+  std::optional<std::string> matched;
+  if (reason == chat::StopReason::stop) matched = chat::matched_stop_sequence(request);
+  return matched ? json::value(*matched) : json::value(nullptr);
 }
 
 std::string event(std::string_view name, const json::object& data) {
@@ -347,8 +355,8 @@ std::string message_json(const Request& request, const chat::GatheredAnswer& ans
                        {"role", "assistant"},
                        {"model", request.model},
                        {"content", std::move(content)},
-                       {"stop_reason", stop_reason(answer.stop)},
-                       {"stop_sequence", nullptr},
+                       {"stop_reason", stop_reason(answer.stop, request)},
+                       {"stop_sequence", stop_sequence(answer.stop, request)},
                        {"usage", usage_json(request.usage)}};
   return json::serialize(message);
 }
@@ -417,8 +425,9 @@ std::string MessagesSseEncoder::encode(const Request& request, const Chunk& chun
   if (chunk.is_final()) {
     close(out);
     Usage usage = chunk.usage ? *chunk.usage : request.usage;
-    json::object delta{{"stop_reason", stop_reason(piece.stop.value_or(chat::StopReason::stop))},
-                       {"stop_sequence", nullptr}};
+    chat::StopReason reason = piece.stop.value_or(chat::StopReason::stop);
+    json::object delta{{"stop_reason", stop_reason(reason, request)},
+                       {"stop_sequence", stop_sequence(reason, request)}};
     out += event(
         "message_delta",
         {{"type", "message_delta"}, {"delta", std::move(delta)}, {"usage", usage_json(usage)}});

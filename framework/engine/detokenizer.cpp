@@ -27,12 +27,19 @@ IncrementalDetokenizer::Delta IncrementalDetokenizer::release(bool at_end) {
   Delta delta;
   // A stop string anywhere in what is held ends the text right before it.
   size_t first_stop = std::string::npos;
-  for (const auto& stop : stop_strings_)
-    first_stop = std::min(first_stop, pending_.find(stop));
+  const std::string* matched = nullptr;
+  for (const auto& stop : stop_strings_) {
+    size_t at = pending_.find(stop);
+    if (at < first_stop) {
+      first_stop = at;
+      matched = &stop;
+    }
+  }
   size_t releasable;
-  if (first_stop != std::string::npos) {
+  if (matched) {
     releasable = first_stop;
     stopped_ = true;
+    matched_stop_ = *matched;
     delta.stopped = true;
   } else if (at_end) {
     releasable = pending_.size();

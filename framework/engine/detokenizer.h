@@ -28,6 +28,9 @@ class IncrementalDetokenizer {
   Delta finish();
 
   const std::string& text() const { return released_; }  // everything released so far
+  // The stop string that ended the text ("" while none did): the earliest in the text, the first
+  // listed of those starting there.
+  const std::string& matched_stop() const { return matched_stop_; }
 
  private:
   Delta release(bool at_end);
@@ -38,6 +41,7 @@ class IncrementalDetokenizer {
   std::string pending_;  // bytes not yet released
   std::string released_;
   bool stopped_ = false;
+  std::string matched_stop_;
 };
 
 }  // namespace chatflow::engine

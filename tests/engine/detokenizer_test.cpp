@@ -60,6 +60,23 @@ TEST(IncrementalDetokenizer, StopStringAcrossTokensIsHeldThenCutOut) {
   EXPECT_TRUE(detokenizer.finish().stopped);
 }
 
+// Anthropic answers which of the request's stop_sequences ended the answer.
+TEST(IncrementalDetokenizer, NamesTheStopStringThatEndedTheText) {
+  auto model = byte_level_model();
+  const Tokenizer& tokenizer = model->tokenizer();
+  IncrementalDetokenizer detokenizer(tokenizer, {"now", "", "ND", "END"});
+  EXPECT_EQ(detokenizer.matched_stop(), "");
+  std::string released;
+  for (TokenId token : tokenizer.encode("say END now", false)) {
+    auto delta = detokenizer.push(token);
+    released += delta.text;
+    if (delta.stopped) break;
+  }
+  EXPECT_EQ(released, " say ");
+  // The earliest in the text ends it, whatever the order listed.
+  EXPECT_EQ(detokenizer.matched_stop(), "END");
+}
+
 TEST(IncrementalDetokenizer, HeldPrefixIsReleasedWhenItTurnsOutNotToBeAStop) {
   auto model = byte_level_model();
   const Tokenizer& tokenizer = model->tokenizer();

@@ -105,9 +105,27 @@ describe('the official @anthropic-ai/sdk client', () => {
     const whole = (await client.messages.create({ ...ask, max_tokens: 16 })).content[0].text;
     const stop = whole.slice(4, 6);
     assert.equal(stop.length, 2, `the answer is long enough: ${JSON.stringify(whole)}`);
-    const cut = await client.messages.create({ ...ask, max_tokens: 16, stop_sequences: [stop] });
+    // A stop string that never appears listed first: the answer names the one that matched.
+    const stopSequences = ['never-in-the-answer', stop];
+    const cut = await client.messages.create({ ...ask, max_tokens: 16, stop_sequences: stopSequences });
     assert.equal(cut.content[0].text, whole.slice(0, whole.indexOf(stop)));
     assert.ok(cut.usage.output_tokens < 16);
+    assert.equal(cut.stop_reason, 'stop_sequence');
+    assert.equal(cut.stop_sequence, stop);
+
+    const stream = client.messages.stream({ ...ask, max_tokens: 16, stop_sequences: stopSequences });
+    const deltas = [];
+    stream.on('streamEvent', (event) => { if (event.type === 'message_delta') deltas.push(event.delta); });
+    const final = await stream.finalMessage();
+    assert.deepEqual(deltas, [{ stop_reason: 'stop_sequence', stop_sequence: stop }]);
+    assert.equal(final.stop_reason, 'stop_sequence');
+    assert.equal(final.stop_sequence, stop);
+    assert.deepEqual(final.content, cut.content);
+
+    // An answer that ends otherwise names none.
+    const long = await client.messages.create({ ...ask, stop_sequences: ['never-in-the-answer'] });
+    assert.equal(long.stop_reason, 'max_tokens');
+    assert.equal(long.stop_sequence, null);
   });
 
   test('messages.countTokens counts the prompt the message would have', async () => {

@@ -22,6 +22,7 @@
 
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
+#include "framework/limits/side_request_gate.h"
 #include "framework/net/tls_client.h"
 #include "framework/security/jwks_cache.h"
 #include "framework/security/jwt.h"
@@ -133,7 +134,7 @@ std::string credential_of(const HeaderFields& headers) {
   return credential;
 }
 
-class AuthStage final : public RequestStage, public Authenticator {
+class AuthStage final : public RequestStage, public Authenticator, public limits::SideRequestGate {
  public:
   AuthStage(const AuthConfig& config, std::unique_ptr<security::KeysFile> keys,
             std::unique_ptr<JwtVerifier> jwt, std::optional<std::string> development_key)
@@ -256,6 +257,17 @@ class AuthStage final : public RequestStage, public Authenticator {
                                             {}});
     }
     continuation.resume(0);
+  }
+
+  // An embeddings or rerank call, its caller already authenticated by the server: the embedder
+  // it names is a model the caller's role must give access to.
+  void admit_side_request(Request& request) override {
+    if (!access_.empty() && !may_use(request.identity, request.model)) {
+      throw RequestFailure(
+          RequestError{403, "permission_error",
+                       "your role does not give access to the model '" + request.model + "'",
+                       "model_not_allowed", "model"});
+    }
   }
 
   bool may_use(const Identity& identity, const std::string& model) const {

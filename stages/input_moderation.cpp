@@ -11,7 +11,9 @@
 // fail_open lets the request through (annotation "moderation_error"), fail_closed answers 503
 // moderation_unavailable.
 #include <atomic>
+#include <future>
 
+#include "framework/limits/side_request_gate.h"
 #include "framework/text/normalizer.h"
 #include "stages/moderation_lists.h"
 #include "stages/moderation_provider.h"
@@ -112,7 +114,7 @@ class Screening {
   std::atomic<size_t> remaining_{0};
 };
 
-class InputModerationStage final : public RequestStage {
+class InputModerationStage final : public RequestStage, public limits::SideRequestGate {
  public:
   InputModerationStage(std::vector<ActionList> lists, std::vector<std::string> roles, bool passages,
                        std::shared_ptr<ModerationHook> provider)
@@ -147,7 +149,55 @@ class InputModerationStage final : public RequestStage {
     return Route::deferred();
   }
 
+  // An embeddings or rerank call: each of its texts (user messages) is screened as a prompt is,
+  // by the lists and by the provider, which this worker thread waits for.
+  void admit_side_request(Request& request) override {
+    std::vector<std::string> flagged;
+    check_lists(request, flagged);
+    if (provider_) {
+      std::vector<std::shared_ptr<PendingCheck>> checks;
+      for (const auto& message : request.messages)
+        checks.push_back(provider_->start(request, message.content, moderation::Speaker::user));
+      auto remaining = std::make_shared<std::atomic<size_t>>(checks.size());
+      auto all_settled = std::make_shared<std::promise<void>>();
+      std::future<void> settled = all_settled->get_future();
+      for (const auto& check : checks) {
+        provider_->when_settled(check, [remaining, all_settled] {
+          if (remaining->fetch_sub(1) == 1) all_settled->set_value();
+        });
+      }
+      if (!checks.empty()) settled.wait();
+      for (const auto& check : checks)
+        judge_side_text(request, *check->poll(), flagged);
+    }
+    if (!flagged.empty()) request.annotate("moderation", "flagged:" + join_names(flagged, ","));
+  }
+
  private:
+  void judge_side_text(Request& request, const CheckOutcome& outcome,
+                       std::vector<std::string>& flagged) const {
+    if (outcome.kind != CheckOutcome::Kind::verdict) {
+      request.annotate("moderation_error", provider_->error_note(outcome));
+      if (provider_->on_error() == moderation::OnError::fail_open) return;
+      throw RequestFailure(
+          RequestError{503,
+                       "server_error",
+                       "the content filter could not check the request: " + provider_->describe() +
+                           " " + provider_->failure_text(outcome) + "; retry later",
+                       "moderation_unavailable",
+                       {}});
+    }
+    Judgement judgement = provider_->judge(outcome.verdict);
+    flagged.insert(flagged.end(), judgement.noted.begin(), judgement.noted.end());
+    if (judgement.acted.empty()) return;
+    request.annotate("moderation", "blocked:" + join_names(judgement.acted, ","));
+    throw RequestFailure(RequestError{400, "invalid_request_error",
+                                      "the request was blocked by the content filter (" +
+                                          provider_->describe() + ": " +
+                                          join_names(judgement.acted) + ")",
+                                      "content_filter", "input"});
+  }
+
   void check_lists(Request& request, std::vector<std::string>& flagged) const {
     auto check = [&](const std::string& text, bool passage) {
       std::string normalized = text::normalize(text).text;

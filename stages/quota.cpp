@@ -19,6 +19,7 @@
 
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
+#include "framework/limits/side_request_gate.h"
 #include "framework/usage/postgres_usage_ledger.h"
 #include "framework/usage/sqlite_usage_ledger.h"
 #include "stages/postgres.h"
@@ -38,7 +39,10 @@ struct QuotaConfig {
   std::string model;
 };
 
-class QuotaStage final : public RequestStage, public UsageReporter, public StorageHealth {
+class QuotaStage final : public RequestStage,
+                         public UsageReporter,
+                         public StorageHealth,
+                         public limits::SideRequestGate {
  public:
   QuotaStage(std::shared_ptr<usage::UsageLedger> ledger, int64_t default_tokens,
              std::map<std::string, int64_t> tenants, std::shared_ptr<const AnswerTokenBound> model)
@@ -71,7 +75,28 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
     // The model holds the answer to what was reserved for it.
     if (allowance && !answer_given)
       generation.answer_token_cap = capped_answer_tokens(generation, answer);
-    int64_t reservation = prompt + answer;
+    settle_when_released(request, hold, prompt + answer, allowance);
+    return Route::to(0);
+  }
+
+  // An embeddings or rerank call: its input's tokens are all it spends.
+  void admit_side_request(Request& request) override {
+    const std::string& tenant = request.identity.tenant;
+    std::optional<int64_t> allowance = allowance_of(tenant);
+    int64_t tokens = allowance ? request.usage.prompt_tokens : 0;
+    std::string hold = usage::new_hold_id();
+    if (!reserve(tenant, hold, tokens, allowance)) refuse(tenant, *allowance, tokens, 0, true);
+    settle_when_released(request, hold, tokens, allowance);
+  }
+
+  StorageStatus storage_status() const override {
+    return {"usage", ledger_->lost_rows(), ledger_->last_failure_time()};
+  }
+
+  // Records what the request used in the ledger once it is over, settling its reservation.
+  void settle_when_released(Request& request, const std::string& hold, int64_t reservation,
+                            std::optional<int64_t> allowance) {
+    const std::string& tenant = request.identity.tenant;
     auto ledger = ledger_;
     // What the request holds grows when it spends aside (an agent's steps), so no number of
     // agents in flight can overshoot the allowance.
@@ -100,11 +125,6 @@ class QuotaStage final : public RequestStage, public UsageReporter, public Stora
       record.status = done.error() ? done.error()->status : 200;
       ledger->settle(done.identity.tenant, hold, held->load(), std::move(record));
     });
-    return Route::to(0);
-  }
-
-  StorageStatus storage_status() const override {
-    return {"usage", ledger_->lost_rows(), ledger_->last_failure_time()};
   }
 
   std::string usage_json(const std::string& tenant) const override {

@@ -31,6 +31,7 @@
 #include "framework/limits/address_group.h"
 #include "framework/limits/rate_limiter.h"
 #include "framework/limits/redis_rate_limiter.h"
+#include "framework/limits/side_request_gate.h"
 #include "framework/storage/failure_log.h"
 #include "stages/redis.h"
 
@@ -106,7 +107,7 @@ enum ClaimIndex : size_t {
   kClaimCount
 };
 
-class RateLimitStage final : public RequestStage {
+class RateLimitStage final : public RequestStage, public limits::SideRequestGate {
  public:
   RateLimitStage(const RateLimitConfig& config, std::shared_ptr<const AnswerTokenBound> model,
                  std::shared_ptr<limits::RateLimiter> limiter, const std::string& who)
@@ -156,6 +157,33 @@ class RateLimitStage final : public RequestStage {
       generation.answer_token_cap = capped_answer_tokens(generation, answer);
     settle_when_released(request, claims, static_cast<double>(prompt_tokens + answer));
     return Route::to(0);
+  }
+
+  // An embeddings or rerank call: one request, and its input's tokens, with no answer after them.
+  void admit_side_request(Request& request) override {
+    int64_t tokens = request.usage.prompt_tokens;
+    std::vector<limits::Claim> claims = claims_of(request, static_cast<double>(tokens));
+    limits::Reservation reservation;
+    try {
+      reservation = limiter_->reserve(claims);
+      failures_->succeeded();
+    } catch (const limits::LimiterUnavailable& error) {
+      unavailable(request, error.what());  // throws unless on_error is fail_open
+      return;
+    }
+    set_headers(request, claims, reservation);
+    if (!reservation.granted && reservation.never &&
+        !short_of(claims, reservation, {kTenantRequests, kCallerRequests, kAddressRequests})) {
+      throw RequestFailure(RequestError{429,
+                                        "tokens",
+                                        "the input is " + std::to_string(tokens) +
+                                            " tokens, more than your whole tokens limit per " +
+                                            window_text(config_.window_s) + "; send less",
+                                        "rate_limit_exceeded",
+                                        {}});
+    }
+    if (!reservation.granted) refuse(request, claims, reservation, tokens, 0, true);
+    settle_when_released(request, claims, static_cast<double>(tokens));
   }
 
  private:

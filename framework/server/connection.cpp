@@ -460,8 +460,18 @@ void Connection::write_response(const Response& response, const std::string& req
 // closes.
 void Connection::respond(const Response& response, const std::string& endpoint,
                          const RequestError* error) {
-  // A caller's id comes back on every answer, so it can find the request in our logs.
-  write_response(response, request_id_);
+  // A side call the pipeline's gates saw (embeddings, rerank): what they noted comes with the
+  // answer and into the access log, as for a generation.
+  std::shared_ptr<const Request> gated = std::move(call_.gated);
+  if (gated) {
+    Response answer = response;
+    for (auto& field : gated->response_headers())
+      answer.headers.push_back(field);
+    write_response(answer, request_id_);
+  } else {
+    // A caller's id comes back on every answer, so it can find the request in our logs.
+    write_response(response, request_id_);
+  }
   state_->count_http(endpoint, response.status);
   if (endpoint != "/health" && endpoint != "/metrics") {
     AccessRecord record;
@@ -475,8 +485,19 @@ void Connection::respond(const Response& response, const std::string& endpoint,
     record.status = response.status;
     record.total_ms = static_cast<double>(now_ns() - received_ns_) / 1e6;
     if (error) record.error_code = error->code.empty() ? error->type : error->code;
+    if (gated) {
+      record.id = gated->id;
+      record.tenant = gated->identity.tenant;
+      record.user = gated->identity.user;
+      record.model = gated->model;
+      record.prompt_tokens = gated->usage.prompt_tokens;
+      record.annotations = gated->annotations();
+    }
     state_->access_log->write(record);
   }
+  // Letting it go settles the gates (a quota's ledger may be a database): not on this thread,
+  // unless no worker can take it.
+  if (gated) state_->workers.submit([gated = std::move(gated)]() mutable { gated.reset(); });
   next_request();
 }
 

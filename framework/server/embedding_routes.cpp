@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include <boost/json.hpp>
 
 #include "framework/api/text_embedder.h"
 #include "framework/api/token_embedder.h"
 #include "framework/chat/request_body.h"
+#include "framework/server/side_gates.h"
 
 namespace chatflow::server {
 namespace json = boost::json;
@@ -226,13 +228,16 @@ std::vector<std::vector<int32_t>> model_tokens(const TokenEmbedder& model,
 }
 
 // The vectors of `inputs`: from token ids through a model that takes them, else from the texts.
+// `admit` gets their token count first, and refuses (throws) before any vector is made.
 std::vector<std::vector<float>> embed_inputs(const NamedEmbedder& named,
                                              const std::vector<EmbeddingInput>& inputs,
-                                             int64_t& tokens) {
+                                             int64_t& tokens,
+                                             const std::function<void(int64_t)>& admit) {
   if (const auto* model = dynamic_cast<const TokenEmbedder*>(named.embedder)) {
     std::vector<std::vector<int32_t>> ids = model_tokens(*model, inputs);
     for (const auto& input : ids)
       tokens += static_cast<int64_t>(input.size());
+    admit(tokens);
     return model->embed_tokens(ids);
   }
   std::vector<std::vector<float>> vectors;
@@ -243,10 +248,11 @@ std::vector<std::vector<float>> embed_inputs(const NamedEmbedder& named,
               input.path, "unsupported_input");
     }
   }
-  for (const EmbeddingInput& input : inputs) {
-    vectors.push_back(named.embedder->embed_text(input.text));
+  for (const EmbeddingInput& input : inputs)
     tokens += named.embedder->embedding_token_count(input.text);
-  }
+  admit(tokens);
+  for (const EmbeddingInput& input : inputs)
+    vectors.push_back(named.embedder->embed_text(input.text));
   return vectors;
 }
 
@@ -306,7 +312,13 @@ Response embeddings(const RouteCall& call) {
   NamedEmbedder named = embedder_named(*call.served, model);
   const int64_t size = checked_dimensions(named, dimensions);
   int64_t tokens = 0;
-  std::vector<std::vector<float>> vectors = embed_inputs(named, inputs, tokens);
+  auto admit = [&](int64_t counted) {
+    std::vector<std::string> texts;
+    for (const EmbeddingInput& input : inputs)
+      if (!input.is_tokens) texts.push_back(input.text);
+    admit_side_call(call, named.name, texts, counted, "input");
+  };
+  std::vector<std::vector<float>> vectors = embed_inputs(named, inputs, tokens, admit);
   json::array data;
   for (size_t i = 0; i < vectors.size(); ++i) {
     std::vector<float>& vector = vectors[i];
@@ -361,13 +373,16 @@ Response rerank(const RouteCall& call) {
   bool return_documents = fields.boolean("return_documents", true);
   fields.refuse_unread({});
   NamedEmbedder named = embedder_named(*call.served, model);
-  std::vector<float> query_vector = named.embedder->embed_text(query);
   int64_t tokens = named.embedder->embedding_token_count(query);
+  for (const std::string& document : documents)
+    tokens += named.embedder->embedding_token_count(document);
+  std::vector<std::string> texts = documents;
+  texts.insert(texts.begin(), query);
+  admit_side_call(call, named.name, texts, tokens, "");
+  std::vector<float> query_vector = named.embedder->embed_text(query);
   std::vector<std::pair<double, int64_t>> scored;
-  for (int64_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < count; ++i)
     scored.push_back({cosine(query_vector, named.embedder->embed_text(documents[i])), i});
-    tokens += named.embedder->embedding_token_count(documents[i]);
-  }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   json::array results;

@@ -2,6 +2,7 @@
 #include "stages/history_store.h"
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 
 #include <boost/json.hpp>
@@ -139,6 +140,11 @@ std::optional<SessionInfo> HistoryStoreResource::import_session(
   auto summary = store_->summary(key);
   if (!summary) throw std::runtime_error("the imported session could not be read back");
   return info_of(*summary);
+}
+
+void HistoryStoreResource::keep_response(const std::string& tenant, const std::string& owner,
+                                         const std::string& id, const KeptResponse& response) {
+  store_->keep_response({tenant, owner, id}, response, static_cast<int64_t>(std::time(nullptr)));
 }
 
 int64_t HistoryStoreResource::delete_sessions(const std::string& tenant, const std::string& owner) {

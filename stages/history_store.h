@@ -9,6 +9,7 @@
 #include "framework/api/capabilities.h"
 #include "framework/api/resource.h"
 #include "framework/history/history_store.h"
+#include "framework/history/kept_responses.h"
 #include "framework/history/retention_sweeper.h"
 #include "framework/history/session_branches.h"
 #include "framework/history/session_import.h"
@@ -35,7 +36,8 @@ class HistoryStoreResource final : public Resource,
                                    public HistoryReader,
                                    public StorageHealth,
                                    public SessionBranches,
-                                   public SessionImport {
+                                   public SessionImport,
+                                   public KeptResponses {
  public:
   // `who` names the resource in the sweeper's log lines.
   explicit HistoryStoreResource(std::unique_ptr<history::HistoryStore> store,
@@ -56,6 +58,17 @@ class HistoryStoreResource final : public Resource,
                                             const std::string& session,
                                             const std::vector<ImportedTurn>& turns,
                                             const std::string& title) override;
+
+  void keep_response(const std::string& tenant, const std::string& owner, const std::string& id,
+                     const KeptResponse& response) override;
+  std::optional<KeptResponse> kept_response(const std::string& tenant, const std::string& owner,
+                                            const std::string& id) override {
+    return store_->kept_response({tenant, owner, id});
+  }
+  bool forget_response(const std::string& tenant, const std::string& owner,
+                       const std::string& id) override {
+    return store_->forget_response({tenant, owner, id});
+  }
 
   std::optional<std::string> session_json(const std::string& tenant, const std::string& owner,
                                           const std::string& session) override;

@@ -105,6 +105,12 @@ class SqliteStore final : public HistoryStore {
           "CREATE TABLE IF NOT EXISTS session_titles ("
           "  tenant TEXT NOT NULL, owner TEXT NOT NULL, session TEXT NOT NULL, title TEXT NOT NULL,"
           "  PRIMARY KEY (tenant, owner, session)) WITHOUT ROWID;");
+      // The Responses API's kept responses (kept_responses.h) came later still.
+      exec(
+          "CREATE TABLE IF NOT EXISTS responses ("
+          "  tenant TEXT NOT NULL, owner TEXT NOT NULL, id TEXT NOT NULL, time INTEGER NOT NULL,"
+          "  response TEXT NOT NULL, conversation TEXT NOT NULL,"
+          "  PRIMARY KEY (tenant, owner, id)) WITHOUT ROWID;");
       exec("COMMIT");
     } catch (...) {
       sqlite3_exec(database_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -275,6 +281,9 @@ class SqliteStore final : public HistoryStore {
       if (retention_.ttl_days > 0) outcome.expired_turns = delete_expired(now);
       {
         std::lock_guard lock(database_mutex_);
+        if (retention_.ttl_days > 0) {
+          change("DELETE FROM responses WHERE time < ?4", {}, retention_.expired_before(now));
+        }
         change(
             "DELETE FROM session_titles WHERE NOT EXISTS (SELECT 1 FROM turns WHERE turns.tenant "
             "= session_titles.tenant AND turns.owner = session_titles.owner AND turns.session = "
@@ -289,6 +298,46 @@ class SqliteStore final : public HistoryStore {
                                ": the retention sweep failed: " + error.what());
     }
     return outcome;
+  }
+
+  // Written here rather than by the writer thread: each is committed before the call returns.
+  void keep_response(const SessionKey& key, const KeptResponse& response, int64_t time) override {
+    std::lock_guard lock(database_mutex_);
+    try {
+      sqlite::Statement insert(
+          database_,
+          "INSERT OR REPLACE INTO responses (tenant, owner, id, time, response, "
+          "conversation) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+      bind_key(insert.get(), key);
+      sqlite3_bind_int64(insert.get(), 4, time);
+      sqlite::bind_text(insert.get(), 5, response.response_json);
+      sqlite::bind_text(insert.get(), 6, response.conversation_json);
+      insert.step();
+    } catch (const std::exception& error) {
+      throw std::runtime_error("history database " + path_ +
+                               ": the response was not kept: " + error.what());
+    }
+  }
+
+  std::optional<KeptResponse> kept_response(const SessionKey& key) override {
+    std::lock_guard lock(database_mutex_);
+    sqlite::Statement query(database_,
+                            "SELECT response, conversation FROM responses WHERE tenant = ?1 AND "
+                            "owner = ?2 AND id = ?3 AND time >= ?4");
+    bind_key(query.get(), key);
+    sqlite3_bind_int64(query.get(), 4, retention_.expired_before(unix_now()));
+    if (!query.step()) return std::nullopt;
+    return KeptResponse{sqlite::column_text(query.get(), 0), sqlite::column_text(query.get(), 1)};
+  }
+
+  bool forget_response(const SessionKey& key) override {
+    std::lock_guard lock(database_mutex_);
+    try {
+      return change("DELETE FROM responses WHERE tenant = ?1 AND owner = ?2 AND id = ?3", key) > 0;
+    } catch (const std::exception& error) {
+      throw std::runtime_error("history database " + path_ +
+                               ": the response was not deleted: " + error.what());
+    }
   }
 
   int64_t lost_turns() const override {
@@ -387,6 +436,12 @@ class SqliteStore final : public HistoryStore {
 
   // Runs `sql` with those of ?1..?3 it has bound to the key's tenant, owner and session, ?4 to
   // `number` and ?5 to `text`; returns the rows it changed.
+  static void bind_key(sqlite3_stmt* statement, const SessionKey& key) {
+    sqlite::bind_text(statement, 1, key.tenant);
+    sqlite::bind_text(statement, 2, key.owner);
+    sqlite::bind_text(statement, 3, key.session);
+  }
+
   int64_t change(const char* sql, const SessionKey& key, int64_t number = 0,
                  std::string_view text = {}) {
     sqlite::Statement statement(database_, sql);

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "framework/history/kept_responses.h"
+
 struct sqlite3;
 
 namespace chatflow::history {
@@ -122,6 +124,23 @@ class HistoryStore {
     (void)key;
     (void)active_back;
     throw std::runtime_error("this history store cannot switch a session's branch");
+  }
+  // The Responses API's kept responses (kept_responses.h), keyed as sessions are with the
+  // response's id as `session`; `time` (Unix seconds) is when it was kept, for ttl_days. Each
+  // returns once committed and throws std::runtime_error when the store could not write or read.
+  virtual void keep_response(const SessionKey& key, const KeptResponse& response, int64_t time) {
+    (void)key;
+    (void)response;
+    (void)time;
+    throw std::runtime_error("this history store cannot keep responses");
+  }
+  virtual std::optional<KeptResponse> kept_response(const SessionKey& key) {
+    (void)key;
+    return std::nullopt;
+  }
+  virtual bool forget_response(const SessionKey& key) {
+    (void)key;
+    return false;
   }
   // Turns that could not be written since the store opened, and when the last such failure was
   // (Unix seconds, 0 if never).

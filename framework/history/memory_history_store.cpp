@@ -117,12 +117,33 @@ class MemoryStore final : public HistoryStore {
     return removed;
   }
 
+  void keep_response(const SessionKey& key, const KeptResponse& response, int64_t time) override {
+    std::lock_guard lock(mutex_);
+    responses_[key] = {response, time};
+  }
+
+  std::optional<KeptResponse> kept_response(const SessionKey& key) override {
+    std::lock_guard lock(mutex_);
+    auto found = responses_.find(key);
+    if (found == responses_.end() || found->second.second < retention_.expired_before(unix_now()))
+      return std::nullopt;
+    return found->second.first;
+  }
+
+  bool forget_response(const SessionKey& key) override {
+    std::lock_guard lock(mutex_);
+    return responses_.erase(key) > 0;
+  }
+
   SweepOutcome sweep(int64_t now) override {
     SweepOutcome outcome;
     std::vector<SessionKey> evicted_keys;
     {
       std::lock_guard lock(mutex_);
       outcome.expired_turns = expire_locked(now);
+      std::erase_if(responses_, [&](const auto& entry) {
+        return entry.second.second < retention_.expired_before(now);
+      });
       std::set<std::pair<std::string, std::string>> owners;
       for (const auto& [key, session] : sessions_)
         owners.insert({key.tenant, key.owner});
@@ -198,6 +219,7 @@ class MemoryStore final : public HistoryStore {
   Retention retention_;
   std::mutex mutex_;
   std::map<SessionKey, Session> sessions_;
+  std::map<SessionKey, std::pair<KeptResponse, int64_t>> responses_;  // and when each was kept
   int64_t turns_written_ = 0;
 };
 

@@ -48,6 +48,12 @@ const std::vector<postgres::Migration>& history_migrations() {
        {"ALTER TABLE history_turns ADD COLUMN parent_back BIGINT NOT NULL DEFAULT 1",
         "ALTER TABLE history_turns ADD COLUMN question_back BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE history_turns ADD COLUMN active_back BIGINT NOT NULL DEFAULT 0"}},
+      {4,
+       "the Responses API's kept responses",
+       {"CREATE TABLE history_responses ("
+        "  tenant BYTEA NOT NULL, owner BYTEA NOT NULL, id BYTEA NOT NULL, time BIGINT NOT NULL,"
+        "  response BYTEA NOT NULL, conversation BYTEA NOT NULL, PRIMARY KEY (tenant, owner, id))",
+        "CREATE INDEX history_responses_time ON history_responses (time)"}},
   };
   return all;
 }
@@ -389,10 +395,58 @@ class PostgresStore final : public HistoryStore {
     return sessions;
   }
 
+  void keep_response(const SessionKey& key, const KeptResponse& response, int64_t time) override {
+    std::vector<Param> params = key_params(key);
+    params.push_back(Param::integer(time));
+    params.push_back(Param::bytes(response.response_json));
+    params.push_back(Param::bytes(response.conversation_json));
+    try {
+      client_->exec(
+          "INSERT INTO history_responses (tenant, owner, id, time, response, conversation) VALUES "
+          "($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant, owner, id) DO UPDATE SET time = "
+          "EXCLUDED.time, response = EXCLUDED.response, conversation = EXCLUDED.conversation",
+          params, "keeping a response");
+    } catch (const PostgresError& error) {
+      throw std::runtime_error(std::string(error.what()) + ": the response was not kept");
+    }
+  }
+
+  std::optional<KeptResponse> kept_response(const SessionKey& key) override {
+    std::vector<Param> params = key_params(key);
+    params.push_back(Param::integer(retention_.expired_before(unix_now())));
+    try {
+      postgres::Result rows = client_->exec(
+          "SELECT response, conversation FROM history_responses WHERE tenant = $1 AND owner = $2 "
+          "AND id = $3 AND time >= $4",
+          params, "reading a kept response");
+      if (rows.rows() == 0) return std::nullopt;
+      return KeptResponse{rows.bytes(0, 0), rows.bytes(0, 1)};
+    } catch (const PostgresError& error) {
+      throw std::runtime_error(std::string(error.what()) + ": the response was not read");
+    }
+  }
+
+  bool forget_response(const SessionKey& key) override {
+    try {
+      return client_
+                 ->exec(
+                     "DELETE FROM history_responses WHERE tenant = $1 AND owner = $2 AND id = $3",
+                     key_params(key), "deleting a kept response")
+                 .changed_rows() > 0;
+    } catch (const PostgresError& error) {
+      throw std::runtime_error(std::string(error.what()) + ": the response was not deleted");
+    }
+  }
+
   SweepOutcome sweep(int64_t now) override {
     SweepOutcome outcome;
     try {
-      if (retention_.ttl_days > 0) outcome.expired_turns = delete_expired(now);
+      if (retention_.ttl_days > 0) {
+        outcome.expired_turns = delete_expired(now);
+        client_->exec("DELETE FROM history_responses WHERE time < $1",
+                      {Param::integer(retention_.expired_before(now))},
+                      "deleting expired responses");
+      }
       client_->exec(
           "DELETE FROM history_titles AS title WHERE NOT EXISTS (SELECT 1 FROM history_turns AS "
           "turn WHERE turn.tenant = title.tenant AND turn.owner = title.owner AND turn.session = "

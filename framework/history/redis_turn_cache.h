@@ -47,6 +47,14 @@ class RedisTurnCache final : public HistoryStore {
   bool remove(const SessionKey& key) override;
   std::optional<SessionSummary> rename(const SessionKey& key, const std::string& title) override;
   bool set_active(const SessionKey& key, int64_t active_back) override;
+  // Kept responses are not cached: they go to the durable store.
+  void keep_response(const SessionKey& key, const KeptResponse& response, int64_t time) override {
+    durable_->keep_response(key, response, time);
+  }
+  std::optional<KeptResponse> kept_response(const SessionKey& key) override {
+    return durable_->kept_response(key);
+  }
+  bool forget_response(const SessionKey& key) override { return durable_->forget_response(key); }
   int64_t lost_turns() const override { return durable_->lost_turns(); }
   int64_t last_failure_time() const override { return durable_->last_failure_time(); }
   std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) override;

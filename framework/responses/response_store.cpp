@@ -1,5 +1,7 @@
 #include "framework/responses/response_store.h"
 
+#include <boost/json.hpp>
+
 namespace chatflow::responses {
 namespace {
 
@@ -23,6 +25,55 @@ size_t size_of(const std::string& key, const std::string& response_json,
 }
 
 }  // namespace
+
+std::string conversation_json(const std::vector<Message>& conversation) {
+  namespace json = boost::json;
+  json::array messages;
+  for (const Message& message : conversation) {
+    json::array calls;
+    for (const ToolCall& call : message.tool_calls)
+      calls.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
+    messages.push_back({{"role", message.role},
+                        {"content", message.content},
+                        {"tool_calls", std::move(calls)},
+                        {"tool_call_id", message.tool_call_id}});
+  }
+  return json::serialize(messages);
+}
+
+std::optional<std::vector<Message>> conversation_of_json(std::string_view text) {
+  namespace json = boost::json;
+  json::error_code error;
+  json::value parsed = json::parse(text, error);
+  if (error || !parsed.is_array()) return std::nullopt;
+  auto string_of = [](const json::object& object,
+                      std::string_view key) -> std::optional<std::string> {
+    const json::value* value = object.if_contains(key);
+    if (!value || !value->is_string()) return std::nullopt;
+    return std::string(value->get_string());
+  };
+  std::vector<Message> conversation;
+  for (const json::value& item : parsed.get_array()) {
+    if (!item.is_object()) return std::nullopt;
+    const json::object& object = item.get_object();
+    auto role = string_of(object, "role");
+    auto content = string_of(object, "content");
+    auto call_id = string_of(object, "tool_call_id");
+    const json::value* calls = object.if_contains("tool_calls");
+    if (!role || !content || !call_id || !calls || !calls->is_array()) return std::nullopt;
+    Message message(*role, *content, {}, *call_id);
+    for (const json::value& call : calls->get_array()) {
+      if (!call.is_object()) return std::nullopt;
+      auto id = string_of(call.get_object(), "id");
+      auto name = string_of(call.get_object(), "name");
+      auto arguments = string_of(call.get_object(), "arguments");
+      if (!id || !name || !arguments) return std::nullopt;
+      message.tool_calls.push_back({*id, *name, *arguments});
+    }
+    conversation.push_back(std::move(message));
+  }
+  return conversation;
+}
 
 std::optional<std::string> owner_of(bool pipeline_authenticates, const Identity& caller) {
   if (!pipeline_authenticates) return std::string();

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "framework/api/request.h"
@@ -24,7 +25,32 @@ namespace chatflow::responses {
 // claim), who can keep nothing.
 std::optional<std::string> owner_of(bool pipeline_authenticates, const Identity& caller);
 
-class ResponseStore {
+// Where kept responses live: this server's memory (ResponseStore, the default), or the
+// pipeline's history store (the server's adapter, framework/server/kept_response_store.h), shared
+// by a fleet and kept through restarts. `owner` is owner_of's.
+class ResponseKeeper {
+ public:
+  virtual ~ResponseKeeper() = default;
+  // Keeps (or replaces) a response.
+  virtual void put(const std::string& owner, const std::string& id, std::string response_json,
+                   std::vector<Message> conversation) = 0;
+  // The response object's JSON, or nullopt when `owner` kept no response `id`.
+  virtual std::optional<std::string> response_json(const std::string& owner,
+                                                   const std::string& id) const = 0;
+  // The conversation response `id` ended, or nullopt as above.
+  virtual std::optional<std::vector<Message>> conversation(const std::string& owner,
+                                                           const std::string& id) const = 0;
+  // Forgets the response; false when `owner` kept none of that id.
+  virtual bool erase(const std::string& owner, const std::string& id) = 0;
+};
+
+// A conversation as a kept response's JSON holds it ([{"role", "content", "tool_calls":
+// [{"id", "name", "arguments"}], "tool_call_id"}]), and back; nullopt for text that is not one.
+std::string conversation_json(const std::vector<Message>& conversation);
+std::optional<std::vector<Message>> conversation_of_json(std::string_view text);
+
+// The responses kept in this server's memory, at most max_responses and about max_bytes of them.
+class ResponseStore final : public ResponseKeeper {
  public:
   // The defaults: what one server keeps before the oldest responses go.
   static constexpr size_t kDefaultMaxResponses = 10000;
@@ -34,16 +60,14 @@ class ResponseStore {
                          size_t max_bytes = kDefaultMaxBytes)
       : max_responses_(max_responses), max_bytes_(max_bytes) {}
 
-  // Keeps (or replaces) a response; the oldest ones go while more than the bounds are kept.
+  // The oldest ones go while more than the bounds are kept.
   void put(const std::string& owner, const std::string& id, std::string response_json,
-           std::vector<Message> conversation);
-  // The response object's JSON, or nullopt when `owner` kept no response `id`.
-  std::optional<std::string> response_json(const std::string& owner, const std::string& id) const;
-  // The conversation response `id` ended, or nullopt as above.
+           std::vector<Message> conversation) override;
+  std::optional<std::string> response_json(const std::string& owner,
+                                           const std::string& id) const override;
   std::optional<std::vector<Message>> conversation(const std::string& owner,
-                                                   const std::string& id) const;
-  // Forgets the response; false when `owner` kept none of that id.
-  bool erase(const std::string& owner, const std::string& id);
+                                                   const std::string& id) const override;
+  bool erase(const std::string& owner, const std::string& id) override;
 
   size_t size() const;
   size_t bytes() const;

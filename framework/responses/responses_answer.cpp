@@ -42,9 +42,9 @@ const char* incomplete_reason(chat::StopReason stop) {
 
 }  // namespace
 
-ResponseWriter::ResponseWriter(ResponsesRequest settings, ResponseStore* store,
+ResponseWriter::ResponseWriter(ResponsesRequest settings, std::shared_ptr<ResponseKeeper> store,
                                std::optional<std::string> owner)
-    : settings_(std::move(settings)), store_(store), owner_(std::move(owner)) {}
+    : settings_(std::move(settings)), store_(std::move(store)), owner_(std::move(owner)) {}
 
 std::string ResponseWriter::event(std::string_view type, json::object data) {
   json::object typed{{"type", type}};

@@ -6,6 +6,7 @@
 // refused by name.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,7 +38,8 @@ struct ResponsesRequest {
 // previous_response_not_found when it kept none).
 ResponsesRequest parse_request(std::string_view body, Request& request,
                                const std::vector<std::string>& served_models,
-                               const ResponseStore& store, const std::optional<std::string>& owner);
+                               const ResponseKeeper& store,
+                               const std::optional<std::string>& owner);
 
 // Writes one request's answer as a response: its stream's events (response.created,
 // response.in_progress, then per output item response.output_item.added, its parts and deltas,
@@ -47,7 +49,8 @@ ResponsesRequest parse_request(std::string_view body, Request& request,
 // its conversation go into the store under `owner`.
 class ResponseWriter {
  public:
-  ResponseWriter(ResponsesRequest settings, ResponseStore* store, std::optional<std::string> owner);
+  ResponseWriter(ResponsesRequest settings, std::shared_ptr<ResponseKeeper> store,
+                 std::optional<std::string> owner);
 
   // The events `chunk` adds (empty when it adds none). The final chunk finishes the response: a
   // stream's is then kept in the store at once, before the client reads its last event.
@@ -68,7 +71,7 @@ class ResponseWriter {
   void keep(const Request& request);
 
   ResponsesRequest settings_;
-  ResponseStore* store_;
+  std::shared_ptr<ResponseKeeper> store_;
   std::optional<std::string> owner_;
   chat::AnswerStream answer_;
   bool started_ = false;

@@ -331,7 +331,7 @@ void refuse_unsupported(const Fields& fields) {
 
 ResponsesRequest parse_request(std::string_view body, Request& request,
                                const std::vector<std::string>& served_models,
-                               const ResponseStore& store,
+                               const ResponseKeeper& store,
                                const std::optional<std::string>& owner) {
   json::value document = parse_object(body);
   Fields fields(document.get_object(), "");

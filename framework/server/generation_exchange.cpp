@@ -11,6 +11,7 @@
 #include "framework/responses/responses_protocol.h"
 #include "framework/server/access_log.h"
 #include "framework/server/connection.h"
+#include "framework/server/kept_response_store.h"
 #include "framework/server/request_spans.h"
 
 namespace chatflow::server {
@@ -184,11 +185,11 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   std::shared_ptr<responses::ResponseWriter> response_writer;
   if (wire() == Wire::responses) {
     auto owner = responses::owner_of(served->authenticator != nullptr, call_.caller);
-    auto parsed =
-        responses::parse_request(body, *request, served->model_ids, state_->responses, owner);
+    auto keeper = response_keeper(*served, state_->responses);
+    auto parsed = responses::parse_request(body, *request, served->model_ids, *keeper, owner);
     request->id = random_id("resp_");
     response_writer =
-        std::make_shared<responses::ResponseWriter>(std::move(parsed), &state_->responses, owner);
+        std::make_shared<responses::ResponseWriter>(std::move(parsed), std::move(keeper), owner);
   } else if (wire() == Wire::anthropic) {
     anthropic::parse_messages_request(body, *request, served->model_ids);
     request->id = random_id("msg_");

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "framework/responses/response_store.h"
+#include "framework/server/kept_response_store.h"
 #include "framework/text/utf8.h"
 
 namespace chatflow::server {
@@ -37,14 +38,15 @@ Response get_response(const RouteCall& call) {
   Lookup lookup = lookup_of(call);
   std::optional<std::string> found;
   if (lookup.owner && call.responses)
-    found = call.responses->response_json(*lookup.owner, lookup.id);
+    found = response_keeper(*call.served, *call.responses)->response_json(*lookup.owner, lookup.id);
   if (!found) not_found(lookup.id);
   return Response(200, std::move(*found));
 }
 
 Response delete_response(const RouteCall& call) {
   Lookup lookup = lookup_of(call);
-  if (!lookup.owner || !call.responses || !call.responses->erase(*lookup.owner, lookup.id))
+  if (!lookup.owner || !call.responses ||
+      !response_keeper(*call.served, *call.responses)->erase(*lookup.owner, lookup.id))
     not_found(lookup.id);
   return Response(200, boost::json::serialize(boost::json::object{
                            {"id", lookup.id}, {"object", "response"}, {"deleted", true}}));

@@ -672,11 +672,16 @@ constexpr Route kRoutes[] = {
      .generation = RequestKind::chat,
      .takes_body = true,
      .wire = Wire::responses},
-    {.pattern = "/v1/responses/{id}", .method = "GET", .endpoint = get_response},
+    // A history store keeping responses may be a database: off the I/O thread.
+    {.pattern = "/v1/responses/{id}",
+     .method = "GET",
+     .endpoint = get_response,
+     .off_io_thread = true},
     {.pattern = "/v1/responses/{id}",
      .method = "DELETE",
      .endpoint = delete_response,
-     .body_optional = true},
+     .body_optional = true,
+     .off_io_thread = true},
     // Vectors and rankings from the pipeline's embedder resources (embedding_routes.cpp).
     {.pattern = "/v1/embeddings",
      .method = "POST",

@@ -78,7 +78,7 @@ describe('two replicas sharing PostgreSQL', { skip: unavailable ?? false }, () =
 
   test('both replicas applied the migrations exactly once', () => {
     assert.equal(postgres.query('chatflow', 'SELECT component, version FROM schema_migrations ORDER BY 1, 2'),
-      'history|1\nhistory|2\nhistory|3\nusage|1');
+      'history|1\nhistory|2\nhistory|3\nhistory|4\nusage|1');
   });
 
   test('32 concurrent requests across both replicas never push the ledger past the quota', async () => {

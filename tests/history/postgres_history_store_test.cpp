@@ -55,6 +55,24 @@ TEST_F(PostgresHistory, ADurableTurnIsOnEveryReplicaOnceAppendReturns) {
   EXPECT_EQ(both[1].assistant, "more") << "turns keep their order across replicas";
 }
 
+// The Responses API's kept responses (migration 4): on every replica, per owner, replaced by
+// the same id, gone for good once forgotten.
+TEST_F(PostgresHistory, KeptResponsesAreOnEveryReplicaPerOwner) {
+  auto first = replica();
+  auto second = replica();
+  first->keep_response(key("resp_1"), {"{\"v\":1}", "[]"}, now());
+  auto seen = second->kept_response(key("resp_1"));
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->response_json, "{\"v\":1}");
+  EXPECT_EQ(seen->conversation_json, "[]");
+  EXPECT_FALSE(second->kept_response(key("resp_1", "user:u2"))) << "another owner's id is none";
+  EXPECT_FALSE(second->forget_response(key("resp_1", "user:u2")));
+  second->keep_response(key("resp_1"), {"{\"v\":2}", "[1]"}, now());
+  EXPECT_EQ(first->kept_response(key("resp_1"))->response_json, "{\"v\":2}");
+  EXPECT_TRUE(first->forget_response(key("resp_1")));
+  EXPECT_FALSE(second->kept_response(key("resp_1")));
+}
+
 TEST_F(PostgresHistory, BranchLinksAndTheShownTurnAreKeptForEveryReplica) {
   auto first = replica();
   auto second = replica();

@@ -256,7 +256,8 @@ TEST(ResponsesProtocol, ACallerWhoOwnsNothingCanKeepNothing) {
 // sets them.
 struct Written {
   Request request;
-  ResponseStore store;
+  std::shared_ptr<ResponseStore> kept = std::make_shared<ResponseStore>();
+  ResponseStore& store = *kept;
   std::unique_ptr<ResponseWriter> writer;
   explicit Written(std::string_view body, bool stream) {
     std::string text(body);
@@ -264,7 +265,7 @@ struct Written {
     ResponsesRequest parsed = parse_request(text, request, kModels, store, std::string("o"));
     request.id = "resp_0123";
     request.created = 1700000000;
-    writer = std::make_unique<ResponseWriter>(std::move(parsed), &store, std::string("o"));
+    writer = std::make_unique<ResponseWriter>(std::move(parsed), kept, std::string("o"));
   }
 };
 

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  addKey, gatedModelPipeline, modelPipeline, post, scratchPath, startServer, weatherArguments,
+  addKey, gatedModelPipeline, modelPipeline, post, scratchPath, sessionPipeline, startServer, weatherArguments,
   writeTemp,
 } from './harness.mjs';
 
@@ -439,5 +439,68 @@ describe('a Responses stream that fails after it began', () => {
       return true;
     });
     assert.ok(text.length > 0, 'the stream had begun');
+  });
+});
+
+describe('kept responses in the pipeline\'s history store', () => {
+  const database = scratchPath(`responses-history-${process.pid}.db`);
+  const historyKeys = scratchPath('responses-history-keys.yaml');
+  let server;
+  let aliceKey;
+  let bobKey;
+  const start = async () => {
+    server = await startServer(['--pipeline', sessionPipeline('responses-history', historyKeys, database)]);
+  };
+  const clientOf = (key) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: key, maxRetries: 0 });
+  before(async () => {
+    aliceKey = addKey(historyKeys, 'acme', { user: 'alice' });
+    bobKey = addKey(historyKeys, 'acme', { user: 'bob' });
+    await start();
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('a kept response survives a restart: GET, previous_response_id and DELETE after it', async () => {
+    const first = await clientOf(aliceKey).responses.create({ ...ask, instructions: undefined });
+    const streamed = clientOf(aliceKey).responses.stream({ ...ask, instructions: undefined, input: 'A dragon' });
+    const second = await streamed.finalResponse();
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+    await start();
+
+    const alice = clientOf(aliceKey);
+    const kept = await alice.responses.retrieve(first.id);
+    assert.equal(kept.id, first.id);
+    assert.deepEqual(kept.output, first.output);
+    assert.deepEqual(kept.usage, first.usage);
+    assert.equal((await alice.responses.retrieve(second.id)).output_text, second.output_text);
+
+    // The conversation it ended continues in the new process, as chat completions would answer it.
+    const next = await alice.responses.create({
+      ...ask, instructions: undefined, previous_response_id: first.id, input: 'And then?',
+    });
+    const chat = await completion(server, aliceKey, [
+      { role: 'user', content: ask.input },
+      { role: 'assistant', content: first.output_text },
+      { role: 'user', content: 'And then?' },
+    ]);
+    assert.equal(next.usage.input_tokens, chat.usage.prompt_tokens);
+    assert.equal(next.output_text, chat.choices[0].message.content);
+
+    // Owned as sessions are: another user of the tenant sees none of it.
+    const bob = clientOf(bobKey);
+    await assert.rejects(bob.responses.retrieve(first.id), (error) => error.status === 404 &&
+      error.code === 'response_not_found');
+    await assert.rejects(bob.responses.del(first.id), (error) => error.status === 404);
+    await assert.rejects(bob.responses.create({ ...ask, previous_response_id: first.id }),
+      (error) => error.status === 400 && error.code === 'previous_response_not_found');
+
+    await alice.responses.del(first.id);
+    await assert.rejects(alice.responses.retrieve(first.id), (error) => error.status === 404);
+    await assert.rejects(alice.responses.create({ ...ask, previous_response_id: first.id }),
+      (error) => error.status === 400 && error.code === 'previous_response_not_found');
+    assert.equal((await alice.responses.retrieve(next.id)).id, next.id);
   });
 });

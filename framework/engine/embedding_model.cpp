@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 
 #include <tbb/parallel_for.h>
@@ -145,7 +146,7 @@ class TensorReader {
                       ", expected [" + std::to_string(shape[0]) +
                       (shape.size() > 1 ? ", " + std::to_string(shape[1]) : "") + "]");
     }
-    ++used_;
+    used_.insert(name);
     return *info;
   }
   DenseMatrix matrix(const std::string& name, int64_t columns, int64_t rows) {
@@ -163,11 +164,13 @@ class TensorReader {
   }
   // Every tensor must have been read: one this code does not use would be silently ignored.
   void refuse_unused(const std::string& architecture) const {
-    if (used_ == file_.tensors().size()) return;
-    throw GgufError(file_.path() + ": it has tensors that the " + architecture +
-                    " embedding model as chatflow computes it does not use (" +
-                    std::to_string(file_.tensors().size() - used_) +
-                    " of them, e.g. a classification head); refusing rather than ignoring them");
+    for (const auto& tensor : file_.tensors()) {
+      if (used_.count(tensor.name) > 0) continue;
+      throw GgufError(file_.path() + ": tensor '" + tensor.name + "' is not part of the " +
+                      architecture +
+                      " embedding model as chatflow computes it (a classification head?); "
+                      "refusing the file rather than ignoring the tensor");
+    }
   }
 
  private:
@@ -178,7 +181,7 @@ class TensorReader {
     return values;
   }
   const GgufFile& file_;
-  size_t used_ = 0;
+  std::set<std::string> used_;
 };
 
 Pooling file_pooling(const GgufFile& file, const std::string& architecture, Pooling chosen) {

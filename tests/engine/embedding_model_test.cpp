@@ -6,6 +6,7 @@
 #include "framework/engine/embedding_model.h"
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -227,6 +228,22 @@ TEST(EmbeddingModelRefusals, NoPoolingInTheFileOrLongInputsOrForeignIds) {
   EXPECT_THROW(model->embed(std::vector<TokenId>(65, 300)), std::length_error);
   EXPECT_THROW(model->embed(std::vector<TokenId>{}), std::length_error);
   EXPECT_THROW(model->embed(std::vector<TokenId>{1, 100000}), std::out_of_range);
+  // A reranker's classification head would be ignored: the file is refused naming it.
+  const std::string with_head = rewritten_model(
+      written(bert_shape(), "bert-for-head"), "bert-with-head.gguf",
+      [](engine::GgufWriter& writer, const engine::GgufFile&) {
+        std::vector<float> weights(32, 0.5f);
+        std::vector<uint8_t> bytes(weights.size() * 4);
+        std::memcpy(bytes.data(), weights.data(), bytes.size());
+        writer.add_tensor("cls.output.weight", {32}, kernels::TensorType::f32, bytes);
+      });
+  try {
+    EmbeddingModel::load(with_head);
+    FAIL() << "a bert file with a classification head loaded";
+  } catch (const engine::GgufError& error) {
+    EXPECT_NE(std::string(error.what()).find("'cls.output.weight'"), std::string::npos)
+        << error.what();
+  }
   engine::ModelShape moe = decoder_shape("mean");
   moe.experts = 2;
   moe.experts_used = 1;

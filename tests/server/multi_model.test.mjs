@@ -3,9 +3,11 @@
 // @anthropic-ai/sdk clients; loaded on first use, the least recently used unloaded beyond
 // models_max: 1; /v1/models showing each state; concurrent first requests answered after one
 // load; unknown models in each protocol's error shape; a broken model file failing alone; the
-// request metrics labelled per model.
+// request metrics labelled per model; an entry behind an `upstream` engine with its own
+// max_in_flight, never unloaded while a request runs in it.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 
@@ -207,5 +209,113 @@ describe('many models behind one server', () => {
     assert.ok(metric(samples, 'chatflow:model_unloads_total', 'model="large"') >= 1);
     // Loaded in the second test, the third, and now (the broken model's loads made room twice).
     assert.equal(metric(samples, 'chatflow:model_load_duration_seconds_count', 'model="small"'), 3);
+  });
+});
+
+// An OpenAI-compatible engine on loopback that holds every chat request until released, then
+// streams `text`.
+async function heldEngine(text) {
+  const held = [];
+  const server = http.createServer((request, response) => {
+    if (request.method !== 'POST') {
+      response.writeHead(200, { 'Content-Type': 'application/json' });
+      response.end('{"status":"ok"}');
+      return;
+    }
+    request.resume();
+    request.on('end', () => held.push(() => {
+      response.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      const event = (value) => response.write(`data: ${JSON.stringify(value)}\n\n`);
+      event({ id: 'e', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: text }, finish_reason: null }] });
+      event({ id: 'e', object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
+      response.end('data: [DONE]\n\n');
+    }));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    held: () => held.length,
+    release: () => { while (held.length) held.shift()(); },
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }),
+  };
+}
+
+describe('a model behind an upstream engine, with its own limit', () => {
+  let server;
+  let engine;
+  let openai;
+  const ask = (model) => openai.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 4, temperature: 0,
+  });
+  const states = async () => {
+    const body = await (await fetch(`${server.url}/v1/models`)).json();
+    return Object.fromEntries(body.data.map((model) => [model.id, model.status.value]));
+  };
+
+  before(async () => {
+    engine = await heldEngine('from the engine');
+    const remote = writeTemp('multi-model-remote.yaml', `version: 1
+name: remote
+resources:
+  llm: {type: upstream, endpoints: "${engine.url}", model: engine-model, health: {path: ""}}
+stages:
+  - {name: generate, type: upstream_generate, config: {model: llm}}
+  - {name: emit, type: sse_emit}
+`);
+    const local = writeTemp('multi-model-local.yaml', `version: 1
+name: local
+resources:
+  llm: {type: gguf_model, path: "\${CHATFLOW_MODEL}", name: m}
+stages:
+${modelStages}  - {name: emit, type: sse_emit}
+`);
+    const small = makeModel('small-2', ['--dim', '64', '--layers', '1', '--context', '512']);
+    const serve = writeTemp('multi-model-upstream-serve.yaml', `server: {port: 0}
+pipeline: ${local}
+models_max: 1
+models:
+  - {name: remote, pipeline: ${remote}, max_in_flight: 1}
+  - {name: small, pipeline: ${local}, model: ${small}}
+`);
+    // The front pipeline needs a model file too: the same small one.
+    process.env.CHATFLOW_MODEL = small;
+    server = await startServer(['--config', serve]);
+    openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(async () => {
+    engine.release();
+    await engine.close();
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('max_in_flight of the entry refuses a second request while the first runs', async () => {
+    const first = ask('remote');
+    while (engine.held() < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    await assert.rejects(ask('remote'), (error) => {
+      assert.equal(error.status, 503);
+      assert.equal(error.code, 'server_overloaded');
+      assert.match(error.message, /limit of 1 requests in flight/);
+      return true;
+    });
+    engine.release();
+    const answer = await first;
+    assert.equal(answer.choices[0].message.content, 'from the engine');
+    assert.equal(answer.model, 'remote');
+  });
+
+  test('a model a request runs in is not unloaded: the next model waits for it to finish', async () => {
+    assert.equal((await states()).remote, 'loaded');
+    const running = ask('remote');
+    while (engine.held() < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    let answered = false;
+    const waiting = ask('small').then((answer) => { answered = true; return answer; });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(answered, false, 'small must wait while a request runs in remote (models_max 1)');
+    assert.deepEqual(await states(), { m: 'loaded', remote: 'loaded', small: 'loading' });
+    engine.release();
+    assert.equal((await running).choices[0].message.content, 'from the engine');
+    assert.equal((await waiting).usage.completion_tokens, 4);
+    assert.deepEqual(await states(), { m: 'loaded', remote: 'unloaded', small: 'loaded' });
   });
 });

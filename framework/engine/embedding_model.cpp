@@ -9,7 +9,6 @@
 
 #include "framework/engine/model.h"
 #include "framework/engine/step_math.h"
-#include "kernels/cpu/cpu_kernels.h"
 
 namespace chatflow::engine {
 namespace {
@@ -68,6 +67,21 @@ void layer_norm(float* rows, int64_t tokens, int64_t width, const std::vector<fl
   }
 }
 
+// x / sqrt(mean(x^2) + epsilon) * weight, the mean summed in double (as the CPU kernels do).
+void rms_norm(const float* x, const float* weight, float* out, int64_t count, float epsilon) {
+  double sum = 0;
+  for (int64_t i = 0; i < count; ++i)
+    sum += static_cast<double>(x[i] * x[i]);
+  const float scale =
+      1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(count)) + epsilon);
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = (x[i] * scale) * weight[i];
+}
+
+float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+
 float gelu(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
@@ -119,12 +133,21 @@ void rotate(const ModelConfig& config, float* rows, int64_t tokens, int64_t head
     positions[static_cast<size_t>(t)] = t;
   std::vector<float> cosines(static_cast<size_t>(tokens * pairs)), sines(cosines.size());
   rope_angles(config, config.rope, positions, cosines.data(), sines.data());
-  const auto& kernels = kernels::cpu_kernels();
+  // Pair i is (2i, 2i + 1) in llama's layout, (i, i + pairs) in NeoX's.
   const bool adjacent = config.rope_style == RopeStyle::adjacent_pairs;
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t h = 0; h < heads; ++h)
-      kernels.rope(rows + (t * heads + h) * config.head_dim, cosines.data() + t * pairs,
-                   sines.data() + t * pairs, pairs, adjacent);
+    const float* cos = cosines.data() + t * pairs;
+    const float* sin = sines.data() + t * pairs;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* head = rows + (t * heads + h) * config.head_dim;
+      for (int64_t i = 0; i < pairs; ++i) {
+        float& a = head[adjacent ? 2 * i : i];
+        float& b = head[adjacent ? 2 * i + 1 : i + pairs];
+        const float x0 = a, x1 = b;
+        a = x0 * cos[i] - x1 * sin[i];
+        b = x0 * sin[i] + x1 * cos[i];
+      }
+    }
   }
 }
 
@@ -294,7 +317,7 @@ class Encoder final : public EmbeddingModel {
         gate.resize(up.size());
         multiply(layer.gate, {}, projected.data(), n, gate.data());
         for (size_t i = 0; i < up.size(); ++i)
-          up[i] *= gate[i] / (1.0f + std::exp(-gate[i]));
+          up[i] *= silu(gate[i]);
       } else {
         for (float& x : up)
           x = gelu(x);
@@ -400,7 +423,6 @@ class Decoder final : public EmbeddingModel {
   std::vector<float> hidden_states(std::span<const TokenId> tokens) const override {
     check_input(tokens);
     const ModelConfig& config = model_->config();
-    const auto& kernels = kernels::cpu_kernels();
     const int64_t n = static_cast<int64_t>(tokens.size()), dim = config.dim;
     const int64_t q_dim = config.heads * config.head_dim,
                   kv_dim = config.kv_heads * config.head_dim;
@@ -416,18 +438,18 @@ class Decoder final : public EmbeddingModel {
       const LayerWeights& weights = model_->layers()[l];
       const Layer& layer = layers_[l];
       for (int64_t t = 0; t < n; ++t)
-        kernels.rms_norm(hidden.data() + t * dim, weights.attention_norm.data(),
-                         normed.data() + t * dim, dim, config.rms_epsilon);
+        rms_norm(hidden.data() + t * dim, weights.attention_norm.data(), normed.data() + t * dim,
+                 dim, config.rms_epsilon);
       multiply(layer.query, weights.query_bias, normed.data(), n, query.data());
       multiply(layer.key, weights.key_bias, normed.data(), n, key.data());
       multiply(layer.value, weights.value_bias, normed.data(), n, value.data());
       if (config.query_key_norm) {
         for (int64_t h = 0; h < n * config.heads; ++h)
-          kernels.rms_norm(query.data() + h * config.head_dim, weights.query_norm.data(),
-                           query.data() + h * config.head_dim, config.head_dim, config.rms_epsilon);
+          rms_norm(query.data() + h * config.head_dim, weights.query_norm.data(),
+                   query.data() + h * config.head_dim, config.head_dim, config.rms_epsilon);
         for (int64_t h = 0; h < n * config.kv_heads; ++h)
-          kernels.rms_norm(key.data() + h * config.head_dim, weights.key_norm.data(),
-                           key.data() + h * config.head_dim, config.head_dim, config.rms_epsilon);
+          rms_norm(key.data() + h * config.head_dim, weights.key_norm.data(),
+                   key.data() + h * config.head_dim, config.head_dim, config.rms_epsilon);
       }
       rotate(config, query.data(), n, config.heads);
       rotate(config, key.data(), n, config.kv_heads);
@@ -437,18 +459,19 @@ class Decoder final : public EmbeddingModel {
       for (size_t i = 0; i < hidden.size(); ++i)
         hidden[i] += projected[i];
       for (int64_t t = 0; t < n; ++t)
-        kernels.rms_norm(hidden.data() + t * dim, weights.ffn_norm.data(), normed.data() + t * dim,
-                         dim, config.rms_epsilon);
+        rms_norm(hidden.data() + t * dim, weights.ffn_norm.data(), normed.data() + t * dim, dim,
+                 config.rms_epsilon);
       multiply(layer.gate, {}, normed.data(), n, gate.data());
       multiply(layer.up, {}, normed.data(), n, up.data());
-      kernels.silu_multiply(gate.data(), up.data(), up.data(), n * config.ffn);
+      for (size_t i = 0; i < up.size(); ++i)
+        up[i] *= silu(gate[i]);
       multiply(layer.down, {}, up.data(), n, projected.data());
       for (size_t i = 0; i < hidden.size(); ++i)
         hidden[i] += projected[i];
     }
     for (int64_t t = 0; t < n; ++t)
-      kernels.rms_norm(hidden.data() + t * dim, model_->output_norm().data(),
-                       hidden.data() + t * dim, dim, config.rms_epsilon);
+      rms_norm(hidden.data() + t * dim, model_->output_norm().data(), hidden.data() + t * dim, dim,
+               config.rms_epsilon);
     return hidden;
   }
 

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { startServer, writeTemp } from '../server/harness.mjs';
+import { sourceDir, startServer, writeTemp } from '../server/harness.mjs';
 
 const bin = process.env.LLAMA_CPP_BIN;
 const chatflow = process.env.CHATFLOW_BIN;
@@ -23,11 +23,15 @@ function run(program, args) {
   return result.stdout;
 }
 
+// llama.cpp's own vocabulary-only file of bge's WordPiece tokenizer (30522 pieces), in ../shared.
+const bgeVocab = path.join(sourceDir, '..', 'shared', 'models', 'vocab', 'ggml-vocab-bert-bge.gguf');
+
 const texts = [
   'Hello, world!',
   'the weather in Paris is rainy',
   'embedding tokenizer model vector',
   'a cat and a dog',
+  "Don't panic: naïve café-owners' résumés (2024) — 東京 unaffordable!",
 ];
 
 const shape = ['--dim', '128', '--heads', '4', '--layers', '2', '--ffn', '256', '--context', '256'];
@@ -35,6 +39,9 @@ const models = [
   { name: 'bert_mean', args: ['--arch', 'bert', ...shape] },
   { name: 'bert_cls', args: ['--arch', 'bert', '--pooling', 'cls', ...shape], seed: '2' },
   { name: 'nomic_bert_mean', args: ['--arch', 'nomic-bert', ...shape], seed: '3' },
+  ...(fs.existsSync(bgeVocab)
+    ? [{ name: 'bert_bge_vocab', args: ['--arch', 'bert', '--vocab-from', bgeVocab, ...shape], seed: '4' }]
+    : []),
   { name: 'llama_mean', args: ['--arch', 'llama', '--kv-heads', '2', '--pooling', 'mean', ...shape], pooling: 'mean' },
   { name: 'llama_last', args: ['--arch', 'llama', '--kv-heads', '2', '--pooling', 'last', ...shape], pooling: 'last' },
   { name: 'qwen2_mean', args: ['--arch', 'qwen2', '--kv-heads', '2', '--pooling', 'mean', ...shape], pooling: 'mean' },

@@ -359,6 +359,16 @@ class RandomTensors {
     weights(name, {columns, rows, count}, sigma);
   }
 
+  // A matrix kept in f32 whatever the shape's type: llama.cpp adds BERT's token-type row to f32
+  // activations directly (and llama-quantize never quantises token_types.weight).
+  void f32_matrix(const std::string& name, int64_t columns, int64_t rows, float sigma) {
+    std::vector<float> values(static_cast<size_t>(columns * rows));
+    for (float& value : values)
+      value = normal_.next(sigma);
+    writer_.add_tensor(name, {columns, rows}, kernels::TensorType::f32,
+                       encode(kernels::TensorType::f32, values, columns));
+  }
+
   // A norm weight or bias, center + Normal(0, sigma), always f32.
   void vector(const std::string& name, int64_t length, float center, float sigma) {
     std::vector<float> values(static_cast<size_t>(length));
@@ -453,7 +463,7 @@ void write_encoder_weights(const ModelShape& shape, int64_t vocabulary, GgufWrit
   const float scale = shape.weight_scale;
   const bool nomic = shape.architecture == "nomic-bert";
   tensors.matrix("token_embd.weight", dim, vocabulary, 1.0f);
-  tensors.matrix("token_types.weight", dim, 2, 0.5f);
+  tensors.f32_matrix("token_types.weight", dim, 2, 0.5f);
   if (!nomic) tensors.matrix("position_embd.weight", dim, shape.context, 0.5f);
   tensors.vector("token_embd_norm.weight", dim, 1.0f, 0.1f);
   tensors.vector("token_embd_norm.bias", dim, 0.0f, 0.1f);

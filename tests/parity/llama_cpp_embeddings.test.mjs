@@ -39,6 +39,10 @@ const models = [
   { name: 'bert_mean', args: ['--arch', 'bert', ...shape] },
   { name: 'bert_cls', args: ['--arch', 'bert', '--pooling', 'cls', ...shape], seed: '2' },
   { name: 'nomic_bert_mean', args: ['--arch', 'nomic-bert', ...shape], seed: '3' },
+  // Quantised weights: llama.cpp also rounds the activations to 8 bits for q8_0 products.
+  { name: 'bert_q8_0', args: ['--arch', 'bert', '--type', 'q8_0', ...shape], seed: '5' },
+  { name: 'nomic_bert_f16', args: ['--arch', 'nomic-bert', '--type', 'f16', ...shape], seed: '6' },
+  { name: 'llama_mean_q4_k_m', args: ['--arch', 'llama', '--kv-heads', '2', '--pooling', 'mean', '--type', 'q4_k_m', ...shape.slice(0, -2), '--context', '256'], pooling: 'mean', seed: '7' },
   ...(fs.existsSync(bgeVocab)
     ? [{ name: 'bert_bge_vocab', args: ['--arch', 'bert', '--vocab-from', bgeVocab, ...shape], seed: '4' }]
     : []),

@@ -148,6 +148,19 @@ stages:
     }
   });
 
+  test('rerank from a model: scores are the cosines of its /v1/embeddings vectors, best first', async () => {
+    const query = 'the weather in paris';
+    const documents = ['a cat and a dog', 'weather in paris', 'hello world'];
+    const vectors = await client.embeddings.create({ model: 'bert', input: [query, ...documents], encoding_format: 'float' });
+    const expected = documents.map((_, i) => dot(vectors.data[0].embedding, vectors.data[i + 1].embedding));
+    const response = await post(server.url, '/v1/rerank', { model: 'bert', query, documents }, bearer);
+    assert.equal(response.status, 200, response.text);
+    const { results } = response.json;
+    assert.equal(results.length, 3);
+    for (const result of results) assert.ok(Math.abs(result.relevance_score - expected[result.index]) < 1e-5, response.text);
+    for (let i = 1; i < results.length; ++i) assert.ok(results[i - 1].relevance_score >= results[i].relevance_score);
+  });
+
   test('a bad key is 401 before the body is looked at', async () => {
     const stranger = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'cf-not-a-key', maxRetries: 0 });
     await assert.rejects(stranger.embeddings.create({ model: 'bert', input: 'hi' }), OpenAI.AuthenticationError);

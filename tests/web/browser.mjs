@@ -202,3 +202,11 @@ export async function send(page, text) {
 // The last answer has finished streaming.
 export const lastAnswerDone = (page, timeout = 20000) =>
   page.waitForSelector('.message.assistant:last-of-type[aria-busy="false"]', { timeout });
+
+// Signs in on the form the page shows for a server that needs a key, and waits for the app.
+export async function signIn(page, key) {
+  await page.waitForSelector('#signin:not([hidden])');
+  await page.fill('#api-key', key);
+  await page.press('#api-key', 'Enter');
+  await page.waitForSelector('#app:not([hidden])');
+}

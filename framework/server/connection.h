@@ -96,6 +96,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A generation whose `model` may name a `models:` entry: waits for its pipeline
   // (model_routing.cpp), then start_generation.
   void route_generation(RequestKind kind, const std::string& endpoint);
+  // A side call whose body's `model` names a `models:` entry (embeddings, rerank, tokenize,
+  // count_tokens) runs against the entry's pipeline, once loaded (model_routing.cpp).
+  void route_side_call(const Route& route, const std::string& endpoint);
   // The exchange with the pipeline (generation_exchange.cpp).
   void start_generation(const std::shared_ptr<const ServedPipeline>& served, RequestKind kind,
                         const std::string& body, const std::string& endpoint);

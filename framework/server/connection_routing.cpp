@@ -7,6 +7,7 @@
 
 #include "framework/anthropic/messages_protocol.h"
 #include "framework/server/connection.h"
+#include "framework/server/model_routing.h"
 
 namespace chatflow::server {
 
@@ -145,6 +146,7 @@ void Connection::dispatch() {
     require_admin(route, call_);
     switch (route.kind) {
       case RouteKind::side:
+        if (state_->model_router && routes_by_model(route)) return route_side_call(route, endpoint);
         if (route.off_io_thread) return run_on_worker(route, endpoint);
         return respond(route.endpoint(call_), endpoint);
       case RouteKind::reload:

@@ -55,6 +55,11 @@ NamedEmbedder embedder_named(const ServedPipeline& served, const std::string& mo
     if (candidate.name == model) return candidate;
     names += (names.empty() ? "'" : ", '") + candidate.name + "'";
   }
+  // A serve file's `models:` entry answers to its own names with its one embedder.
+  const auto& entry_names = served.model_ids;
+  if (served.model_entry && embedders.size() == 1 &&
+      std::find(entry_names.begin(), entry_names.end(), model) != entry_names.end())
+    return embedders.front();
   throw RequestFailure(
       make_error(404, "invalid_request_error",
                  "The model '" + model + "' does not exist; the embedders here are " + names,

@@ -13,6 +13,7 @@ ModelRouter::Loaded serve_model_pipeline(std::shared_ptr<Pipeline> pipeline,
                                          std::shared_ptr<PipelineReaper> reaper) {
   if (!pipeline) throw std::runtime_error("its pipeline was not built");
   std::unique_ptr<ServedPipeline> served = describe_pipeline(std::move(pipeline), metrics);
+  served->model_entry = true;
   served->model_ids = {entry.name};
   served->model_ids.insert(served->model_ids.end(), entry.aliases.begin(), entry.aliases.end());
   int64_t memory = 0;
@@ -95,6 +96,42 @@ RequestError unknown_model(const std::string& model, const ModelRouter& router,
   return make_error(404, "invalid_request_error",
                     "The model '" + model + "' does not exist; this server serves " + listed,
                     "model_not_found", "model");
+}
+
+bool routes_by_model(const Route& route) {
+  static constexpr std::string_view kRoutes[] = {"/v1/embeddings", "/v1/rerank", "/tokenize",
+                                                 "/detokenize", "/v1/messages/count_tokens"};
+  return route.off_io_thread &&
+         std::find(std::begin(kRoutes), std::end(kRoutes), route.pattern) != std::end(kRoutes);
+}
+
+void Connection::route_side_call(const Route& route, const std::string& endpoint) {
+  std::string model = requested_model(call_.body);
+  if (!state_->model_router->find(model)) return run_on_worker(route, endpoint);
+  auto self = shared_from_this();
+  uint64_t exchange = exchange_;
+  state_->model_router->acquire(
+      model, [self, exchange, &route, endpoint](std::shared_ptr<const ServedPipeline> served,
+                                                std::optional<RequestError> error) {
+        net::post(self->stream_.get_executor(),
+                  [self, exchange, &route, endpoint, served = std::move(served),
+                   error = std::move(error)]() mutable {
+                    if (self->closed_ || exchange != self->exchange_) return;
+                    if (error) {
+                      Response response = error_response(*error, self->wire());
+                      if (error->status == 503) {
+                        response.headers.push_back(
+                            {"Retry-After", std::to_string(self->state_->settings.retry_after_s)});
+                      }
+                      return self->respond(response, endpoint, &*error);
+                    }
+                    // The connection holds the entry's pipeline until the call is answered: it is
+                    // busy.
+                    self->served_ = std::move(served);
+                    self->call_.served = self->served_.get();
+                    self->run_on_worker(route, endpoint);
+                  });
+      });
 }
 
 // Runs on the connection's strand. A model that is loaded answers at once; otherwise the

@@ -11,6 +11,7 @@
 
 #include "framework/server/model_router.h"
 #include "framework/server/pipeline_reaper.h"
+#include "framework/server/routes.h"
 
 namespace chatflow::server {
 
@@ -31,6 +32,10 @@ std::optional<boost::json::object> routed_model(const ModelRouter& router, int64
 // The body's `model` when it is a JSON object with a string there, else "" (the protocol's
 // parser then says what is wrong with it).
 std::string requested_model(const std::string& body);
+
+// A side route whose body names a model: /v1/embeddings, /v1/rerank, /tokenize, /detokenize,
+// /v1/messages/count_tokens.
+bool routes_by_model(const Route& route);
 
 // 404 model_not_found naming `model` and every name that is served.
 RequestError unknown_model(const std::string& model, const ModelRouter& router,

@@ -28,6 +28,8 @@ struct ServedPipeline {
   std::vector<CacheAdmin*> caches;
   HistoryReader* history = nullptr;
   std::vector<const StorageHealth*> storage;
+  // A serve file's `models:` entry's pipeline: model_ids are the entry's name and aliases.
+  bool model_entry = false;
 
   // The model named `id` (any model when `id` is empty), or nullptr. A `models:` entry's
   // pipeline answers to the entry's names: its first model that generates.

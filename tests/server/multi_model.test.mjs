@@ -47,6 +47,14 @@ ${modelStages}  - {name: emit, type: sse_emit}
 `);
   const small = makeModel('small', ['--dim', '64', '--layers', '1', '--context', '512']);
   const large = makeModel('large', ['--dim', '64', '--layers', '2', '--context', '1024']);
+  const vectors = writeTemp('multi-model-vectors.yaml', `version: 1
+name: vectors
+resources:
+  words: {type: embedder, kind: ngrams}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: echo, type: echo}
+`);
   const broken = scratchPath('broken.gguf');
   fs.writeFileSync(broken, 'this is not a GGUF file\n');
   return writeTemp('multi-model-serve.yaml', `server: {port: 0}
@@ -57,6 +65,7 @@ models:
   - {name: small, aliases: [gpt-4o-mini, mini], pipeline: ${perModel}, model: ${small}}
   - {name: large, pipeline: ${perModel}, model: ${large}}
   - {name: broken, pipeline: ${perModel}, model: ${broken}}
+  - {name: embed, aliases: [text-embedding-3-small], pipeline: ${vectors}}
 `);
 }
 
@@ -104,28 +113,28 @@ describe('many models behind one server', () => {
 
   test('/v1/models lists every entry with its aliases, none loaded before it is used', async () => {
     const models = await listed();
-    assert.deepEqual(Object.keys(models), ['front', 'small', 'large', 'broken']);
+    assert.deepEqual(Object.keys(models), ['front', 'small', 'large', 'broken', 'embed']);
     assert.deepEqual(models.small.aliases, ['gpt-4o-mini', 'mini']);
     assert.equal(models.small.object, 'model');
-    assert.deepEqual(await states(), { front: 'loaded', small: 'unloaded', large: 'unloaded', broken: 'unloaded' });
+    assert.deepEqual(await states(), { front: 'loaded', small: 'unloaded', large: 'unloaded', broken: 'unloaded', embed: 'unloaded' });
     // Listed by the openai client too.
     const ids = [];
     for await (const model of openai.models.list()) ids.push(model.id);
-    assert.deepEqual(ids, ['front', 'small', 'large', 'broken']);
+    assert.deepEqual(ids, ['front', 'small', 'large', 'broken', 'embed']);
   });
 
   test('the request\'s model picks the model, by alias too; models_max 1 unloads the other', async () => {
     const first = await ask('gpt-4o-mini');
     assert.equal(first.model, 'gpt-4o-mini');
     assert.equal(first.usage.completion_tokens, 4);
-    assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'unloaded' });
+    assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'unloaded', embed: 'unloaded' });
     const models = await listed();
     assert.equal(models.small.max_model_len, 512);
     assert.ok(models.small.memory_bytes > 0);
 
     const second = await ask('large');
     assert.equal(second.model, 'large');
-    assert.deepEqual(await states(), { front: 'loaded', small: 'unloaded', large: 'loaded', broken: 'unloaded' });
+    assert.deepEqual(await states(), { front: 'loaded', small: 'unloaded', large: 'loaded', broken: 'unloaded', embed: 'unloaded' });
     const large = await openai.models.retrieve('large');
     assert.equal(large.max_model_len, 1024);
     const alias = await openai.models.retrieve('mini');
@@ -144,7 +153,7 @@ describe('many models behind one server', () => {
     for (const answer of answers) assert.equal(answer.usage.completion_tokens, 4);
     const afterLoads = metric(await scrape(), 'chatflow:model_loads_total', 'model="small"', 'outcome="loaded"');
     assert.equal(afterLoads - before, 1);
-    assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'unloaded' });
+    assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'unloaded', embed: 'unloaded' });
   });
 
   test('an unknown model is a 404 naming the models served, in OpenAI\'s and Anthropic\'s shapes, after authentication', async () => {
@@ -152,7 +161,7 @@ describe('many models behind one server', () => {
       assert.equal(error.status, 404);
       assert.equal(error.code, 'model_not_found');
       assert.equal(error.param, 'model');
-      assert.match(error.message, /The model 'gpt-5' does not exist; this server serves 'front', 'small', 'gpt-4o-mini', 'mini', 'large', 'broken'/);
+      assert.match(error.message, /The model 'gpt-5' does not exist; this server serves 'front', 'small', 'gpt-4o-mini', 'mini', 'large', 'broken', 'embed', 'text-embedding-3-small'/);
       return true;
     });
     const anthropic = new Anthropic({ baseURL: server.url, apiKey: key, maxRetries: 0 });
@@ -209,6 +218,23 @@ describe('many models behind one server', () => {
     assert.ok(metric(samples, 'chatflow:model_unloads_total', 'model="large"') >= 1);
     // Loaded in the second test, the third, and now (the broken model's loads made room twice).
     assert.equal(metric(samples, 'chatflow:model_load_duration_seconds_count', 'model="small"'), 3);
+  });
+
+  test('embeddings and tokenize go to the entry their model names', async () => {
+    const embedded = await openai.embeddings.create({ model: 'text-embedding-3-small', input: ['red apple', 'green pear'] });
+    assert.equal(embedded.data.length, 2);
+    assert.ok(embedded.data[0].embedding.length > 0);
+    assert.equal((await states()).embed, 'loaded');
+    const tokenized = await fetch(`${server.url}/tokenize`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'mini', prompt: 'Once upon a time' }),
+    });
+    assert.equal(tokenized.status, 200);
+    const counted = await tokenized.json();
+    assert.equal(counted.max_model_len, 512);  // small's context
+    assert.ok(counted.count > 0);
+    assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'failed', embed: 'unloaded' });
   });
 });
 

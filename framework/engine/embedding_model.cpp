@@ -13,20 +13,15 @@
 namespace chatflow::engine {
 namespace {
 
-// A weight matrix dequantised to floats once at load: embedding models are small, and each input
-// is one pass over every weight.
-struct DenseMatrix {
-  std::vector<float> values;  // rows x columns
-  int64_t rows = 0;
-  int64_t columns = 0;
-};
-
-DenseMatrix dense(const WeightMatrix& matrix) {
-  DenseMatrix out{std::vector<float>(static_cast<size_t>(matrix.rows * matrix.columns)),
-                  matrix.rows, matrix.columns};
-  for (int64_t r = 0; r < matrix.rows; ++r)
-    dequantize_row(matrix, r, out.values.data() + r * matrix.columns);
-  return out;
+// Row `row` of `matrix` as floats: the file's own bytes for f32, else dequantised into `buffer`
+// (columns floats). Weights stay in their file type, memory-mapped: a row is dequantised once per
+// product and used for every token of the input.
+const float* row_floats(const WeightMatrix& matrix, int64_t row, float* buffer) {
+  if (matrix.type == kernels::TensorType::f32)
+    return reinterpret_cast<const float*>(matrix.data +
+                                          static_cast<size_t>(row) * matrix.row_bytes);
+  dequantize_row(matrix, row, buffer);
+  return buffer;
 }
 
 // Without -march the build targets baseline x86-64 (SSE2); an AVX2+FMA copy is chosen at run
@@ -77,12 +72,13 @@ void dot4(const float* row, const float* x, int64_t count, float* out) {
 }
 
 // y[t][r] = sum_i w[r][i] * x[t][i] (+ bias[r]) for `tokens` rows of x.
-void multiply(const DenseMatrix& w, const std::vector<float>& bias, const float* x, int64_t tokens,
+void multiply(const WeightMatrix& w, const std::vector<float>& bias, const float* x, int64_t tokens,
               float* y) {
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, w.columns * tokens));
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.rows, grain), [&](const auto& range) {
+    std::vector<float> buffer(static_cast<size_t>(w.columns));
     for (int64_t r = range.begin(); r < range.end(); ++r) {
-      const float* row = w.values.data() + r * w.columns;
+      const float* row = row_floats(w, r, buffer.data());
       const float add = bias.empty() ? 0.0f : bias[static_cast<size_t>(r)];
       int64_t t = 0;
       for (float sums[4]; t + 4 <= tokens; t += 4) {
@@ -217,15 +213,15 @@ class TensorReader {
     used_.insert(name);
     return *info;
   }
-  DenseMatrix matrix(const std::string& name, int64_t columns, int64_t rows) {
+  WeightMatrix matrix(const std::string& name, int64_t columns, int64_t rows) {
     const GgufTensorInfo& info = tensor(name, {columns, rows});
-    return dense({info.type, info.data, rows, columns, kernels::row_bytes(info.type, columns)});
+    return {info.type, info.data, rows, columns, kernels::row_bytes(info.type, columns)};
   }
   std::vector<float> vector(const std::string& name, int64_t length) {
     return matrix_values(tensor(name, {length}), length);
   }
   // The first `rows` rows of a [columns, any] tensor.
-  DenseMatrix table(const std::string& name, int64_t columns) {
+  WeightMatrix table(const std::string& name, int64_t columns) {
     const GgufTensorInfo* info = file_.find_tensor(name);
     if (info == nullptr) throw GgufError(file_.path() + ": tensor '" + name + "' is missing");
     return matrix(name, columns, info->shape.size() == 2 ? info->shape[1] : 0);
@@ -318,14 +314,15 @@ class Encoder final : public EmbeddingModel {
   std::vector<float> hidden_states(std::span<const TokenId> tokens) const override {
     check_input(tokens);
     const int64_t n = static_cast<int64_t>(tokens.size()), dim = config_.dim;
-    std::vector<float> hidden(static_cast<size_t>(n * dim));
+    std::vector<float> hidden(static_cast<size_t>(n * dim)), position(static_cast<size_t>(dim));
     for (int64_t t = 0; t < n; ++t) {
       float* row = hidden.data() + t * dim;
-      const float* token = token_embedding_.values.data() + tokens[static_cast<size_t>(t)] * dim;
+      dequantize_row(token_embedding_, tokens[static_cast<size_t>(t)], row);
+      if (!nomic_) dequantize_row(positions_, t, position.data());
       for (int64_t i = 0; i < dim; ++i) {
         // Token types are always 0 ("sentence A"), as in llama.cpp.
-        row[i] = token[i] + token_types_.values[static_cast<size_t>(i)];
-        if (!nomic_) row[i] += positions_.values[static_cast<size_t>(t * dim + i)];
+        row[i] += token_type_[static_cast<size_t>(i)];
+        if (!nomic_) row[i] += position[static_cast<size_t>(i)];
       }
     }
     layer_norm(hidden.data(), n, dim, embedding_norm_, embedding_norm_bias_, epsilon_);
@@ -377,7 +374,7 @@ class Encoder final : public EmbeddingModel {
 
  private:
   struct Layer {
-    DenseMatrix query, key, value, qkv, output, up, gate, down;
+    WeightMatrix query, key, value, qkv, output, up, gate, down;
     std::vector<float> query_bias, key_bias, value_bias, output_bias, up_bias, down_bias;
     std::vector<float> attention_norm, attention_norm_bias, output_norm, output_norm_bias;
   };
@@ -386,7 +383,10 @@ class Encoder final : public EmbeddingModel {
     TensorReader read(*file_);
     const int64_t dim = config_.dim, ffn = config_.ffn;
     token_embedding_ = read.table("token_embd.weight", dim);
-    token_types_ = read.table("token_types.weight", dim);
+    const WeightMatrix token_types = read.table("token_types.weight", dim);
+    if (token_types.rows < 1) throw GgufError(file_->path() + ": token_types.weight is empty");
+    token_type_.resize(static_cast<size_t>(dim));
+    dequantize_row(token_types, 0, token_type_.data());
     if (!nomic_) {
       positions_ = read.table("position_embd.weight", dim);
       config_.context = std::min(config_.context, positions_.rows);
@@ -420,7 +420,6 @@ class Encoder final : public EmbeddingModel {
       layers_.push_back(std::move(layer));
     }
     read.refuse_unused(architecture_);
-    if (token_types_.rows < 1) throw GgufError(file_->path() + ": token_types.weight is empty");
   }
 
   std::shared_ptr<const GgufFile> file_;
@@ -430,7 +429,8 @@ class Encoder final : public EmbeddingModel {
   float epsilon_ = 1e-12f;
   Pooling pooling_ = Pooling::mean;
   std::unique_ptr<Tokenizer> tokenizer_;
-  DenseMatrix token_embedding_, token_types_, positions_;
+  WeightMatrix token_embedding_, positions_;
+  std::vector<float> token_type_;  // row 0 of token_types.weight
   std::vector<float> embedding_norm_, embedding_norm_bias_;
   std::vector<Layer> layers_;
 };
@@ -450,12 +450,6 @@ class Decoder final : public EmbeddingModel {
                       "llama, qwen2, qwen3 without experts or sliding windows)");
     }
     pooling_ = file_pooling(model_->file(), arch, pooling);
-    for (const LayerWeights& weights : model_->layers()) {
-      layers_.push_back({dense(weights.query), dense(weights.key), dense(weights.value),
-                         dense(weights.output), dense(weights.gate), dense(weights.up),
-                         dense(weights.down)});
-    }
-    embedding_ = dense(model_->token_embedding());
   }
 
   const std::string& architecture() const override { return model_->config().architecture; }
@@ -476,18 +470,16 @@ class Decoder final : public EmbeddingModel {
         value(key.size()), attended(query.size()), projected(hidden.size()),
         gate(static_cast<size_t>(n * config.ffn)), up(gate.size());
     for (int64_t t = 0; t < n; ++t) {
-      const float* row = embedding_.values.data() + tokens[static_cast<size_t>(t)] * dim;
-      std::copy(row, row + dim, hidden.data() + t * dim);
+      dequantize_row(model_->token_embedding(), tokens[static_cast<size_t>(t)],
+                     hidden.data() + t * dim);
     }
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const LayerWeights& weights = model_->layers()[l];
-      const Layer& layer = layers_[l];
+    for (const LayerWeights& weights : model_->layers()) {
       for (int64_t t = 0; t < n; ++t)
         rms_norm(hidden.data() + t * dim, weights.attention_norm.data(), normed.data() + t * dim,
                  dim, config.rms_epsilon);
-      multiply(layer.query, weights.query_bias, normed.data(), n, query.data());
-      multiply(layer.key, weights.key_bias, normed.data(), n, key.data());
-      multiply(layer.value, weights.value_bias, normed.data(), n, value.data());
+      multiply(weights.query, weights.query_bias, normed.data(), n, query.data());
+      multiply(weights.key, weights.key_bias, normed.data(), n, key.data());
+      multiply(weights.value, weights.value_bias, normed.data(), n, value.data());
       if (config.query_key_norm) {
         for (int64_t h = 0; h < n * config.heads; ++h)
           rms_norm(query.data() + h * config.head_dim, weights.query_norm.data(),
@@ -500,17 +492,17 @@ class Decoder final : public EmbeddingModel {
       rotate(config, key.data(), n, config.kv_heads);
       attend(query.data(), key.data(), value.data(), n, config.heads, config.kv_heads,
              config.head_dim, config.attention_scale, true, attended.data());
-      multiply(layer.output, weights.output_bias, attended.data(), n, projected.data());
+      multiply(weights.output, weights.output_bias, attended.data(), n, projected.data());
       for (size_t i = 0; i < hidden.size(); ++i)
         hidden[i] += projected[i];
       for (int64_t t = 0; t < n; ++t)
         rms_norm(hidden.data() + t * dim, weights.ffn_norm.data(), normed.data() + t * dim, dim,
                  config.rms_epsilon);
-      multiply(layer.gate, {}, normed.data(), n, gate.data());
-      multiply(layer.up, {}, normed.data(), n, up.data());
+      multiply(weights.gate, {}, normed.data(), n, gate.data());
+      multiply(weights.up, {}, normed.data(), n, up.data());
       for (size_t i = 0; i < up.size(); ++i)
         up[i] *= silu(gate[i]);
-      multiply(layer.down, {}, up.data(), n, projected.data());
+      multiply(weights.down, {}, up.data(), n, projected.data());
       for (size_t i = 0; i < hidden.size(); ++i)
         hidden[i] += projected[i];
     }
@@ -521,13 +513,8 @@ class Decoder final : public EmbeddingModel {
   }
 
  private:
-  struct Layer {
-    DenseMatrix query, key, value, output, gate, up, down;
-  };
   std::shared_ptr<const Model> model_;
   Pooling pooling_ = Pooling::mean;
-  DenseMatrix embedding_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "framework/server/access_log.h"
 #include "framework/server/http_framing.h"
+#include "framework/server/side_gates.h"
 
 namespace chatflow::server {
 namespace {
@@ -462,7 +463,7 @@ void Connection::respond(const Response& response, const std::string& endpoint,
                          const RequestError* error) {
   // A side call the pipeline's gates saw (embeddings, rerank): what they noted comes with the
   // answer and into the access log, as for a generation.
-  std::shared_ptr<const Request> gated = std::move(call_.gated);
+  std::shared_ptr<Request> gated = std::move(call_.gated);
   if (gated) {
     Response answer = response;
     for (auto& field : gated->response_headers())
@@ -494,6 +495,12 @@ void Connection::respond(const Response& response, const std::string& endpoint,
       record.annotations = gated->annotations();
     }
     state_->access_log->write(record);
+  }
+  if (gated && state_->tracer && served_) {
+    trace_side_call(*gated, *state_->tracer, headers_, served_->pipeline->spec(),
+                    TracedExchange{method_, endpoint, path_, exchange_addresses(), response.status,
+                                   received_ns_, 0},
+                    error);
   }
   // Letting it go settles the gates (a quota's ledger may be a database): not on this thread,
   // unless no worker can take it.

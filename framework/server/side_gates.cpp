@@ -32,4 +32,20 @@ void admit_side_call(const RouteCall& call, const std::string& model,
   }
 }
 
+void trace_side_call(Request& request, tracing::Tracer& tracer, const HeaderFields& headers,
+                     const PipelineSpec& spec, const TracedExchange& exchange,
+                     const RequestError* error) {
+  request.headers = headers;
+  request.trace = tracer.start_request(request.header("traceparent"), request.header("tracestate"));
+  if (!request.trace || !request.trace->sampled()) return;
+  std::vector<SpanRecord> spans = request_spans(request, spec, exchange);
+  auto& attributes = spans.front().attributes;
+  for (SpanAttribute& attribute : attributes) {
+    if (attribute.key == "gen_ai.operation.name")
+      attribute.value = std::string(exchange.route == "/v1/rerank" ? "rerank" : "embeddings");
+  }
+  if (error) attributes.push_back({"error.type", error->code.empty() ? error->type : error->code});
+  tracer.finish(std::move(spans));
+}
+
 }  // namespace chatflow::server

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "framework/server/request_spans.h"
 #include "framework/server/routes.h"
+#include "framework/tracing/tracer.h"
 
 namespace chatflow::server {
 
@@ -20,5 +22,13 @@ namespace chatflow::server {
 void admit_side_call(const RouteCall& call, const std::string& model,
                      const std::vector<std::string>& texts, int64_t tokens,
                      const std::string& texts_param);
+
+// Exports the SERVER span of a gated call (`request`, once answered) when `tracer` samples it,
+// continued from the client's traceparent in `headers`: the exchange, the caller, the embedder
+// as gen_ai.request.model with gen_ai.operation.name "embeddings" (rerank: "rerank"), the input's
+// tokens, the gates' notes, and `error`'s code for a refusal.
+void trace_side_call(Request& request, tracing::Tracer& tracer, const HeaderFields& headers,
+                     const PipelineSpec& spec, const TracedExchange& exchange,
+                     const RequestError* error);
 
 }  // namespace chatflow::server

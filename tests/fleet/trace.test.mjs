@@ -284,6 +284,65 @@ edges:
   });
 });
 
+// Embeddings and rerank run the pipeline's gates beside its graph (no stage spans): the server
+// span still carries the caller, the embedder, the input's tokens and a refusal's code.
+describe('traces of /v1/embeddings and /v1/rerank', () => {
+  let receiver;
+  let server;
+  let key;
+  before(async () => {
+    receiver = await startReceiver();
+    const keys = scratchPath(`trace-embeddings-keys-${process.pid}.yaml`);
+    key = addKey(keys, 'acme', { user: 'ada' });
+    const blocklist = writeTemp('trace-embeddings-blocklist.txt', 'forbiddenword\n');
+    const pipeline = writeTemp('trace-embeddings.yaml', `version: 1
+name: vectors
+resources:
+  vectors: {type: embedder, kind: ngrams}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: screen, type: input_moderation, config: {lists: {${blocklist}: block}}}
+  - {name: echo, type: echo}
+  - {name: emit, type: sse_emit}
+`);
+    server = await startServer(['--config', serveFile('trace-embeddings', pipeline, {
+      endpoint: receiver.url, export_interval_ms: 50,
+    })]);
+  });
+  after(async () => {
+    if (server) assert.equal((await server.stop()).code, 0);
+    await receiver?.close();
+  });
+
+  test('each call is a server span continued from the client, with its tokens or its refusal', async () => {
+    const calls = [
+      ['/v1/embeddings', { model: 'vectors', input: ['one two', 'three'] }, 200, 'embeddings', 3],
+      ['/v1/rerank', { model: 'vectors', query: 'a b', documents: ['c'] }, 200, 'rerank', 3],
+      ['/v1/embeddings', { model: 'vectors', input: 'a forbiddenword' }, 400, 'embeddings', 0],
+    ];
+    for (const [index, [route, body, status, operation, tokens]] of calls.entries()) {
+      const trace = `0af7651916cd43dd8448eb211c8031a${index}`;
+      const response = await post(server.url, route, body,
+        { Authorization: `Bearer ${key}`, traceparent: `00-${trace}-b7ad6b7169203331-01` });
+      assert.equal(response.status, status, response.text);
+      const [span] = await waitFor(() => receiver.of(trace).length > 0 && receiver.of(trace),
+        { what: `the span of ${route}` });
+      assert.equal(receiver.of(trace).length, 1);
+      assert.equal(span.kind, SERVER);
+      assert.equal(span.parentSpanId, 'b7ad6b7169203331');
+      assert.equal(span.name, `POST ${route}`);
+      assert.equal(span.attributes['http.response.status_code'], status);
+      assert.equal(span.attributes['chatflow.tenant'], 'acme');
+      assert.equal(span.attributes['chatflow.user'], 'ada');
+      assert.equal(span.attributes['gen_ai.operation.name'], operation);
+      assert.equal(span.attributes['gen_ai.request.model'], 'vectors');
+      assert.equal(span.attributes['gen_ai.usage.input_tokens'], tokens);
+      if (status === 400) assert.equal(span.attributes['error.type'], 'content_filter');
+    }
+    assert.deepEqual(receiver.problems, []);
+  });
+});
+
 describe('sampling', () => {
   test('a ratio of 0 exports only the traces a sampled parent asked for', async () => {
     const receiver = await startReceiver();

@@ -403,6 +403,7 @@ void ModelRouter::register_metrics(MetricsRegistry& registry) {
     }
     return samples;
   });
+  register_engine_samples(registry);
   registry.sampled(exported_metric("chatflow:model_waiting_requests"), [weak]() {
     std::vector<std::pair<LabelValues, double>> samples;
     auto self = weak.lock();
@@ -410,6 +411,65 @@ void ModelRouter::register_metrics(MetricsRegistry& registry) {
     std::lock_guard lock(self->mutex_);
     for (const auto& slot : self->slots_)
       samples.push_back({{slot.entry->name}, double(slot.waiters.size())});
+    return samples;
+  });
+}
+
+// The engine series of each loaded entry, beside those of the serve file's pipeline, labelled
+// with the entry's name (two entries may load files whose models share an id). Read at scrape
+// time, so an unloaded model's series go with it and nothing here keeps it loaded.
+void ModelRouter::register_engine_samples(MetricsRegistry& registry) {
+  std::weak_ptr<ModelRouter> weak = weak_from_this();
+  auto loaded = [weak]() {
+    std::vector<std::pair<std::string, std::shared_ptr<const ServedPipeline>>> all;
+    if (auto self = weak.lock()) {
+      for (auto& status : self->statuses())
+        if (status.state == ModelState::loaded) all.emplace_back(status.name, status.served);
+    }
+    return all;
+  };
+  auto per_engine = [&registry, loaded](const MetricDefinition& metric, auto value) {
+    registry.sampled(metric, [loaded, value]() {
+      std::vector<std::pair<LabelValues, double>> samples;
+      for (const auto& [name, served] : loaded()) {
+        for (const auto& model : served->models) {
+          EngineStats stats = model->engine_stats();
+          if (!stats.backend.empty()) samples.push_back({{name}, value(stats)});
+        }
+      }
+      return samples;
+    });
+  };
+  per_engine(exported_metric("chatflow:num_requests_running"),
+             [](const EngineStats& s) { return double(s.running); });
+  per_engine(exported_metric("chatflow:num_requests_waiting"),
+             [](const EngineStats& s) { return double(s.waiting); });
+  per_engine(exported_metric("chatflow:kv_cache_usage_perc"), [](const EngineStats& s) {
+    return s.kv_blocks_total > 0 ? double(s.kv_blocks_used) / double(s.kv_blocks_total) : 0;
+  });
+  per_engine(exported_metric("chatflow:engine_prompt_tokens_computed_total"),
+             [](const EngineStats& s) { return double(s.prompt_tokens_computed); });
+  per_engine(exported_metric("chatflow:engine_generated_tokens_total"),
+             [](const EngineStats& s) { return double(s.generated_tokens); });
+  registry.sampled(exported_metric("chatflow:engine_backend_memory_bytes"), [loaded]() {
+    std::vector<std::pair<LabelValues, double>> samples;
+    for (const auto& [name, served] : loaded()) {
+      for (const auto& model : served->models) {
+        EngineStats stats = model->engine_stats();
+        if (stats.backend.empty()) continue;
+        samples.push_back({{name, "weights"}, double(stats.weight_bytes)});
+        samples.push_back({{name, "kv_pool"}, double(stats.kv_pool_bytes)});
+        samples.push_back({{name, "workspace"}, double(stats.workspace_bytes)});
+      }
+    }
+    return samples;
+  });
+  registry.sampled(exported_metric("chatflow:requests_in_flight"), [loaded]() {
+    std::vector<std::pair<LabelValues, double>> samples;
+    for (const auto& [name, served] : loaded()) {
+      if (served->pipeline)
+        samples.push_back({{name}, double(served->pipeline->active_requests())});
+    }
     return samples;
   });
 }

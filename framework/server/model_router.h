@@ -118,6 +118,7 @@ class ModelRouter : public std::enable_shared_from_this<ModelRouter> {
   bool fits(size_t index) const;
   // Unloads idle models other than `keep`, least recently used first, while more are loaded
   // than the limits allow (a first load's size is only known once it is loaded).
+  void register_engine_samples(MetricsRegistry& registry);
   void trim(size_t keep, std::vector<std::shared_ptr<const ServedPipeline>>& dropped);
   void unload(Slot& slot, std::vector<std::shared_ptr<const ServedPipeline>>& dropped);
   void fail_waiters(Slot& slot, const RequestError& error, Answers& answers);

@@ -216,6 +216,12 @@ describe('many models behind one server', () => {
     assert.equal(metric(samples, 'chatflow:model_state', 'model="small"', 'state="loaded"'), 1);
     assert.equal(metric(samples, 'chatflow:model_state', 'model="large"', 'state="unloaded"'), 1);
     assert.ok(metric(samples, 'chatflow:model_unloads_total', 'model="large"') >= 1);
+    // The engine series of the loaded entry, under its name; none for an unloaded one.
+    assert.equal(metric(samples, 'chatflow:num_requests_running', 'model_name="small"'), 0);
+    assert.ok(metric(samples, 'chatflow:engine_backend_memory_bytes', 'model_name="small"', 'kind="weights"') > 0);
+    assert.ok(metric(samples, 'chatflow:engine_generated_tokens_total', 'model_name="small"') >= 4);
+    assert.equal(metric(samples, 'chatflow:engine_backend_memory_bytes', 'model_name="large"'), undefined);
+    assert.equal(metric(samples, 'chatflow:requests_in_flight', 'pipeline="small"'), 0);
     // Loaded in the second test, the third, and now (the broken model's loads made room twice).
     assert.equal(metric(samples, 'chatflow:model_load_duration_seconds_count', 'model="small"'), 3);
   });

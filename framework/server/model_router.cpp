@@ -236,38 +236,40 @@ void ModelRouter::fail_waiters(Slot& slot, const RequestError& error, Answers& a
   slot.waiters.clear();
 }
 
-void ModelRouter::load(size_t index) {
+bool ModelRouter::wait_for_room(size_t index) {
   std::vector<std::shared_ptr<const ServedPipeline>> dropped;
   Answers answers;
-  const ModelEntry& entry = *slots_[index].entry;
   auto give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(settings_.load_timeout_s));
-  {
-    std::unique_lock lock(mutex_);
-    // Room: wait while every loaded model is busy, polled (a request ending does not tell us).
-    while (!stopping_ && !make_room(index, dropped) && Clock::now() < give_up) {
-      wake_.wait_for(lock, std::chrono::milliseconds(50));
-    }
-    Slot& slot = slots_[index];
-    if (stopping_ || !slot.room_reserved) {
-      slot.state = ModelState::unloaded;
-      fail_waiters(slot,
-                   stopping_ ? make_error(503, "server_error", "the server is shutting down",
-                                          "model_unavailable")
-                             : make_error(503, "server_error",
-                                          "no room to load the model '" + entry.name +
-                                              "': the models loaded (models_max " +
-                                              std::to_string(settings_.max_loaded) +
-                                              ") are all busy; retry shortly",
-                                          "model_unavailable", "model"),
-                   answers);
-      lock.unlock();
-      dropped.clear();
-      answer(answers);
-      return;
-    }
+  std::unique_lock lock(mutex_);
+  // Polled while every loaded model is busy: a request ending does not tell us.
+  while (!stopping_ && !make_room(index, dropped) && Clock::now() < give_up) {
+    wake_.wait_for(lock, std::chrono::milliseconds(50));
   }
-  dropped.clear();  // the unloaded pipelines go now (to the reaper once their users let go)
+  Slot& slot = slots_[index];
+  if (!stopping_ && slot.room_reserved) return true;  // `dropped` goes unlocked, on return
+  slot.state = ModelState::unloaded;
+  fail_waiters(
+      slot,
+      stopping_
+          ? make_error(503, "server_error", "the server is shutting down", "model_unavailable")
+          : make_error(503, "server_error",
+                       "no room to load the model '" + slot.entry->name +
+                           "': the models loaded are all busy (models_max " +
+                           std::to_string(settings_.max_loaded) + ", models_memory_mib " +
+                           std::to_string(settings_.memory_budget_mib) + "); retry shortly",
+                       "model_unavailable", "model"),
+      answers);
+  lock.unlock();
+  answer(answers);
+  return false;
+}
+
+void ModelRouter::load(size_t index) {
+  const ModelEntry& entry = *slots_[index].entry;
+  if (!wait_for_room(index)) return;
+  std::vector<std::shared_ptr<const ServedPipeline>> dropped;
+  Answers answers;
   spdlog::info("models: loading '{}' from {}", entry.name, entry.pipeline);
   auto started = Clock::now();
   Loaded loaded;

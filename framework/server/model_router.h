@@ -112,6 +112,9 @@ class ModelRouter : public std::enable_shared_from_this<ModelRouter> {
   using Answers = std::vector<Answer>;
 
   void load(size_t index);
+  // Makes room for `index`, waiting while the loaded models are busy; false (its waiters
+  // answered) when there is none within models_load_timeout_s or the router stops.
+  bool wait_for_room(size_t index);
   // Unloads idle models, least recently used first, until `index` fits; false when it cannot
   // yet (the others are busy). Unloaded pipelines go to `dropped`, to be let go unlocked.
   bool make_room(size_t index, std::vector<std::shared_ptr<const ServedPipeline>>& dropped);

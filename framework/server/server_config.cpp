@@ -91,6 +91,24 @@ void resolve_paths_beside(const std::string& serve_file, ServerSettings& server)
     server.access_log = beside(serve_file, server.access_log);
 }
 
+// One entry of `models:`.
+SchemaBuilder<ModelEntry> model_entry_schema() {
+  SchemaBuilder<ModelEntry> model;
+  model.key("name", &ModelEntry::name, "the name a request's `model` gives").required();
+  model.key("aliases", &ModelEntry::aliases, "more names the model answers to");
+  model.key("pipeline", &ModelEntry::pipeline,
+            "its pipeline YAML file, relative to this file; empty: the serve file's pipeline");
+  model.key("model", &ModelEntry::model,
+            "a model file, relative to this file: ${CHATFLOW_MODEL} in its pipeline file");
+  model.key("variables", &ModelEntry::variables,
+            "more ${VAR} values for its pipeline file, taken before the environment");
+  model
+      .key("max_in_flight", &ModelEntry::max_in_flight,
+           "requests in its pipeline at most (more get 503); 0: the pipeline's own")
+      .range(0, 1'000'000);
+  return model;
+}
+
 // The `models:` entries: names and aliases unique, files there (resolved beside the serve file),
 // ${VAR} names well formed. Each problem at its key's file:line:column.
 bool check_models(const std::string& serve_file, const ConfigValue& root, ServeConfig& config,
@@ -283,19 +301,7 @@ std::optional<ServeConfig> load_serve_config(const std::string& path, Diagnostic
   server.object("tracing", &ServerSettings::tracing, tracing,
                 "OpenTelemetry traces over OTLP/HTTP; off when absent");
 
-  SchemaBuilder<ModelEntry> model;
-  model.key("name", &ModelEntry::name, "the name a request's `model` gives").required();
-  model.key("aliases", &ModelEntry::aliases, "more names the model answers to");
-  model.key("pipeline", &ModelEntry::pipeline,
-            "its pipeline YAML file, relative to this file; empty: the serve file's pipeline");
-  model.key("model", &ModelEntry::model,
-            "a model file, relative to this file: ${CHATFLOW_MODEL} in its pipeline file");
-  model.key("variables", &ModelEntry::variables,
-            "more ${VAR} values for its pipeline file, taken before the environment");
-  model
-      .key("max_in_flight", &ModelEntry::max_in_flight,
-           "requests in its pipeline at most (more get 503); 0: the pipeline's own")
-      .range(0, 1'000'000);
+  SchemaBuilder<ModelEntry> model = model_entry_schema();
 
   struct ServeFile {
     ServerSettings server;

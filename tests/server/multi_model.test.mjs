@@ -242,6 +242,16 @@ describe('many models behind one server', () => {
     assert.ok(counted.count > 0);
     assert.deepEqual(await states(), { front: 'loaded', small: 'loaded', large: 'unloaded', broken: 'failed', embed: 'unloaded' });
   });
+
+  test('a reload unloads every entry; the next request loads it again from its files', async () => {
+    const before = metric(await scrape(), 'chatflow:model_loads_total', 'model="small"', 'outcome="loaded"');
+    const reloaded = await fetch(`${server.url}/admin/reload`, { method: 'POST', headers: { Authorization: `Bearer ${key}` } });
+    assert.equal(reloaded.status, 200);
+    assert.deepEqual(await states(), { front: 'loaded', small: 'unloaded', large: 'unloaded', broken: 'failed', embed: 'unloaded' });
+    assert.equal((await ask('mini')).usage.completion_tokens, 4);
+    assert.equal((await states()).small, 'loaded');
+    assert.equal(metric(await scrape(), 'chatflow:model_loads_total', 'model="small"', 'outcome="loaded"'), before + 1);
+  });
 });
 
 // An OpenAI-compatible engine on loopback that holds every chat request until released, then

@@ -194,7 +194,8 @@ bool ModelRouter::make_room(size_t index,
       if (!oldest || slot.last_used < oldest->last_used) oldest = &slot;
     }
     if (!oldest) return false;
-    unload(*oldest, dropped);
+    unload(*oldest, dropped,
+           "least recently used, to make room for '" + slots_[index].entry->name + "'");
   }
   slots_[index].room_reserved = true;
   return true;
@@ -217,12 +218,13 @@ void ModelRouter::trim(size_t keep, std::vector<std::shared_ptr<const ServedPipe
     bool over = (settings_.max_loaded > 0 && loaded > settings_.max_loaded) ||
                 (budget > 0 && memory > budget);
     if (!over || !oldest) return;
-    unload(*oldest, dropped);
+    unload(*oldest, dropped, "least recently used, beyond the limits");
   }
 }
 
-void ModelRouter::unload(Slot& slot, std::vector<std::shared_ptr<const ServedPipeline>>& dropped) {
-  spdlog::info("models: unloading '{}' (least recently used)", slot.entry->name);
+void ModelRouter::unload(Slot& slot, std::vector<std::shared_ptr<const ServedPipeline>>& dropped,
+                         const std::string& why) {
+  spdlog::info("models: unloading '{}' ({})", slot.entry->name, why);
   slot.state = ModelState::unloaded;
   slot.memory_bytes = 0;
   dropped.push_back(std::move(slot.served));
@@ -321,6 +323,24 @@ void ModelRouter::load(size_t index) {
   answer(answers);
 }
 
+void ModelRouter::unload_idle(Clock::time_point now, Clock::time_point& next,
+                              std::vector<std::shared_ptr<const ServedPipeline>>& dropped) {
+  for (auto& slot : slots_) {
+    if (slot.state != ModelState::loaded || slot.entry->ttl_s <= 0) continue;
+    auto ttl = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(slot.entry->ttl_s));
+    if (!idle(slot.served)) {
+      // Busy: its idle time starts when the requests in it are done; looked at again soon.
+      slot.last_used = now;
+      next = std::min(next, now + std::min<Clock::duration>(ttl, std::chrono::seconds(1)));
+    } else if (slot.last_used + ttl <= now) {
+      unload(slot, dropped, "idle for its ttl_s of " + seconds_text(slot.entry->ttl_s) + " s");
+    } else {
+      next = std::min(next, slot.last_used + ttl);
+    }
+  }
+}
+
 void ModelRouter::expire_waiters() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
@@ -345,9 +365,12 @@ void ModelRouter::expire_waiters() {
         }
       }
     }
-    if (!answers.empty()) {
+    std::vector<std::shared_ptr<const ServedPipeline>> dropped;
+    unload_idle(now, next, dropped);
+    if (!answers.empty() || !dropped.empty()) {
       lock.unlock();
       answer(answers);
+      dropped.clear();
       lock.lock();
       continue;
     }
@@ -381,7 +404,7 @@ void ModelRouter::unload_all() {
   {
     std::lock_guard lock(mutex_);
     for (auto& slot : slots_) {
-      if (slot.state == ModelState::loaded) unload(slot, dropped);
+      if (slot.state == ModelState::loaded) unload(slot, dropped, "reload");
     }
   }
 }

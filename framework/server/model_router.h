@@ -123,7 +123,11 @@ class ModelRouter : public std::enable_shared_from_this<ModelRouter> {
   // than the limits allow (a first load's size is only known once it is loaded).
   void register_engine_samples(MetricsRegistry& registry);
   void trim(size_t keep, std::vector<std::shared_ptr<const ServedPipeline>>& dropped);
-  void unload(Slot& slot, std::vector<std::shared_ptr<const ServedPipeline>>& dropped);
+  void unload(Slot& slot, std::vector<std::shared_ptr<const ServedPipeline>>& dropped,
+              const std::string& why);
+  // Unloads the models idle past their ttl_s; `next` becomes the earliest time to look again.
+  void unload_idle(Clock::time_point now, Clock::time_point& next,
+                   std::vector<std::shared_ptr<const ServedPipeline>>& dropped);
   void fail_waiters(Slot& slot, const RequestError& error, Answers& answers);
   void expire_waiters();
   static void answer(Answers& answers);
@@ -143,7 +147,7 @@ class ModelRouter : public std::enable_shared_from_this<ModelRouter> {
     std::shared_ptr<std::atomic<bool>> done;
   };
   std::vector<LoadThread> loads_;
-  std::thread expiry_;  // answers waiters whose time is up
+  std::thread expiry_;  // answers waiters whose time is up, unloads models past their ttl_s
 };
 
 }  // namespace chatflow::server

@@ -106,6 +106,10 @@ SchemaBuilder<ModelEntry> model_entry_schema() {
       .key("max_in_flight", &ModelEntry::max_in_flight,
            "requests in its pipeline at most (more get 503); 0: the pipeline's own")
       .range(0, 1'000'000);
+  model
+      .key("ttl_s", &ModelEntry::ttl_s,
+           "unloaded once no request has used it for this long; 0: only to make room")
+      .range(0, 365.0 * 86400);
   return model;
 }
 

@@ -107,6 +107,8 @@ struct ModelEntry {
   std::map<std::string, std::string> variables;
   // Requests in its pipeline at most (more get 503); 0: the pipeline file's max_in_flight.
   int64_t max_in_flight = 0;
+  // Unloaded once no request has used it for this long; 0: only to make room.
+  double ttl_s = 0;
   SourceLocation where;  // the entry in the serve file
 };
 

@@ -318,6 +318,32 @@ TEST(ModelRouter, StoppingAnswersEveryWaiter) {
   loads.release();
 }
 
+TEST(ModelRouter, AModelIdlePastItsTtlIsUnloadedButNotWhileARequestHoldsIt) {
+  TestLoader loads;
+  ModelsSettings settings = three_models();
+  settings.entries[0].ttl_s = 0.2;  // small
+  ModelRouter router(settings, loads.loader());
+  auto a = acquire(router, "small");
+  std::shared_ptr<const ServedPipeline> in_use = get(a).served;
+  auto b = acquire(router, "large");  // no ttl_s: stays
+  get(b);
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(state_of(router, "small"), ModelState::loaded) << "a request holds it";
+  std::weak_ptr<const ServedPipeline> small = in_use;
+  in_use.reset();
+  for (int i = 0; i < 300 && state_of(router, "small") == ModelState::loaded; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(state_of(router, "small"), ModelState::unloaded);
+  EXPECT_EQ(state_of(router, "large"), ModelState::loaded);
+  for (int i = 0; i < 100 && !small.expired(); ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(small.expired());
+  // Asked again, it loads again.
+  auto again = acquire(router, "small");
+  EXPECT_TRUE(get(again).served);
+  EXPECT_EQ(loads.loads("small"), 2);
+}
+
 TEST(ModelRouter, UnloadAllLetsGoOfEveryModel) {
   TestLoader loads;
   ModelRouter router(three_models(), loads.loader());

@@ -58,6 +58,7 @@ TEST_F(ServeModelsTest, EveryKeyIsReadAndPathsAreRelativeToTheServeFile) {
       "    aliases: [gpt-4o-mini, mini]\n"
       "    model: models/small.gguf\n"
       "    max_in_flight: 4\n"
+      "    ttl_s: 300\n"
       "  - name: coder\n"
       "    pipeline: graphs/coder.yaml\n"
       "    variables: {CODER_TEMPERATURE: '0.2'}\n");
@@ -75,7 +76,9 @@ TEST_F(ServeModelsTest, EveryKeyIsReadAndPathsAreRelativeToTheServeFile) {
   EXPECT_EQ(small.model, folder("models/small.gguf"));
   EXPECT_EQ(small.variables.at("CHATFLOW_MODEL"), folder("models/small.gguf"));
   EXPECT_EQ(small.max_in_flight, 4);
+  EXPECT_DOUBLE_EQ(small.ttl_s, 300);
   const ModelEntry& coder = models.entries[1];
+  EXPECT_DOUBLE_EQ(coder.ttl_s, 0);
   EXPECT_EQ(coder.pipeline, folder("graphs/coder.yaml"));
   EXPECT_EQ(coder.variables.at("CODER_TEMPERATURE"), "0.2");
   EXPECT_EQ(coder.variables.count("CHATFLOW_MODEL"), 0u);

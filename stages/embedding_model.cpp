@@ -25,8 +25,9 @@ class EmbeddingModelResource final : public Resource, public TokenEmbedder {
       : model_(std::move(model)), shortest_(shortest) {}
 
   size_t embedding_dimensions() const override { return static_cast<size_t>(model_->dimensions()); }
-  // Text longer than the context is cut to it here (the rerank route and other callers of
-  // TextEmbedder); /v1/embeddings refuses it instead, through embedding_tokens.
+  // Text longer than the context is cut to it here, for stages that embed through TextEmbedder
+  // (a semantic cache's key, a retrieval query); /v1/embeddings and /v1/rerank refuse it
+  // instead, through embedding_tokens.
   std::vector<float> embed_text(std::string_view text) const override {
     std::vector<engine::TokenId> tokens = model_->tokenize(text);
     if (static_cast<int64_t>(tokens.size()) > model_->context())

@@ -383,11 +383,24 @@ Response rerank(const RouteCall& call) {
     tokens += named.embedder->embedding_token_count(document);
   std::vector<std::string> texts = documents;
   texts.insert(texts.begin(), query);
-  admit_side_call(call, named.name, texts, tokens, "");
-  std::vector<float> query_vector = named.embedder->embed_text(query);
+  // A GGUF model embeds at most its context per text: a longer query or document is a 400
+  // naming it, as for /v1/embeddings, never a score of its cut beginning.
+  std::vector<std::vector<float>> vectors;
+  if (const auto* model = dynamic_cast<const TokenEmbedder*>(named.embedder)) {
+    std::vector<EmbeddingInput> inputs{{"query", query, {}, false}};
+    for (int64_t i = 0; i < count; ++i)
+      inputs.push_back({"documents[" + std::to_string(i) + "]", documents[i], {}, false});
+    std::vector<std::vector<int32_t>> checked = model_tokens(*model, inputs);
+    admit_side_call(call, named.name, texts, tokens, "");
+    vectors = model->embed_tokens(checked);
+  } else {
+    admit_side_call(call, named.name, texts, tokens, "");
+    for (const std::string& text : texts)
+      vectors.push_back(named.embedder->embed_text(text));
+  }
   std::vector<std::pair<double, int64_t>> scored;
   for (int64_t i = 0; i < count; ++i)
-    scored.push_back({cosine(query_vector, named.embedder->embed_text(documents[i])), i});
+    scored.push_back({cosine(vectors[0], vectors[static_cast<size_t>(i) + 1]), i});
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   json::array results;

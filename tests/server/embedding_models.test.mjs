@@ -161,6 +161,15 @@ stages:
     for (let i = 1; i < results.length; ++i) assert.ok(results[i - 1].relevance_score >= results[i].relevance_score);
   });
 
+  test('rerank refuses a query or document longer than the model\'s context, naming it (never scores a cut text)', async () => {
+    const long = Array(40).fill('cat').join(' ');
+    let error = assertOpenAIError(await post(server.url, '/v1/rerank', { model: 'bert', query: 'cat', documents: ['dog', long] }, bearer),
+      400, 'documents[1]', 'context_length_exceeded');
+    assert.match(error.message, /42 tokens.*context is 32/);
+    error = assertOpenAIError(await post(server.url, '/v1/rerank', { model: 'bert', query: long, documents: ['dog'] }, bearer),
+      400, 'query', 'context_length_exceeded');
+  });
+
   test('a bad key is 401 before the body is looked at', async () => {
     const stranger = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'cf-not-a-key', maxRetries: 0 });
     await assert.rejects(stranger.embeddings.create({ model: 'bert', input: 'hi' }), OpenAI.AuthenticationError);

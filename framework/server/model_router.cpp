@@ -133,14 +133,10 @@ void ModelRouter::acquire(const std::string& name, Ready ready) {
   }
   if (static_cast<int64_t>(slot.waiters.size()) >= settings_.max_waiters) {
     lock.unlock();
-    return ready(nullptr, make_error(503, "server_error",
-                                     std::to_string(settings_.max_waiters) +
-                                         " requests already wait for "
-                                         "the model '" +
-                                         model +
-                                         "' to load (models_max_waiters); retry "
-                                         "shortly",
-                                     "too_many_waiting", "model"));
+    std::string message = std::to_string(settings_.max_waiters) +
+                          " requests already wait for the model '" + model +
+                          "' to load (models_max_waiters); retry shortly";
+    return ready(nullptr, make_error(503, "server_error", message, "too_many_waiting", "model"));
   }
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(settings_.load_timeout_s));

@@ -81,7 +81,9 @@ void HttpServer::set_models(ModelsSettings models, ModelPipelineBuilder build) {
                           build = std::move(build)](const ModelEntry& entry) {
         auto self = state.lock();
         if (!self) throw std::runtime_error("the server is gone");
-        return serve_model_pipeline(build(entry), entry, self->metrics, self->reaper);
+        auto front = self->served_snapshot();
+        return serve_model_pipeline(build(entry), entry, self->metrics, self->reaper,
+                                    front && front->authenticator);
       });
 }
 

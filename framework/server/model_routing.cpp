@@ -10,9 +10,19 @@ namespace json = boost::json;
 
 ModelRouter::Loaded serve_model_pipeline(std::shared_ptr<Pipeline> pipeline,
                                          const ModelEntry& entry, MetricsRegistry& metrics,
-                                         std::shared_ptr<PipelineReaper> reaper) {
+                                         std::shared_ptr<PipelineReaper> reaper,
+                                         bool front_authenticates) {
   if (!pipeline) throw std::runtime_error("its pipeline was not built");
   std::unique_ptr<ServedPipeline> served = describe_pipeline(std::move(pipeline), metrics);
+  // The front only checks credentials: the caller's identity, its roles' access to models and
+  // the owner of its sessions are set by an auth stage in the pipeline that runs the request.
+  // Without one, the entry's requests would run as nobody's, past every access rule.
+  if (front_authenticates && !served->authenticator) {
+    throw std::runtime_error(
+        "its pipeline has no auth stage, but the serve file's pipeline authenticates: add the "
+        "same auth stage to the entry's pipeline, so that its requests run with the caller's "
+        "identity, roles and model access rules");
+  }
   served->model_entry = true;
   served->model_ids = {entry.name};
   served->model_ids.insert(served->model_ids.end(), entry.aliases.begin(), entry.aliases.end());

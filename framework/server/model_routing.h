@@ -17,10 +17,13 @@ namespace chatflow::server {
 
 // `pipeline`, built for `entry`, as the server serves it: answering to the entry's name and
 // aliases, its request metrics labelled with its pipeline's name (the entry's), destroyed by
-// `reaper` once unloaded and let go of; with its engines' memory (weights and KV pool).
+// `reaper` once unloaded and let go of; with its engines' memory (weights and KV pool). Throws
+// when the serve file's pipeline authenticates (`front_authenticates`) and this one has no auth
+// stage to give its requests their caller.
 ModelRouter::Loaded serve_model_pipeline(std::shared_ptr<Pipeline> pipeline,
                                          const ModelEntry& entry, MetricsRegistry& metrics,
-                                         std::shared_ptr<PipelineReaper> reaper);
+                                         std::shared_ptr<PipelineReaper> reaper,
+                                         bool front_authenticates);
 
 // Appends each entry to /v1/models' `data`, with its status, and gives the models already
 // there (the serve file's pipeline, always loaded) a status too.

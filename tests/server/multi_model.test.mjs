@@ -361,3 +361,60 @@ models:
     assert.deepEqual(await states(), { m: 'loaded', remote: 'unloaded', small: 'loaded' });
   });
 });
+
+// The front checks credentials only: the caller's identity, roles and model access are set by
+// an auth stage in the pipeline that runs the request. An entry without one would run its
+// requests as nobody's, so it does not load, and says why.
+describe('an entry without auth behind a front that authenticates', () => {
+  let server;
+  let key;
+  before(async () => {
+    const keys = scratchPath('multi-model-open-keys.yaml');
+    key = addKey(keys, 'acme', { user: 'alice', roles: ['admin'] });
+    const front = writeTemp('multi-model-open-front.yaml', `version: 1
+name: front
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: echo, type: echo}
+`);
+    const open = writeTemp('multi-model-open-entry.yaml', `version: 1
+name: open
+stages:
+  - {name: echo, type: echo}
+`);
+    const guarded = writeTemp('multi-model-guarded-entry.yaml', `version: 1
+name: guarded
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keys}}}
+  - {name: echo, type: echo}
+`);
+    const serve = writeTemp('multi-model-open-serve.yaml', `server: {port: 0}
+pipeline: ${front}
+models:
+  - {name: open, pipeline: ${open}}
+  - {name: guarded, pipeline: ${guarded}}
+`);
+    server = await startServer(['--config', serve]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('is refused with the reason, shown failed, while an entry with auth answers', async () => {
+    const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: key, maxRetries: 0 });
+    const ask = (model) => openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi there' }] });
+    await assert.rejects(ask('open'), (error) => {
+      assert.equal(error.status, 503);
+      assert.match(error.message, /the model 'open' failed to load: its pipeline has no auth stage, but the serve file's pipeline authenticates/);
+      return true;
+    });
+    const answer = await ask('guarded');
+    assert.match(answer.choices[0].message.content, /hi there/);
+    const response = await fetch(`${server.url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } });
+    const models = Object.fromEntries((await response.json()).data.map((model) => [model.id, model]));
+    assert.equal(models.open.status.value, 'failed');
+    assert.match(models.open.status.reason, /no auth stage/);
+    assert.equal(models.guarded.status.value, 'loaded');
+  });
+});

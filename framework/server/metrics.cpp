@@ -234,36 +234,51 @@ void MetricsRegistry::sampled(const MetricDefinition& metric, ValueSampler sampl
 }
 
 void MetricsRegistry::clear_samplers() {
+  std::lock_guard sampling(sampling_mutex_);
   std::lock_guard lock(mutex_);
   for (auto& [name, f] : families_)
     f.samplers.clear();
 }
 
 std::string MetricsRegistry::render() const {
-  std::lock_guard lock(mutex_);
-  std::string out;
-  for (const auto& [name, f] : families_) {
-    out += "# HELP " + name + " " + escape_help(f.help) + "\n";
-    out += "# TYPE " + name + " " + f.type + "\n";
-    for (const auto& [key, counter] : f.counters)
-      out += name + key + " " + number(counter->value()) + "\n";
-    for (const auto& [key, gauge] : f.gauges)
-      out += name + key + " " + number(gauge->value()) + "\n";
-    for (const auto& [key, histogram] : f.histograms) {
-      const Labels& labels = f.label_sets.at(key);
-      Histogram::Snapshot snapshot = histogram->snapshot();
-      for (size_t i = 0; i <= snapshot.upper_bounds.size(); ++i) {
-        std::string le =
-            i < snapshot.upper_bounds.size() ? number(snapshot.upper_bounds[i]) : "+Inf";
-        out += name + "_bucket" + render_labels(labels, "le=\"" + le + "\"") + " " +
-               std::to_string(snapshot.cumulative[i]) + "\n";
+  // Each family's fixed series are written under mutex_, its samplers run after it is let go.
+  struct Rendered {
+    std::string name;
+    std::string text;
+    std::vector<Sampler> samplers;
+  };
+  std::lock_guard sampling(sampling_mutex_);
+  std::vector<Rendered> rendered;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [name, f] : families_) {
+      std::string out = "# HELP " + name + " " + escape_help(f.help) + "\n";
+      out += "# TYPE " + name + " " + f.type + "\n";
+      for (const auto& [key, counter] : f.counters)
+        out += name + key + " " + number(counter->value()) + "\n";
+      for (const auto& [key, gauge] : f.gauges)
+        out += name + key + " " + number(gauge->value()) + "\n";
+      for (const auto& [key, histogram] : f.histograms) {
+        const Labels& labels = f.label_sets.at(key);
+        Histogram::Snapshot snapshot = histogram->snapshot();
+        for (size_t i = 0; i <= snapshot.upper_bounds.size(); ++i) {
+          std::string le =
+              i < snapshot.upper_bounds.size() ? number(snapshot.upper_bounds[i]) : "+Inf";
+          out += name + "_bucket" + render_labels(labels, "le=\"" + le + "\"") + " " +
+                 std::to_string(snapshot.cumulative[i]) + "\n";
+        }
+        out += name + "_sum" + key + " " + number(snapshot.sum) + "\n";
+        out += name + "_count" + key + " " + std::to_string(snapshot.count) + "\n";
       }
-      out += name + "_sum" + key + " " + number(snapshot.sum) + "\n";
-      out += name + "_count" + key + " " + std::to_string(snapshot.count) + "\n";
+      rendered.push_back({name, std::move(out), f.samplers});
     }
-    for (const auto& sampler : f.samplers) {
+  }
+  std::string out;
+  for (const Rendered& family : rendered) {
+    out += family.text;
+    for (const auto& sampler : family.samplers) {
       for (const auto& [labels, value] : sampler())
-        out += name + render_labels(labels) + " " + number(value) + "\n";
+        out += family.name + render_labels(labels) + " " + number(value) + "\n";
     }
   }
   return out;
@@ -271,29 +286,35 @@ std::string MetricsRegistry::render() const {
 
 std::vector<MetricSample> MetricsRegistry::collect(
     const std::function<bool(std::string_view)>& wanted) const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard sampling(sampling_mutex_);
   std::vector<MetricSample> out;
-  for (const auto& [name, f] : families_) {
-    if (!wanted(name)) continue;
-    for (const auto& [key, counter] : f.counters)
-      out.push_back({name, f.label_sets.at(key), counter->value()});
-    for (const auto& [key, gauge] : f.gauges)
-      out.push_back({name, f.label_sets.at(key), gauge->value()});
-    for (const auto& [key, histogram] : f.histograms) {
-      const Labels& labels = f.label_sets.at(key);
-      Histogram::Snapshot snapshot = histogram->snapshot();
-      for (size_t i = 0; i <= snapshot.upper_bounds.size(); ++i) {
-        Labels bucket = labels;
-        bucket.emplace_back(
-            "le", i < snapshot.upper_bounds.size() ? number(snapshot.upper_bounds[i]) : "+Inf");
-        out.push_back({name + "_bucket", std::move(bucket), double(snapshot.cumulative[i])});
+  std::vector<std::pair<std::string, Sampler>> samplers;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [name, f] : families_) {
+      if (!wanted(name)) continue;
+      for (const auto& [key, counter] : f.counters)
+        out.push_back({name, f.label_sets.at(key), counter->value()});
+      for (const auto& [key, gauge] : f.gauges)
+        out.push_back({name, f.label_sets.at(key), gauge->value()});
+      for (const auto& [key, histogram] : f.histograms) {
+        const Labels& labels = f.label_sets.at(key);
+        Histogram::Snapshot snapshot = histogram->snapshot();
+        for (size_t i = 0; i <= snapshot.upper_bounds.size(); ++i) {
+          Labels bucket = labels;
+          bucket.emplace_back(
+              "le", i < snapshot.upper_bounds.size() ? number(snapshot.upper_bounds[i]) : "+Inf");
+          out.push_back({name + "_bucket", std::move(bucket), double(snapshot.cumulative[i])});
+        }
+        out.push_back({name + "_count", labels, double(snapshot.count)});
       }
-      out.push_back({name + "_count", labels, double(snapshot.count)});
+      for (const auto& sampler : f.samplers)
+        samplers.emplace_back(name, sampler);
     }
-    for (const auto& sampler : f.samplers) {
-      for (auto& [labels, value] : sampler())
-        out.push_back({name, std::move(labels), value});
-    }
+  }
+  for (const auto& [name, sampler] : samplers) {
+    for (auto& [labels, value] : sampler())
+      out.push_back({name, std::move(labels), value});
   }
   return out;
 }

@@ -145,6 +145,10 @@ class MetricsRegistry {
 
   mutable std::mutex mutex_;
   std::map<std::string, Family> families_;
+  // Held while samplers run and while they are cleared, but not mutex_: a sampler may take a
+  // lock of its own (the model router's) whose holder counts into this registry, so running it
+  // under mutex_ would deadlock. Once clear_samplers returns, no old sampler runs again.
+  mutable std::mutex sampling_mutex_;
 };
 
 }  // namespace chatflow::server

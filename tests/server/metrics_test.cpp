@@ -1,6 +1,11 @@
 #include "framework/server/metrics.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -44,6 +49,52 @@ TEST(MetricsRegistry, SampledValuesAreReadAtScrapeTime) {
   EXPECT_NE(registry.render().find("engine_running{model_name=\"m\"} 1\n"), std::string::npos);
   running = 4;
   EXPECT_NE(registry.render().find("engine_running{model_name=\"m\"} 4\n"), std::string::npos);
+}
+
+// The model router's samplers take the router's lock, and the router counts loads into the
+// registry while holding it: a scrape (render or collect) that ran samplers under the
+// registry's own lock deadlocked with a load or unload. Both sides must finish.
+TEST(MetricsRegistry, ASamplerMayTakeALockWhoseHolderCountsIntoTheRegistry) {
+  for (bool rendering : {true, false}) {
+    // On the heap and shared with the threads: if they deadlock, the test fails and leaves them
+    // blocked on objects that stay alive.
+    struct Shared {
+      MetricsRegistry registry;
+      std::mutex router;
+      std::atomic<bool> sampling{false}, counted{false}, scraped{false};
+    };
+    auto shared = std::make_shared<Shared>();
+    shared->registry.sampled("app_models", "gauge", "Models.", [raw = shared.get()] {
+      raw->sampling = true;
+      std::lock_guard lock(raw->router);
+      return std::vector<std::pair<Labels, double>>{{{}, 1.0}};
+    });
+    std::unique_lock holding(shared->router);
+    std::thread([shared, rendering] {
+      if (rendering)
+        shared->registry.render();
+      else
+        shared->registry.collect([](std::string_view) { return true; });
+      shared->scraped = true;
+    }).detach();
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!shared->sampling && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(shared->sampling) << "the scrape never reached the sampler";
+    // The router, holding its lock, counts a load.
+    std::thread([shared] {
+      shared->registry.counter("app_loads_total", "Loads.").add();
+      shared->counted = true;
+    }).detach();
+    while (!shared->counted && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(shared->counted) << "counting under the router's lock waited for the scrape ("
+                                 << (rendering ? "render" : "collect") << ")";
+    holding.unlock();
+    while (!shared->scraped && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(shared->scraped);
+  }
 }
 
 TEST(MetricsRegistry, OneNameHasOneType) {

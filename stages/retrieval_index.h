@@ -63,10 +63,14 @@ inline void use_as_context(Request& request, const std::vector<retrieval::Candid
 }
 
 // Who reads the index for a caller: its roles, "tenant:<t>", "user:<u>" and its uploads' owner
-// label (the ACL labels).
+// label (the ACL labels). A role named like an owner label is left out: roles come from key files
+// and identity providers that may let users name groups, and such a role would read that owner's
+// uploads.
 inline retrieval::Reader reader_of(const Identity& identity) {
   retrieval::Reader reader;
-  reader.labels = identity.roles;
+  for (const std::string& role : identity.roles) {
+    if (role.rfind(retrieval::kOwnerLabelPrefix, 0) != 0) reader.labels.push_back(role);
+  }
   if (!identity.tenant.empty()) reader.labels.push_back("tenant:" + identity.tenant);
   if (!identity.user.empty()) reader.labels.push_back("user:" + identity.user);
   // The caller's own uploads; a credential that names no owner owns none.

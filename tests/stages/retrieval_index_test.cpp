@@ -44,11 +44,13 @@ Uploads open_uploads(const std::string& directory, const std::string& uploads = 
 }
 
 std::vector<std::string> retrieved_for(Pipeline& pipeline, const retrieval::DocumentOwner& owner,
-                                       const std::string& question) {
+                                       const std::string& question,
+                                       const std::vector<std::string>& roles = {}) {
   std::shared_ptr<CollectingSink> sink;
   auto request = user_request(question, sink);
   request->identity.tenant = owner.tenant;
   request->identity.user = owner.owner.substr(owner.owner.find(':') + 1);
+  request->identity.roles = roles;
   EXPECT_EQ(pipeline.submit(request), Admission::accepted);
   EXPECT_TRUE(sink->wait());
   std::vector<std::string> documents;
@@ -92,6 +94,24 @@ TEST(RetrievalIndexUploads, AnUploadIsRetrievedForItsOwnerAndNobodyElse) {
       mentions(retrieved_for(*uploads.pipeline, {"globex", "user:alice"}, question), document.id));
   // The shared corpus is still there for everyone.
   EXPECT_TRUE(mentions(retrieved_for(*uploads.pipeline, kBob, "days of annual leave"), "handbook"));
+}
+
+// Roles come from key files and identity providers, some of which let users name their groups:
+// a role spelled like another user's owner label must not read that user's uploads.
+TEST(RetrievalIndexUploads, ARoleNamedLikeAnOwnerLabelReadsNoUploads) {
+  auto uploads = open_uploads(fresh_path("uploads-role-label"));
+  ASSERT_TRUE(uploads.documents);
+  auto document = uploads.documents->upload(
+      kBob, "plans.md", "", "# Plans\nThe zephyr project codename ships in October with quartz.");
+  const std::string question = "when does the zephyr project ship with quartz?";
+  ASSERT_TRUE(mentions(retrieved_for(*uploads.pipeline, kBob, question), document.id));
+  const retrieval::DocumentOwner mallory{"acme", "user:mallory"};
+  EXPECT_FALSE(mentions(
+      retrieved_for(*uploads.pipeline, mallory, question, {"owner:acme/user:bob"}), document.id));
+  // The shared corpus is still there for that caller.
+  EXPECT_TRUE(mentions(
+      retrieved_for(*uploads.pipeline, mallory, "days of annual leave", {"owner:acme/user:bob"}),
+      "handbook"));
 }
 
 TEST(RetrievalIndexUploads, AnOwnerListsReadsAndRemovesOnlyTheirOwn) {

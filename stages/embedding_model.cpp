@@ -42,6 +42,9 @@ class EmbeddingModelResource final : public Resource, public TokenEmbedder {
   std::vector<int32_t> embedding_tokens(std::string_view text) const override {
     return model_->tokenize(text);
   }
+  std::string embedding_text(std::span<const int32_t> ids) const override {
+    return model_->tokenizer().decode(ids);
+  }
   std::vector<std::vector<float>> embed_tokens(
       std::span<const std::vector<int32_t>> inputs) const override {
     std::vector<std::vector<float>> vectors;

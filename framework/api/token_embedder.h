@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +21,9 @@ class TokenEmbedder : public TextEmbedder {
   virtual int64_t embedding_vocabulary() const = 0;
   // The tokens `text` is embedded as (with the model's special tokens).
   virtual std::vector<int32_t> embedding_tokens(std::string_view text) const = 0;
+  // The text `ids` stand for, without special tokens: what the gates (input moderation) read for
+  // an input sent as token ids. Every id is inside the vocabulary (the caller checks).
+  virtual std::string embedding_text(std::span<const int32_t> ids) const = 0;
   // One unit-length vector per input, in order. Each input is non-empty, at most
   // embedding_context() ids, all inside the vocabulary (the caller checks).
   virtual std::vector<std::vector<float>> embed_tokens(

@@ -232,17 +232,24 @@ std::vector<std::vector<int32_t>> model_tokens(const TokenEmbedder& model,
   return all;
 }
 
+// What the gates see of a call: the texts they screen and the tokens they count.
+using Admit = std::function<void(const std::vector<std::string>& texts, int64_t tokens)>;
+
 // The vectors of `inputs`: from token ids through a model that takes them, else from the texts.
-// `admit` gets their token count first, and refuses (throws) before any vector is made.
+// `admit` gets every input's text (token ids turned back into the text they stand for, so that
+// input moderation reads them too) and their token count first, and refuses (throws) before any
+// vector is made.
 std::vector<std::vector<float>> embed_inputs(const NamedEmbedder& named,
                                              const std::vector<EmbeddingInput>& inputs,
-                                             int64_t& tokens,
-                                             const std::function<void(int64_t)>& admit) {
+                                             int64_t& tokens, const Admit& admit) {
+  std::vector<std::string> texts;
   if (const auto* model = dynamic_cast<const TokenEmbedder*>(named.embedder)) {
     std::vector<std::vector<int32_t>> ids = model_tokens(*model, inputs);
-    for (const auto& input : ids)
-      tokens += static_cast<int64_t>(input.size());
-    admit(tokens);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      tokens += static_cast<int64_t>(ids[i].size());
+      texts.push_back(inputs[i].is_tokens ? model->embedding_text(ids[i]) : inputs[i].text);
+    }
+    admit(texts, tokens);
     return model->embed_tokens(ids);
   }
   std::vector<std::vector<float>> vectors;
@@ -253,9 +260,11 @@ std::vector<std::vector<float>> embed_inputs(const NamedEmbedder& named,
               input.path, "unsupported_input");
     }
   }
-  for (const EmbeddingInput& input : inputs)
+  for (const EmbeddingInput& input : inputs) {
     tokens += named.embedder->embedding_token_count(input.text);
-  admit(tokens);
+    texts.push_back(input.text);
+  }
+  admit(texts, tokens);
   for (const EmbeddingInput& input : inputs)
     vectors.push_back(named.embedder->embed_text(input.text));
   return vectors;
@@ -317,10 +326,7 @@ Response embeddings(const RouteCall& call) {
   NamedEmbedder named = embedder_named(*call.served, model);
   const int64_t size = checked_dimensions(named, dimensions);
   int64_t tokens = 0;
-  auto admit = [&](int64_t counted) {
-    std::vector<std::string> texts;
-    for (const EmbeddingInput& input : inputs)
-      if (!input.is_tokens) texts.push_back(input.text);
+  auto admit = [&](const std::vector<std::string>& texts, int64_t counted) {
     admit_side_call(call, named.name, texts, counted, "input");
   };
   std::vector<std::vector<float>> vectors = embed_inputs(named, inputs, tokens, admit);

@@ -177,3 +177,46 @@ stages:
     assertOpenAIError(bad, 401);
   });
 });
+
+// Input moderation reads an input sent as token ids as the text they stand for: ids are no way
+// around a block list.
+describe('POST /v1/embeddings token ids behind input moderation', () => {
+  let server;
+  let bearer;
+  before(async () => {
+    const bert = makeModel('embedding-bert-screened', ['--arch', 'bert']);
+    const key = addKey(keysFile, 'acme', { user: 'alice' });
+    const blocklist = writeTemp('embedding-models-blocklist.txt', 'hello world\n');
+    const pipeline = writeTemp('embedding-models-screened.yaml', `version: 1
+name: embedding-models-screened
+resources:
+  bert: {type: embedding_model, path: "${bert}"}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: screen, type: input_moderation, config: {lists: {${blocklist}: block}}}
+  - {name: echo, type: echo}
+`);
+    server = await startServer(['--pipeline', pipeline]);
+    bearer = { Authorization: `Bearer ${key}` };
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  test('the ids of a blocked phrase get the 400 content_filter its text gets', async () => {
+    // [CLS] ▁hello ▁world [SEP] in make-model's bert vocabulary.
+    const ids = [2, 143, 144, 3];
+    const text = assertOpenAIError(await post(server.url, '/v1/embeddings', { model: 'bert', input: 'hello world' }, bearer),
+      400, 'input', 'content_filter');
+    for (const input of [ids, [ids], ['a cat', ids]]) {
+      const error = assertOpenAIError(await post(server.url, '/v1/embeddings', { model: 'bert', input }, bearer),
+        400, 'input', 'content_filter');
+      assert.equal(error.message, text.message);
+    }
+    // Ids of a text the list does not block are embedded.
+    const fine = await post(server.url, '/v1/embeddings', { model: 'bert', input: [2, 143, 3] }, bearer);
+    assert.equal(fine.status, 200, fine.text);
+    assert.equal(fine.json.data[0].embedding.length, 64);
+  });
+});

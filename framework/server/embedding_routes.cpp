@@ -295,6 +295,14 @@ int64_t checked_dimensions(const NamedEmbedder& named, std::optional<int64_t> di
           "dimensions", "unsupported_dimensions");
 }
 
+// The model the gates (the auth stage's model access, the access log) see: a serve file's
+// `models:` entry's name or alias as the request gave it, as for a chat request to that entry;
+// otherwise the embedder resource's name, which the request gave.
+const std::string& gated_model(const RouteCall& call, const std::string& requested,
+                               const NamedEmbedder& named) {
+  return call.served->model_entry ? requested : named.name;
+}
+
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   double dot = 0, norm_a = 0, norm_b = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -327,7 +335,7 @@ Response embeddings(const RouteCall& call) {
   const int64_t size = checked_dimensions(named, dimensions);
   int64_t tokens = 0;
   auto admit = [&](const std::vector<std::string>& texts, int64_t counted) {
-    admit_side_call(call, named.name, texts, counted, "input");
+    admit_side_call(call, gated_model(call, model, named), texts, counted, "input");
   };
   std::vector<std::vector<float>> vectors = embed_inputs(named, inputs, tokens, admit);
   json::array data;
@@ -384,6 +392,7 @@ Response rerank(const RouteCall& call) {
   bool return_documents = fields.boolean("return_documents", true);
   fields.refuse_unread({});
   NamedEmbedder named = embedder_named(*call.served, model);
+  const std::string& gated = gated_model(call, model, named);
   int64_t tokens = named.embedder->embedding_token_count(query);
   for (const std::string& document : documents)
     tokens += named.embedder->embedding_token_count(document);
@@ -397,10 +406,10 @@ Response rerank(const RouteCall& call) {
     for (int64_t i = 0; i < count; ++i)
       inputs.push_back({"documents[" + std::to_string(i) + "]", documents[i], {}, false});
     std::vector<std::vector<int32_t>> checked = model_tokens(*model, inputs);
-    admit_side_call(call, named.name, texts, tokens, "");
+    admit_side_call(call, gated, texts, tokens, "");
     vectors = model->embed_tokens(checked);
   } else {
-    admit_side_call(call, named.name, texts, tokens, "");
+    admit_side_call(call, gated, texts, tokens, "");
     for (const std::string& text : texts)
       vectors.push_back(named.embedder->embed_text(text));
   }

@@ -418,3 +418,70 @@ models:
     assert.equal(models.guarded.status.value, 'loaded');
   });
 });
+
+// Model access for /v1/embeddings and /v1/rerank to an entry is checked against the name the
+// request gave (the entry's, or an alias), as for a chat request to it, never against the name
+// of the embedder resource inside the entry's pipeline, which callers do not see.
+describe('model access to an entry\'s embedder', () => {
+  let server;
+  let keys;
+  before(async () => {
+    const keysFile = scratchPath('multi-model-access-keys.yaml');
+    keys = {
+      reader: addKey(keysFile, 'acme', { user: 'alice', roles: ['reader'] }),
+      raw: addKey(keysFile, 'acme', { user: 'bob', roles: ['raw'] }),
+    };
+    const front = writeTemp('multi-model-access-front.yaml', `version: 1
+name: front
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+  - {name: echo, type: echo}
+`);
+    const bge = writeTemp('multi-model-access-bge.yaml', `version: 1
+name: bge
+resources:
+  embedder: {type: embedder, kind: ngrams}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}, model_access: {reader: "bge bge-small", raw: embedder}}}
+  - {name: echo, type: echo}
+`);
+    const serve = writeTemp('multi-model-access-serve.yaml', `server: {port: 0}
+pipeline: ${front}
+models:
+  - {name: bge, aliases: [bge-small], pipeline: ${bge}}
+`);
+    server = await startServer(['--config', serve]);
+  });
+  after(async () => {
+    const { code } = await server.stop();
+    assert.equal(code, 0);
+  });
+
+  const clientOf = (key) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: key, maxRetries: 0 });
+  const rerank = (key, model) => fetch(`${server.url}/v1/rerank`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model, query: 'red apple', documents: ['green pear', 'red apple'] }),
+  });
+
+  test('a role listing the entry\'s name or alias is admitted; one listing the resource\'s name is not', async () => {
+    for (const model of ['bge', 'bge-small']) {
+      const embedded = await clientOf(keys.reader).embeddings.create({ model, input: 'red apple' });
+      assert.equal(embedded.data.length, 1);
+      const ranked = await rerank(keys.reader, model);
+      assert.equal(ranked.status, 200, await ranked.clone().text());
+      assert.equal((await ranked.json()).results[0].index, 1);
+    }
+    await assert.rejects(clientOf(keys.raw).embeddings.create({ model: 'bge', input: 'red apple' }), (error) => {
+      assert.equal(error.status, 403);
+      assert.equal(error.code, 'model_not_allowed');
+      assert.match(error.message, /access to the model 'bge'/);
+      return true;
+    });
+    const ranked = await rerank(keys.raw, 'bge-small');
+    assert.equal(ranked.status, 403);
+    const { error } = await ranked.json();
+    assert.equal(error.code, 'model_not_allowed');
+    assert.match(error.message, /access to the model 'bge-small'/);
+  });
+});

@@ -91,8 +91,15 @@ std::optional<SessionContext> HistoryStoreResource::context(const history::Sessi
   return context;
 }
 
+std::mutex& HistoryStoreResource::session_lock(const history::SessionKey& key) {
+  std::hash<std::string> hash;
+  size_t stripe = hash(key.tenant) ^ (hash(key.owner) * 31) ^ (hash(key.session) * 1009);
+  return session_locks_[stripe % session_locks_.size()];
+}
+
 bool HistoryStoreResource::append_turn(const history::SessionKey& key, history::Turn turn,
                                        int64_t parent, bool durable) {
+  std::lock_guard lock(session_lock(key));
   std::vector<history::Turn> stored = store_->load(key);
   // A parent that went meanwhile (the session deleted or expired): a new first message.
   if (parent > static_cast<int64_t>(stored.size())) parent = 0;
@@ -104,6 +111,7 @@ SessionBranches::Shown HistoryStoreResource::show_turn(const std::string& tenant
                                                        const std::string& owner,
                                                        const std::string& session, int64_t turn) {
   history::SessionKey key{tenant, owner, session};
+  std::lock_guard lock(session_lock(key));
   int64_t count = static_cast<int64_t>(store_->load(key).size());
   if (count == 0) return Shown::no_session;
   if (turn < 1 || turn > count) return Shown::no_turn;
@@ -125,21 +133,32 @@ std::optional<SessionInfo> HistoryStoreResource::import_session(
     const std::string& tenant, const std::string& owner, const std::string& session,
     const std::vector<ImportedTurn>& turns, const std::string& title) {
   history::SessionKey key{tenant, owner, session};
+  // Under the session's lock: a second import of the same id waits, then finds this one's turns.
+  std::lock_guard lock(session_lock(key));
   if (!store_->load(key).empty()) return std::nullopt;
-  // Each turn committed before the next is written: an import the store could not finish is
-  // said, never half-claimed.
-  for (const auto& imported : turns) {
-    history::Turn turn;
-    turn.user = imported.user;
-    turn.assistant = imported.assistant;
-    turn.status = history::TurnStatus::completed;
-    if (!store_->append(key, std::move(turn), /*durable=*/true))
-      throw std::runtime_error("the history store could not write the imported session");
+  // Each turn committed before the next is written; an import the store could not finish is
+  // removed again, so the client's retry finds no half of it in the way.
+  try {
+    for (const auto& imported : turns) {
+      history::Turn turn;
+      turn.user = imported.user;
+      turn.assistant = imported.assistant;
+      turn.status = history::TurnStatus::completed;
+      if (!store_->append(key, std::move(turn), /*durable=*/true))
+        throw std::runtime_error("the history store could not write the imported session");
+    }
+    if (!title.empty()) store_->rename(key, title);
+    auto summary = store_->summary(key);
+    if (!summary) throw std::runtime_error("the imported session could not be read back");
+    return info_of(*summary);
+  } catch (...) {
+    try {
+      store_->remove(key);
+    } catch (const std::exception&) {
+      // The store that failed the import may fail this too; the import's own error is said.
+    }
+    throw;
   }
-  if (!title.empty()) store_->rename(key, title);
-  auto summary = store_->summary(key);
-  if (!summary) throw std::runtime_error("the imported session could not be read back");
-  return info_of(*summary);
 }
 
 void HistoryStoreResource::keep_response(const std::string& tenant, const std::string& owner,

@@ -3,8 +3,10 @@
 // sessions an owner keeps) and a thread sweeping what has gone.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
+#include <mutex>
 
 #include "framework/api/capabilities.h"
 #include "framework/api/resource.h"
@@ -87,8 +89,15 @@ class HistoryStoreResource final : public Resource,
   }
 
  private:
+  // Held while a session's turns are read and a turn placed by them is written (append_turn,
+  // show_turn, import_session): a turn's links are distances back from its own place, so two
+  // answers of one session finishing at once must not both count the same turns. Striped by
+  // session; one server's lock only (docs/caches-and-sessions.md says what a fleet risks).
+  std::mutex& session_lock(const history::SessionKey& key);
+
   std::unique_ptr<history::HistoryStore> store_;
   HistoryRetention retention_;
+  std::array<std::mutex, 64> session_locks_;
   std::unique_ptr<history::RetentionSweeper> sweeper_;  // last: it sweeps store_
 };
 

@@ -2,6 +2,10 @@
 // branches, the path a request continues, the path a session shows, switching it, old files.
 #include "stages/history_store.h"
 
+#include <atomic>
+#include <map>
+#include <thread>
+
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -208,6 +212,128 @@ TEST(HistoryBranches, ATurnWhoseParentExpiredStartsAtTheRoot) {
   EXPECT_EQ(tree.parent(2), 0);
   EXPECT_EQ(tree.children(0), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(tree.shown_path(), (std::vector<int64_t>{2}));
+}
+
+// Answers of one session finishing at once (two tabs): each thread writes a chain of its own,
+// every turn under the thread's previous one. A turn placed by a count of turns another thread
+// changed meanwhile would hang under the wrong parent.
+TEST(HistoryBranches, TurnsAppendedAtOnceInOneSessionKeepTheirParents) {
+  constexpr int kThreads = 8;
+  constexpr int kTurnsEach = 30;
+  for (auto& resource : both_resources("branches-concurrent")) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&resource, t] {
+        int64_t parent = 0;
+        for (int i = 0; i < kTurnsEach; ++i) {
+          std::string question = "t" + std::to_string(t) + "-" + std::to_string(i);
+          resource->append_turn(kSession, answered(question, "a"), parent, i % 2 == 0);
+          // The thread's own turn, found by its question: the next one's parent.
+          auto stored = resource->store().load(kSession);
+          parent = 0;
+          for (size_t id = stored.size(); id >= 1 && parent == 0; --id)
+            if (stored[id - 1].user == question) parent = static_cast<int64_t>(id);
+        }
+      });
+    }
+    for (auto& thread : threads)
+      thread.join();
+    std::vector<Turn> stored = resource->store().load(kSession);
+    ASSERT_EQ(stored.size(), static_cast<size_t>(kThreads * kTurnsEach));
+    history::TurnTree tree(stored);
+    std::map<std::string, int64_t> id_of;
+    for (size_t id = 1; id <= stored.size(); ++id)
+      id_of[stored[id - 1].user] = static_cast<int64_t>(id);
+    ASSERT_EQ(id_of.size(), stored.size()) << "every question stored once, as its own text";
+    int wrong = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      for (int i = 0; i < kTurnsEach; ++i) {
+        std::string prefix = "t" + std::to_string(t) + "-";
+        int64_t id = id_of.at(prefix + std::to_string(i));
+        int64_t expected = i == 0 ? 0 : id_of.at(prefix + std::to_string(i - 1));
+        EXPECT_LT(tree.parent(id), id) << "a parent is written before its child";
+        if (tree.parent(id) != expected) ++wrong;
+      }
+    }
+    EXPECT_EQ(wrong, 0) << "turns under another parent than the one they were written under";
+  }
+}
+
+// A failing store under an import: the memory store, failing its third append.
+class FailingThirdAppend final : public history::HistoryStore {
+ public:
+  std::vector<Turn> load(const history::SessionKey& key) override { return inner_->load(key); }
+  bool append(const history::SessionKey& key, Turn turn, bool durable) override {
+    if (++appends_ == 3) return false;
+    return inner_->append(key, std::move(turn), durable);
+  }
+  std::optional<history::SessionPage> list(const std::string& tenant, const std::string& owner,
+                                           size_t limit, const std::string& after) override {
+    return inner_->list(tenant, owner, limit, after);
+  }
+  std::optional<history::SessionSummary> summary(const history::SessionKey& key) override {
+    return inner_->summary(key);
+  }
+  bool remove(const history::SessionKey& key) override { return inner_->remove(key); }
+  std::optional<history::SessionSummary> rename(const history::SessionKey& key,
+                                                const std::string& title) override {
+    return inner_->rename(key, title);
+  }
+  std::vector<Turn> load_recent(const history::SessionKey& key, size_t max_turns) override {
+    return inner_->load_recent(key, max_turns);
+  }
+  std::vector<std::string> remove_owner(const std::string& tenant,
+                                        const std::string& owner) override {
+    return inner_->remove_owner(tenant, owner);
+  }
+  history::SweepOutcome sweep(int64_t now) override { return inner_->sweep(now); }
+
+ private:
+  std::unique_ptr<history::HistoryStore> inner_ = history::make_memory_store();
+  int appends_ = 0;
+};
+
+TEST(SessionImportStore, AnImportTheStoreCouldNotFinishLeavesNoTurnAndCanBeRetried) {
+  HistoryStoreResource resource(std::make_unique<FailingThirdAppend>());
+  std::vector<ImportedTurn> turns{{"one", "1"}, {"two", "2"}, {"three", "3"}, {"four", "4"}};
+  EXPECT_THROW(resource.import_session("acme", "user:u1", "s1", turns, "t"), std::runtime_error);
+  EXPECT_TRUE(resource.store().load(kSession).empty()) << "turns 1 and 2 removed again";
+  auto retried = resource.import_session("acme", "user:u1", "s1", turns, "t");
+  ASSERT_TRUE(retried) << "the retry is not refused as an existing session";
+  EXPECT_EQ(retried->turns, 4);
+  EXPECT_EQ(resource.store().load(kSession).at(3).user, "four");
+}
+
+TEST(SessionImportStore, ImportsOfOneIdAtOnceWriteOneSessionAndRefuseTheOthers) {
+  constexpr int kImports = 16;
+  constexpr int kTurns = 40;
+  for (auto& resource : both_resources("import-concurrent")) {
+    std::atomic<int> written = 0;
+    std::atomic<int> refused = 0;
+    std::atomic<bool> go = false;  // every import starts at once
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kImports; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<ImportedTurn> turns;
+        for (int i = 0; i < kTurns; ++i)
+          turns.push_back({"import" + std::to_string(t), std::to_string(i)});
+        while (!go)
+          std::this_thread::yield();
+        auto info = resource->import_session("acme", "user:u1", "s1", turns, "");
+        ++(info ? written : refused);
+      });
+    }
+    go = true;
+    for (auto& thread : threads)
+      thread.join();
+    EXPECT_EQ(written, 1);
+    EXPECT_EQ(refused, kImports - 1);
+    std::vector<Turn> stored = resource->store().load(kSession);
+    ASSERT_EQ(stored.size(), static_cast<size_t>(kTurns))
+        << "one import's turns, no other's among them";
+    for (const auto& turn : stored)
+      EXPECT_EQ(turn.user, stored.front().user) << "every turn from the same import";
+  }
 }
 
 }  // namespace

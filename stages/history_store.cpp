@@ -237,6 +237,7 @@ struct RetentionConfig {
   int64_t max_turns_loaded = 100;
   int64_t ttl_days = 0;
   int64_t max_sessions_per_owner = 0;
+  int64_t max_responses_per_owner = 1000;
   int64_t sweep_interval_s = 3600;
 };
 
@@ -249,7 +250,8 @@ struct HistoryStoreConfig {
 };
 
 history::Retention limits_of(const HistoryStoreConfig& config) {
-  return {config.retention.ttl_days, config.retention.max_sessions_per_owner};
+  return {config.retention.ttl_days, config.retention.max_sessions_per_owner,
+          config.retention.max_responses_per_owner};
 }
 
 // With `cache: <redis resource>`, the store behind hot session turns in Redis (an hour after a
@@ -323,6 +325,11 @@ ResourceTypeInfo history_store_resource_type() {
       .key("max_sessions_per_owner", &RetentionConfig::max_sessions_per_owner,
            "sessions an owner keeps; starting one more deletes the least recently active; 0: "
            "unlimited")
+      .range(0, 100'000'000);
+  retention
+      .key("max_responses_per_owner", &RetentionConfig::max_responses_per_owner,
+           "the Responses API's kept responses an owner keeps; keeping one more deletes the "
+           "oldest; 0: unlimited")
       .range(0, 100'000'000);
   retention
       .key("sweep_interval_s", &RetentionConfig::sweep_interval_s,

@@ -313,6 +313,14 @@ class SqliteStore final : public HistoryStore {
       sqlite::bind_text(insert.get(), 5, response.response_json);
       sqlite::bind_text(insert.get(), 6, response.conversation_json);
       insert.step();
+      // The owner's oldest past the limit, never the one just kept.
+      if (retention_.max_responses_per_owner > 0) {
+        change(
+            "DELETE FROM responses WHERE tenant = ?1 AND owner = ?2 AND id IN (SELECT id FROM "
+            "responses WHERE tenant = ?1 AND owner = ?2 AND id != ?3 ORDER BY time DESC, id DESC "
+            "LIMIT -1 OFFSET ?4)",
+            key, retention_.max_responses_per_owner - 1);
+      }
     } catch (const std::exception& error) {
       throw std::runtime_error("history database " + path_ +
                                ": the response was not kept: " + error.what());
@@ -556,6 +564,7 @@ class SqliteStore final : public HistoryStore {
     }
     change("DELETE FROM turns WHERE tenant = ?1 AND owner = ?2", owner);
     change("DELETE FROM session_titles WHERE tenant = ?1 AND owner = ?2", owner);
+    change("DELETE FROM responses WHERE tenant = ?1 AND owner = ?2", owner);
     return sessions;
   }
 

@@ -77,6 +77,9 @@ struct SessionPage {
 struct Retention {
   int64_t ttl_days = 0;                // a turn is kept this long after it was written; 0: forever
   int64_t max_sessions_per_owner = 0;  // 0: unlimited; more evicts the least recently active
+  // Kept responses (kept_responses.h) an owner keeps: keeping one more removes the oldest (by
+  // when each was kept, to the second); 0: unlimited.
+  int64_t max_responses_per_owner = 1000;
   // Turns written before this (Unix seconds) have expired at `now`; INT64_MIN when none do.
   int64_t expired_before(int64_t now) const {
     return ttl_days > 0 ? now - ttl_days * kSecondsPerDay : INT64_MIN;
@@ -149,7 +152,8 @@ class HistoryStore {
 
   // The newest `max_turns` turns of the session (0: all), oldest first: what a request loads.
   virtual std::vector<Turn> load_recent(const SessionKey& key, size_t max_turns) = 0;
-  // Deletes every session `owner` keeps in `tenant` for good; returns their ids. Returns once
+  // Deletes every session `owner` keeps in `tenant` for good, and the owner's kept responses;
+  // returns the sessions' ids. Returns once
   // committed; throws std::runtime_error when the store could not write.
   virtual std::vector<std::string> remove_owner(const std::string& tenant,
                                                 const std::string& owner) = 0;

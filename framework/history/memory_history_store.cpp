@@ -114,12 +114,35 @@ class MemoryStore final : public HistoryStore {
         ++it;
       }
     }
+    std::erase_if(responses_, [&](const auto& entry) {
+      return entry.first.tenant == tenant && entry.first.owner == owner;
+    });
     return removed;
   }
 
   void keep_response(const SessionKey& key, const KeptResponse& response, int64_t time) override {
     std::lock_guard lock(mutex_);
     responses_[key] = {response, time};
+    if (retention_.max_responses_per_owner <= 0) return;
+    // The owner's responses lie together in the map: the oldest past the limit go, never the
+    // one just kept.
+    for (;;) {
+      auto first = responses_.lower_bound({key.tenant, key.owner, ""});
+      auto oldest = responses_.end();
+      int64_t count = 0;
+      for (auto it = first;
+           it != responses_.end() && it->first.tenant == key.tenant && it->first.owner == key.owner;
+           ++it) {
+        ++count;
+        if (it->first == key) continue;
+        if (oldest == responses_.end() || it->second.second < oldest->second.second ||
+            (it->second.second == oldest->second.second &&
+             it->first.session < oldest->first.session))
+          oldest = it;
+      }
+      if (count <= retention_.max_responses_per_owner || oldest == responses_.end()) return;
+      responses_.erase(oldest);
+    }
   }
 
   std::optional<KeptResponse> kept_response(const SessionKey& key) override {

@@ -380,6 +380,9 @@ class PostgresStore final : public HistoryStore {
             "deleting the owner's sessions");
         connection.exec("DELETE FROM history_titles WHERE tenant = $1 AND owner = $2",
                         {Param::bytes(tenant), Param::bytes(owner)}, "deleting the owner's titles");
+        connection.exec("DELETE FROM history_responses WHERE tenant = $1 AND owner = $2",
+                        {Param::bytes(tenant), Param::bytes(owner)},
+                        "deleting the owner's kept responses");
         std::vector<std::string> removed_sessions;
         for (int row = 0; row < removed.rows(); ++row)
           removed_sessions.push_back(removed.bytes(row, 0));
@@ -406,6 +409,16 @@ class PostgresStore final : public HistoryStore {
           "($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant, owner, id) DO UPDATE SET time = "
           "EXCLUDED.time, response = EXCLUDED.response, conversation = EXCLUDED.conversation",
           params, "keeping a response");
+      // The owner's oldest past the limit, never the one just kept.
+      if (retention_.max_responses_per_owner > 0) {
+        std::vector<Param> past = key_params(key);
+        past.push_back(Param::integer(retention_.max_responses_per_owner - 1));
+        client_->exec(
+            "DELETE FROM history_responses WHERE tenant = $1 AND owner = $2 AND id IN (SELECT id "
+            "FROM history_responses WHERE tenant = $1 AND owner = $2 AND id <> $3 ORDER BY time "
+            "DESC, id DESC OFFSET $4)",
+            past, "removing the owner's oldest kept responses");
+      }
     } catch (const PostgresError& error) {
       throw std::runtime_error(std::string(error.what()) + ": the response was not kept");
     }

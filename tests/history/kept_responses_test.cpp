@@ -3,6 +3,8 @@
 // the SQLite file, and the conversation's JSON (framework/responses) read back as it was.
 #include "framework/history/kept_responses.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -87,8 +89,7 @@ TEST(KeptResponses, AConversationsJsonReadsBackAsItWas) {
   std::vector<Message> conversation = {
       Message("user", "What is the weather in \"Paris\"?\n"),
       Message("assistant", "", {{"call_1", "get_weather", R"({"city":"Paris"})"}}),
-      Message("tool", "18 C", {}, "call_1"),
-      Message("assistant", "It is 18 C.")};
+      Message("tool", "18 C", {}, "call_1"), Message("assistant", "It is 18 C.")};
   auto back = responses::conversation_of_json(responses::conversation_json(conversation));
   ASSERT_TRUE(back);
   ASSERT_EQ(back->size(), 4u);
@@ -102,6 +103,40 @@ TEST(KeptResponses, AConversationsJsonReadsBackAsItWas) {
   EXPECT_EQ((*back)[3].content, "It is 18 C.");
   EXPECT_FALSE(responses::conversation_of_json("{}"));
   EXPECT_FALSE(responses::conversation_of_json(R"([{"role":"user"}])"));
+}
+
+TEST(KeptResponses, DeletingAllOfAnOwnersSessionsDeletesTheirKeptResponsesToo) {
+  for (auto& resource : both_resources("kept-delete-all.db")) {
+    resource->keep_response("acme", "user:alice", "resp_1", kFirst);
+    resource->keep_response("acme", "user:bob", "resp_2", kFirst);
+    history::Turn turn;
+    turn.user = "Hi";
+    turn.assistant = "Hello";
+    ASSERT_TRUE(resource->append_turn({"acme", "user:alice", "s1"}, turn, 0, true));
+    EXPECT_EQ(resource->delete_sessions("acme", "user:alice"), 1);
+    EXPECT_FALSE(resource->kept_response("acme", "user:alice", "resp_1"));
+    EXPECT_TRUE(resource->kept_response("acme", "user:bob", "resp_2")) << "another owner's stays";
+  }
+}
+
+TEST(KeptResponses, AnOwnerKeepsTheNewestUpToTheLimit) {
+  history::Retention limits;
+  limits.max_responses_per_owner = 3;
+  std::vector<std::unique_ptr<history::HistoryStore>> stores;
+  stores.push_back(history::make_memory_store(limits));
+  stores.push_back(history::make_sqlite_store(testing::fresh_path("kept-limit.db"), limits));
+  for (auto& store : stores) {
+    // Kept a second apart, oldest first; the newest last, in the same second as the one before.
+    for (int i = 1; i <= 5; ++i)
+      store->keep_response({"acme", "user:alice", "resp_" + std::to_string(i)}, kFirst,
+                           1000 + std::min(i, 4));
+    store->keep_response({"acme", "user:bob", "resp_b"}, kFirst, 1);
+    EXPECT_FALSE(store->kept_response({"acme", "user:alice", "resp_1"}));
+    EXPECT_FALSE(store->kept_response({"acme", "user:alice", "resp_2"}));
+    for (int i = 3; i <= 5; ++i)
+      EXPECT_TRUE(store->kept_response({"acme", "user:alice", "resp_" + std::to_string(i)})) << i;
+    EXPECT_TRUE(store->kept_response({"acme", "user:bob", "resp_b"})) << "bob's are counted apart";
+  }
 }
 
 }  // namespace

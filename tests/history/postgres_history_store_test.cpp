@@ -73,6 +73,27 @@ TEST_F(PostgresHistory, KeptResponsesAreOnEveryReplicaPerOwner) {
   EXPECT_FALSE(second->kept_response(key("resp_1")));
 }
 
+// Removing an owner (DELETE /v1/sessions) takes its kept responses too; keeping one past the
+// owner's max_responses_per_owner removes the owner's oldest, whichever replica kept them.
+TEST_F(PostgresHistory, KeptResponsesGoWithTheOwnerAndAreBoundedPerOwner) {
+  Retention limits;
+  limits.max_responses_per_owner = 2;
+  auto first = replica(limits);
+  auto second = replica(limits);
+  first->keep_response(key("resp_1"), {"{}", "[]"}, 1001);
+  second->keep_response(key("resp_2"), {"{}", "[]"}, 1002);
+  first->keep_response(key("resp_3"), {"{}", "[]"}, 1002);
+  second->keep_response(key("resp_b", "user:u2"), {"{}", "[]"}, 1);
+  EXPECT_FALSE(second->kept_response(key("resp_1"))) << "the oldest went";
+  EXPECT_TRUE(second->kept_response(key("resp_2")));
+  EXPECT_TRUE(second->kept_response(key("resp_3")));
+  EXPECT_TRUE(first->kept_response(key("resp_b", "user:u2"))) << "another owner's are apart";
+  first->remove_owner("acme", "user:u1");
+  EXPECT_FALSE(second->kept_response(key("resp_2")));
+  EXPECT_FALSE(second->kept_response(key("resp_3")));
+  EXPECT_TRUE(second->kept_response(key("resp_b", "user:u2")));
+}
+
 TEST_F(PostgresHistory, BranchLinksAndTheShownTurnAreKeptForEveryReplica) {
   auto first = replica();
   auto second = replica();

@@ -63,13 +63,20 @@ inline void use_as_context(Request& request, const std::vector<retrieval::Candid
 }
 
 // Who reads the index for a caller: its roles, "tenant:<t>", "user:<u>" and its uploads' owner
-// label (the ACL labels). A role named like an owner label is left out: roles come from key files
-// and identity providers that may let users name groups, and such a role would read that owner's
-// uploads.
+// label (the ACL labels). A role spelled like one of the labels the server gives (tenant:, user:,
+// owner:) is left out: roles come from key files and identity providers that may let users name
+// groups, and a role "tenant:acme" would read acme's documents from another tenant.
+inline bool is_identity_label(const std::string& role) {
+  for (const char* prefix : {"tenant:", "user:", retrieval::kOwnerLabelPrefix}) {
+    if (role.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 inline retrieval::Reader reader_of(const Identity& identity) {
   retrieval::Reader reader;
   for (const std::string& role : identity.roles) {
-    if (role.rfind(retrieval::kOwnerLabelPrefix, 0) != 0) reader.labels.push_back(role);
+    if (!is_identity_label(role)) reader.labels.push_back(role);
   }
   if (!identity.tenant.empty()) reader.labels.push_back("tenant:" + identity.tenant);
   if (!identity.user.empty()) reader.labels.push_back("user:" + identity.user);

@@ -115,6 +115,22 @@ TEST(HybridRetrieval, TheCallersTenantAndUserAreReadingLabels) {
   EXPECT_TRUE(has(globex_bob, "bob-desk"));
 }
 
+// Roles come from key files and identity providers that may let users name their groups: a role
+// spelled like the tenant or user label of someone else reads nothing of theirs.
+TEST(HybridRetrieval, ARoleSpelledLikeATenantOrUserLabelIsNoLabel) {
+  auto pipeline = retrieval(", top_k: 10");
+  ASSERT_TRUE(pipeline);
+  auto found =
+      documents(*ask(*pipeline, "parking garage and the desk by the window", [](Request& request) {
+        request.identity.tenant = "globex";
+        request.identity.user = "mallory";
+        request.identity.roles = {"tenant:acme", "user:bob", "staff"};
+      }));
+  EXPECT_FALSE(has(found, "acme-parking"));
+  EXPECT_FALSE(has(found, "bob-desk"));
+  EXPECT_TRUE(has(found, "travel") || has(found, "leave")) << "the public documents stay";
+}
+
 // BM25 finds only what shares a word with the question; dense search always finds the nearest.
 TEST(HybridRetrieval, SparseKAndDenseKChooseTheSides) {
   auto sparse_only = retrieval(", dense_k: 0");

@@ -303,10 +303,44 @@ UploadedDocument DocumentUploads::upload(const DocumentOwner& owner, const std::
            "document_too_large", "file");
   }
   std::string text = upload_text(document.content_type, body);
+  {
+    std::lock_guard lock(mutex_);
+    refresh_list();
+    check_room(owner, document);  // before the work of embedding it
+  }
+  // Embedded with no lock held: a large upload does not hold up the other owners' document
+  // routes, nor another server's uploads, for as long as its chunks take to embed.
+  SourceDocument source{"", document.name, text, "", {owner_label(owner)}};
+  ChunkVectors vectors = embed_chunks(source, chunking_, *embedder_);
 
   std::lock_guard lock(mutex_);
   ListLock list_lock(uploads_directory_);
   refresh_list();
+  check_room(owner, document);  // again: the owner may have uploaded meanwhile
+  document.id = new_document_id();
+  document.owner = owner;
+  document.created_at = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  {
+    std::ofstream out(text_path(document.id), std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) throw std::runtime_error(text_path(document.id) + ": cannot write the document");
+  }
+  source.id = document.id;
+  {
+    auto writer = open_writer();
+    document.chunks =
+        static_cast<int64_t>(writer->add({source}, chunking_, nullptr, {vectors}).chunks_added);
+  }
+  documents_.push_back(document);
+  save_list();
+  if (index_changed_) index_changed_();
+  return document;
+}
+
+void DocumentUploads::check_room(const DocumentOwner& owner,
+                                 const UploadedDocument& document) const {
   int64_t owned = 0;
   int64_t owned_bytes = 0;
   for (const auto& existing : documents_) {
@@ -327,25 +361,6 @@ UploadedDocument DocumentUploads::upload(const DocumentOwner& owner, const std::
                std::to_string(limits_.max_bytes_per_owner) + " bytes kept for one user",
            "documents_storage_full");
   }
-  document.id = new_document_id();
-  document.owner = owner;
-  document.created_at = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-  {
-    std::ofstream out(text_path(document.id), std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) throw std::runtime_error(text_path(document.id) + ": cannot write the document");
-  }
-  SourceDocument source{document.id, document.name, text, "", {owner_label(owner)}};
-  {
-    auto writer = open_writer();
-    document.chunks = static_cast<int64_t>(writer->add({source}, chunking_).chunks_added);
-  }
-  documents_.push_back(document);
-  save_list();
-  if (index_changed_) index_changed_();
-  return document;
 }
 
 std::vector<UploadedDocument> DocumentUploads::documents_of(const DocumentOwner& owner) const {

@@ -54,6 +54,8 @@ class DocumentUploads final : public OwnedDocuments {
   std::unique_ptr<RetrievalIndex> open_writer() const;
   void refresh_list() const;  // with mutex_ held
   void save_list() const;     // with mutex_ held (and the ListLock)
+  // Refuses (413) an upload of `document` that would pass the owner's limits; with mutex_ held.
+  void check_room(const DocumentOwner& owner, const UploadedDocument& document) const;
   std::string text_path(const std::string& id) const;
 
   std::string index_directory_;

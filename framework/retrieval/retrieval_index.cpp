@@ -166,11 +166,37 @@ RetrievalIndex::RetrievalIndex(const std::string& directory,
 
 RetrievalIndex::~RetrievalIndex() = default;
 
+namespace {
+// The chunks a document is indexed as; a document of no words is one empty chunk.
+std::vector<std::string> index_chunks(const SourceDocument& source,
+                                      const ChunkingOptions& options) {
+  std::vector<std::string> chunks = chunk_text(source.text, options.tokens, options.overlap);
+  if (chunks.empty()) chunks.push_back("");
+  return chunks;
+}
+
+std::string embedded_text(const SourceDocument& source, const std::string& chunk) {
+  return source.title + "\n" + chunk;
+}
+}  // namespace
+
+ChunkVectors embed_chunks(const SourceDocument& source, const ChunkingOptions& options,
+                          const embedding::Embedder& embedder) {
+  ChunkVectors vectors;
+  for (const std::string& chunk : index_chunks(source, options))
+    vectors.push_back(embedder.embed(embedded_text(source, chunk)));
+  return vectors;
+}
+
 IndexingReport RetrievalIndex::add(const std::vector<SourceDocument>& documents,
                                    const ChunkingOptions& options,
-                                   const std::function<void(size_t, size_t)>& progress) {
+                                   const std::function<void(size_t, size_t)>& progress,
+                                   const std::vector<ChunkVectors>& vectors) {
   Impl& impl = *impl_;
   if (!impl.writer) throw std::logic_error("the retrieval index was opened read-only");
+  if (!vectors.empty() && vectors.size() != documents.size())
+    throw std::logic_error("chunk vectors for " + std::to_string(vectors.size()) + " of " +
+                           std::to_string(documents.size()) + " documents");
   IndexingReport report;
   Xapian::TermGenerator terms;
   terms.set_stemmer(Xapian::Stem("english"));
@@ -201,8 +227,12 @@ IndexingReport RetrievalIndex::add(const std::vector<SourceDocument>& documents,
       json::array acl;
       for (const auto& label : source.acl)
         acl.push_back(json::string(label));
-      std::vector<std::string> chunks = chunk_text(source.text, options.tokens, options.overlap);
-      if (chunks.empty()) chunks.push_back("");
+      std::vector<std::string> chunks = index_chunks(source, options);
+      const ChunkVectors* given = vectors.empty() ? nullptr : &vectors[done];
+      if (given && given->size() != chunks.size()) {
+        throw std::logic_error("document " + source.id + " has " + std::to_string(given->size()) +
+                               " chunk vectors for " + std::to_string(chunks.size()) + " chunks");
+      }
       for (uint32_t number = 0; number < chunks.size(); ++number) {
         Xapian::Document chunk;
         chunk.set_data(json::serialize(json::object{{"document", source.id},
@@ -221,8 +251,15 @@ IndexingReport RetrievalIndex::add(const std::vector<SourceDocument>& documents,
         for (const auto& label : source.acl)
           chunk.add_boolean_term(boolean_term(kLabelPrefix, label));
         Xapian::docid id = impl.writer->add_document(chunk);
-        std::vector<float> vector = embedder_->embed(source.title + "\n" + chunks[number]);
-        impl.graph->add(vector.data(), id);
+        if (!given) {
+          std::vector<float> vector = embedder_->embed(embedded_text(source, chunks[number]));
+          impl.graph->add(vector.data(), id);
+        } else {
+          const std::vector<float>& vector = (*given)[number];
+          if (vector.size() != embedder_->dimensions())
+            throw std::logic_error("document " + source.id + ": a chunk vector of the wrong size");
+          impl.graph->add(vector.data(), id);
+        }
         impl.remember(id, source.acl);
         ++report.chunks_added;
       }

@@ -53,6 +53,14 @@ struct Reader {
   bool everything = false;  // evaluation and admin tools only
 };
 
+// One vector per chunk of a document.
+using ChunkVectors = std::vector<std::vector<float>>;
+
+// The vector of each chunk of `source` as RetrievalIndex::add() would make it: slow with a model
+// embedder, so done before the index is opened for writing (which other writers wait for).
+ChunkVectors embed_chunks(const SourceDocument& source, const ChunkingOptions& options,
+                          const embedding::Embedder& embedder);
+
 class RetrievalIndex {
  public:
   // Opens the index in `directory` (creating it when `writable`). The embedder must be the one
@@ -63,8 +71,10 @@ class RetrievalIndex {
 
   // Adds new documents and replaces changed ones (same id, other version or text); `progress`
   // is called with (documents done, total). Writes everything to disk before returning.
+  // `vectors`, when given, holds each document's chunk vectors from embed_chunks().
   IndexingReport add(const std::vector<SourceDocument>& documents, const ChunkingOptions& options,
-                     const std::function<void(size_t, size_t)>& progress = nullptr);
+                     const std::function<void(size_t, size_t)>& progress = nullptr,
+                     const std::vector<ChunkVectors>& vectors = {});
   // Removes every document whose id is not in `keep` (a source that no longer has them) and
   // writes the result; returns how many documents went.
   size_t prune(const std::set<std::string>& keep);

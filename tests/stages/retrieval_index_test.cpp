@@ -3,11 +3,15 @@
 // listed and removed per owner, kept over a restart; each limit and bad input answers its status.
 #include "stages/retrieval_index.h"
 
+#include <condition_variable>
 #include <filesystem>
+#include <future>
+#include <mutex>
 #include <set>
 
 #include <gtest/gtest.h>
 
+#include "framework/retrieval/document_uploads.h"
 #include "support/pipeline_helpers.h"
 #include "support/temp_model.h"
 
@@ -149,6 +153,71 @@ TEST(RetrievalIndexUploads, DocumentsAndTheirChunksOutliveARestart) {
   EXPECT_EQ(listed[0].id, id);
   EXPECT_EQ(listed[0].name, "kept.md");
   EXPECT_TRUE(mentions(retrieved_for(*reopened.pipeline, kAlice, "obsidian ledger"), id));
+}
+
+// Embeds like the n-gram embedder, but its first call waits until the test lets it go.
+class HeldEmbedder final : public embedding::Embedder {
+ public:
+  HeldEmbedder() : inner_(embedding::make_ngram_embedder(64, 3)) {}
+  size_t dimensions() const override { return inner_->dimensions(); }
+  std::vector<float> embed(std::string_view text) const override {
+    std::unique_lock lock(mutex_);
+    if (!entered_) {
+      entered_ = true;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return released_; });
+    }
+    return inner_->embed(text);
+  }
+  std::string describe() const override { return inner_->describe(); }
+  bool wait_entered() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(30), [this] { return entered_; });
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::unique_ptr<embedding::Embedder> inner_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  mutable bool entered_ = false;
+  bool released_ = false;
+};
+
+// An upload's chunks are embedded before the uploads are locked: while one large upload embeds,
+// other owners list, read and upload their documents. Its vectors are then the index's own: the
+// document is found by dense search alone.
+TEST(RetrievalIndexUploads, OthersUseTheirDocumentsWhileAnUploadEmbeds) {
+  std::string directory = fresh_path("uploads-embedding-unlocked");
+  auto embedder = std::make_shared<HeldEmbedder>();
+  retrieval::ChunkingOptions chunking{8, 2};
+  retrieval::DocumentUploads uploads(directory, embedder, chunking, {}, nullptr);
+  auto held = std::async(std::launch::async, [&] {
+    return uploads.upload(kAlice, "zephyr.md", "",
+                          "# Zephyr\nThe zephyr project codename ships in October with quartz.");
+  });
+  ASSERT_TRUE(embedder->wait_entered());
+  auto others = std::async(std::launch::async, [&] {
+    auto bobs = uploads.upload(kBob, "b.txt", "text/plain", "gamma three");
+    return uploads.documents_of(kBob).size() == 1 && bobs.chunks == 1;
+  });
+  bool others_went_on = others.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  embedder->release();
+  EXPECT_TRUE(others_went_on) << "Bob's upload and list waited for Alice's embedding";
+  EXPECT_TRUE(others.get());
+  auto alices = held.get();
+  EXPECT_EQ(alices.chunks, 2);
+
+  retrieval::RetrievalIndex index(directory, embedder, false);
+  retrieval::Reader alice;
+  alice.labels = {retrieval::owner_label(kAlice)};
+  auto nearest = index.dense(index.embed("zephyr project codename ships in October"), 1, alice);
+  ASSERT_EQ(nearest.size(), 1u);
+  EXPECT_EQ(index.passage(nearest[0].id).document, alices.id);
 }
 
 // A reload builds the new pipeline while the old one still serves: both keep uploads in the same

@@ -99,6 +99,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A side call whose body's `model` names a `models:` entry (embeddings, rerank, tokenize,
   // count_tokens) runs against the entry's pipeline, once loaded (model_routing.cpp).
   void route_side_call(const Route& route, const std::string& endpoint);
+  void with_model_pipeline(const std::string& model, const std::string& endpoint,
+                           std::function<void(std::shared_ptr<const ServedPipeline>)> loaded);
   // The exchange with the pipeline (generation_exchange.cpp).
   void start_generation(const std::shared_ptr<const ServedPipeline>& served, RequestKind kind,
                         const std::string& body, const std::string& endpoint);

@@ -115,37 +115,45 @@ bool routes_by_model(const Route& route) {
          std::find(std::begin(kRoutes), std::end(kRoutes), route.pattern) != std::end(kRoutes);
 }
 
+// Hands `model`'s pipeline to `loaded` on the connection's strand once the router has it; the
+// connection waits meanwhile, holding no thread. A router error (the load failed, no room) is
+// answered here instead, a 503 with Retry-After.
+void Connection::with_model_pipeline(
+    const std::string& model, const std::string& endpoint,
+    std::function<void(std::shared_ptr<const ServedPipeline>)> loaded) {
+  auto self = shared_from_this();
+  uint64_t exchange = exchange_;
+  state_->model_router->acquire(model, [self, exchange, endpoint, loaded = std::move(loaded)](
+                                           std::shared_ptr<const ServedPipeline> served,
+                                           std::optional<RequestError> error) {
+    net::post(self->stream_.get_executor(), [self, exchange, endpoint, loaded,
+                                             served = std::move(served), error = std::move(error)] {
+      if (self->closed_ || exchange != self->exchange_) return;
+      if (error) {
+        Response response = error_response(*error, self->wire());
+        if (error->status == 503) {
+          response.headers.push_back(
+              {"Retry-After", std::to_string(self->state_->settings.retry_after_s)});
+        }
+        return self->respond(response, endpoint, &*error);
+      }
+      loaded(served);
+    });
+  });
+}
+
 void Connection::route_side_call(const Route& route, const std::string& endpoint) {
   std::string model = requested_model(call_.body);
   if (!state_->model_router->find(model)) return run_on_worker(route, endpoint);
-  auto self = shared_from_this();
-  uint64_t exchange = exchange_;
-  state_->model_router->acquire(
-      model, [self, exchange, &route, endpoint](std::shared_ptr<const ServedPipeline> served,
-                                                std::optional<RequestError> error) {
-        net::post(self->stream_.get_executor(),
-                  [self, exchange, &route, endpoint, served = std::move(served),
-                   error = std::move(error)]() mutable {
-                    if (self->closed_ || exchange != self->exchange_) return;
-                    if (error) {
-                      Response response = error_response(*error, self->wire());
-                      if (error->status == 503) {
-                        response.headers.push_back(
-                            {"Retry-After", std::to_string(self->state_->settings.retry_after_s)});
-                      }
-                      return self->respond(response, endpoint, &*error);
-                    }
-                    // The connection holds the entry's pipeline until the call is answered: it is
-                    // busy.
-                    self->served_ = std::move(served);
-                    self->call_.served = self->served_.get();
-                    self->run_on_worker(route, endpoint);
-                  });
-      });
+  with_model_pipeline(model, endpoint, [this, &route, endpoint](auto served) {
+    // The connection holds the entry's pipeline until the call is answered: it is busy.
+    served_ = std::move(served);
+    call_.served = served_.get();
+    run_on_worker(route, endpoint);
+  });
 }
 
-// Runs on the connection's strand. A model that is loaded answers at once; otherwise the
-// connection waits, holding no thread, until the router hands over the pipeline or an error.
+// Runs on the connection's strand. A model that is loaded answers at once.
 void Connection::route_generation(RequestKind kind, const std::string& endpoint) {
   const ModelRouter& router = *state_->model_router;
   std::string model = requested_model(call_.body);
@@ -157,31 +165,14 @@ void Connection::route_generation(RequestKind kind, const std::string& endpoint)
     }
     throw RequestFailure(unknown_model(model, router, ids));
   }
-  auto self = shared_from_this();
-  uint64_t exchange = exchange_;
-  state_->model_router->acquire(model, [self, exchange, kind, endpoint](
-                                           std::shared_ptr<const ServedPipeline> served,
-                                           std::optional<RequestError> error) {
-    net::post(self->stream_.get_executor(), [self, exchange, kind, endpoint,
-                                             served = std::move(served), error = std::move(error)] {
-      if (self->closed_ || exchange != self->exchange_) return;
-      if (error) {
-        Response response = error_response(*error, self->wire());
-        if (error->status == 503) {
-          response.headers.push_back(
-              {"Retry-After", std::to_string(self->state_->settings.retry_after_s)});
-        }
-        return self->respond(response, endpoint, &*error);
-      }
-      try {
-        self->start_generation(served, kind, self->call_.body, endpoint);
-      } catch (const RequestFailure& failure) {
-        self->respond_error(failure.error(), endpoint);
-      } catch (const std::exception& failure) {
-        self->respond_error(make_error(500, "server_error", failure.what(), "internal_error"),
-                            endpoint);
-      }
-    });
+  with_model_pipeline(model, endpoint, [this, kind, endpoint](auto served) {
+    try {
+      start_generation(served, kind, call_.body, endpoint);
+    } catch (const RequestFailure& failure) {
+      respond_error(failure.error(), endpoint);
+    } catch (const std::exception& failure) {
+      respond_error(make_error(500, "server_error", failure.what(), "internal_error"), endpoint);
+    }
   });
 }
 

@@ -42,6 +42,8 @@ class ResponseKeeper {
                                                            const std::string& id) const = 0;
   // Forgets the response; false when `owner` kept none of that id.
   virtual bool erase(const std::string& owner, const std::string& id) = 0;
+  // Whether a read may wait (a database): the server then reads off its I/O threads.
+  virtual bool reads_wait() const { return false; }
 };
 
 // A conversation as a kept response's JSON holds it ([{"role", "content", "tool_calls":

@@ -25,6 +25,11 @@
 #include "framework/server/routes.h"
 #include "framework/server/server_state.h"
 
+namespace chatflow::responses {
+class ResponseKeeper;
+class ResponseWriter;
+}  // namespace chatflow::responses
+
 namespace chatflow::server {
 
 namespace beast = boost::beast;
@@ -104,6 +109,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The exchange with the pipeline (generation_exchange.cpp).
   void start_generation(const std::shared_ptr<const ServedPipeline>& served, RequestKind kind,
                         const std::string& body, const std::string& endpoint);
+  void parse_responses_on_worker(const std::shared_ptr<const ServedPipeline>& served,
+                                 RequestKind kind, const std::string& body,
+                                 const std::string& endpoint,
+                                 std::shared_ptr<responses::ResponseKeeper> keeper,
+                                 const std::optional<std::string>& owner);
+  void submit_generation(const std::shared_ptr<const ServedPipeline>& served, RequestKind kind,
+                         const std::string& body, const std::string& endpoint,
+                         const std::shared_ptr<Request>& request,
+                         std::shared_ptr<responses::ResponseWriter> response_writer);
   void watch_request(double timeout);
   void schedule_heartbeat();
   void on_deliver(uint64_t exchange, std::string bytes);

@@ -186,6 +186,9 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
   if (wire() == Wire::responses) {
     auto owner = responses::owner_of(served->authenticator != nullptr, call_.caller);
     auto keeper = response_keeper(*served, state_->responses);
+    if (keeper->reads_wait()) {
+      return parse_responses_on_worker(served, kind, body, endpoint, std::move(keeper), owner);
+    }
     auto parsed = responses::parse_request(body, *request, served->model_ids, *keeper, owner);
     request->id = random_id("resp_");
     response_writer =
@@ -197,6 +200,59 @@ void Connection::start_generation(const std::shared_ptr<const ServedPipeline>& s
     openai::parse_completion_request(body, kind, *request, served->model_ids);
     request->id = random_id(kind == RequestKind::chat ? "chatcmpl-" : "cmpl-");
   }
+  submit_generation(served, kind, body, endpoint, request, std::move(response_writer));
+}
+
+// A Responses request whose previous_response_id is read from the history store (a database's
+// round trip, or a wait for its lock) is parsed on a worker: the connection waits holding no
+// thread, and the I/O thread serves its other connections meanwhile.
+void Connection::parse_responses_on_worker(const std::shared_ptr<const ServedPipeline>& served,
+                                           RequestKind kind, const std::string& body,
+                                           const std::string& endpoint,
+                                           std::shared_ptr<responses::ResponseKeeper> keeper,
+                                           const std::optional<std::string>& owner) {
+  auto self = shared_from_this();
+  uint64_t exchange = exchange_;
+  bool queued = state_->workers.submit(
+      [self, exchange, served, kind, body, endpoint, keeper = std::move(keeper), owner] {
+        auto request = std::make_shared<Request>();
+        std::shared_ptr<responses::ResponseWriter> writer;
+        std::optional<RequestError> error;
+        try {
+          auto parsed = responses::parse_request(body, *request, served->model_ids, *keeper, owner);
+          writer = std::make_shared<responses::ResponseWriter>(std::move(parsed), keeper, owner);
+        } catch (const RequestFailure& failure) {
+          error = failure.error();
+        } catch (const std::exception& failure) {
+          error = make_error(500, "server_error", failure.what(), "internal_error");
+        }
+        net::post(self->stream_.get_executor(),
+                  [self, exchange, served, kind, body, endpoint, request, writer, error] {
+                    if (self->closed_ || exchange != self->exchange_) return;
+                    if (error) return self->respond_error(*error, endpoint);
+                    request->id = random_id("resp_");
+                    try {
+                      self->submit_generation(served, kind, body, endpoint, request, writer);
+                    } catch (const RequestFailure& failure) {
+                      self->respond_error(failure.error(), endpoint);
+                    }
+                  });
+      });
+  if (!queued) {
+    Response busy = error_response(
+        make_error(503, "server_error", "too many requests wait for a worker; retry shortly",
+                   "server_overloaded"),
+        wire());
+    busy.headers.push_back({"Retry-After", std::to_string(state_->settings.retry_after_s)});
+    respond(busy, endpoint);
+  }
+}
+
+void Connection::submit_generation(const std::shared_ptr<const ServedPipeline>& served,
+                                   RequestKind kind, const std::string& body,
+                                   const std::string& endpoint,
+                                   const std::shared_ptr<Request>& request,
+                                   std::shared_ptr<responses::ResponseWriter> response_writer) {
   request->request_id = request_id_.empty() ? request->id : request_id_;
   request->client_address = client_.address;
   request->headers = std::move(headers_);

@@ -64,6 +64,8 @@ class HistoryResponseKeeper final : public responses::ResponseKeeper {
     return conversation;
   }
 
+  bool reads_wait() const override { return true; }
+
   bool erase(const std::string& owner, const std::string& id) override {
     auto [tenant, user] = tenant_and_owner(owner);
     try {

@@ -3,13 +3,14 @@
 // kill -9 of a replica right after a stream completed loses no completed turn, and usage rows
 // written while the server is down wait for it (up to postgres.write_buffer_rows).
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import {
   addKey, modelStages, post, postBytes, runChatflow, scratchPath, sseData, startServer, testModel, waitFor, writeTemp,
 } from '../server/harness.mjs';
-import { postgresUnavailable, startPostgres } from './postgres_server.mjs';
+import { postgresBinaries, postgresUnavailable, startPostgres } from './postgres_server.mjs';
 
 const unavailable = postgresUnavailable();
 const as = (key) => ({ Authorization: `Bearer ${key}` });
@@ -136,6 +137,48 @@ describe('two replicas sharing PostgreSQL', { skip: unavailable ?? false }, () =
     assert.deepEqual(turns.map((turn) => turn.user), ['Once upon a time there was a dragon.', 'What was it called?']);
     assert.equal(turns[0].assistant, first.json.choices[0].message.content);
     assert.equal(turns[1].assistant, followUp.json.choices[0].message.content);
+  });
+
+  // A Responses request's previous_response_id is read from PostgreSQL before the pipeline runs.
+  // While that read waits (here for a lock a psql session holds), the replica's only I/O thread
+  // (io_threads: 1, the default) answers everyone else.
+  test('a previous_response_id read that waits for PostgreSQL holds up nobody else', async () => {
+    const replica = replicas[0];
+    const respond = (extra) => post(replica.url, '/v1/responses', {
+      model: 'test-model', input: 'Once upon a time', max_output_tokens: 6, ignore_eos: true, temperature: 0, ...extra,
+    }, as(chatty));
+    const first = await respond({});
+    assert.equal(first.status, 200, first.text);
+    // Kept once the answer went out.
+    await waitFor(async () => (await fetch(`${replica.url}/v1/responses/${first.json.id}`, { headers: as(chatty) })).status === 200,
+      { what: 'the first response to be kept' });
+    const lockOn = (granted) => Number(postgres.query('chatflow', 'SELECT count(*) FROM pg_locks l JOIN pg_class c ' +
+      `ON l.relation = c.oid WHERE c.relname = 'history_responses' AND l.granted = ${granted}`));
+    const holder = spawn(`${postgresBinaries()}/psql`, ['-h', '127.0.0.1', '-p', String(postgres.port), '-U', 'chatflow',
+      '-d', 'chatflow', '-v', 'ON_ERROR_STOP=1', '-c',
+      'BEGIN; LOCK TABLE history_responses IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;'], { stdio: 'ignore' });
+    let released = 0;
+    const holderDone = new Promise((resolve) => holder.on('exit', (code) => { released = Date.now(); resolve(code); }));
+    await waitFor(() => lockOn(true) > 0, { what: 'psql to hold the lock' });
+    const waiting = respond({ previous_response_id: first.json.id, input: 'And then?' });
+    await waitFor(() => lockOn(false) > 0, { what: 'the replica to wait for the lock' });
+    // Each of these takes milliseconds unless the I/O thread waits for PostgreSQL.
+    const timed = async (what, run) => {
+      const begun = Date.now();
+      const result = await run();
+      assert.ok(Date.now() - begun < 1000, `${what} took ${Date.now() - begun} ms while a read waited`);
+      return result;
+    };
+    assert.equal((await timed('GET /health', () => fetch(`${replica.url}/health`))).status, 200);
+    const other = await timed('a chat completion', () => ask(replica, chatty, 'hi', { max_tokens: 2 }));
+    assert.equal(other.status, 200, other.text);
+    assert.equal(released, 0, 'the lock was released before the checks were through');
+    const answered = await waiting;
+    assert.equal(await holderDone, 0);
+    assert.equal(answered.status, 200, answered.text);
+    assert.equal(answered.json.previous_response_id, first.json.id);
+    assert.ok(answered.json.usage.input_tokens > first.json.usage.input_tokens + first.json.usage.output_tokens,
+      'the answer did not continue the first response\'s conversation');
   });
 
   test('kill -9 of a replica right after a stream completed loses no completed turn', async () => {

@@ -185,7 +185,8 @@ void write_pooling(const ModelShape& shape, GgufWriter& writer) {
   writer.set_uint32(shape.architecture + ".pooling_type", type);
 }
 
-void write_encoder_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
+// The keys encoders and decoders both have: the architecture, the file type and the sizes.
+void write_shared_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
   const std::string& arch = shape.architecture;
   writer.set_string("general.architecture", arch);
   writer.set_string("general.name", "chatflow-random-" + arch);
@@ -197,6 +198,11 @@ void write_encoder_hyperparameters(const ModelShape& shape, GgufWriter& writer) 
   writer.set_uint32(arch + ".block_count", static_cast<uint32_t>(shape.layers));
   writer.set_uint32(arch + ".feed_forward_length", static_cast<uint32_t>(shape.ffn));
   writer.set_uint32(arch + ".attention.head_count", static_cast<uint32_t>(shape.heads));
+}
+
+void write_encoder_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
+  const std::string& arch = shape.architecture;
+  write_shared_hyperparameters(shape, writer);
   writer.set_float32(arch + ".attention.layer_norm_epsilon", 1e-12f);
   writer.set_bool(arch + ".attention.causal", false);
   // nomic-embed-text's rope base (its positions are rotary, not a table).
@@ -208,16 +214,7 @@ void write_hyperparameters(const ModelShape& shape, GgufWriter& writer) {
   const std::string& arch = shape.architecture;
   if (is_encoder(shape)) return write_encoder_hyperparameters(shape, writer);
   write_pooling(shape, writer);
-  writer.set_string("general.architecture", arch);
-  writer.set_string("general.name", "chatflow-random-" + arch);
-  writer.set_uint32("general.alignment", 32);
-  if (!shape.recipe.empty())
-    writer.set_uint32("general.file_type", quantization_recipe(shape.recipe)->file_type);
-  writer.set_uint32(arch + ".context_length", static_cast<uint32_t>(shape.context));
-  writer.set_uint32(arch + ".embedding_length", static_cast<uint32_t>(shape.dim));
-  writer.set_uint32(arch + ".block_count", static_cast<uint32_t>(shape.layers));
-  writer.set_uint32(arch + ".feed_forward_length", static_cast<uint32_t>(shape.ffn));
-  writer.set_uint32(arch + ".attention.head_count", static_cast<uint32_t>(shape.heads));
+  write_shared_hyperparameters(shape, writer);
   writer.set_uint32(arch + ".attention.head_count_kv", static_cast<uint32_t>(shape.kv_heads));
   writer.set_float32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   writer.set_float32(arch + ".rope.freq_base", shape.rope_base);

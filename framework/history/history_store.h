@@ -45,6 +45,10 @@ struct Turn {
   // Read from the session's newest turn only: how far back from it is the turn the session
   // shows (0: the newest). A new turn is shown: it is written with 0.
   int64_t active_back = 0;
+  // How many turns the session had when place_turn placed this one (-1: not placed; not kept).
+  // A store other processes write too (PostgreSQL, a fleet) moves parent_back and question_back
+  // past the turns they appended since, so concurrent turns keep the parents they were given.
+  int64_t placed_among = -1;
 };
 
 // Whose session: Identity::owner() names the owner.

@@ -494,7 +494,8 @@ class PostgresStore final : public HistoryStore {
   // its turns expired) first clears what the owner left expired, then evicts past the owner's
   // limit, under the owner's lock; returns the sessions evicted.
   std::vector<SessionKey> write_turn(Connection& connection, const SessionKey& key,
-                                     const Turn& turn) {
+                                     const Turn& placed) {
+    Turn turn = placed_now(connection, key, placed);
     if (!retention_.limits_anything()) {
       insert_turn(connection, key, turn);
       return {};
@@ -525,6 +526,31 @@ class PostgresStore final : public HistoryStore {
     insert_turn(connection, key, turn);
     if (retention_.max_sessions_per_owner <= 0) return {};
     return evict_past_limit(connection, key, retention_.max_sessions_per_owner);
+  }
+
+  // `turn` as it goes among the session's turns now. Other replicas may have appended to the
+  // session since it was placed among `placed_among` turns: its parent and question keep their
+  // places (turns are only appended; retention takes the oldest), so its distances back to them
+  // grow by as many. Under the owner's lock until COMMIT, so that no replica appends in between.
+  Turn placed_now(Connection& connection, const SessionKey& key, const Turn& placed) {
+    Turn turn = placed;
+    if (turn.placed_among < 0) return turn;
+    lock_owner(connection, key);
+    std::vector<Param> params = key_params(key);
+    params.push_back(Param::integer(retention_.expired_before(unix_now())));
+    int64_t appended =
+        connection
+            .exec(
+                "SELECT count(*) FROM history_turns WHERE tenant = $1 AND owner = $2 AND "
+                "session = $3 AND time >= $4",
+                params, "counting the session's turns")
+            .integer(0, 0) -
+        turn.placed_among;
+    if (appended > 0) {
+      if (turn.parent_back > 0) turn.parent_back += appended;
+      if (turn.question_back > 0) turn.question_back += appended;
+    }
+    return turn;
   }
 
   // The writer's batch of queued turns, in one transaction, less those of sessions deleted

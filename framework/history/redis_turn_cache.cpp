@@ -16,12 +16,19 @@ namespace {
 // too (its first turn then reaches the other replicas through Redis).
 constexpr std::string_view kHeader = "chatflow-turns-1";
 
-// KEYS: the turns, the version. ARGV: the turn, the lifetime in ms. Bumps the version; appends
-// only to a list that exists (a missing one is filled whole from the durable store later).
+// KEYS: the turns, the version. ARGV: the turn, the lifetime in ms, how many turns it was placed
+// among (Turn::placed_among; -1: not placed). Bumps the version; appends only to a list that
+// exists (a missing one is filled whole from the durable store later) and holds as many turns as
+// the turn was placed among: otherwise another replica appended meanwhile, the durable store
+// moved the turn's distances back, and the list goes, to be filled again with them.
 const redis::Script kAppend(R"lua(
 redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  if ARGV[3] ~= '-1' and redis.call('LLEN', KEYS[1]) - 1 ~= tonumber(ARGV[3]) then
+    redis.call('DEL', KEYS[1])
+    return 0
+  end
   redis.call('RPUSH', KEYS[1], ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
@@ -201,12 +208,13 @@ std::vector<Turn> RedisTurnCache::load_recent(const SessionKey& key, size_t max_
 bool RedisTurnCache::append(const SessionKey& key, Turn turn, bool durable) {
   if (turn.time == 0) turn.time = static_cast<int64_t>(std::time(nullptr));
   std::string cached = turn_json(turn);
+  int64_t placed_among = turn.placed_among;
   if (!durable_->append(key, std::move(turn), durable)) return false;
   std::string base = key_of(key);
   try {
     drop_stale();
     client_->run(kAppend, {base + ":turns", base + ":version"},
-                 {cached, std::to_string(ttl_.count())});
+                 {cached, std::to_string(ttl_.count()), std::to_string(placed_among)});
   } catch (const redis::Error& error) {
     // Another replica may hold this session's list without the turn: it goes when Redis is back.
     mark_stale(key);

@@ -64,6 +64,7 @@ void place_turn(Turn& turn, const std::vector<Turn>& stored, int64_t parent) {
   turn.parent_back = parent > 0 ? id - parent : 0;
   turn.question_back = 0;
   turn.active_back = 0;
+  turn.placed_among = tree.size();
   for (int64_t sibling : tree.children(parent)) {
     int64_t holder = tree.question_holder(sibling);
     if (stored[static_cast<size_t>(holder - 1)].user != turn.user) continue;

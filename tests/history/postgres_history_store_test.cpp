@@ -4,10 +4,13 @@
 #include <chrono>
 #include <ctime>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "framework/history/turn_tree.h"
 #include "support/postgres_server.h"
 
 namespace chatflow::history {
@@ -117,6 +120,55 @@ TEST_F(PostgresHistory, BranchLinksAndTheShownTurnAreKeptForEveryReplica) {
   EXPECT_TRUE(second->set_active(key("s1"), 0));
   EXPECT_EQ(first->load(key("s1")).back().active_back, 0) << "switched on another replica";
   EXPECT_FALSE(first->set_active(key("s1", "user:u2"), 0)) << "another owner's session is none";
+}
+
+// Replicas placing turns in one session at once, each under its own in-process session lock as
+// HistoryStoreResource::append_turn takes it: every turn keeps the parent it was placed under,
+// though another replica appended between its placing and its write.
+TEST_F(PostgresHistory, TurnsPlacedAtOnceOnTwoReplicasKeepTheirParents) {
+  constexpr int kThreads = 4;
+  constexpr int kTurnsEach = 15;
+  std::unique_ptr<HistoryStore> replicas[2] = {replica(), replica()};
+  std::mutex session_locks[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      HistoryStore& store = *replicas[t % 2];
+      int64_t parent = 0;
+      for (int i = 0; i < kTurnsEach; ++i) {
+        std::string question = "t" + std::to_string(t) + "-" + std::to_string(i);
+        {
+          std::lock_guard lock(session_locks[t % 2]);
+          Turn placed = turn(question, "a");
+          place_turn(placed, store.load(key("s1")), parent);
+          ASSERT_TRUE(store.append(key("s1"), placed, /*durable=*/i % 2 == 0));
+        }
+        std::vector<Turn> stored = store.load(key("s1"));
+        parent = 0;
+        for (size_t id = stored.size(); id >= 1 && parent == 0; --id)
+          if (stored[id - 1].user == question) parent = static_cast<int64_t>(id);
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  std::vector<Turn> stored = replicas[0]->load(key("s1"));
+  ASSERT_EQ(stored.size(), static_cast<size_t>(kThreads * kTurnsEach));
+  TurnTree tree(stored);
+  std::map<std::string, int64_t> id_of;
+  for (size_t id = 1; id <= stored.size(); ++id)
+    id_of[stored[id - 1].user] = static_cast<int64_t>(id);
+  ASSERT_EQ(id_of.size(), stored.size()) << "every question stored once, as its own text";
+  int wrong = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kTurnsEach; ++i) {
+      std::string prefix = "t" + std::to_string(t) + "-";
+      int64_t id = id_of.at(prefix + std::to_string(i));
+      int64_t expected = i == 0 ? 0 : id_of.at(prefix + std::to_string(i - 1));
+      if (tree.parent(id) != expected) ++wrong;
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "turns under another parent than the one they were placed under";
 }
 
 TEST_F(PostgresHistory, QueuedTurnsAreSeenAtOnceAndWrittenSoon) {

@@ -120,6 +120,30 @@ TEST(RedisTurnCache, AnotherReplicaReadsTheTurnsThroughRedis) {
   EXPECT_TRUE(first.cache->load({"acme", "bob", "story"}).empty()) << "another owner's session";
 }
 
+// A turn placed among fewer turns than the cached list holds was placed before another
+// replica's turn arrived: the durable store moves its distances back (a fleet on PostgreSQL),
+// the list would keep them unmoved, so the list goes and is filled again from the durable store.
+TEST(RedisTurnCache, ATurnPlacedBeforeAnotherReplicasAppendDropsTheCachedList) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  Replica first = replica(server.url());
+  Replica second = replica(server.url());
+  EXPECT_TRUE(first.cache->load(kSession).empty()) << "cached: a session of no turns yet";
+  ASSERT_TRUE(first.cache->append(kSession, turn("one"), true));
+  ASSERT_EQ(users(second.cache->load(kSession)), std::vector<std::string>{"one"})
+      << "through Redis";
+  Turn placed_after = turn("two");
+  placed_after.placed_among = 1;
+  ASSERT_TRUE(second.cache->append(kSession, placed_after, true));
+  EXPECT_EQ(users(first.cache->load(kSession)), (std::vector<std::string>{"one", "two"}))
+      << "a turn placed among every cached turn is appended to the list";
+  Turn placed_before = turn("three");
+  placed_before.placed_among = 1;
+  ASSERT_TRUE(second.cache->append(kSession, placed_before, true));
+  // The list went: the first replica reads its own durable store, which has its turn only.
+  EXPECT_EQ(users(first.cache->load(kSession)), std::vector<std::string>{"one"});
+}
+
 TEST(RedisTurnCache, BranchLinksGoThroughRedisAndASwitchIsNeverHiddenByTheCachedList) {
   SKIP_WITHOUT_REDIS();
   RedisServer server;

@@ -12,42 +12,20 @@ import {
   lastAnswerDone, launch, openPage, paints, ready, screenshot, scriptingProxy, send, skipReason,
   splitAt, sseEvents, startPaintSampler,
 } from './browser.mjs';
+import { echoServerBehindProxy } from './scripted_echo.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
 
-const echoPipeline = () => writeTemp('web-echo.yaml', `version: 1
-name: web-echo
-stages:
-  - {name: echo, type: echo, config: {words_per_chunk: 1}}
-`);
-
 describe('the chat page', { skip: reason || false }, () => {
-  let browser;
-  let server;
-  let proxy;
-  let script = null; // what the proxy answers for the next chat completion
-  before(async () => {
-    browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
-    proxy = await scriptingProxy(server.url, async (body) => {
-      const next = script;
-      script = null;
-      return next ? next(body) : null;
-    });
-  });
-  after(async () => {
-    await proxy?.close();
-    await browser?.close();
-    if (server) assert.equal((await server.stop()).code, 0);
-  });
+  const ctx = echoServerBehindProxy('web-echo', { wordsPerChunk: 1 });
 
   test('an echo answer streams in over several paints; no errors on the page', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     await startPaintSampler(page);
     const words = Array.from({ length: 40 }, (_, i) => `word${i} `);
-    script = () => ({ pieces: [Buffer.from(sseEvents(words))].flatMap((bytes) => splitAt(bytes, [...bytes.keys()].filter((i) => i % 120 === 0 && i))), pauseMs: 15 });
+    ctx.script = () => ({ pieces: [Buffer.from(sseEvents(words))].flatMap((bytes) => splitAt(bytes, [...bytes.keys()].filter((i) => i % 120 === 0 && i))), pauseMs: 15 });
     await send(page, 'stream please');
     await lastAnswerDone(page);
     const states = await paints(page);
@@ -67,7 +45,7 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('CJK and emoji split inside their UTF-8 bytes render exactly', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     await startPaintSampler(page);
     const answer = '你好，世界！🙂🎉 こんにちは、😀👍🏽 한국어 テスト';
@@ -76,7 +54,7 @@ describe('the chat page', { skip: reason || false }, () => {
     // Cut after the first byte of every multibyte character: no chunk ends on a boundary.
     const cuts = [];
     for (let i = 0; i < bytes.length; i += 1) if (bytes[i] >= 0xc0) cuts.push(i + 1);
-    script = () => ({ pieces: splitAt(bytes, cuts), pauseMs: 3 });
+    ctx.script = () => ({ pieces: splitAt(bytes, cuts), pauseMs: 3 });
     await send(page, 'unicode');
     await lastAnswerDone(page);
     assert.equal((await page.textContent('.message.assistant .content')).trim(), answer);
@@ -85,11 +63,11 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('an unclosed fence is code while it streams; the final HTML is the whole document', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     await startPaintSampler(page);
     const pieces = ['Here is **code**:\n\n', '```js\n', 'const a = 1;\n', 'const b = ', '2;\n', 'function f() {}\n', '```\n', '\nAnd `inline', '` and _emphasis_ done.'];
-    script = () => ({ pieces: [Buffer.from(sseEvents(pieces))].flatMap((b) => splitAt(b, [...b.keys()].filter((i) => i % 60 === 0 && i))), pauseMs: 60 });
+    ctx.script = () => ({ pieces: [Buffer.from(sseEvents(pieces))].flatMap((b) => splitAt(b, [...b.keys()].filter((i) => i % 60 === 0 && i))), pauseMs: 60 });
     await send(page, 'code please');
     await lastAnswerDone(page);
     const states = await paints(page);
@@ -108,13 +86,13 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('a long code block streamed in many pieces keeps every line, in order, none clipped', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     const lines = Array.from({ length: 300 }, (_, i) => `const line${i} = ${i}; // ${i === 150 ? 'wide '.repeat(80) : 'note'}\n`);
     const pieces = ['Code:\n\n```js\n', ...lines, '```\n\nAfter the code.'];
     const bytes = Buffer.from(sseEvents(pieces));
     // About a hundred network writes over two seconds: the page reveals the block in many pieces.
-    script = () => ({ pieces: splitAt(bytes, [...bytes.keys()].filter((i) => i % Math.ceil(bytes.length / 100) === 0 && i)), pauseMs: 20 });
+    ctx.script = () => ({ pieces: splitAt(bytes, [...bytes.keys()].filter((i) => i % Math.ceil(bytes.length / 100) === 0 && i)), pauseMs: 20 });
     await send(page, 'long code');
     await lastAnswerDone(page);
     // Lines out of view are skipped by rendering (content-visibility): the wide one is looked at.
@@ -145,7 +123,7 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('markup in an answer executes nothing', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     const hostile = [
       'Look: <img src=x onerror="window.__pwned=1"> ',
@@ -157,7 +135,7 @@ describe('the chat page', { skip: reason || false }, () => {
       '<iframe src="javascript:window.__pwned=7"></iframe>\n\n',
       '[ok](https://example.com) and <b onmouseover="window.__pwned=8">b</b>',
     ];
-    script = () => ({ pieces: [Buffer.from(sseEvents(hostile))], pauseMs: 1 });
+    ctx.script = () => ({ pieces: [Buffer.from(sseEvents(hostile))], pauseMs: 1 });
     await send(page, 'hostile');
     await lastAnswerDone(page);
     await page.hover('.message.assistant .content');
@@ -182,7 +160,7 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('keyboard only: every control has a name, Tab reaches the message box, the theme toggles', async () => {
-    const page = await openPage(browser, proxy.url, { colorScheme: 'dark' });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { colorScheme: 'dark' });
     await ready(page);
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
     const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, select, textarea, input, a[href]')]
@@ -206,31 +184,31 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('copy puts the answer on the clipboard; regenerate asks again and replaces the answer', async () => {
-    const page = await openPage(browser, proxy.url, { permissions: ['clipboard-read', 'clipboard-write'] });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { permissions: ['clipboard-read', 'clipboard-write'] });
     await ready(page);
-    script = () => ({ pieces: [Buffer.from(sseEvents(['first ', '**answer**']))], pauseMs: 5 });
+    ctx.script = () => ({ pieces: [Buffer.from(sseEvents(['first ', '**answer**']))], pauseMs: 5 });
     await send(page, 'question');
     await lastAnswerDone(page);
     await page.click('.message.assistant button[aria-label="Copy this answer"]');
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), 'first **answer**');
-    const before = proxy.requests.length;
-    script = () => ({ pieces: [Buffer.from(sseEvents(['second ', 'answer']))], pauseMs: 5 });
+    const before = ctx.proxy.requests.length;
+    ctx.script = () => ({ pieces: [Buffer.from(sseEvents(['second ', 'answer']))], pauseMs: 5 });
     await page.click('.message.assistant button[aria-label="Regenerate this answer"]');
     await page.waitForFunction(() => document.querySelector('.message.assistant .content')?.textContent.trim() === 'second answer');
     await lastAnswerDone(page);
-    assert.equal(proxy.requests.length, before + 1);
-    assert.equal(proxy.requests.at(-1).body.messages.at(-1).content, 'question');
+    assert.equal(ctx.proxy.requests.length, before + 1);
+    assert.equal(ctx.proxy.requests.at(-1).body.messages.at(-1).content, 'question');
     // Without sessions the page sends the conversation: the replaced answer is not in it.
-    assert.deepEqual(proxy.requests.at(-1).body.messages.map((m) => m.role), ['user']);
+    assert.deepEqual(ctx.proxy.requests.at(-1).body.messages.map((m) => m.role), ['user']);
     assert.equal(await page.locator('.message.assistant').count(), 1);
     assert.equal(await page.locator('.message.user').count(), 1);
     await page.context().close();
   });
 
   test('Enter during IME composition does not send; Shift+Enter is a new line; Enter sends', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
-    const before = proxy.requests.length;
+    const before = ctx.proxy.requests.length;
     await page.fill('#prompt', 'にほんご');
     await page.evaluate(() => {
       const prompt = document.querySelector('#prompt');
@@ -242,7 +220,7 @@ describe('the chat page', { skip: reason || false }, () => {
       prompt.dispatchEvent(new CompositionEvent('compositionend', { bubbles: true, data: 'にほんご' }));
     });
     await page.waitForTimeout(300);
-    assert.equal(proxy.requests.length, before, 'sent during composition');
+    assert.equal(ctx.proxy.requests.length, before, 'sent during composition');
     assert.equal(await page.inputValue('#prompt'), 'にほんご');
     await page.press('#prompt', 'Shift+Enter');
     await page.type('#prompt', 'second line');
@@ -250,8 +228,8 @@ describe('the chat page', { skip: reason || false }, () => {
     assert.equal(await page.locator('.message').count(), 0);
     await page.press('#prompt', 'Enter');
     await lastAnswerDone(page);
-    assert.equal(proxy.requests.length, before + 1);
-    const sent = proxy.requests.at(-1).body;
+    assert.equal(ctx.proxy.requests.length, before + 1);
+    const sent = ctx.proxy.requests.at(-1).body;
     assert.equal(sent.stream, true);
     assert.deepEqual(sent.stream_options, { include_usage: true });
     assert.equal(sent.messages.at(-1).content, 'にほんご\nsecond line');
@@ -259,10 +237,10 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('a key refused while asking: back to the sign-in, and the message waits in the box', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     const refusal = JSON.stringify({ error: { message: 'the API key was revoked', type: 'authentication_error', code: 'invalid_api_key' } });
-    script = () => ({ status: 401, headers: { 'Content-Type': 'application/json' }, pieces: [Buffer.from(refusal)] });
+    ctx.script = () => ({ status: 401, headers: { 'Content-Type': 'application/json' }, pieces: [Buffer.from(refusal)] });
     await send(page, 'A question worth keeping');
     await page.waitForSelector('#signin:not([hidden])');
     await page.fill('#api-key', 'sk-another');
@@ -277,8 +255,8 @@ describe('the chat page', { skip: reason || false }, () => {
     // A proxy of its own, closed (every connection cut) while the answer streams.
     // The answer's first events only: no finish, no [DONE].
     const firstHalf = sseEvents(['The first half ']).split('data: ').slice(0, 3).join('data: ');
-    const cut = await scriptingProxy(server.url, () => ({ pieces: [Buffer.from(firstHalf)], pauseMs: 60000 }));
-    const page = await openPage(browser, cut.url);
+    const cut = await scriptingProxy(ctx.server.url, () => ({ pieces: [Buffer.from(firstHalf)], pauseMs: 60000 }));
+    const page = await openPage(ctx.browser, cut.url);
     try {
       await ready(page);
       await send(page, 'Tell me everything');
@@ -296,7 +274,7 @@ describe('the chat page', { skip: reason || false }, () => {
   });
 
   test('badges, reasoning, citations, tool calls, a content filter and a mid-stream error', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     const base = { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'scripted' };
     const events = [
@@ -310,7 +288,7 @@ describe('the chat page', { skip: reason || false }, () => {
       { ...base, choices: [], usage: { prompt_tokens: 5, completion_tokens: 12, total_tokens: 17 } },
     ];
     const body = `${events.map((e) => `data: ${JSON.stringify(e)}\r\n\r\n`).join(': comment\r\n')}data: [DONE]\r\n\r\n`;
-    script = () => ({ headers: { 'x-chatflow-cache': 'exact', 'x-chatflow-arm': 'b' }, pieces: splitAt(Buffer.from(body), [50, 400, 700]), pauseMs: 30 });
+    ctx.script = () => ({ headers: { 'x-chatflow-cache': 'exact', 'x-chatflow-arm': 'b' }, pieces: splitAt(Buffer.from(body), [50, 400, 700]), pauseMs: 30 });
     await send(page, 'Tell me about dragons');
     await lastAnswerDone(page);
     const answer = page.locator('.message.assistant').last();
@@ -328,7 +306,7 @@ describe('the chat page', { skip: reason || false }, () => {
     assert.match(await answer.locator('.stats').textContent(), /12 tokens/);
 
     const failing = `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { content: 'Half an ans' }, finish_reason: null }] })}\n\ndata: {"error":{"message":"the engine ran out of memory","type":"server_error"}}\n\n`;
-    script = () => ({ pieces: [Buffer.from(failing)], pauseMs: 5 });
+    ctx.script = () => ({ pieces: [Buffer.from(failing)], pauseMs: 5 });
     await send(page, 'again');
     await lastAnswerDone(page);
     assert.match(await page.locator('.message.assistant').last().locator('.answer-notices').textContent(), /ran out of memory/);
@@ -337,27 +315,10 @@ describe('the chat page', { skip: reason || false }, () => {
 });
 
 describe('a retracted answer', { skip: reason || false }, () => {
-  let browser;
-  let server;
-  let proxy;
-  let script = null;
-  before(async () => {
-    browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
-    proxy = await scriptingProxy(server.url, async (body) => {
-      const next = script;
-      script = null;
-      return next ? next(body) : null;
-    });
-  });
-  after(async () => {
-    await proxy?.close();
-    await browser?.close();
-    if (server) assert.equal((await server.stop()).code, 0);
-  });
+  const ctx = echoServerBehindProxy('web-echo', { wordsPerChunk: 1 });
 
   test('the shown text goes, the notice stands in its place, and it is not sent as context', async () => {
-    const page = await openPage(browser, proxy.url);
+    const page = await openPage(ctx.browser, ctx.proxy.url);
     await ready(page);
     const base = { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'scripted' };
     const events = [
@@ -370,7 +331,7 @@ describe('a retracted answer', { skip: reason || false }, () => {
     ];
     const text = (list) => Buffer.from(list.map((e) => `data: ${JSON.stringify(e)}\n\n`).join(''));
     // The retract comes well after the text, as a moderation verdict would.
-    script = () => ({ pieces: [text(events), Buffer.alloc(0), text(tail), Buffer.from('data: [DONE]\n\n')], pauseMs: 600 });
+    ctx.script = () => ({ pieces: [text(events), Buffer.alloc(0), text(tail), Buffer.from('data: [DONE]\n\n')], pauseMs: 600 });
     await send(page, 'Tell me a story');
     await page.waitForFunction(() => document.querySelector('.message.assistant .content')?.textContent.includes('dragon'));
     await lastAnswerDone(page);
@@ -384,7 +345,7 @@ describe('a retracted answer', { skip: reason || false }, () => {
 
     await send(page, 'And then?');
     await lastAnswerDone(page);
-    const sent = proxy.requests.at(-1).body.messages;
+    const sent = ctx.proxy.requests.at(-1).body.messages;
     assert.ok(!JSON.stringify(sent).includes('dragon'), `the retracted answer went back as context: ${JSON.stringify(sent)}`);
     assert.deepEqual(page.problems.filter((p) => !p.includes('404')), []);
     await page.context().close();
@@ -601,31 +562,14 @@ function horizontalOverflow(page) {
 const longAnswer = (n) => Array.from({ length: 60 }, (_, i) => `Paragraph ${i} of long answer ${n}.\n\n`);
 
 describe('the page shell at desktop and phone sizes', { skip: reason || false }, () => {
-  let browser;
-  let server;
-  let proxy;
-  let script = null;
-  before(async () => {
-    browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
-    proxy = await scriptingProxy(server.url, async (body) => {
-      const next = script;
-      script = null;
-      return next ? next(body) : null;
-    });
-  });
-  after(async () => {
-    await proxy?.close();
-    await browser?.close();
-    if (server) assert.equal((await server.stop()).code, 0);
-  });
+  const ctx = echoServerBehindProxy('web-echo', { wordsPerChunk: 1 });
 
   for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     test(`at ${viewport.width}x${viewport.height} only the message pane scrolls; the top bar and composer stay`, async () => {
-      const page = await openPage(browser, proxy.url, { viewport });
+      const page = await openPage(ctx.browser, ctx.proxy.url, { viewport });
       await ready(page);
       for (let n = 0; n < 3; n += 1) {
-        script = () => ({ pieces: [Buffer.from(sseEvents(longAnswer(n)))], pauseMs: 1 });
+        ctx.script = () => ({ pieces: [Buffer.from(sseEvents(longAnswer(n)))], pauseMs: 1 });
         await send(page, `question ${n}`);
         await lastAnswerDone(page);
       }
@@ -656,7 +600,7 @@ describe('the page shell at desktop and phone sizes', { skip: reason || false },
 
   for (const width of [320, 390, 1920]) {
     test(`nothing is wider than a ${width} px viewport, long unbroken text included`, async () => {
-      const page = await openPage(browser, proxy.url, { viewport: { width, height: 800 } });
+      const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width, height: 800 } });
       await ready(page);
       const unbroken = `https://example.com/${'a'.repeat(300)}`;
       await send(page, unbroken);
@@ -667,7 +611,7 @@ describe('the page shell at desktop and phone sizes', { skip: reason || false },
         `| ${Array.from({ length: 12 }, (_, i) => `column ${i}`).join(' | ')} |\n`,
         `|${' --- |'.repeat(12)}\n`, `| ${Array.from({ length: 12 }, (_, i) => `value ${i}`).join(' | ')} |\n`,
       ];
-      script = () => ({ pieces: [Buffer.from(sseEvents(wide))], pauseMs: 1 });
+      ctx.script = () => ({ pieces: [Buffer.from(sseEvents(wide))], pauseMs: 1 });
       await send(page, 'wide things');
       await lastAnswerDone(page);
       const bubble = await page.evaluate(() => {

@@ -6,17 +6,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { addKey, scratchPath, sessionPipeline, startServer, writeTemp } from '../server/harness.mjs';
+import { addKey, scratchPath, sessionPipeline, startServer } from '../server/harness.mjs';
 import { lastAnswerDone, launch, openPage, ready, send, skipReason } from './browser.mjs';
+import { echoPipeline } from './scripted_echo.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
-
-const echoPipeline = () => writeTemp('web-branches-echo.yaml', `version: 1
-name: web-branches-echo
-stages:
-  - {name: echo, type: echo, config: {words_per_chunk: 1}}
-`);
 
 const questions = (page) => page.$$eval('#messages .message.user > .content', (nodes) => nodes.map((n) => n.textContent.trim()));
 const answers = (page) => page.$$eval('#messages .message.assistant .content', (nodes) => nodes.map((n) => n.textContent.trim()));
@@ -46,7 +41,7 @@ describe('branches without a history store', { skip: reason || false }, () => {
   let server;
   before(async () => {
     browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
+    server = await startServer(['--pipeline', echoPipeline('web-branches-echo', { wordsPerChunk: 1 })]);
   });
   after(async () => {
     await browser?.close();

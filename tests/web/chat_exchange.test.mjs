@@ -6,19 +6,12 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
-import {
-  addKey, scratchPath, sessionPipeline, startServer, writeTemp,
-} from '../server/harness.mjs';
-import { lastAnswerDone, launch, openPage, ready, scriptingProxy, send, skipReason } from './browser.mjs';
+import { addKey, scratchPath, sessionPipeline, startServer } from '../server/harness.mjs';
+import { lastAnswerDone, launch, openPage, ready, send, skipReason } from './browser.mjs';
+import { echoServerBehindProxy } from './scripted_echo.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
-
-const echoPipeline = () => writeTemp('web-exchange-echo.yaml', `version: 1
-name: web-exchange-echo
-stages:
-  - {name: echo, type: echo, config: {words_per_chunk: 1}}
-`);
 
 // What `action` downloads: its suggested name and its text.
 async function downloaded(page, action) {
@@ -57,22 +50,10 @@ const sample = {
 };
 
 describe('export and import without a history store', { skip: reason || false }, () => {
-  let browser;
-  let server;
-  let proxy;
-  before(async () => {
-    browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
-    proxy = await scriptingProxy(server.url, async () => null);
-  });
-  after(async () => {
-    await proxy?.close();
-    await browser?.close();
-    if (server) assert.equal((await server.stop()).code, 0);
-  });
+  const ctx = echoServerBehindProxy('web-exchange-echo', { wordsPerChunk: 1 });
 
   test('the open conversation exports as versioned JSON and as Markdown, from the buttons and Ctrl+Shift+E', async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 1280, height: 800 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 1280, height: 800 } });
     await ready(page);
     await send(page, 'hello there');
     await lastAnswerDone(page);
@@ -111,7 +92,7 @@ describe('export and import without a history store', { skip: reason || false },
   });
 
   test('a bad file is refused with what is wrong and where, importing nothing and keeping the conversation', async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 1280, height: 800 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 1280, height: 800 } });
     await ready(page);
     await send(page, 'keep me');
     await lastAnswerDone(page);
@@ -146,7 +127,7 @@ describe('export and import without a history store', { skip: reason || false },
   });
 
   test('a good file lands in the page\'s own list; an imported conversation continues with its whole history', async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 1280, height: 800 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 1280, height: 800 } });
     await ready(page);
     await send(page, 'on screen');
     await lastAnswerDone(page);
@@ -163,10 +144,10 @@ describe('export and import without a history store', { skip: reason || false },
     // The one that was on screen (this pipeline keeps none) went into the list, not away.
     assert.deepEqual(await localTitles(page), ['on screen', 'Rust lifetimes', 'Tea']);
 
-    const sent = proxy.requests.length;
+    const sent = ctx.proxy.requests.length;
     await send(page, 'and a borrow?');
     await lastAnswerDone(page);
-    const request = proxy.requests[sent].body;
+    const request = ctx.proxy.requests[sent].body;
     assert.equal(request.session_id, undefined);
     assert.deepEqual(request.messages, [
       { role: 'user', content: 'What is a lifetime?' },
@@ -190,7 +171,7 @@ describe('export and import without a history store', { skip: reason || false },
   });
 
   test('at 390x844 the buttons are in the drawer, fit it, and Ctrl+Shift+L imports', async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 390, height: 844 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 390, height: 844 } });
     await ready(page);
     await page.click('#menu');
     const boxes = await page.evaluate(() => {

@@ -3,22 +3,15 @@
 // chooses (its pieces and pauses); the page, its assets and every other call are the server's.
 // Every page listens for CSP violations from its first script on: none may happen.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 
-import { startServer, writeTemp } from '../server/harness.mjs';
 import {
-  lastAnswerDone, launch, openPage, paints, ready, scriptingProxy, send, skipReason, splitAt, sseEvents,
-  startPaintSampler,
+  lastAnswerDone, openPage, paints, ready, send, skipReason, splitAt, sseEvents, startPaintSampler,
 } from './browser.mjs';
+import { echoServerBehindProxy } from './scripted_echo.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
-
-const echoPipeline = () => writeTemp('web-math-echo.yaml', `version: 1
-name: web-math-echo
-stages:
-  - {name: echo, type: echo}
-`);
 
 // One SSE write per piece, `pauseMs` apart.
 const streamed = (pieces, pauseMs = 5) => () => {
@@ -69,27 +62,10 @@ function assertClean(page) {
 }
 
 describe('math and code on the chat page', { skip: reason || false }, () => {
-  let browser;
-  let server;
-  let proxy;
-  let script = null;
-  before(async () => {
-    browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
-    proxy = await scriptingProxy(server.url, async (body) => {
-      const next = script;
-      script = null;
-      return next ? next(body) : null;
-    });
-  });
-  after(async () => {
-    await proxy?.close();
-    await browser?.close();
-    if (server) assert.equal((await server.stop()).code, 0);
-  });
+  const ctx = echoServerBehindProxy('web-math-echo');
 
   test('each delimiter renders MathML; prices, escaped dollars and code stay text; no CSP violation', async () => {
-    const page = await mathPage(browser, proxy.url);
+    const page = await mathPage(ctx.browser, ctx.proxy.url);
     const answer = [
       'Inline $x^2$ and \\(y_1\\) here.\n\n',
       '$$\\frac{a}{b}$$\n\n',
@@ -100,7 +76,7 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
       '```\n$r$ \\(t\\) $$u$$\n```\n\n',
       'Bad: $\\frac{1$ is shown as typed.',
     ];
-    script = streamed(answer, 20);
+    ctx.script = streamed(answer, 20);
     await send(page, 'math please');
     await lastAnswerDone(page);
     await mathSettled(page);
@@ -141,16 +117,16 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
   });
 
   test('a formula streamed in pieces is text until it closes, never drawn half-written', async () => {
-    const page = await mathPage(browser, proxy.url);
+    const page = await mathPage(ctx.browser, ctx.proxy.url);
     // KaTeX loaded first (the page fetches it when idle, or with the first formula).
-    script = streamed(['Warm: $a$'], 5);
+    ctx.script = streamed(['Warm: $a$'], 5);
     await send(page, 'warm');
     await lastAnswerDone(page);
     await mathSettled(page);
     await startPaintSampler(page);
     const answer = 'Euler: $e^{i\\pi} + 1 = 0$ and $$\\sum_{k=1}^{n} k$$ and \\(a_{n}\\) end.';
     const whole = ['e^{i\\pi} + 1 = 0', '\\sum_{k=1}^{n} k', 'a_{n}'];
-    script = streamed([...answer], 30);
+    ctx.script = streamed([...answer], 30);
     await send(page, 'stream math');
     await lastAnswerDone(page);
     const states = (await paints(page)).filter((state) => state.text.startsWith('Euler'));
@@ -180,7 +156,7 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
   });
 
   test('Rust and Go fences are plain until their languages arrive, then highlighted; not in the first load', async () => {
-    const page = await mathPage(browser, proxy.url);
+    const page = await mathPage(ctx.browser, ctx.proxy.url);
     // The page has been idle a while (its warm-up has run): still no Rust or Go file fetched.
     await page.waitForTimeout(1500);
     const languageFile = (name) => new RegExp(`^/assets/${name}-[A-Z0-9]+\\.js$`);
@@ -198,7 +174,7 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
       ? 'let s = "<img src=x onerror=window.__pwned=1>"; // &amp; <b>\n'
       : `fn f${i}() -> u32 { let x = ${i}; x }\n`));
     const pieces = ['Rust:\n\n```rs\n', ...rust, '```\n\nGo:\n\n```golang\n', 'package main\n', 'func main() { return }\n', '```\n\nDone.'];
-    script = streamed(pieces, 10);
+    ctx.script = streamed(pieces, 10);
     await send(page, 'rust and go');
     await lastAnswerDone(page);
     const waiting = await page.evaluate(() => {
@@ -233,7 +209,7 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
   });
 
   test('thirty-odd languages, by name or alias, are highlighted', async () => {
-    const page = await mathPage(browser, proxy.url);
+    const page = await mathPage(ctx.browser, ctx.proxy.url);
     const samples = {
       rust: 'fn main() { let x = 1; }', go: 'func main() { return }', java: 'public class A { }',
       kotlin: 'fun main() { val x = 1 }', swift: 'func f() { let x = 1 }', csharp: 'public class A { }',
@@ -249,7 +225,7 @@ describe('math and code on the chat page', { skip: reason || false }, () => {
     const names = Object.keys(samples);
     assert.ok(names.length >= 30);
     const answer = names.map((name) => `\`\`\`${name}\n${samples[name]}\n\`\`\`\n\n`);
-    script = streamed(answer, 5);
+    ctx.script = streamed(answer, 5);
     await send(page, 'many languages');
     await lastAnswerDone(page);
     await page.waitForFunction((count) => document.querySelectorAll('.message.assistant:last-of-type pre code.hljs').length === count,

@@ -3,19 +3,14 @@
 // each /v1/chat/completions request (seen by a pass-through proxy in front of the server), the
 // server's refusal said as any refusal is, and the model's context length from /v1/models.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 
-import { modelPipeline, startServer, writeTemp } from '../server/harness.mjs';
-import { lastAnswerDone, launch, openPage, ready, scriptingProxy, send, skipReason } from './browser.mjs';
+import { modelPipeline, startServer } from '../server/harness.mjs';
+import { lastAnswerDone, launch, openPage, ready, send, skipReason } from './browser.mjs';
+import { echoServerBehindProxy } from './scripted_echo.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
-
-const echoPipeline = () => writeTemp('web-settings-echo.yaml', `version: 1
-name: web-settings-echo
-stages:
-  - {name: echo, type: echo, config: {words_per_chunk: 1}}
-`);
 
 async function openSettings(page) {
   await page.click('#show-settings');
@@ -48,24 +43,12 @@ const sample = JSON.stringify({
 });
 
 describe('chat settings', { skip: reason || false }, () => {
-  let browser;
-  let server;
-  let proxy;
-  before(async () => {
-    browser = await launch();
-    server = await startServer(['--pipeline', echoPipeline()]);
-    proxy = await scriptingProxy(server.url, async () => null);
-  });
-  after(async () => {
-    await proxy?.close();
-    await browser?.close();
-    if (server) assert.equal((await server.stop()).code, 0);
-  });
+  const ctx = echoServerBehindProxy('web-settings-echo', { wordsPerChunk: 1 });
 
   test('defaults are sent with every request and kept over a reload; without them nothing extra is sent', async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 1280, height: 800 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 1280, height: 800 } });
     await ready(page);
-    const plain = await nextRequest(page, proxy, () => send(page, 'plain'));
+    const plain = await nextRequest(page, ctx.proxy, () => send(page, 'plain'));
     assert.deepEqual(plain.messages, [{ role: 'user', content: 'plain' }]);
     for (const field of ['temperature', 'top_p', 'max_tokens']) assert.equal(plain[field], undefined, field);
 
@@ -74,7 +57,7 @@ describe('chat settings', { skip: reason || false }, () => {
     await fill(page, { system: 'Answer in French.', temperature: '0.3', topP: '0.9', maxTokens: '64' });
     await page.click('#settings-save-default');
     await page.waitForFunction(() => !document.querySelector('#settings-dialog').open);
-    const asked = await nextRequest(page, proxy, () => send(page, 'bonjour'));
+    const asked = await nextRequest(page, ctx.proxy, () => send(page, 'bonjour'));
     // The system prompt goes first, before the whole history-less conversation.
     assert.deepEqual(asked.messages, [
       { role: 'system', content: 'Answer in French.' },
@@ -90,7 +73,7 @@ describe('chat settings', { skip: reason || false }, () => {
     await openSettings(page);
     assert.deepEqual(await fields(page), ['Answer in French.', '0.3', '0.9', '64']);
     await page.keyboard.press('Escape');
-    const again = await nextRequest(page, proxy, () => send(page, 'encore'));
+    const again = await nextRequest(page, ctx.proxy, () => send(page, 'encore'));
     assert.equal(again.max_tokens, 64);
     assert.equal(again.messages[0].content, 'Answer in French.');
     assert.deepEqual(page.problems.filter((p) => !p.includes('404')), []);
@@ -98,7 +81,7 @@ describe('chat settings', { skip: reason || false }, () => {
   });
 
   test("a chat's own settings override the defaults for that chat only, and come back with it", async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 1280, height: 800 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 1280, height: 800 } });
     await ready(page);
     await openSettings(page);
     await fill(page, { system: 'Default prompt.', temperature: '0.5' });
@@ -114,7 +97,7 @@ describe('chat settings', { skip: reason || false }, () => {
     await page.press('#settings-max-tokens', 'Enter'); // submits: Save for this chat
     await page.waitForFunction(() => !document.querySelector('#settings-dialog').open);
     assert.equal(await page.textContent('#notice'), 'Saved for this chat.');
-    const own = await nextRequest(page, proxy, () => send(page, 'short?'));
+    const own = await nextRequest(page, ctx.proxy, () => send(page, 'short?'));
     assert.deepEqual(own.messages[0], { role: 'system', content: 'Be brief.' });
     assert.equal(own.temperature, 1.2);
     assert.equal(own.max_tokens, 16);
@@ -122,7 +105,7 @@ describe('chat settings', { skip: reason || false }, () => {
 
     // A new chat uses the defaults.
     await page.keyboard.press('Control+Shift+O');
-    const fresh = await nextRequest(page, proxy, () => send(page, 'new one'));
+    const fresh = await nextRequest(page, ctx.proxy, () => send(page, 'new one'));
     assert.deepEqual(fresh.messages, [{ role: 'system', content: 'Default prompt.' }, { role: 'user', content: 'new one' }]);
     assert.equal(fresh.temperature, 0.5);
     assert.equal(fresh.max_tokens, undefined);
@@ -139,14 +122,14 @@ describe('chat settings', { skip: reason || false }, () => {
     assert.deepEqual(await fields(page), ['Default prompt.', '0.5', '', '']);
     assert.equal(await page.isHidden('#settings-use-defaults'), true);
     await page.keyboard.press('Escape');
-    const dropped = await nextRequest(page, proxy, () => send(page, 'and now?'));
+    const dropped = await nextRequest(page, ctx.proxy, () => send(page, 'and now?'));
     assert.equal(dropped.temperature, 0.5);
     assert.equal(dropped.max_tokens, undefined);
     await page.context().close();
   });
 
   test('a field that does not read is said in the dialog; the server refusing max_tokens is said above the box', async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 1280, height: 800 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 1280, height: 800 } });
     await ready(page);
     await openSettings(page);
     for (const [values, message] of [
@@ -163,10 +146,10 @@ describe('chat settings', { skip: reason || false }, () => {
     await fill(page, { maxTokens: '2000000' });
     await page.click('#settings-save-chat');
     await page.waitForFunction(() => !document.querySelector('#settings-dialog').open);
-    const count = proxy.requests.length;
+    const count = ctx.proxy.requests.length;
     await send(page, 'a long answer please');
     await page.waitForFunction(() => document.querySelector('#notice').textContent.includes('max_tokens'));
-    assert.equal(proxy.requests[count].body.max_tokens, 2000000);
+    assert.equal(ctx.proxy.requests[count].body.max_tokens, 2000000);
     assert.equal(await page.textContent('#notice'),
       "'max_tokens' must be between 1 and 1048576, got 2000000. Your message was not sent; it is back in the box.");
     assert.equal(await page.getAttribute('#notice', 'class'), 'notice error');
@@ -176,7 +159,7 @@ describe('chat settings', { skip: reason || false }, () => {
   });
 
   test('Ctrl+, opens it; Escape closes it and the focus goes back; without a context length it says so', async () => {
-    const page = await openPage(browser, proxy.url, { viewport: { width: 1280, height: 800 } });
+    const page = await openPage(ctx.browser, ctx.proxy.url, { viewport: { width: 1280, height: 800 } });
     await ready(page);
     await page.focus('#prompt');
     await page.keyboard.press('Control+,');
@@ -195,7 +178,7 @@ describe('chat settings', { skip: reason || false }, () => {
 
   for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     test(`at ${viewport.width}x${viewport.height} the dialog fits the window with every field and button`, async () => {
-      const page = await openPage(browser, proxy.url, { viewport });
+      const page = await openPage(ctx.browser, ctx.proxy.url, { viewport });
       await ready(page);
       if (viewport.width < 720) await page.click('#menu');
       await openSettings(page);

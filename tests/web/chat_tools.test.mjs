@@ -6,21 +6,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import {
-  addKey, scratchPath, sessionPipeline, startServer, writeTemp,
-} from '../server/harness.mjs';
-import {
-  lastAnswerDone, launch, openPage, ready, scriptingProxy, send, skipReason, sseEvents,
-} from './browser.mjs';
+import { addKey, scratchPath, sessionPipeline, startServer } from '../server/harness.mjs';
+import { lastAnswerDone, launch, openPage, ready, send, skipReason, sseEvents } from './browser.mjs';
+import { echoPipeline, echoServerBehindProxy } from './scripted_echo.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
-
-const echoPipeline = () => writeTemp('web-tools-echo.yaml', `version: 1
-name: web-tools-echo
-stages:
-  - {name: echo, type: echo, config: {words_per_chunk: 1}}
-`);
 
 const clipboard = (page) => page.evaluate(() => navigator.clipboard.readText());
 
@@ -34,29 +25,8 @@ const answerIn = (parts) => {
   return writes.map((text) => Buffer.from(text));
 };
 
-// One echo server behind a scripting proxy per describe: `ctx.script` is what the proxy
-// answers for the next chat completion (null: the server's own answer).
-function echoServerBehindProxy() {
-  const ctx = { browser: null, server: null, proxy: null, script: null };
-  before(async () => {
-    ctx.browser = await launch();
-    ctx.server = await startServer(['--pipeline', echoPipeline()]);
-    ctx.proxy = await scriptingProxy(ctx.server.url, async (body) => {
-      const next = ctx.script;
-      ctx.script = null;
-      return next ? next(body) : null;
-    });
-  });
-  after(async () => {
-    await ctx.proxy?.close();
-    await ctx.browser?.close();
-    if (ctx.server) assert.equal((await ctx.server.stop()).code, 0);
-  });
-  return ctx;
-}
-
 describe('code blocks', { skip: reason || false }, () => {
-  const ctx = echoServerBehindProxy();
+  const ctx = echoServerBehindProxy('web-tools-echo', { wordsPerChunk: 1 });
 
   test('every finished code block has a Copy button, usable while the answer still streams', async () => {
     const page = await openPage(ctx.browser, ctx.proxy.url, { permissions: ['clipboard-read', 'clipboard-write'] });
@@ -163,7 +133,7 @@ const dialogOpen = (page) => page.evaluate(() => document.querySelector('#shortc
 const focused = (page) => page.evaluate(() => document.activeElement?.id || document.activeElement?.tagName);
 
 describe('keyboard shortcuts', { skip: reason || false }, () => {
-  const ctx = echoServerBehindProxy();
+  const ctx = echoServerBehindProxy('web-tools-echo', { wordsPerChunk: 1 });
 
   test('? and Ctrl+/ open the help dialog listing the shortcuts; Escape and the backdrop close it', async () => {
     const page = await openPage(ctx.browser, ctx.proxy.url);
@@ -404,7 +374,7 @@ describe('conversation search', { skip: reason || false }, () => {
   });
 
   test('without a history store the conversation on screen is searched, and says so', async () => {
-    const server = await startServer(['--pipeline', echoPipeline()]);
+    const server = await startServer(['--pipeline', echoPipeline('web-tools-echo', { wordsPerChunk: 1 })]);
     try {
       const page = await openPage(browser, server.url);
       await ready(page);

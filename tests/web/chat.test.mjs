@@ -13,6 +13,7 @@ import {
   splitAt, sseEvents, startPaintSampler,
 } from './browser.mjs';
 import { echoServerBehindProxy } from './scripted_echo.mjs';
+import { signInWithShortAnswers } from './short_answers.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -629,14 +630,7 @@ describe('the page shell at desktop and phone sizes', { skip: reason || false },
 // Signs in to a session pipeline's server, asks one short question and waits for it in the list.
 async function signedInWithOneConversation(browser, server, key, viewport) {
   const page = await openPage(browser, server.url, { viewport });
-  await page.waitForSelector('#signin:not([hidden])');
-  await page.fill('#api-key', key);
-  await page.press('#api-key', 'Enter');
-  await ready(page);
-  await page.route('**/v1/chat/completions', (route) => {
-    const body = JSON.parse(route.request().postData());
-    route.continue({ postData: JSON.stringify({ ...body, max_tokens: 8 }) });
-  });
+  await signInWithShortAnswers(page, key, 8);
   await send(page, 'Remember the blue door.');
   await lastAnswerDone(page);
   await page.waitForSelector('#sessions li.session', { state: 'attached' });

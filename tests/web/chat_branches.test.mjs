@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { addKey, scratchPath, sessionPipeline, startServer } from '../server/harness.mjs';
 import { lastAnswerDone, launch, openPage, ready, send, skipReason } from './browser.mjs';
 import { echoPipeline } from './scripted_echo.mjs';
+import { signInWithShortAnswers } from './short_answers.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -153,14 +154,7 @@ describe('branches with a history store', { skip: reason || false }, () => {
 
   test('the server keeps the branches; a reload shows the same one and can switch', async () => {
     const page = await openPage(browser, server.url, { viewport: { width: 1280, height: 800 } });
-    await page.waitForSelector('#signin:not([hidden])');
-    await page.fill('#api-key', key);
-    await page.press('#api-key', 'Enter');
-    await ready(page);
-    await page.route('**/v1/chat/completions', (route) => {
-      const body = JSON.parse(route.request().postData());
-      route.continue({ postData: JSON.stringify({ ...body, max_tokens: 6 }) });
-    });
+    await signInWithShortAnswers(page, key, 6);
     const bodies = recordRequests(page);
     await send(page, 'Alpha');
     await lastAnswerDone(page);

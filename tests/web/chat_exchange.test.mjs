@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { addKey, scratchPath, sessionPipeline, startServer } from '../server/harness.mjs';
 import { lastAnswerDone, launch, openPage, ready, send, skipReason } from './browser.mjs';
 import { echoServerBehindProxy } from './scripted_echo.mjs';
+import { signInWithShortAnswers } from './short_answers.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -212,14 +213,7 @@ describe('export and import with a history store', { skip: reason || false }, ()
     const server = await startServer(['--pipeline', sessionPipeline('web-exchange', keys, scratchPath(`web-exchange-${process.pid}.db`))]);
     try {
       const page = await openPage(browser, server.url, { viewport: { width: 1280, height: 800 } });
-      await page.waitForSelector('#signin:not([hidden])');
-      await page.fill('#api-key', key);
-      await page.press('#api-key', 'Enter');
-      await ready(page);
-      await page.route('**/v1/chat/completions', (route) => {
-        const body = JSON.parse(route.request().postData());
-        route.continue({ postData: JSON.stringify({ ...body, max_tokens: 4 }) });
-      });
+      await signInWithShortAnswers(page, key, 4);
       await send(page, 'Name a colour.');
       await lastAnswerDone(page);
       await page.waitForFunction(() => document.querySelectorAll('#sessions li.session').length === 1);

@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { addKey, scratchPath, sessionPipeline, startServer } from '../server/harness.mjs';
 import { lastAnswerDone, launch, openPage, ready, send, skipReason, sseEvents } from './browser.mjs';
 import { echoPipeline, echoServerBehindProxy } from './scripted_echo.mjs';
+import { signInWithShortAnswers } from './short_answers.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -259,14 +260,7 @@ describe('keyboard shortcuts', { skip: reason || false }, () => {
 // Signs in to a session pipeline's server and asks `questions`, each in a new conversation.
 async function signedInWithConversations(browser, server, key, questions, viewport = { width: 1280, height: 800 }) {
   const page = await openPage(browser, server.url, { viewport });
-  await page.waitForSelector('#signin:not([hidden])');
-  await page.fill('#api-key', key);
-  await page.press('#api-key', 'Enter');
-  await ready(page);
-  await page.route('**/v1/chat/completions', (route) => {
-    const body = JSON.parse(route.request().postData());
-    route.continue({ postData: JSON.stringify({ ...body, max_tokens: 8 }) });
-  });
+  await signInWithShortAnswers(page, key, 8);
   for (const [n, question] of questions.entries()) {
     if (n) await page.keyboard.press('Control+Shift+O');
     await send(page, question);

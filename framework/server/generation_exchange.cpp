@@ -213,31 +213,34 @@ void Connection::parse_responses_on_worker(const std::shared_ptr<const ServedPip
                                            const std::optional<std::string>& owner) {
   auto self = shared_from_this();
   uint64_t exchange = exchange_;
-  bool queued = state_->workers.submit(
-      [self, exchange, served, kind, body, endpoint, keeper = std::move(keeper), owner] {
-        auto request = std::make_shared<Request>();
-        std::shared_ptr<responses::ResponseWriter> writer;
-        std::optional<RequestError> error;
-        try {
-          auto parsed = responses::parse_request(body, *request, served->model_ids, *keeper, owner);
-          writer = std::make_shared<responses::ResponseWriter>(std::move(parsed), keeper, owner);
-        } catch (const RequestFailure& failure) {
-          error = failure.error();
-        } catch (const std::exception& failure) {
-          error = make_error(500, "server_error", failure.what(), "internal_error");
-        }
-        net::post(self->stream_.get_executor(),
-                  [self, exchange, served, kind, body, endpoint, request, writer, error] {
-                    if (self->closed_ || exchange != self->exchange_) return;
-                    if (error) return self->respond_error(*error, endpoint);
-                    request->id = random_id("resp_");
-                    try {
-                      self->submit_generation(served, kind, body, endpoint, request, writer);
-                    } catch (const RequestFailure& failure) {
-                      self->respond_error(failure.error(), endpoint);
-                    }
-                  });
-      });
+  bool queued = state_->workers.submit([self, exchange, served, kind, body, endpoint,
+                                        keeper = std::move(keeper), owner] {
+    auto request = std::make_shared<Request>();
+    std::shared_ptr<responses::ResponseWriter> writer;
+    std::optional<RequestError> error;
+    try {
+      auto parsed = responses::parse_request(body, *request, served->model_ids, *keeper, owner);
+      writer = std::make_shared<responses::ResponseWriter>(std::move(parsed), keeper, owner);
+    } catch (const RequestFailure& failure) {
+      error = failure.error();
+    } catch (const std::exception& failure) {
+      error = make_error(500, "server_error", failure.what(), "internal_error");
+    }
+    net::post(self->stream_.get_executor(),
+              [self, exchange, served, kind, body, endpoint, request, writer, error] {
+                if (self->closed_ || exchange != self->exchange_) return;
+                if (error) return self->respond_error(*error, endpoint);
+                request->id = random_id("resp_");
+                try {
+                  self->submit_generation(served, kind, body, endpoint, request, writer);
+                } catch (const RequestFailure& failure) {
+                  self->respond_error(failure.error(), endpoint);
+                } catch (const std::exception& failure) {
+                  self->respond_error(
+                      make_error(500, "server_error", failure.what(), "internal_error"), endpoint);
+                }
+              });
+  });
   if (!queued) {
     Response busy = error_response(
         make_error(503, "server_error", "too many requests wait for a worker; retry shortly",

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { addKey, scratchPath, startServer, writeTemp } from '../server/harness.mjs';
-import { lastAnswerDone, launch, openPage, ready, screenshot, send, skipReason } from './browser.mjs';
+import { lastAnswerDone, launch, openPage, ready, screenshot, send, signIn, skipReason } from './browser.mjs';
 
 const reason = skipReason();
 if (reason) console.log(`# skipped: ${reason}`);
@@ -32,10 +32,9 @@ ${keys ? `  - {name: auth, type: auth, config: {keys_file: ${keys}}}\n` : ''}  -
 `);
 }
 
-async function signIn(page, key) {
-  await page.waitForSelector('#signin:not([hidden])');
-  await page.fill('#api-key', key);
-  await page.press('#api-key', 'Enter');
+// Signed in, with the model list filled.
+async function signInReady(page, key) {
+  await signIn(page, key);
   await ready(page);
 }
 
@@ -63,7 +62,7 @@ describe('documents and citations in the chat page', { skip: reason || false }, 
 
   test('upload, list, a refused file said as text, citation opening the passage, remove', async () => {
     const page = await openPage(browser, server.url, { viewport: { width: 1280, height: 800 } });
-    await signIn(page, alice);
+    await signInReady(page, alice);
     await page.waitForSelector('#composer .documents-button:not([hidden])');
     assert.equal(await page.textContent('.documents-button'), 'Documents');
 
@@ -111,7 +110,7 @@ describe('documents and citations in the chat page', { skip: reason || false }, 
 
   test('a file dropped onto the composer is uploaded; a refused one is said above the box', async () => {
     const page = await openPage(browser, server.url, { viewport: { width: 1280, height: 800 } });
-    await signIn(page, alice);
+    await signInReady(page, alice);
     await page.waitForSelector('#composer .documents-button:not([hidden])');
     const drop = (name, type, text) => page.evaluate(([name, type, text]) => {
       const data = new DataTransfer();
@@ -131,7 +130,7 @@ describe('documents and citations in the chat page', { skip: reason || false }, 
 
   test('at 390x844 the button, the dialogs and the composer fit; the keyboard reaches everything', async () => {
     const page = await openPage(browser, server.url, { viewport: { width: 390, height: 844 } });
-    await signIn(page, alice);
+    await signInReady(page, alice);
     await page.waitForSelector('#composer .documents-button:not([hidden])');
     const fits = (selector) => page.$eval(selector, (node) => {
       const box = node.getBoundingClientRect();

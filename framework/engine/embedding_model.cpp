@@ -25,8 +25,10 @@ const float* row_floats(const WeightMatrix& matrix, int64_t row, float* buffer) 
 }
 
 // Without -march the build targets baseline x86-64 (SSE2); an AVX2+FMA copy is chosen at run
-// time where the CPU has it.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// time where the CPU has it. Not under ThreadSanitizer: target_clones' ifunc resolver is
+// instrumented and runs while the program is relocated, before TSan's runtime is up, and the
+// program crashes before main (the TSan build computes the same sums in the baseline copy).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define CHATFLOW_VECTOR_CLONES [[gnu::target_clones("arch=haswell", "default")]]
 #else
 #define CHATFLOW_VECTOR_CLONES

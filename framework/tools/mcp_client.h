@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,43 @@ struct McpCallOptions {
   std::function<bool()> cancelled;  // may be empty
 };
 
+// A lock that can be waited for until a deadline. Not std::timed_mutex: glibc locks it with
+// pthread_mutex_clocklock, which GCC 12's ThreadSanitizer does not see, so every unlock was
+// reported as the unlock of an unlocked mutex.
+class DeadlineMutex {
+ public:
+  void lock() {
+    std::unique_lock guard(mutex_);
+    released_.wait(guard, [this] { return !held_; });
+    held_ = true;
+  }
+  bool try_lock() {
+    std::lock_guard guard(mutex_);
+    if (held_) return false;
+    held_ = true;
+    return true;
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    std::unique_lock guard(mutex_);
+    if (!released_.wait_until(guard, deadline, [this] { return !held_; })) return false;
+    held_ = true;
+    return true;
+  }
+  void unlock() {
+    {
+      std::lock_guard guard(mutex_);
+      held_ = false;
+    }
+    released_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable released_;
+  bool held_ = false;
+};
+
 class McpClient {
  public:
   explicit McpClient(McpServerSpec spec);
@@ -97,7 +135,7 @@ class McpClient {
   Answer list_all(const McpCallOptions& options);
 
   McpServerSpec spec_;
-  std::timed_mutex mutex_;
+  DeadlineMutex mutex_;
   std::unique_ptr<McpTransport> transport_;
   bool initialized_ = false;
   std::string protocol_version_;

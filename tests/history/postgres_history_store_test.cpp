@@ -4,7 +4,6 @@
 #include <chrono>
 #include <ctime>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <thread>
 
@@ -12,6 +11,7 @@
 
 #include "framework/history/turn_tree.h"
 #include "support/postgres_server.h"
+#include "support/turn_chains.h"
 
 namespace chatflow::history {
 namespace {
@@ -136,7 +136,7 @@ TEST_F(PostgresHistory, TurnsPlacedAtOnceOnTwoReplicasKeepTheirParents) {
       HistoryStore& store = *replicas[t % 2];
       int64_t parent = 0;
       for (int i = 0; i < kTurnsEach; ++i) {
-        std::string question = "t" + std::to_string(t) + "-" + std::to_string(i);
+        std::string question = testing::chain_question(t, i);
         {
           std::lock_guard lock(session_locks[t % 2]);
           Turn placed = turn(question, "a");
@@ -152,23 +152,8 @@ TEST_F(PostgresHistory, TurnsPlacedAtOnceOnTwoReplicasKeepTheirParents) {
   }
   for (auto& thread : threads)
     thread.join();
-  std::vector<Turn> stored = replicas[0]->load(key("s1"));
-  ASSERT_EQ(stored.size(), static_cast<size_t>(kThreads * kTurnsEach));
-  TurnTree tree(stored);
-  std::map<std::string, int64_t> id_of;
-  for (size_t id = 1; id <= stored.size(); ++id)
-    id_of[stored[id - 1].user] = static_cast<int64_t>(id);
-  ASSERT_EQ(id_of.size(), stored.size()) << "every question stored once, as its own text";
-  int wrong = 0;
-  for (int t = 0; t < kThreads; ++t) {
-    for (int i = 0; i < kTurnsEach; ++i) {
-      std::string prefix = "t" + std::to_string(t) + "-";
-      int64_t id = id_of.at(prefix + std::to_string(i));
-      int64_t expected = i == 0 ? 0 : id_of.at(prefix + std::to_string(i - 1));
-      if (tree.parent(id) != expected) ++wrong;
-    }
-  }
-  EXPECT_EQ(wrong, 0) << "turns under another parent than the one they were placed under";
+  EXPECT_EQ(testing::misplaced_chain_turns(replicas[0]->load(key("s1")), kThreads, kTurnsEach), 0)
+      << "turns under another parent than the one they were placed under";
 }
 
 TEST_F(PostgresHistory, QueuedTurnsAreSeenAtOnceAndWrittenSoon) {

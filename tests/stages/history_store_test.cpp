@@ -3,7 +3,6 @@
 #include "stages/history_store.h"
 
 #include <atomic>
-#include <map>
 #include <thread>
 
 #include <boost/json.hpp>
@@ -12,6 +11,7 @@
 
 #include "framework/history/turn_tree.h"
 #include "support/temp_model.h"
+#include "support/turn_chains.h"
 
 namespace chatflow {
 namespace {
@@ -226,7 +226,7 @@ TEST(HistoryBranches, TurnsAppendedAtOnceInOneSessionKeepTheirParents) {
       threads.emplace_back([&resource, t] {
         int64_t parent = 0;
         for (int i = 0; i < kTurnsEach; ++i) {
-          std::string question = "t" + std::to_string(t) + "-" + std::to_string(i);
+          std::string question = testing::chain_question(t, i);
           resource->append_turn(kSession, answered(question, "a"), parent, i % 2 == 0);
           // The thread's own turn, found by its question: the next one's parent.
           auto stored = resource->store().load(kSession);
@@ -238,24 +238,9 @@ TEST(HistoryBranches, TurnsAppendedAtOnceInOneSessionKeepTheirParents) {
     }
     for (auto& thread : threads)
       thread.join();
-    std::vector<Turn> stored = resource->store().load(kSession);
-    ASSERT_EQ(stored.size(), static_cast<size_t>(kThreads * kTurnsEach));
-    history::TurnTree tree(stored);
-    std::map<std::string, int64_t> id_of;
-    for (size_t id = 1; id <= stored.size(); ++id)
-      id_of[stored[id - 1].user] = static_cast<int64_t>(id);
-    ASSERT_EQ(id_of.size(), stored.size()) << "every question stored once, as its own text";
-    int wrong = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      for (int i = 0; i < kTurnsEach; ++i) {
-        std::string prefix = "t" + std::to_string(t) + "-";
-        int64_t id = id_of.at(prefix + std::to_string(i));
-        int64_t expected = i == 0 ? 0 : id_of.at(prefix + std::to_string(i - 1));
-        EXPECT_LT(tree.parent(id), id) << "a parent is written before its child";
-        if (tree.parent(id) != expected) ++wrong;
-      }
-    }
-    EXPECT_EQ(wrong, 0) << "turns under another parent than the one they were written under";
+    EXPECT_EQ(
+        testing::misplaced_chain_turns(resource->store().load(kSession), kThreads, kTurnsEach), 0)
+        << "turns under another parent than the one they were written under";
   }
 }
 

@@ -301,6 +301,9 @@ TEST(McpStdio, AServerThatNeverAnswersInitializeTimesOut) {
 // A late answer is dropped: the next call gets its own.
 TEST(McpStdio, ACallPastItsDeadlineTimesOutAndTheNextCallGetsItsOwnAnswer) {
   auto server = stdio_server("normal");
+  // Started and initialised first: on a loaded machine (a sanitizer run) starting Python alone
+  // can take longer than the short deadline below, which is meant for the call.
+  ASSERT_EQ(server.client->tools(within(10)).status, "ok");
   McpCallOutcome slow = server.client->call("slow", R"({"seconds":1})", within(0.3));
   EXPECT_EQ(slow.status, "timeout");
   EXPECT_EQ(slow.content, "MCP server 'py-normal' gave no answer before the deadline (tools/call)");

@@ -392,27 +392,16 @@ Response rerank(const RouteCall& call) {
   bool return_documents = fields.boolean("return_documents", true);
   fields.refuse_unread({});
   NamedEmbedder named = embedder_named(*call.served, model);
-  const std::string& gated = gated_model(call, model, named);
-  int64_t tokens = named.embedder->embedding_token_count(query);
-  for (const std::string& document : documents)
-    tokens += named.embedder->embedding_token_count(document);
-  std::vector<std::string> texts = documents;
-  texts.insert(texts.begin(), query);
   // A GGUF model embeds at most its context per text: a longer query or document is a 400
   // naming it, as for /v1/embeddings, never a score of its cut beginning.
-  std::vector<std::vector<float>> vectors;
-  if (const auto* model = dynamic_cast<const TokenEmbedder*>(named.embedder)) {
-    std::vector<EmbeddingInput> inputs{{"query", query, {}, false}};
-    for (int64_t i = 0; i < count; ++i)
-      inputs.push_back({"documents[" + std::to_string(i) + "]", documents[i], {}, false});
-    std::vector<std::vector<int32_t>> checked = model_tokens(*model, inputs);
-    admit_side_call(call, gated, texts, tokens, "");
-    vectors = model->embed_tokens(checked);
-  } else {
-    admit_side_call(call, gated, texts, tokens, "");
-    for (const std::string& text : texts)
-      vectors.push_back(named.embedder->embed_text(text));
-  }
+  std::vector<EmbeddingInput> inputs{{"query", query, {}, false}};
+  for (int64_t i = 0; i < count; ++i)
+    inputs.push_back({"documents[" + std::to_string(i) + "]", documents[i], {}, false});
+  int64_t tokens = 0;
+  auto admit = [&](const std::vector<std::string>& texts, int64_t counted) {
+    admit_side_call(call, gated_model(call, model, named), texts, counted, "");
+  };
+  std::vector<std::vector<float>> vectors = embed_inputs(named, inputs, tokens, admit);
   std::vector<std::pair<double, int64_t>> scored;
   for (int64_t i = 0; i < count; ++i)
     scored.push_back({cosine(vectors[0], vectors[static_cast<size_t>(i) + 1]), i});

@@ -92,7 +92,8 @@ class HistoryStoreResource final : public Resource,
   // Held while a session's turns are read and a turn placed by them is written (append_turn,
   // show_turn, import_session): a turn's links are distances back from its own place, so two
   // answers of one session finishing at once must not both count the same turns. Striped by
-  // session; one server's lock only (docs/caches-and-sessions.md says what a fleet risks).
+  // session. One server's lock: across a fleet the PostgreSQL store moves a placed turn past the
+  // turns other replicas appended (Turn::placed_among; docs/caches-and-sessions.md).
   std::mutex& session_lock(const history::SessionKey& key);
 
   std::unique_ptr<history::HistoryStore> store_;

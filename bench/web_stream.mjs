@@ -11,6 +11,8 @@
 // block (a language the page fetches on first use). Not a test: run it by hand after building.
 //   node bench/web_stream.mjs [--case mixed|fence|math|both|all] [--tokens 5000] [--fence-tokens 3000]
 //        [--rate 250] [--settle-ms 3000] [--chatflow build/chatflow] [--chromium /usr/bin/chromium]
+//        [--trace DIR]   (a Chromium trace of each case's stream, DIR/trace-<case>.json, for
+//                         DevTools' Performance panel; tracing itself adds to the figures)
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -29,6 +31,7 @@ const which = option('case', 'all');
 const cases = { both: ['mixed', 'fence'], all: ['mixed', 'fence', 'math'] }[which] ?? [which];
 const rate = Number(option('rate', 250));
 const settleMs = Number(option('settle-ms', 3000));
+const traceDir = option('trace', null);
 const chatflow = path.resolve(option('chatflow', path.join(source, 'build', 'chatflow')));
 process.env.CHATFLOW_WEB_NODE_MODULES ??= path.join(source, 'web', 'node_modules');
 process.env.CHATFLOW_CHROMIUM ??= option('chromium', '/usr/bin/chromium');
@@ -148,6 +151,12 @@ async function runCase(browser, name, pieces) {
     requestAnimationFrame(frame);
   });
   const snapshot = async () => Object.fromEntries((await cdp.send('Performance.getMetrics')).metrics.map((m) => [m.name, m.value]));
+  if (traceDir) {
+    await browser.startTracing(page, {
+      path: path.join(traceDir, `trace-${name}.json`),
+      categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'blink', 'v8'],
+    });
+  }
   const before = await snapshot();
   const taskBefore = before.TaskDuration;
   const started = Date.now();
@@ -167,6 +176,7 @@ async function runCase(browser, name, pieces) {
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
   await finished;
+  if (traceDir) await browser.stopTracing();
   const wall = (Date.now() - started) / 1000;
   const afterAll = await snapshot();
   const taskAfter = afterAll.TaskDuration;

@@ -13,6 +13,7 @@
 
 #include "framework/api/capabilities.h"
 #include "framework/api/registry.h"
+#include "framework/api/relevance_scorer.h"
 #include "framework/api/served_model.h"
 #include "framework/engine/chat_template.h"
 #include "framework/engine/grammar_constraint.h"
@@ -86,7 +87,10 @@ struct PromptFacts {
   ToolCallFormat tool_format = ToolCallFormat::none;
 };
 
-class GgufModel final : public Resource, public ServedModel, public AnswerTokenBound {
+class GgufModel final : public Resource,
+                        public ServedModel,
+                        public AnswerTokenBound,
+                        public RelevanceScorer {
  public:
   // `config.path` names the file (not "auto"). Throws ConfigError for a bad setting and the
   // loader's error for a bad file.
@@ -166,6 +170,15 @@ class GgufModel final : public Resource, public ServedModel, public AnswerTokenB
   std::vector<std::vector<engine::TokenLogprob>> next_token_logprobs(
       std::vector<std::vector<int32_t>> prompts, int top, const std::string& cache_salt,
       const std::function<bool()>& cancelled);
+
+  // POST /v1/rerank by the model (llm_reranker.cpp): the rerank stage's `kind: llm` scores.
+  bool scores_relevance() const override { return generates(); }
+  std::vector<int32_t> relevance_prompt(std::string_view query,
+                                        std::string_view document) const override;
+  int64_t relevance_context() const override { return context_length_; }
+  std::vector<double> relevance_scores(std::vector<std::vector<int32_t>> prompts,
+                                       const std::string& cache_salt,
+                                       const std::function<bool()>& cancelled) override;
 
  private:
   // A side sequence's tokens as text, its end-of-generation token left out.

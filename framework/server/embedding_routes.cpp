@@ -7,6 +7,8 @@
 
 #include <boost/json.hpp>
 
+#include "framework/api/relevance_scorer.h"
+#include "framework/api/served_model.h"
 #include "framework/api/text_embedder.h"
 #include "framework/api/token_embedder.h"
 #include "framework/chat/request_body.h"
@@ -47,7 +49,7 @@ NamedEmbedder embedder_named(const ServedPipeline& served, const std::string& mo
     throw RequestFailure(make_error(404, "invalid_request_error",
                                     "this pipeline has no embedder: declare a resource of type "
                                     "embedder or embedding_model under 'resources:' to serve "
-                                    "embeddings and rerank",
+                                    "embeddings",
                                     "model_not_found", "model"));
   }
   std::string names;
@@ -313,6 +315,116 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   return norm_a > 0 && norm_b > 0 ? dot / std::sqrt(norm_a * norm_b) : 0.0;
 }
 
+// What scores a /v1/rerank call: a model judging each document's relevance, or else an
+// embedder's cosines.
+struct Ranker {
+  std::string name;  // what the answer's `model` says
+  RelevanceScorer* scorer = nullptr;
+  NamedEmbedder embedder;
+};
+
+struct NamedScorer {
+  std::string name;  // the resource's name
+  std::string id;    // the model id clients send for chat (a gguf_model's `name:`)
+  RelevanceScorer* scorer = nullptr;
+};
+
+std::vector<NamedScorer> scorers_of(const ServedPipeline& served) {
+  std::vector<NamedScorer> found;
+  for (const auto& resource : served.pipeline->spec().resources) {
+    auto object = served.pipeline->resource(resource.name);
+    auto* scorer = dynamic_cast<RelevanceScorer*>(object.get());
+    if (!scorer || !scorer->scores_relevance()) continue;
+    const auto* served_model = dynamic_cast<const ServedModel*>(object.get());
+    found.push_back(
+        {resource.name, served_model ? served_model->model_id() : resource.name, scorer});
+  }
+  return found;
+}
+
+// The model a `rerank` stage of the pipeline judges relevance with (its `kind: llm`), or "".
+std::string rerank_stage_model(const PipelineSpec& spec) {
+  for (const StageSpec& stage : spec.stages) {
+    if (stage.type->name != "rerank") continue;
+    for (const ResourceReference& reference : stage.references) {
+      if (reference.resource_type == "gguf_model") return reference.resource_name;
+    }
+  }
+  return "";
+}
+
+// What the request's `model` names: a model that judges relevance (by its resource name or its
+// model id), an embedder (by its resource name), or a serve file's `models:` entry, which ranks
+// as its pipeline's rerank stage does, else with its one embedder, else its one model. 404 when
+// none is.
+Ranker ranker_named(const ServedPipeline& served, const std::string& model) {
+  std::vector<NamedScorer> scorers = scorers_of(served);
+  std::vector<NamedEmbedder> embedders = embedders_of(served);
+  for (const NamedScorer& candidate : scorers) {
+    if (candidate.name == model || candidate.id == model)
+      return {candidate.id, candidate.scorer, {}};
+  }
+  for (const NamedEmbedder& candidate : embedders) {
+    if (candidate.name == model) return {candidate.name, nullptr, candidate};
+  }
+  const auto& entry_names = served.model_ids;
+  if (served.model_entry &&
+      std::find(entry_names.begin(), entry_names.end(), model) != entry_names.end()) {
+    std::string staged = rerank_stage_model(served.pipeline->spec());
+    for (const NamedScorer& candidate : scorers) {
+      if (candidate.name == staged) return {candidate.id, candidate.scorer, {}};
+    }
+    if (embedders.size() == 1) return {embedders.front().name, nullptr, embedders.front()};
+    if (scorers.size() == 1) return {scorers.front().id, scorers.front().scorer, {}};
+  }
+  if (scorers.empty() && embedders.empty()) {
+    throw RequestFailure(make_error(
+        404, "invalid_request_error",
+        "this pipeline has nothing to rerank with: declare a gguf_model resource (the model "
+        "judges each document's relevance), or one of type embedder or embedding_model (the "
+        "cosine of their vectors), under 'resources:'",
+        "model_not_found", "model"));
+  }
+  std::string names;
+  for (const NamedScorer& candidate : scorers)
+    names += (names.empty() ? "'" : ", '") + candidate.id + "'";
+  for (const NamedEmbedder& candidate : embedders)
+    names += (names.empty() ? "'" : ", '") + candidate.name + "'";
+  throw RequestFailure(make_error(
+      404, "invalid_request_error",
+      "The model '" + model + "' does not exist; the models that rerank here are " + names,
+      "model_not_found", "model"));
+}
+
+// The scores of `documents` for `query` by a model judging their relevance. Each prompt holds
+// its document whole: one that does not fit the model's context is a 400 naming it, never a
+// score of its cut beginning.
+std::vector<double> judged_scores(const RouteCall& call, const std::string& model,
+                                  const Ranker& ranker, const std::string& query,
+                                  const std::vector<std::string>& documents, int64_t& tokens) {
+  RelevanceScorer& scorer = *ranker.scorer;
+  const int64_t context = scorer.relevance_context();
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    std::vector<int32_t> prompt = scorer.relevance_prompt(query, documents[i]);
+    if (static_cast<int64_t>(prompt.size()) > context) {
+      const int64_t bare = static_cast<int64_t>(scorer.relevance_prompt(query, "").size());
+      std::string path = bare > context ? "query" : "documents[" + std::to_string(i) + "]";
+      invalid("'" + path + "' makes a relevance prompt of " + std::to_string(prompt.size()) +
+                  " tokens; the model's context is " + std::to_string(context) + " tokens",
+              path, "context_length_exceeded");
+    }
+    tokens += static_cast<int64_t>(prompt.size());
+    prompts.push_back(std::move(prompt));
+  }
+  std::vector<std::string> texts{query};
+  texts.insert(texts.end(), documents.begin(), documents.end());
+  admit_side_call(call, call.served->model_entry ? model : ranker.name, texts, tokens, "");
+  std::shared_ptr<Request> gated = call.gated;
+  return scorer.relevance_scores(std::move(prompts), call.caller.tenant,
+                                 [gated] { return gated && gated->cancelled(); });
+}
+
 }  // namespace
 
 // POST /v1/embeddings {model, input: string | [string] | [int] | [[int]], encoding_format?,
@@ -371,7 +483,9 @@ Response embeddings(const RouteCall& call) {
 }
 
 // POST /v1/rerank {model, query, documents: [string | {text}], top_n?, return_documents?}: the
-// documents by the cosine similarity of their vectors to the query's, most similar first.
+// documents by their relevance to the query, most relevant first. Scored by the model `model`
+// names (a gguf_model: the rerank stage's `kind: llm`, which the pipeline's rerankers use), or
+// by the cosine similarity of an embedder's vectors.
 Response rerank(const RouteCall& call) {
   json::value body = chat::request_body::parse_object(call.body);
   Fields fields(body.as_object());
@@ -391,20 +505,27 @@ Response rerank(const RouteCall& call) {
   int64_t top_n = fields.integer("top_n", count, 1, static_cast<int64_t>(kMaxInputs));
   bool return_documents = fields.boolean("return_documents", true);
   fields.refuse_unread({});
-  NamedEmbedder named = embedder_named(*call.served, model);
-  // A GGUF model embeds at most its context per text: a longer query or document is a 400
-  // naming it, as for /v1/embeddings, never a score of its cut beginning.
-  std::vector<EmbeddingInput> inputs{{"query", query, {}, false}};
-  for (int64_t i = 0; i < count; ++i)
-    inputs.push_back({"documents[" + std::to_string(i) + "]", documents[i], {}, false});
+  Ranker ranker = ranker_named(*call.served, model);
   int64_t tokens = 0;
-  auto admit = [&](const std::vector<std::string>& texts, int64_t counted) {
-    admit_side_call(call, gated_model(call, model, named), texts, counted, "");
-  };
-  std::vector<std::vector<float>> vectors = embed_inputs(named, inputs, tokens, admit);
+  std::vector<double> scores;
+  if (ranker.scorer) {
+    scores = judged_scores(call, model, ranker, query, documents, tokens);
+  } else {
+    // A GGUF model embeds at most its context per text: a longer query or document is a 400
+    // naming it, as for /v1/embeddings, never a score of its cut beginning.
+    std::vector<EmbeddingInput> inputs{{"query", query, {}, false}};
+    for (int64_t i = 0; i < count; ++i)
+      inputs.push_back({"documents[" + std::to_string(i) + "]", documents[i], {}, false});
+    auto admit = [&](const std::vector<std::string>& texts, int64_t counted) {
+      admit_side_call(call, gated_model(call, model, ranker.embedder), texts, counted, "");
+    };
+    std::vector<std::vector<float>> vectors = embed_inputs(ranker.embedder, inputs, tokens, admit);
+    for (int64_t i = 0; i < count; ++i)
+      scores.push_back(cosine(vectors[0], vectors[static_cast<size_t>(i) + 1]));
+  }
   std::vector<std::pair<double, int64_t>> scored;
   for (int64_t i = 0; i < count; ++i)
-    scored.push_back({cosine(vectors[0], vectors[static_cast<size_t>(i) + 1]), i});
+    scored.push_back({scores[static_cast<size_t>(i)], i});
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   json::array results;
@@ -414,7 +535,7 @@ Response rerank(const RouteCall& call) {
     if (return_documents) result["document"] = json::object{{"text", documents[index]}};
     results.push_back(std::move(result));
   }
-  return Response(200, json::serialize(json::object{{"model", named.name},
+  return Response(200, json::serialize(json::object{{"model", ranker.name},
                                                     {"results", std::move(results)},
                                                     {"usage", usage_json(tokens)}}));
 }

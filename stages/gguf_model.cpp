@@ -45,11 +45,11 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
                                                        : kernels::KvType::f16;
   const int64_t block_values = kernels::kv_block_values(scheduler.kv_type);
   if (model.config().head_dim % block_values != 0) {
-    throw ConfigKeyError("kv_cache.type",
-                         config.kv_cache.type + " stores each head in blocks of " +
-                             std::to_string(block_values) + " values, and this model's heads have " +
-                             std::to_string(model.config().head_dim) +
-                             " (head_dim); use f16 or f32");
+    throw ConfigKeyError("kv_cache.type", config.kv_cache.type + " stores each head in blocks of " +
+                                              std::to_string(block_values) +
+                                              " values, and this model's heads have " +
+                                              std::to_string(model.config().head_dim) +
+                                              " (head_dim); use f16 or f32");
   }
   scheduler.backend = config.backend;
   scheduler.persist_path = config.kv_cache.persist.path;
@@ -289,6 +289,18 @@ EngineStats GgufModel::engine_stats() const {
     stats.workspace_bytes = static_cast<int64_t>(backend.memory.workspace_bytes);
   }
   return stats;
+}
+
+PrefixCacheAdmin::Saved GgufModel::save_prefix_cache() {
+  require_engine();
+  engine::PrefixCacheSaved saved = scheduler_->save_prefix_cache_now();
+  return {saved.blocks, saved.bytes, scheduler_->config().persist_path};
+}
+
+PrefixCacheAdmin::Cleared GgufModel::clear_prefix_cache() {
+  require_engine();
+  engine::Scheduler::PrefixCacheCleared cleared = scheduler_->clear_prefix_cache();
+  return {cleared.blocks, cleared.file_removed};
 }
 
 int64_t GgufModel::answer_token_limit(const GenerationParams& generation,

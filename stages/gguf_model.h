@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "framework/api/capabilities.h"
+#include "framework/api/prefix_cache_admin.h"
 #include "framework/api/registry.h"
 #include "framework/api/relevance_scorer.h"
 #include "framework/api/served_model.h"
@@ -90,7 +91,8 @@ struct PromptFacts {
 class GgufModel final : public Resource,
                         public ServedModel,
                         public AnswerTokenBound,
-                        public RelevanceScorer {
+                        public RelevanceScorer,
+                        public PrefixCacheAdmin {
  public:
   // `config.path` names the file (not "auto"). Throws ConfigError for a bad setting and the
   // loader's error for a bad file.
@@ -179,6 +181,14 @@ class GgufModel final : public Resource,
   std::vector<double> relevance_scores(std::vector<std::vector<int32_t>> prompts,
                                        const std::string& cache_salt,
                                        const std::function<bool()>& cancelled) override;
+
+  // POST /admin/prefix_cache/save and /clear.
+  bool has_prefix_cache() const override { return scheduler_ && scheduler_->config().prefix_cache; }
+  std::string prefix_cache_file() const override {
+    return scheduler_ ? scheduler_->config().persist_path : std::string();
+  }
+  Saved save_prefix_cache() override;
+  Cleared clear_prefix_cache() override;
 
  private:
   // A side sequence's tokens as text, its end-of-generation token left out.

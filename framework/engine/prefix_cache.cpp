@@ -13,8 +13,7 @@ uint64_t mix(uint64_t value) {
 }  // namespace
 
 PrefixCache::~PrefixCache() {
-  for (const auto& [hash, entry] : entries_)
-    cache_.release(entry.block);
+  clear();
 }
 
 uint64_t PrefixCache::root_hash(std::string_view salt) {
@@ -75,6 +74,15 @@ bool PrefixCache::make_room(int64_t needed) {
     }
   }
   return cache_.free_blocks() >= needed;
+}
+
+int64_t PrefixCache::clear() {
+  const int64_t forgotten = cached_blocks();
+  for (const auto& [hash, entry] : entries_)
+    cache_.release(entry.block);
+  entries_.clear();
+  recency_.clear();
+  return forgotten;
 }
 
 int64_t PrefixCache::evictable_blocks() const {

@@ -41,6 +41,9 @@ class PrefixCache {
   bool make_room(int64_t needed);
   int64_t evictable_blocks() const;
   int64_t cached_blocks() const { return static_cast<int64_t>(entries_.size()); }
+  // Forgets every cached block: those no sequence uses are freed, those in use stay with their
+  // sequences until they finish. Returns how many were forgotten.
+  int64_t clear();
 
   // Every cached block, most recently used first (saving the cache: prefix_cache_file.h).
   void for_each(

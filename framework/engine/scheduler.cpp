@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <future>
 
 namespace chatflow::engine {
 
@@ -133,18 +135,67 @@ void Scheduler::restore_prefix_cache() {
 
 void Scheduler::save_prefix_cache() {
   if (config_.persist_path.empty() || !config_.prefix_cache) return;
-  auto report = [this](const std::string& line) {
-    if (config_.persist_report) config_.persist_report(line);
-  };
   try {
-    PrefixCacheSaved saved =
-        engine::save_prefix_cache(config_.persist_path, persist_identity_, prefix_cache_, *backend_,
-                                  config_.persist_max_bytes);
-    report("saved " + std::to_string(saved.blocks) + " blocks of the prefix cache (" +
-           std::to_string(saved.bytes) + " bytes) to '" + config_.persist_path + "'");
+    write_prefix_cache();
   } catch (const std::exception& error) {
-    report("the prefix cache was not saved: " + std::string(error.what()));
+    if (config_.persist_report)
+      config_.persist_report("the prefix cache was not saved: " + std::string(error.what()));
   }
+}
+
+PrefixCacheSaved Scheduler::write_prefix_cache() {
+  PrefixCacheSaved saved = engine::save_prefix_cache(
+      config_.persist_path, persist_identity_, prefix_cache_, *backend_, config_.persist_max_bytes);
+  if (config_.persist_report) {
+    config_.persist_report("saved " + std::to_string(saved.blocks) +
+                           " blocks of the prefix cache (" + std::to_string(saved.bytes) +
+                           " bytes) to '" + config_.persist_path + "'");
+  }
+  return saved;
+}
+
+void Scheduler::between_steps(const std::function<void()>& chore) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw std::runtime_error("the engine is shutting down");
+    chores_.push_back([&chore, done] {
+      try {
+        chore();
+        done->set_value();
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    });
+  }
+  work_.notify_all();
+  finished.get();
+}
+
+PrefixCacheSaved Scheduler::save_prefix_cache_now() {
+  if (config_.persist_path.empty()) {
+    throw std::runtime_error("no file to save the prefix cache to: set kv_cache.persist.path");
+  }
+  if (!config_.prefix_cache) throw std::runtime_error("the prefix cache is off");
+  PrefixCacheSaved saved;
+  between_steps([&] { saved = write_prefix_cache(); });
+  return saved;
+}
+
+Scheduler::PrefixCacheCleared Scheduler::clear_prefix_cache() {
+  PrefixCacheCleared cleared;
+  between_steps([&] {
+    cleared.blocks = prefix_cache_.clear();
+    if (config_.persist_path.empty()) return;
+    std::error_code error;
+    cleared.file_removed = std::filesystem::remove(config_.persist_path, error);
+    if (error) {
+      throw std::runtime_error("the prefix cache was cleared but '" + config_.persist_path +
+                               "' could not be removed: " + error.message());
+    }
+  });
+  return cleared;
 }
 
 int64_t Scheduler::capacity_tokens() const {
@@ -202,13 +253,16 @@ void Scheduler::run() {
   std::vector<std::unique_ptr<Sequence>> running;
   std::deque<std::unique_ptr<Sequence>> waiting;
   std::vector<Prepared> prepared;
+  std::vector<std::function<void()>> chores;
   bool progressed = true;
+  bool stop = false;
   while (true) {
     {
       std::unique_lock lock(mutex_);
       bool queued = !running.empty() || !waiting.empty();
       auto ready = [&] {
-        return stopping_ || !incoming_.empty() || !prepared_.empty() || (progressed && queued);
+        return stopping_ || !incoming_.empty() || !prepared_.empty() || !chores_.empty() ||
+               (progressed && queued);
       };
       if (!progressed && queued)
         work_.wait_for(lock, kHeldPoll, ready);  // still drops sequences cancelled meanwhile
@@ -218,8 +272,13 @@ void Scheduler::run() {
         waiting.push_back(std::move(sequence));
       incoming_.clear();
       prepared.swap(prepared_);
-      if (stopping_) break;
+      chores.swap(chores_);
+      stop = stopping_;
     }
+    for (auto& chore : chores)
+      chore();
+    chores.clear();
+    if (stop) break;
     progressed = step(running, waiting, prepared);
     prepared.clear();
     refresh_stats(running, waiting);

@@ -139,6 +139,19 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   int64_t capacity_tokens() const;
 
+  // The prefix cache saved to config.persist_path now, as a stop saves it, between two steps on
+  // the engine thread (decoding waits while the file is written). Throws std::runtime_error when
+  // no path is set, the engine is stopping, or the file cannot be written.
+  PrefixCacheSaved save_prefix_cache_now();
+  struct PrefixCacheCleared {
+    int64_t blocks = 0;         // forgotten (those in use stay with their sequences)
+    bool file_removed = false;  // config.persist_path was there and is gone
+  };
+  // Every cached block forgotten, between two steps, and the saved file removed, so that a
+  // restart starts cold too. Throws std::runtime_error when the engine is stopping or the file
+  // cannot be removed.
+  PrefixCacheCleared clear_prefix_cache();
+
  private:
   struct Sequence;
   // A piece of one sequence in this step's batch.
@@ -191,6 +204,10 @@ class Scheduler {
   void release_sequence(Sequence& sequence);
   void restore_prefix_cache();
   void save_prefix_cache();
+  PrefixCacheSaved write_prefix_cache();
+  // Runs `chore` on the engine thread before its next step and waits for it; rethrows what it
+  // throws.
+  void between_steps(const std::function<void()>& chore);
   void refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
                      const std::deque<std::unique_ptr<Sequence>>& waiting);
 
@@ -209,6 +226,7 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable work_;
   std::vector<std::unique_ptr<Sequence>> incoming_;
+  std::vector<std::function<void()>> chores_;  // between_steps'
   bool stopping_ = false;
   SchedulerStats stats_;
   uint64_t next_id_ = 0;

@@ -109,8 +109,13 @@ RequestError unknown_model(const std::string& model, const ModelRouter& router,
 }
 
 bool routes_by_model(const Route& route) {
-  static constexpr std::string_view kRoutes[] = {"/v1/embeddings", "/v1/rerank", "/tokenize",
-                                                 "/detokenize", "/v1/messages/count_tokens"};
+  static constexpr std::string_view kRoutes[] = {"/v1/embeddings",
+                                                 "/v1/rerank",
+                                                 "/tokenize",
+                                                 "/detokenize",
+                                                 "/v1/messages/count_tokens",
+                                                 "/admin/prefix_cache/save",
+                                                 "/admin/prefix_cache/clear"};
   return route.off_io_thread &&
          std::find(std::begin(kRoutes), std::end(kRoutes), route.pattern) != std::end(kRoutes);
 }

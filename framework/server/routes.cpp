@@ -15,6 +15,7 @@
 #include "framework/server/document_routes.h"
 #include "framework/server/embedding_routes.h"
 #include "framework/server/model_routing.h"
+#include "framework/server/prefix_cache_routes.h"
 #include "framework/server/responses_routes.h"
 #include "framework/server/session_import.h"
 #include "framework/server/session_search.h"
@@ -405,8 +406,8 @@ std::optional<int64_t> requested_active_turn(std::string_view body) {
   for (const auto& field : fields) {
     if (field.key() == "active_turn") continue;
     throw RequestFailure(make_error(400, "invalid_request_error",
-                                    "'active_turn' goes alone: send '" +
-                                        text::repair(field.key()) + "' in a request of its own",
+                                    "'active_turn' goes alone: send '" + text::repair(field.key()) +
+                                        "' in a request of its own",
                                     "invalid_value", text::repair(field.key())));
   }
   if (!turn->is_int64() || turn->get_int64() < 1) {
@@ -432,10 +433,10 @@ Response show_branch(const RouteCall& call, HistoryReader& history, int64_t turn
     case SessionBranches::Shown::no_session:
       no_session(call);
     case SessionBranches::Shown::no_turn:
-      throw RequestFailure(make_error(400, "invalid_request_error",
-                                      "session '" + text::repair(session_id(call)) +
-                                          "' has no turn " + std::to_string(turn),
-                                      "invalid_value", "active_turn"));
+      throw RequestFailure(make_error(
+          400, "invalid_request_error",
+          "session '" + text::repair(session_id(call)) + "' has no turn " + std::to_string(turn),
+          "invalid_value", "active_turn"));
     case SessionBranches::Shown::shown:
       break;
   }
@@ -458,8 +459,8 @@ Response import_session(const RouteCall& call) {
   std::string owner = session_owner(call);
   SessionImportRequest request = parse_session_import(call.body);
   std::string id = request.id.empty() ? new_imported_session_id() : request.id;
-  auto created = importer->import_session(call.caller.tenant, owner, id, request.turns,
-                                          request.title);
+  auto created =
+      importer->import_session(call.caller.tenant, owner, id, request.turns, request.title);
   if (!created) {
     throw RequestFailure(make_error(409, "invalid_request_error",
                                     "you already have a session '" + text::repair(id) +
@@ -732,7 +733,10 @@ constexpr Route kRoutes[] = {
      .takes_body = true,
      .off_io_thread = true,
      .multipart = true},
-    {.pattern = "/v1/documents", .method = "GET", .endpoint = list_documents, .off_io_thread = true},
+    {.pattern = "/v1/documents",
+     .method = "GET",
+     .endpoint = list_documents,
+     .off_io_thread = true},
     {.pattern = "/v1/documents/{id}",
      .method = "GET",
      .endpoint = get_document,
@@ -780,6 +784,23 @@ constexpr Route kRoutes[] = {
      .takes_body = true,
      .off_io_thread = true,
      .admin_refusal = "only admins may correct caches"},
+    // Written or forgotten between two engine steps: off the I/O thread.
+    {.pattern = "/admin/prefix_cache/save",
+     .method = "POST",
+     .access = Access::admin,
+     .endpoint = save_prefix_cache,
+     .takes_body = true,
+     .body_optional = true,
+     .off_io_thread = true,
+     .admin_refusal = "only admins may save the prefix cache"},
+    {.pattern = "/admin/prefix_cache/clear",
+     .method = "POST",
+     .access = Access::admin,
+     .endpoint = clear_prefix_cache,
+     .takes_body = true,
+     .body_optional = true,
+     .off_io_thread = true,
+     .admin_refusal = "only admins may clear the prefix cache"},
     {.pattern = "/admin/reload",
      .method = "POST",
      .access = Access::admin,

@@ -260,5 +260,59 @@ TEST(PrefixCacheFile, AQ8_0CacheRestoresItsOwnFileAndRefusesAnF16One) {
   EXPECT_EQ(scheduler.stats().cached_blocks, 0);
 }
 
+// The admin routes' calls: a save between two steps while another sequence decodes (its answer
+// unchanged) writes what a stop would, and a clear forgets every block and removes the file.
+TEST(PrefixCacheFile, SavedOnDemandWhileAnotherSequenceDecodesAndClearedWithItsFile) {
+  auto model = model_of(96);
+  SequenceSpec long_answer = spec_for(*model, "c");
+  long_answer.max_tokens = 200;
+  std::vector<TokenId> alone;
+  {
+    Scheduler quiet(model, SchedulerConfig{});
+    alone = run(quiet, long_answer)->tokens();
+  }
+  auto files = persisted("prefix-cache-on-demand.kv");
+  const std::string path = files->config.persist_path;
+  Scheduler scheduler(model, files->config);
+  auto decoding = std::make_shared<Answer>();
+  ASSERT_EQ(scheduler.submit(long_answer, decoding), std::nullopt);
+  const std::vector<TokenId> first = run(scheduler, spec_for(*model, "a"))->tokens();
+  const int64_t full_blocks = (static_cast<int64_t>(spec_for(*model, "a").prompt.size()) - 1) / 16;
+
+  PrefixCacheSaved saved = scheduler.save_prefix_cache_now();
+  EXPECT_GE(saved.blocks, full_blocks);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_EQ(saved.bytes, std::filesystem::file_size(path));
+  {
+    Scheduler restarted(model, SchedulerConfig{.persist_path = path});
+    auto again = run(restarted, spec_for(*model, "a"));
+    EXPECT_EQ(again->usage().cached_tokens, full_blocks * 16) << all(*files);
+    EXPECT_EQ(again->tokens(), first);
+  }
+
+  Scheduler::PrefixCacheCleared cleared = scheduler.clear_prefix_cache();
+  EXPECT_GE(cleared.blocks, full_blocks);
+  EXPECT_TRUE(cleared.file_removed);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  auto cold = run(scheduler, spec_for(*model, "a"));
+  EXPECT_EQ(cold->usage().cached_tokens, 0) << "nothing cached survives a clear";
+  EXPECT_EQ(cold->tokens(), first);
+  decoding->wait();
+  EXPECT_EQ(decoding->tokens(), alone) << "the save and the clear left the running answer alone";
+}
+
+TEST(PrefixCacheFile, SavingOnDemandWithoutAFileSaysWhichSettingIsMissing) {
+  auto model = model_of(96);
+  Scheduler scheduler(model, SchedulerConfig{});
+  try {
+    scheduler.save_prefix_cache_now();
+    FAIL() << "saved without a file";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("kv_cache.persist.path"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_FALSE(scheduler.clear_prefix_cache().file_removed);
+}
+
 }  // namespace
 }  // namespace chatflow::engine

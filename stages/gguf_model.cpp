@@ -61,6 +61,22 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
     scheduler.prompt_lookup = {.max_draft = config.speculative.max_draft,
                                .longest_ngram = static_cast<int>(config.speculative.ngram_max),
                                .shortest_ngram = static_cast<int>(config.speculative.ngram_min)};
+  } else if (config.speculative.kind == "draft") {
+    const std::string& path = config.speculative.draft_model;
+    if (path.empty()) {
+      throw ConfigKeyError("speculative",
+                           "kind draft needs draft_model: the path of a GGUF file "
+                           "with this model's vocabulary");
+    }
+    std::shared_ptr<const engine::Model> draft;
+    try {
+      draft = engine::Model::load(path);
+    } catch (const std::exception& error) {
+      throw ConfigKeyError("speculative.draft_model", error.what());  // it names the file
+    }
+    if (std::string mismatch = engine::draft_mismatch(model, *draft); !mismatch.empty())
+      throw ConfigKeyError("speculative.draft_model", "'" + path + "': " + mismatch);
+    scheduler.draft = {.model = std::move(draft), .max_draft = config.speculative.max_draft};
   }
   return scheduler;
 }
@@ -468,10 +484,13 @@ ResourceTypeInfo gguf_model_resource_type() {
   SchemaBuilder<SpeculativeSettings> speculative;
   speculative
       .key("kind", &SpeculativeSettings::kind,
-           "none, or ngram: guess the next tokens from earlier text (prompt lookup) and check "
-           "them in one step; greedy answers unchanged token for token, sampled ones with the "
-           "same distribution; not for answers under a grammar")
-      .choices({"none", "ngram"});
+           "none; ngram: guess the next tokens from earlier text (prompt lookup); draft: have "
+           "draft_model (a smaller GGUF with the same vocabulary) guess them. The model checks "
+           "the guesses in one step; greedy answers unchanged token for token, sampled ones with "
+           "the same distribution; not for answers under a grammar")
+      .choices({"none", "ngram", "draft"});
+  speculative.key("draft_model", &SpeculativeSettings::draft_model,
+                  "kind draft: the draft model's GGUF file");
   speculative.key("max_draft", &SpeculativeSettings::max_draft, "tokens guessed per step at most")
       .range(1, 64);
   speculative

@@ -44,14 +44,15 @@ struct SchedulerSettings {
   bool chunked_prefill = true;
 };
 
-// Speculative decoding: `ngram` guesses the next tokens from earlier text (prompt lookup) and the
-// model checks them in one step: greedy answers unchanged token for token, sampled ones with the
-// same distribution.
+// Speculative decoding: `ngram` guesses the next tokens from earlier text (prompt lookup), `draft`
+// has a smaller model with the same vocabulary guess them, and the model checks them in one step:
+// greedy answers unchanged token for token, sampled ones with the same distribution.
 struct SpeculativeSettings {
-  std::string kind = "none";  // none or ngram
+  std::string kind = "none";  // none, ngram or draft
   int64_t max_draft = 4;
   int64_t ngram_max = 3;
   int64_t ngram_min = 2;
+  std::string draft_model;  // kind draft: the GGUF file
 };
 
 struct GgufModelConfig {

@@ -50,6 +50,9 @@ struct Scheduler::Sequence {
   // steps, twice as many (up to 16) after each rejected step in a row.
   int64_t draft_backoff = 0;
   int64_t draft_skip = 0;
+  // A draft model's guesses per step: up to max_draft, one more after a step that kept them all,
+  // one more than were kept after a step that did not (the adaptive draft length).
+  int64_t draft_length = 0;
 };
 
 namespace {
@@ -89,6 +92,17 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, std::unique_ptr<Backend
       constraint_worker_(kConstraintThreads) {
   backend_->allocate_kv_pool({cache_.total_blocks(), cache_.block_tokens(), config.kv_type});
   backend_info_ = backend_->info();
+  if (config_.draft.model) {
+    if (std::string mismatch = draft_mismatch(*model_, *config_.draft.model); !mismatch.empty())
+      throw std::invalid_argument(mismatch);
+    SchedulerConfig draft_pool = config_;
+    draft_pool.kv_type = kernels::KvType::f16;
+    draft_model_ = std::make_unique<DraftModel>(
+        config_.draft,
+        make_backend(config_.backend, config_.draft.model,
+                     {config_.threads, config_.max_batched_tokens}),
+        config_.block_tokens, default_blocks(config_.draft.model->config(), draft_pool));
+  }
   restore_prefix_cache();
   stats_.total_blocks = cache_.total_blocks();
   stats_.free_blocks = cache_.free_blocks();
@@ -296,6 +310,7 @@ void Scheduler::run() {
 void Scheduler::release_sequence(Sequence& sequence) {
   release(cache_, sequence.kv);
   sequence.published_blocks = 0;
+  if (draft_model_) draft_model_->forget(sequence.id);
 }
 
 void Scheduler::admit(Sequence& sequence) {
@@ -387,6 +402,7 @@ std::vector<Scheduler::Planned> Scheduler::plan(std::vector<std::unique_ptr<Sequ
             [](const auto& a, const auto& b) { return a->id < b->id; });
 
   // 1. Every decoding sequence gets its next token (oldest first).
+  if (draft_model_) propose_drafts(running);
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     Sequence& sequence = *running[i];
     if (sequence.pending() != 1) continue;
@@ -516,10 +532,38 @@ int64_t Scheduler::publish(const std::vector<Planned>& plan) {
   return generated;
 }
 
-int64_t Scheduler::draft(Sequence& sequence, int64_t budget) {
-  const PromptLookup& lookup = config_.prompt_lookup;
+bool Scheduler::may_draft(const Sequence& sequence) const {
+  const int64_t max_draft =
+      draft_model_ ? config_.draft.max_draft : config_.prompt_lookup.max_draft;
   // A constrained answer decodes as usual: its mask for a position depends on the tokens before.
-  if (lookup.max_draft <= 0 || !sequence.started || sequence.spec.constraint) return 0;
+  return max_draft > 0 && sequence.started && !sequence.spec.constraint;
+}
+
+void Scheduler::propose_drafts(const std::vector<std::unique_ptr<Sequence>>& running) {
+  proposed_.clear();
+  std::vector<DraftModel::Ask> asks;
+  for (const auto& sequence : running) {
+    if (sequence->pending() != 1 || !may_draft(*sequence) || sequence->draft_skip > 0) continue;
+    if (sequence->draft_length <= 0) sequence->draft_length = config_.draft.max_draft;
+    const auto length = static_cast<int64_t>(sequence->tokens.size());
+    const int64_t limit =
+        std::min({sequence->draft_length, sequence->spec.max_tokens - sequence->generated - 1,
+                  model_->config().context - length - 1});
+    if (limit > 0) asks.push_back({sequence->id, sequence->tokens, limit});
+  }
+  if (asks.empty()) return;
+  std::vector<std::vector<TokenId>> guesses;
+  try {
+    guesses = draft_model_->propose(asks);
+  } catch (const std::exception&) {
+    return;  // no guesses this step: the target decodes as without a draft
+  }
+  for (size_t i = 0; i < asks.size(); ++i)
+    proposed_[asks[i].sequence] = std::move(guesses[i]);
+}
+
+int64_t Scheduler::draft(Sequence& sequence, int64_t budget) {
+  if (!may_draft(sequence)) return 0;
   if (sequence.draft_skip > 0) {
     --sequence.draft_skip;
     return 0;
@@ -527,7 +571,15 @@ int64_t Scheduler::draft(Sequence& sequence, int64_t budget) {
   const auto length = static_cast<int64_t>(sequence.tokens.size());
   const int64_t room = std::min({budget, sequence.spec.max_tokens - sequence.generated - 1,
                                  model_->config().context - length - 1});
-  std::vector<TokenId> guesses = lookup_draft(lookup, sequence.tokens, room);
+  std::vector<TokenId> guesses;
+  if (draft_model_) {
+    auto found = proposed_.find(sequence.id);
+    if (found != proposed_.end()) guesses = std::move(found->second);
+    if (static_cast<int64_t>(guesses.size()) > room)
+      guesses.resize(static_cast<size_t>(std::max<int64_t>(room, 0)));
+  } else {
+    guesses = lookup_draft(config_.prompt_lookup, sequence.tokens, room);
+  }
   const auto drafted = static_cast<int64_t>(guesses.size());
   // Guesses never preempt anyone: without room they are not made.
   if (drafted == 0 || !reserve(cache_, sequence.kv, sequence.kv.length + 1 + drafted)) return 0;
@@ -575,6 +627,9 @@ int64_t Scheduler::take_verified(Sequence& sequence, int64_t drafted, size_t fir
   } else {
     sequence.draft_backoff = 0;
   }
+  sequence.draft_length = accepted == drafted
+                              ? std::min(config_.draft.max_draft, sequence.draft_length + 1)
+                              : accepted + 1;
   std::lock_guard lock(mutex_);
   stats_.drafted_tokens += drafted;
   stats_.accepted_tokens += accepted;

@@ -26,10 +26,12 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "framework/engine/backend.h"
 #include "framework/engine/constraint_worker.h"
+#include "framework/engine/draft_model.h"
 #include "framework/engine/kv_block_allocator.h"
 #include "framework/engine/prefix_cache.h"
 #include "framework/engine/prefix_cache_file.h"
@@ -55,6 +57,9 @@ struct SchedulerConfig {
   // (sampler.h's verify_guess). A greedy answer is the one decoding without guesses gives, token
   // for token; a sampled one has exactly the same distribution (but a seed draws differently).
   PromptLookup prompt_lookup;
+  // Speculative decoding by a draft model (draft_model.h), instead of prompt lookup: its guesses
+  // are checked the same way. Its backend is config.backend's kind, with the same threads.
+  DraftSettings draft;
   // The prefix cache kept across restarts (prefix_cache_file.h): read from this file at start,
   // written to it when the scheduler stops, at most persist_max_bytes; empty: not kept.
   std::string persist_path;
@@ -189,6 +194,11 @@ class Scheduler {
   int64_t take_verified(Sequence& sequence, int64_t drafted, size_t first_row);
   // Guesses appended to a decoding sequence's tokens (and KV reserved for them), or 0.
   int64_t draft(Sequence& sequence, int64_t budget);
+  // Whether `sequence` may have guesses: speculation on, decoding, no constraint.
+  bool may_draft(const Sequence& sequence) const;
+  // The draft model's guesses for every decoding sequence of `running` that drafts this step,
+  // made in batched draft steps, into proposed_.
+  void propose_drafts(const std::vector<std::unique_ptr<Sequence>>& running);
   void release_finished(std::vector<std::unique_ptr<Sequence>>& running);
   template <class List>
   void drop_cancelled(List& sequences);
@@ -219,6 +229,8 @@ class Scheduler {
   std::vector<StepChunk> chunks_;
   StepOutput output_;
   std::vector<float> verify_row_;
+  std::unique_ptr<DraftModel> draft_model_;                      // null without config.draft.model
+  std::unordered_map<uint64_t, std::vector<TokenId>> proposed_;  // this step's, by sequence id
   // What the saved prefix cache depends on, worked out once at start (the model's fingerprint
   // reads every tensor's first bytes) and written with the file at stop.
   PrefixCacheIdentity persist_identity_;  // a logits row being checked against a guess

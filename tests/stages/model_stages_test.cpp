@@ -196,6 +196,63 @@ TEST(ModelStages, SpeculativeDecodingByPromptLookupKeepsTheGreedyAnswer) {
   EXPECT_GT(served->engine_stats().draft_tokens, 0);
 }
 
+// speculative: {kind: draft} reaches the engine: the model as its own draft keeps every guess, and
+// the greedy answer is the one the engine gives without the pipeline.
+TEST(ModelStages, SpeculativeDecodingByADraftModelKeepsTheGreedyAnswer) {
+  std::string path = model_path();
+  auto pipeline =
+      build_yaml(pipeline_yaml(path, ", speculative: {kind: draft, draft_model: \"" + path + "\"}"),
+                 builtin_registry());
+  ASSERT_TRUE(pipeline);
+  const std::string prompt = "the little robot";
+  std::shared_ptr<CollectingSink> sink;
+  auto request = completion(prompt, sink, 40);
+  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
+  ASSERT_TRUE(sink->wait());
+  ASSERT_FALSE(request->error()) << request->error()->message;
+  EXPECT_EQ(sink->text(), direct_text(path, prompt, 40));
+  auto served = std::dynamic_pointer_cast<ServedModel>(pipeline->resource("llm"));
+  ASSERT_TRUE(served);
+  EngineStats stats = served->engine_stats();
+  EXPECT_GT(stats.draft_tokens, 20);
+  EXPECT_EQ(stats.accepted_tokens, stats.draft_tokens);
+}
+
+// A draft model that is missing, unreadable or of another vocabulary is refused at its key, with
+// the file named; kind draft without one says what to add.
+TEST(ModelStages, ADraftModelThatCannotDraftIsRefusedAtTheKey) {
+  const std::string path = model_path();
+  engine::ModelShape bert;
+  bert.architecture = "bert";
+  bert.kv_heads = bert.heads;
+  engine::ModelShape worded;
+  worded.vocabulary_from = testing::temp_model(bert);
+  const std::string other = testing::temp_model(worded);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{kind: draft}", "key 'speculative': kind draft needs draft_model"},
+      {"{kind: draft, draft_model: /nowhere/draft.gguf}",
+       "key 'speculative.draft_model': /nowhere/draft.gguf: cannot open"},
+      {"{kind: draft, draft_model: \"" + other + "\"}",
+       "key 'speculative.draft_model': '" + other + "': the draft model has a vocabulary of"},
+  };
+  for (const auto& [speculative, expected] : cases) {
+    const std::string yaml = "version: 1\nresources:\n  llm: {type: gguf_model, path: \"" + path +
+                             "\",\n        speculative: " + speculative +
+                             "}\nstages:\n"
+                             "  - {name: tokenize, type: tokenize, config: {model: llm}}\n"
+                             "  - {name: echo, type: echo}\n";
+    Diagnostics diagnostics;
+    auto spec = check_yaml(yaml, builtin_registry(), diagnostics);
+    ASSERT_TRUE(spec) << all_errors(diagnostics);
+    EXPECT_FALSE(Pipeline::build(std::move(*spec), diagnostics));
+    const std::string errors = all_errors(diagnostics);
+    // At the draft_model key when there is one, else at the speculative key.
+    EXPECT_EQ(errors.rfind("test.yaml:4:", 0), 0u) << errors;
+    EXPECT_NE(errors.find("error: resource 'llm' (gguf_model): " + expected), std::string::npos)
+        << errors;
+  }
+}
+
 TEST(ModelStages, SpeculativeNgramBoundsThatCrossAreRefusedAtTheKey) {
   const std::string yaml =
       "version: 1\nresources:\n  llm: {type: gguf_model, path: nowhere.gguf,\n"

@@ -69,7 +69,14 @@ void GenerationStream::on_token(const engine::SampledToken& token, bool first,
 }
 
 void GenerationStream::on_finish(engine::FinishCause cause, const engine::SequenceUsage& usage) {
-  if (auto request = request_.lock()) request->generation_times.finished_ns = now_ns();
+  if (auto request = request_.lock()) {
+    request->generation_times.finished_ns = now_ns();
+    // The access log's notes and the trace show how speculation went for this answer.
+    if (usage.drafted_tokens > 0) {
+      request->annotate("speculative", std::to_string(usage.accepted_tokens) + "/" +
+                                           std::to_string(usage.drafted_tokens));
+    }
+  }
   // Ended before any token (the first one was end-of-generation): nothing downstream reads the
   // request yet, so the count can still be written here.
   if (!started_) {

@@ -23,7 +23,8 @@ struct Scheduler::Sequence {
 
   int64_t pending() const { return static_cast<int64_t>(tokens.size()) - kv.length; }
   SequenceUsage usage() const {
-    return {static_cast<int64_t>(spec.prompt.size()), generated, cached_tokens};
+    return {static_cast<int64_t>(spec.prompt.size()), generated, cached_tokens, drafted_tokens,
+            accepted_tokens};
   }
 
   uint64_t id;
@@ -34,6 +35,8 @@ struct Scheduler::Sequence {
   std::vector<TokenId> tokens;  // the prompt, then every generated token
   int64_t generated = 0;
   int64_t cached_tokens = 0;
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
   bool admitted_before = false;
   bool reported_admission = false;
   bool started = false;
@@ -595,6 +598,7 @@ int64_t Scheduler::take_verified(Sequence& sequence, int64_t drafted, size_t fir
   // The step computed the last token and every guess; a guess's keys and values stay only once
   // the model has chosen the same token there (the rest are overwritten when reached again).
   sequence.kv.length -= drafted;
+  sequence.drafted_tokens += drafted;
   int64_t generated = 0;
   int64_t accepted = 0;
   for (int64_t i = 0; i <= drafted && sequence.observer; ++i) {
@@ -616,10 +620,14 @@ int64_t Scheduler::take_verified(Sequence& sequence, int64_t drafted, size_t fir
     } else {
       chosen = sequence.sampler.sample(verify_row_, history);
     }
+    // Counted before take(), which may end the sequence and report its usage.
+    if (guess_kept) {
+      ++accepted;
+      ++sequence.accepted_tokens;
+    }
     generated += take(sequence, chosen);
     if (!guess_kept || !sequence.observer) break;
     ++sequence.kv.length;
-    ++accepted;
   }
   if (accepted == 0) {
     sequence.draft_backoff = std::min<int64_t>(2 * sequence.draft_backoff + 1, 16);

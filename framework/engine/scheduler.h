@@ -81,7 +81,9 @@ struct SequenceSpec {
 struct SequenceUsage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+  int64_t cached_tokens = 0;    // prompt tokens whose KV came from the prefix cache
+  int64_t drafted_tokens = 0;   // guessed by speculative decoding and checked by the model
+  int64_t accepted_tokens = 0;  // of those, the ones the model chose too
 };
 
 enum class FinishCause { end_of_generation, length };

@@ -121,9 +121,10 @@ SchedulerStats idle_stats(const Scheduler& scheduler) {
   return scheduler.stats();
 }
 
-// Runs every spec on one scheduler at once; their answers.
+// Runs every spec on one scheduler at once; their answers, and each one's usage in `usages`.
 std::vector<std::vector<TokenId>> run_together(Scheduler& scheduler,
-                                               const std::vector<SequenceSpec>& specs) {
+                                               const std::vector<SequenceSpec>& specs,
+                                               std::vector<SequenceUsage>* usages = nullptr) {
   std::vector<std::shared_ptr<Answer>> answers;
   for (const auto& spec : specs) {
     answers.push_back(std::make_shared<Answer>());
@@ -134,8 +135,22 @@ std::vector<std::vector<TokenId>> run_together(Scheduler& scheduler,
     EXPECT_TRUE(answer->wait());
     EXPECT_EQ(answer->error(), "");
     tokens.push_back(answer->tokens());
+    if (usages) usages->push_back(answer->usage());
   }
   return tokens;
+}
+
+// Each answer's own count of guesses (what the access log notes) adds up to the engine's.
+void expect_usages_add_up(const std::vector<SequenceUsage>& usages, const SchedulerStats& stats) {
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  for (const auto& usage : usages) {
+    EXPECT_LE(usage.accepted_tokens, usage.drafted_tokens);
+    drafted += usage.drafted_tokens;
+    accepted += usage.accepted_tokens;
+  }
+  EXPECT_EQ(drafted, stats.drafted_tokens);
+  EXPECT_EQ(accepted, stats.accepted_tokens);
 }
 
 TEST(DraftModel, AnotherQuantisationChangesNoGreedyAnswer) {
@@ -153,12 +168,14 @@ TEST(DraftModel, AnotherQuantisationChangesNoGreedyAnswer) {
     specs[1].sampling.repetition_penalty = 1.3f;  // the penalties see the guesses' tokens too
     specs[2].sampling.frequency_penalty = 0.5f;
     specs[3].max_tokens = 3;
-    std::vector<std::vector<TokenId>> answers = run_together(scheduler, specs);
+    std::vector<SequenceUsage> usages;
+    std::vector<std::vector<TokenId>> answers = run_together(scheduler, specs, &usages);
     for (size_t i = 0; i < specs.size(); ++i) {
       EXPECT_EQ(answers[i], alone(model, specs[i]))
           << "sequence " << i << " with " << kv_blocks << " KV blocks";
     }
     const SchedulerStats stats = idle_stats(scheduler);
+    expect_usages_add_up(usages, stats);
     EXPECT_GT(stats.drafted_tokens, 0) << "no guesses were made: the test checks nothing";
     EXPECT_GT(stats.accepted_tokens, 0) << "no guess was kept: the test checks nothing";
     EXPECT_LT(stats.accepted_tokens, stats.drafted_tokens) << "no guess was refused";
@@ -178,10 +195,15 @@ TEST(DraftModel, TheTargetAsItsOwnDraftIsAlwaysRight) {
   std::vector<SequenceSpec> specs;
   for (size_t i = 0; i < 3; ++i)
     specs.push_back(greedy(*model, kPrompts[i], 40));
-  std::vector<std::vector<TokenId>> answers = run_together(scheduler, specs);
-  for (size_t i = 0; i < specs.size(); ++i)
+  std::vector<SequenceUsage> usages;
+  std::vector<std::vector<TokenId>> answers = run_together(scheduler, specs, &usages);
+  for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(answers[i], alone(model, specs[i]));
+    EXPECT_GT(usages[i].drafted_tokens, 20);
+    EXPECT_EQ(usages[i].accepted_tokens, usages[i].drafted_tokens);
+  }
   const SchedulerStats stats = idle_stats(scheduler);
+  expect_usages_add_up(usages, stats);
   EXPECT_GT(stats.drafted_tokens, 60);
   EXPECT_EQ(stats.accepted_tokens, stats.drafted_tokens);
   EXPECT_LT(stats.steps, 3 * 40 / 2) << "four guesses kept per step: far fewer steps than tokens";

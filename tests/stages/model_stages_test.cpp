@@ -216,6 +216,9 @@ TEST(ModelStages, SpeculativeDecodingByADraftModelKeepsTheGreedyAnswer) {
   EngineStats stats = served->engine_stats();
   EXPECT_GT(stats.draft_tokens, 20);
   EXPECT_EQ(stats.accepted_tokens, stats.draft_tokens);
+  // The request's own count, for the access log's notes: kept/guessed.
+  const std::string all = std::to_string(stats.draft_tokens);
+  EXPECT_EQ(request->annotation("speculative"), all + "/" + all);
 }
 
 // A draft model that is missing, unreadable or of another vocabulary is refused at its key, with

@@ -39,6 +39,7 @@ struct BenchEngineOptions {
   bool json = false;
   bool bandwidth = false;
   std::string llama_cpp_bin;    // a folder holding llama-bench: measured side by side
+  std::string llama_cpp_args;   // more llama-bench options (ik_llama.cpp's -rtr 1 -fa 1)
   std::string kv_type = "f16";  // how the KV pool stores keys and values
   int64_t depth = 0;            // tokens already in the context when each figure is measured
   std::string backend = "cpu";  // where the model computes (make_backend: cpu, cuda, auto)
@@ -129,10 +130,12 @@ std::string shell_quoted(const std::string& text) {
 
 // llama-bench's figures for the same file: its JSON output, one record per test.
 Figures run_llama_bench(const std::string& bin, const std::string& model, int threads,
-                        int repetitions) {
+                        int repetitions, const std::string& extra_args) {
+  // The extra options are the user's own words for their own shell, as they would type them.
   const std::string command = shell_quoted(bin + "/llama-bench") + " -m " + shell_quoted(model) +
                               " -t " + std::to_string(threads) + " -p 128,512 -n 128 -r " +
-                              std::to_string(repetitions) + " -o json 2>/dev/null";
+                              std::to_string(repetitions) + " " + extra_args +
+                              " -o json 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + command);
   std::string output;
@@ -162,8 +165,10 @@ Figures run_llama_bench(const std::string& bin, const std::string& model, int th
   return figures;
 }
 
-void print_comparison(const std::vector<Figures>& ours, const std::vector<Figures>& theirs) {
-  std::printf("\nside by side with llama.cpp (llama-bench, mean of the same number of runs):\n\n");
+void print_comparison(const std::vector<Figures>& ours, const std::vector<Figures>& theirs,
+                      const std::string& bin, const std::string& extra_args) {
+  std::printf("\nside by side with %s/llama-bench%s%s (mean of the same number of runs):\n\n",
+              bin.c_str(), extra_args.empty() ? "" : " ", extra_args.c_str());
   std::printf("| threads | test  |  chatflow t/s | llama.cpp t/s | chatflow / llama.cpp |\n");
   std::printf("|--------:|:------|--------------:|--------------:|---------------------:|\n");
   for (size_t i = 0; i < ours.size(); ++i) {
@@ -474,8 +479,8 @@ int bench_engine_command(const BenchEngineOptions& options) {
     }
     results.push_back({threads, median(pp128), median(pp512), median(tg128)});
     if (!options.llama_cpp_bin.empty()) {
-      llama_cpp.push_back(
-          run_llama_bench(options.llama_cpp_bin, options.model, threads, options.repetitions));
+      llama_cpp.push_back(run_llama_bench(options.llama_cpp_bin, options.model, threads,
+                                          options.repetitions, options.llama_cpp_args));
     }
   }
   struct rusage usage {};
@@ -543,7 +548,8 @@ int bench_engine_command(const BenchEngineOptions& options) {
       "\npeak resident memory: %.1f MiB (weights held once, in their file's type: the packed copy "
       "replaces the mapped pages)\n",
       peak_mib);
-  if (!llama_cpp.empty()) print_comparison(results, llama_cpp);
+  if (!llama_cpp.empty())
+    print_comparison(results, llama_cpp, options.llama_cpp_bin, options.llama_cpp_args);
   return 0;
 }
 
@@ -585,9 +591,12 @@ void add_bench_engine_command(CLI::App& app, CommandBody& selected) {
       ->check(CLI::Range(1, 4096));
   command
       ->add_option("--compare-llama-cpp", options->llama_cpp_bin,
-                   "a folder with llama.cpp's llama-bench: measure the same file with it in the "
-                   "same run and print the ratios")
+                   "a folder with llama.cpp's (or ik_llama.cpp's) llama-bench: measure the same "
+                   "file with it in the same run and print the ratios")
       ->check(CLI::ExistingDirectory);
+  command->add_option("--compare-args", options->llama_cpp_args,
+                      "more options for that llama-bench, e.g. \"-rtr 1 -fa 1\" (ik_llama.cpp's "
+                      "run-time repacking and flash attention)");
   command->callback(
       [&selected, options] { selected = [options] { return bench_engine_command(*options); }; });
 }

@@ -178,7 +178,7 @@ class GgufModel final : public Resource,
   bool scores_relevance() const override { return generates(); }
   std::vector<int32_t> relevance_prompt(std::string_view query,
                                         std::string_view document) const override;
-  int64_t relevance_context() const override { return context_length_; }
+  int64_t relevance_context() const override;
   std::vector<double> relevance_scores(std::vector<std::vector<int32_t>> prompts,
                                        const std::string& cache_salt,
                                        const std::function<bool()>& cancelled) override;

@@ -14,17 +14,14 @@ constexpr int kAlternatives = 20;
 // many passages score in one batch. /v1/rerank shows a client's document whole.
 constexpr size_t kPassageChars = 1200;
 
-// The chat prompt asking whether `passage` (under `title`, when it has one) helps answer
-// `query`.
+// The chat prompt asking whether `passage` helps answer `query`.
 std::vector<int32_t> relevance_prompt_of(const GgufModel& model, std::string_view query,
-                                         std::string_view title, std::string_view passage) {
+                                         std::string_view passage) {
   Request probe;
   probe.kind = RequestKind::chat;
-  std::string shown =
-      title.empty() ? std::string(passage) : std::string(title) + "\n" + std::string(passage);
   probe.messages = {
       {"system", "You judge whether a passage helps answer a question. Reply yes or no."},
-      {"user", "Question: " + std::string(query) + "\n\nPassage: " + shown +
+      {"user", "Question: " + std::string(query) + "\n\nPassage: " + std::string(passage) +
                    "\n\nIs the passage relevant to the question?"}};
   return model.encode_prompt(probe, true);
 }
@@ -67,8 +64,9 @@ class LlmReranker final : public retrieval::Reranker {
              std::vector<retrieval::Candidate>& candidates) const override {
     std::vector<std::vector<int32_t>> prompts;
     for (const auto& candidate : candidates) {
-      prompts.push_back(relevance_prompt_of(*model_, query, candidate.passage.title,
-                                            candidate.passage.text.substr(0, kPassageChars)));
+      prompts.push_back(relevance_prompt_of(
+          *model_, query,
+          candidate.passage.title + "\n" + candidate.passage.text.substr(0, kPassageChars)));
     }
     const Request& request = request_;
     std::vector<double> scores = yes_log_probabilities(*model_, std::move(prompts), salt_,
@@ -92,7 +90,15 @@ std::unique_ptr<retrieval::Reranker> make_llm_reranker(std::shared_ptr<GgufModel
 
 std::vector<int32_t> GgufModel::relevance_prompt(std::string_view query,
                                                  std::string_view document) const {
-  return relevance_prompt_of(*this, query, "", document);
+  return relevance_prompt_of(*this, query, document);
+}
+
+int64_t GgufModel::relevance_context() const {
+  // One position is the answer's: the engine refuses a prompt that leaves none, or that its KV
+  // pool cannot hold.
+  int64_t room = context_length_;
+  if (scheduler_) room = std::min(room, scheduler_->capacity_tokens());
+  return room - 1;
 }
 
 std::vector<double> GgufModel::relevance_scores(std::vector<std::vector<int32_t>> prompts,

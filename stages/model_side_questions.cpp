@@ -105,6 +105,8 @@ std::vector<std::vector<engine::TokenLogprob>> GgufModel::next_token_logprobs(
     engine::SequenceSpec spec;
     spec.prompt = std::move(prompt);
     spec.max_tokens = 1;
+    // The alternatives come with the first token: one that ends the answer must still be drawn.
+    spec.ignore_eos = true;
     spec.sampling.temperature = 0;
     spec.sampling.top_logprobs = std::clamp(top, 1, 20);
     spec.sampling.logprobs = true;

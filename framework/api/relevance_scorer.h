@@ -20,6 +20,7 @@ class RelevanceScorer {
   // document, never cut (the caller refuses one longer than relevance_context()).
   virtual std::vector<int32_t> relevance_prompt(std::string_view query,
                                                 std::string_view document) const = 0;
+  // The most tokens a prompt may have to be scored.
   virtual int64_t relevance_context() const = 0;
   // One score per prompt, in order: a log-probability, higher for a more relevant document.
   // The prompts share the engine's batches and the prefix cache under `cache_salt` (the

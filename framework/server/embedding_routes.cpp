@@ -411,7 +411,8 @@ std::vector<double> judged_scores(const RouteCall& call, const std::string& mode
       const int64_t bare = static_cast<int64_t>(scorer.relevance_prompt(query, "").size());
       std::string path = bare > context ? "query" : "documents[" + std::to_string(i) + "]";
       invalid("'" + path + "' makes a relevance prompt of " + std::to_string(prompt.size()) +
-                  " tokens; the model's context is " + std::to_string(context) + " tokens",
+                  " tokens; the model scores prompts of at most " + std::to_string(context) +
+                  " tokens (its context, less the answer's token)",
               path, "context_length_exceeded");
     }
     tokens += static_cast<int64_t>(prompt.size());

@@ -132,6 +132,28 @@ ${modelStages}  - {name: emit, type: sse_emit}
       400, 'query', 'context_length_exceeded');
   });
 
+  test('a prompt the model\'s KV pool cannot hold is a 400 naming the document, as one past the context is', async () => {
+    // kv_cache.blocks 16: 256 positions, far below the 16,384 of the context.
+    const small = await startServer(['--pipeline', writeTemp('rerank-llm-small-pool.yaml', `version: 1
+name: rerank-llm-small-pool
+resources:
+  llm: {type: gguf_model, path: "${testModel}", name: test-model, kv_cache: {blocks: 16}}
+stages:
+  - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
+${modelStages}  - {name: emit, type: sse_emit}
+`)]);
+    try {
+      const error = assertOpenAIError(await post(small.url, '/v1/rerank',
+        { model: 'test-model', query, documents: ['short', 'abcdefghij'.repeat(30)] }, bearer),
+      400, 'documents[1]', 'context_length_exceeded');
+      assert.match(error.message, /at most 255 tokens/);
+      const fits = await post(small.url, '/v1/rerank', { model: 'test-model', query, documents: ['short'] }, bearer);
+      assert.equal(fits.status, 200, fits.text);
+    } finally {
+      assert.equal((await small.stop()).code, 0);
+    }
+  });
+
   test('an unknown model is 404 listing the models that rerank here', async () => {
     const error = assertOpenAIError(await post(server.url, '/v1/rerank', { model: 'bge-reranker', query, documents }, bearer),
       404, 'model', 'model_not_found');

@@ -589,14 +589,18 @@ void add_bench_engine_command(CLI::App& app, CommandBody& selected) {
           "sequences decoded together (e.g. 1,8,32): batching throughput and prefix-cache reuse")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  auto* compare =
+      command
+          ->add_option(
+              "--compare-llama-cpp", options->llama_cpp_bin,
+              "a folder with llama.cpp's (or ik_llama.cpp's) llama-bench: measure the same "
+              "file with it in the same run and print the ratios")
+          ->check(CLI::ExistingDirectory);
   command
-      ->add_option("--compare-llama-cpp", options->llama_cpp_bin,
-                   "a folder with llama.cpp's (or ik_llama.cpp's) llama-bench: measure the same "
-                   "file with it in the same run and print the ratios")
-      ->check(CLI::ExistingDirectory);
-  command->add_option("--compare-args", options->llama_cpp_args,
-                      "more options for that llama-bench, e.g. \"-rtr 1 -fa 1\" (ik_llama.cpp's "
-                      "run-time repacking and flash attention)");
+      ->add_option("--compare-args", options->llama_cpp_args,
+                   "more options for that llama-bench, e.g. \"-rtr 1 -fa 1\" (ik_llama.cpp's "
+                   "run-time repacking and flash attention)")
+      ->needs(compare);
   command->callback(
       [&selected, options] { selected = [options] { return bench_engine_command(*options); }; });
 }

@@ -215,14 +215,18 @@ void add_bench_speculative_command(CLI::App& app, CommandBody& selected) {
   command->add_option("--max-draft", options->max_draft, "tokens guessed per step at most")
       ->check(CLI::Range(int64_t{1}, int64_t{64}))
       ->capture_default_str();
-  command->add_option("--ngram-max", options->ngram_max, "longest run of last tokens looked up")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  command->add_option("--ngram-min", options->ngram_min, "shortest run looked up")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  command->add_option("--draft-model", options->draft_model,
-                      "a GGUF with the model's vocabulary that guesses instead of prompt lookup");
+  auto* ngram_max =
+      command->add_option("--ngram-max", options->ngram_max, "longest run of last tokens looked up")
+          ->check(CLI::Range(1, 16))
+          ->capture_default_str();
+  auto* ngram_min = command->add_option("--ngram-min", options->ngram_min, "shortest run looked up")
+                        ->check(CLI::Range(1, 16))
+                        ->capture_default_str();
+  command
+      ->add_option("--draft-model", options->draft_model,
+                   "a GGUF with the model's vocabulary that guesses instead of prompt lookup")
+      ->excludes(ngram_max)
+      ->excludes(ngram_min);
   command->add_option("--threads", options->threads, "compute threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

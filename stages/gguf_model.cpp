@@ -76,7 +76,15 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
     }
     if (std::string mismatch = engine::draft_mismatch(model, *draft); !mismatch.empty())
       throw ConfigKeyError("speculative.draft_model", "'" + path + "': " + mismatch);
-    scheduler.draft = {.model = std::move(draft), .max_draft = config.speculative.max_draft};
+    scheduler.draft = {.model = std::move(draft),
+                       .max_draft = config.speculative.max_draft,
+                       .report = [name = model.path()](const std::string& line) {
+                         spdlog::warn("{}: {}", name, line);
+                       }};
+  } else if (!config.speculative.draft_model.empty()) {
+    throw ConfigKeyError(
+        "speculative.draft_model",
+        "a draft model is used by kind draft only (kind is " + config.speculative.kind + ")");
   }
   return scheduler;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -26,24 +27,30 @@ struct DraftSettings {
   // Tokens of one sequence the draft computes in one catching-up step at most (a long prompt
   // catches up over several steps, guessing nothing meanwhile).
   int64_t max_catch_up = 512;
+  // Told when the draft's step fails (the model then decodes without guesses), a line at a time.
+  std::function<void(const std::string&)> report;
 };
 
-// Why `draft` cannot draft for `target` (another vocabulary), or "" when it can.
+// Why `draft` cannot draft for `target`, or "" when it can. As llama.cpp's speculative decoding
+// allows, the vocabularies may differ in size by up to 128 tokens (a model padded to a round
+// size); every token id both have must be the same token.
 std::string draft_mismatch(const Model& target, const Model& draft);
 
 class DraftModel {
  public:
-  // `blocks` KV blocks of `block_tokens` positions for all sequences' draft caches.
+  // `blocks` KV blocks of `block_tokens` positions for all sequences' draft caches; a draft step
+  // computes at most `max_step_tokens` tokens.
   DraftModel(DraftSettings settings, std::unique_ptr<Backend> backend, int64_t block_tokens,
-             int64_t blocks);
+             int64_t blocks, int64_t max_step_tokens);
 
   struct Ask {
     uint64_t sequence = 0;
     std::span<const TokenId> tokens;  // the prompt and the answer so far
     int64_t limit = 0;                // guesses wanted at most (> 0)
   };
-  // The guesses for each ask, in order (empty for a sequence still catching up, or when the
-  // draft's pool has no room for it). Runs at most `limit` draft steps, all asks batched.
+  // The guesses for each ask, in order (empty for a sequence still catching up, one the draft
+  // cannot take: longer than its context or holding a token outside its vocabulary, or when the
+  // draft's pool or step has no room for it). Runs at most `limit` draft steps, all asks batched.
   std::vector<std::vector<TokenId>> propose(std::span<const Ask> asks);
   // The sequence ended or was preempted: its draft cache goes back to the pool.
   void forget(uint64_t sequence);
@@ -59,6 +66,7 @@ class DraftModel {
   DraftSettings settings_;
   std::unique_ptr<Backend> backend_;
   KvBlockAllocator blocks_;
+  int64_t max_step_tokens_;
   std::unordered_map<uint64_t, Cached> cached_;
   SamplingParams greedy_;
   std::vector<StepChunk> chunks_;

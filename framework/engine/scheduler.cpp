@@ -37,6 +37,7 @@ struct Scheduler::Sequence {
   int64_t cached_tokens = 0;
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  uint64_t cache_epoch = 0;  // the prefix cache's clears when it was admitted
   bool admitted_before = false;
   bool reported_admission = false;
   bool started = false;
@@ -98,13 +99,13 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, std::unique_ptr<Backend
   if (config_.draft.model) {
     if (std::string mismatch = draft_mismatch(*model_, *config_.draft.model); !mismatch.empty())
       throw std::invalid_argument(mismatch);
-    SchedulerConfig draft_pool = config_;
-    draft_pool.kv_type = kernels::KvType::f16;
+    // As many blocks as the model's pool (kv_cache.blocks), each the draft's size.
     draft_model_ = std::make_unique<DraftModel>(
         config_.draft,
         make_backend(config_.backend, config_.draft.model,
                      {config_.threads, config_.max_batched_tokens}),
-        config_.block_tokens, default_blocks(config_.draft.model->config(), draft_pool));
+        config_.block_tokens, cache_.total_blocks(), config_.max_batched_tokens);
+    backend_info_.memory = memory_with_draft();
   }
   restore_prefix_cache();
   stats_.total_blocks = cache_.total_blocks();
@@ -204,6 +205,7 @@ Scheduler::PrefixCacheCleared Scheduler::clear_prefix_cache() {
   PrefixCacheCleared cleared;
   between_steps([&] {
     cleared.blocks = prefix_cache_.clear();
+    ++cache_epoch_;
     if (config_.persist_path.empty()) return;
     std::error_code error;
     cleared.file_removed = std::filesystem::remove(config_.persist_path, error);
@@ -325,12 +327,15 @@ void Scheduler::admit(Sequence& sequence) {
   sequence.kv.blocks = blocks;
   sequence.kv.length = static_cast<int64_t>(blocks.size()) * cache_.block_tokens();
   sequence.published_blocks = static_cast<int64_t>(blocks.size());
+  sequence.cache_epoch = cache_epoch_;
   if (!sequence.admitted_before) sequence.cached_tokens = sequence.kv.length;
   sequence.admitted_before = true;
 }
 
 void Scheduler::publish_full_blocks(Sequence& sequence) {
-  if (!config_.prefix_cache) return;
+  // A sequence admitted before the cache was cleared offers it nothing more: its prompt is what
+  // the clear was meant to forget.
+  if (!config_.prefix_cache || sequence.cache_epoch != cache_epoch_) return;
   const int64_t block_tokens = cache_.block_tokens();
   int64_t full = sequence.kv.length / block_tokens;
   while (static_cast<int64_t>(sequence.block_hashes.size()) < full) {
@@ -558,8 +563,12 @@ void Scheduler::propose_drafts(const std::vector<std::unique_ptr<Sequence>>& run
   std::vector<std::vector<TokenId>> guesses;
   try {
     guesses = draft_model_->propose(asks);
-  } catch (const std::exception&) {
-    return;  // no guesses this step: the target decodes as without a draft
+  } catch (const std::exception& error) {
+    // No guesses this step: the model decodes as without a draft. Said once per new reason.
+    std::string reason = std::string("the draft model's step failed: ") + error.what();
+    if (reason != draft_failure_ && config_.draft.report) config_.draft.report(reason);
+    draft_failure_ = std::move(reason);
+    return;
   }
   for (size_t i = 0; i < asks.size(); ++i)
     proposed_[asks[i].sequence] = std::move(guesses[i]);
@@ -578,6 +587,11 @@ int64_t Scheduler::draft(Sequence& sequence, int64_t budget) {
   if (draft_model_) {
     auto found = proposed_.find(sequence.id);
     if (found != proposed_.end()) guesses = std::move(found->second);
+    // A draft with a larger vocabulary may guess an id the model does not have.
+    auto outside = std::find_if(guesses.begin(), guesses.end(), [&](TokenId token) {
+      return token >= model_->config().vocabulary;
+    });
+    guesses.erase(outside, guesses.end());
     if (static_cast<int64_t>(guesses.size()) > room)
       guesses.resize(static_cast<size_t>(std::max<int64_t>(room, 0)));
   } else {
@@ -794,9 +808,20 @@ bool Scheduler::step(std::vector<std::unique_ptr<Sequence>>& running,
   return true;
 }
 
+BackendMemory Scheduler::memory_with_draft() const {
+  BackendMemory memory = backend_->info().memory;
+  if (draft_model_) {
+    const BackendMemory draft = draft_model_->backend_info().memory;
+    memory.weight_bytes += draft.weight_bytes;
+    memory.kv_pool_bytes += draft.kv_pool_bytes;
+    memory.workspace_bytes += draft.workspace_bytes;
+  }
+  return memory;
+}
+
 void Scheduler::refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
                               const std::deque<std::unique_ptr<Sequence>>& waiting) {
-  const BackendMemory memory = backend_->info().memory;
+  const BackendMemory memory = memory_with_draft();
   int64_t sequence_blocks = 0;
   for (const auto& sequence : running)
     sequence_blocks += static_cast<int64_t>(sequence->kv.blocks.size());

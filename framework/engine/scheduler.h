@@ -220,6 +220,8 @@ class Scheduler {
   // Runs `chore` on the engine thread before its next step and waits for it; rethrows what it
   // throws.
   void between_steps(const std::function<void()>& chore);
+  // The backend's memory, the draft model's added (what the model takes where it computes).
+  BackendMemory memory_with_draft() const;
   void refresh_stats(const std::vector<std::unique_ptr<Sequence>>& running,
                      const std::deque<std::unique_ptr<Sequence>>& waiting);
 
@@ -233,6 +235,10 @@ class Scheduler {
   std::vector<float> verify_row_;
   std::unique_ptr<DraftModel> draft_model_;                      // null without config.draft.model
   std::unordered_map<uint64_t, std::vector<TokenId>> proposed_;  // this step's, by sequence id
+  std::string draft_failure_;  // the draft step's last failure, said once
+  // How often the prefix cache was cleared: a sequence admitted before the last clear publishes
+  // no more blocks.
+  uint64_t cache_epoch_ = 0;
   // What the saved prefix cache depends on, worked out once at start (the model's fingerprint
   // reads every tensor's first bytes) and written with the file at stop.
   PrefixCacheIdentity persist_identity_;  // a logits row being checked against a guess

@@ -275,6 +275,41 @@ TEST(DraftModel, SampledAnswersKeepTheTargetsDistribution) {
   EXPECT_LT(chi_square, limit) << bins_used << " bins";
 }
 
+// A draft with a shorter context than the model's: a sequence past it decodes without guesses
+// (no failure), the others keep theirs; with a catch-up of 8 tokens a step, a prompt reaches the
+// draft over several steps before it guesses.
+TEST(DraftModel, ASequencePastTheDraftsContextDecodesWithoutGuessesAndOthersKeepTheirs) {
+  auto model = target_model();  // a context of 512
+  ModelShape short_context = shape_of(kernels::TensorType::q8_0);
+  short_context.context = 64;
+  auto draft = Model::load(testing::temp_model(short_context));
+  std::mutex reported_mutex;
+  std::vector<std::string> reported;
+  SchedulerConfig config;
+  config.draft = {
+      .model = draft, .max_draft = 4, .max_catch_up = 8, .report = [&](const std::string& line) {
+        std::lock_guard lock(reported_mutex);
+        reported.push_back(line);
+      }};
+  Scheduler scheduler(model, config);
+  const std::string long_prompt = kPrompts[2] + " " + kPrompts[2] + " " + kPrompts[2];
+  std::vector<SequenceSpec> specs = {greedy(*model, long_prompt, 30),
+                                     greedy(*model, kPrompts[0], 30),
+                                     greedy(*model, kPrompts[3], 30)};
+  ASSERT_GT(specs[0].prompt.size(), 64u);
+  ASSERT_LT(specs[1].prompt.size() + 30, 64u);
+  std::vector<SequenceUsage> usages;
+  std::vector<std::vector<TokenId>> answers = run_together(scheduler, specs, &usages);
+  for (size_t i = 0; i < specs.size(); ++i)
+    EXPECT_EQ(answers[i], alone(model, specs[i]));
+  EXPECT_EQ(usages[0].drafted_tokens, 0);
+  EXPECT_GT(usages[1].drafted_tokens, 0);
+  EXPECT_GT(usages[2].drafted_tokens, 0);
+  expect_usages_add_up(usages, idle_stats(scheduler));
+  std::lock_guard lock(reported_mutex);
+  EXPECT_TRUE(reported.empty()) << reported.front();
+}
+
 TEST(DraftModel, ADraftWithAnotherVocabularyIsRefused) {
   auto model = target_model();
   // A llama model whose vocabulary is a generated WordPiece one, as bert files get.

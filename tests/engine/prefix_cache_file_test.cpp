@@ -17,6 +17,7 @@
 
 #include "framework/engine/generator.h"
 #include "framework/engine/scheduler.h"
+#include "support/slow_mask.h"
 #include "support/temp_model.h"
 
 namespace chatflow::engine {
@@ -41,6 +42,10 @@ class Answer final : public SequenceObserver {
     changed_.notify_all();
   }
   bool cancelled() const override { return false; }
+  bool done() const {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
   void wait() {
     std::unique_lock lock(mutex_);
     ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
@@ -50,7 +55,7 @@ class Answer final : public SequenceObserver {
   SequenceUsage usage() const { return usage_; }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<TokenId> tokens_;
   SequenceUsage usage_;
@@ -260,26 +265,48 @@ TEST(PrefixCacheFile, AQ8_0CacheRestoresItsOwnFileAndRefusesAnF16One) {
   EXPECT_EQ(scheduler.stats().cached_blocks, 0);
 }
 
-// The admin routes' calls: a save between two steps while another sequence decodes (its answer
-// unchanged) writes what a stop would, and a clear forgets every block and removes the file.
-TEST(PrefixCacheFile, SavedOnDemandWhileAnotherSequenceDecodesAndClearedWithItsFile) {
+// The prefix cache's blocks once no sequence runs (the stats are refreshed after each step).
+int64_t idle_cached_blocks(const Scheduler& scheduler) {
+  for (int i = 0; i < 5000 && scheduler.stats().running > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return scheduler.stats().cached_blocks;
+}
+
+// The admin routes' calls, with another sequence in flight (held by its first mask, so it is
+// certainly neither done nor gone): a save between two steps writes what a stop would; a clear
+// forgets every block and removes the file, and the sequence in flight offers the cache nothing
+// more (its prompt is what the clear was meant to forget); its answer is unchanged by either.
+TEST(PrefixCacheFile, SavedAndClearedOnDemandWhileAnotherSequenceIsInFlight) {
   auto model = model_of(96);
-  SequenceSpec long_answer = spec_for(*model, "c");
-  long_answer.max_tokens = 200;
+  auto held_spec = [&](std::shared_ptr<testing::SlowMask::Gate> gate) {
+    SequenceSpec spec = spec_for(*model, "c");
+    spec.max_tokens = 40;  // past two more block boundaries
+    spec.constraint = std::make_shared<testing::SlowMask>(std::move(gate));
+    return spec;
+  };
   std::vector<TokenId> alone;
+  int64_t blocks_of_a = 0;
   {
+    auto open = std::make_shared<testing::SlowMask::Gate>();
+    open->set(&testing::SlowMask::Gate::open);
     Scheduler quiet(model, SchedulerConfig{});
-    alone = run(quiet, long_answer)->tokens();
+    alone = run(quiet, held_spec(open))->tokens();
+    Scheduler quiet_a(model, SchedulerConfig{});
+    run(quiet_a, spec_for(*model, "a"));
+    blocks_of_a = idle_cached_blocks(quiet_a);
   }
   auto files = persisted("prefix-cache-on-demand.kv");
   const std::string path = files->config.persist_path;
   Scheduler scheduler(model, files->config);
-  auto decoding = std::make_shared<Answer>();
-  ASSERT_EQ(scheduler.submit(long_answer, decoding), std::nullopt);
+  auto gate = std::make_shared<testing::SlowMask::Gate>();
+  auto held = std::make_shared<Answer>();
+  ASSERT_EQ(scheduler.submit(held_spec(gate), held), std::nullopt);
+  ASSERT_TRUE(gate->wait_for([&] { return gate->started; }));
   const std::vector<TokenId> first = run(scheduler, spec_for(*model, "a"))->tokens();
   const int64_t full_blocks = (static_cast<int64_t>(spec_for(*model, "a").prompt.size()) - 1) / 16;
 
   PrefixCacheSaved saved = scheduler.save_prefix_cache_now();
+  EXPECT_FALSE(held->done());
   EXPECT_GE(saved.blocks, full_blocks);
   ASSERT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(saved.bytes, std::filesystem::file_size(path));
@@ -291,14 +318,19 @@ TEST(PrefixCacheFile, SavedOnDemandWhileAnotherSequenceDecodesAndClearedWithItsF
   }
 
   Scheduler::PrefixCacheCleared cleared = scheduler.clear_prefix_cache();
+  EXPECT_FALSE(held->done());
   EXPECT_GE(cleared.blocks, full_blocks);
   EXPECT_TRUE(cleared.file_removed);
   EXPECT_FALSE(std::filesystem::exists(path));
   auto cold = run(scheduler, spec_for(*model, "a"));
   EXPECT_EQ(cold->usage().cached_tokens, 0) << "nothing cached survives a clear";
   EXPECT_EQ(cold->tokens(), first);
-  decoding->wait();
-  EXPECT_EQ(decoding->tokens(), alone) << "the save and the clear left the running answer alone";
+
+  gate->set(&testing::SlowMask::Gate::open);
+  held->wait();
+  EXPECT_EQ(held->tokens(), alone) << "the save and the clear left the held answer alone";
+  EXPECT_EQ(idle_cached_blocks(scheduler), blocks_of_a)
+      << "only the answer after the clear is cached, none of the held one's later blocks";
 }
 
 TEST(PrefixCacheFile, SavingOnDemandWithoutAFileSaysWhichSettingIsMissing) {

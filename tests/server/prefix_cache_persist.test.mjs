@@ -73,6 +73,7 @@ resources:
   llm: {type: gguf_model, path: "${testModel}", name: test-model,
         kv_cache: {persist: {path: "${file}"}}}
   plain: {type: gguf_model, path: "${testModel}", name: plain-model}
+  off: {type: gguf_model, path: "${testModel}", name: off-model, kv_cache: {prefix_cache: false}}
 stages:
   - {name: auth, type: auth, config: {keys_file: ${keysFile}}}
   - {name: tokenize, type: tokenize, config: {model: llm}}
@@ -107,8 +108,13 @@ stages:
     const noFile = await post(first.url, '/admin/prefix_cache/save', { model: 'plain-model' }, admin);
     assert.equal(noFile.status, 400, noFile.text);
     assert.equal(noFile.json.error.code, 'no_persist_path');
+    // Without a name: every model that keeps a file saves it.
     const all = await post(first.url, '/admin/prefix_cache/save', {}, admin);
-    assert.equal(all.status, 400, 'saving every model needs every one to keep a file');
+    assert.equal(all.status, 200, all.text);
+    assert.deepEqual(all.json.saved.map((entry) => entry.model), ['test-model']);
+    const off = await post(first.url, '/admin/prefix_cache/clear', { model: 'off-model' }, admin);
+    assert.equal(off.status, 400, off.text);
+    assert.equal(off.json.error.code, 'no_prefix_cache');
     const extra = await post(first.url, '/admin/prefix_cache/clear', { model: 'test-model', force: true }, admin);
     assert.equal(extra.status, 400, extra.text);
     assert.equal(extra.json.error.param, 'force');

@@ -16,55 +16,13 @@
 
 #include "framework/engine/generator.h"
 #include "framework/engine/scheduler.h"
+#include "support/engine_answers.h"
 #include "support/temp_model.h"
 
 namespace chatflow::engine {
 namespace {
 
-class Answer final : public SequenceObserver {
- public:
-  void on_token(const SampledToken& token, bool, const SequenceUsage&) override {
-    std::lock_guard lock(mutex_);
-    tokens_.push_back(token.token);
-  }
-  void on_finish(FinishCause, const SequenceUsage& usage) override {
-    std::lock_guard lock(mutex_);
-    usage_ = usage;
-    done_ = true;
-    changed_.notify_all();
-  }
-  void on_error(const std::string& message) override {
-    std::lock_guard lock(mutex_);
-    error_ = message;
-    done_ = true;
-    changed_.notify_all();
-  }
-  bool cancelled() const override { return false; }
-  bool wait() {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, std::chrono::seconds(120), [this] { return done_; });
-  }
-  std::vector<TokenId> tokens() const {
-    std::lock_guard lock(mutex_);
-    return tokens_;
-  }
-  std::string error() const {
-    std::lock_guard lock(mutex_);
-    return error_;
-  }
-  SequenceUsage usage() const {
-    std::lock_guard lock(mutex_);
-    return usage_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<TokenId> tokens_;
-  SequenceUsage usage_;
-  std::string error_;
-  bool done_ = false;
-};
+using testing::RecordedAnswer;
 
 ModelShape shape_of(kernels::TensorType type) {
   ModelShape shape;
@@ -93,22 +51,11 @@ const std::vector<std::string> kPrompts = {
 };
 
 SequenceSpec greedy(const Model& model, const std::string& text, int64_t max_tokens) {
-  SequenceSpec spec;
-  spec.prompt = model.tokenizer().encode(text, true);
-  spec.sampling.temperature = 0;
-  spec.max_tokens = max_tokens;
-  spec.ignore_eos = true;
-  return spec;
+  return testing::greedy_sequence(model, text, max_tokens);
 }
 
 std::vector<TokenId> alone(const std::shared_ptr<const Model>& model, const SequenceSpec& spec) {
-  Generator generator(model, 1);
-  GenerationRequest request;
-  request.prompt = spec.prompt;
-  request.sampling = spec.sampling;
-  request.max_tokens = spec.max_tokens;
-  request.ignore_eos = spec.ignore_eos;
-  return generator.generate(request).tokens;
+  return testing::generated_alone(model, spec);
 }
 
 SchedulerStats idle_stats(const Scheduler& scheduler) {
@@ -125,9 +72,9 @@ SchedulerStats idle_stats(const Scheduler& scheduler) {
 std::vector<std::vector<TokenId>> run_together(Scheduler& scheduler,
                                                const std::vector<SequenceSpec>& specs,
                                                std::vector<SequenceUsage>* usages = nullptr) {
-  std::vector<std::shared_ptr<Answer>> answers;
+  std::vector<std::shared_ptr<RecordedAnswer>> answers;
   for (const auto& spec : specs) {
-    answers.push_back(std::make_shared<Answer>());
+    answers.push_back(std::make_shared<RecordedAnswer>());
     EXPECT_EQ(scheduler.submit(spec, answers.back()), std::nullopt);
   }
   std::vector<std::vector<TokenId>> tokens;

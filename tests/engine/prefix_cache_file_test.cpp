@@ -17,51 +17,14 @@
 
 #include "framework/engine/generator.h"
 #include "framework/engine/scheduler.h"
+#include "support/engine_answers.h"
 #include "support/slow_mask.h"
 #include "support/temp_model.h"
 
 namespace chatflow::engine {
 namespace {
 
-class Answer final : public SequenceObserver {
- public:
-  void on_token(const SampledToken& token, bool, const SequenceUsage&) override {
-    std::lock_guard lock(mutex_);
-    tokens_.push_back(token.token);
-  }
-  void on_finish(FinishCause, const SequenceUsage& usage) override {
-    std::lock_guard lock(mutex_);
-    usage_ = usage;
-    done_ = true;
-    changed_.notify_all();
-  }
-  void on_error(const std::string& message) override {
-    std::lock_guard lock(mutex_);
-    error_ = message;
-    done_ = true;
-    changed_.notify_all();
-  }
-  bool cancelled() const override { return false; }
-  bool done() const {
-    std::lock_guard lock(mutex_);
-    return done_;
-  }
-  void wait() {
-    std::unique_lock lock(mutex_);
-    ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
-    ASSERT_EQ(error_, "");
-  }
-  std::vector<TokenId> tokens() const { return tokens_; }
-  SequenceUsage usage() const { return usage_; }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<TokenId> tokens_;
-  SequenceUsage usage_;
-  std::string error_;
-  bool done_ = false;
-};
+using Answer = testing::RecordedAnswer;
 
 std::shared_ptr<const Model> model_of(int ffn) {
   ModelShape shape;
@@ -88,7 +51,8 @@ SequenceSpec spec_for(const Model& model, const std::string& tenant) {
 std::shared_ptr<Answer> run(Scheduler& scheduler, const SequenceSpec& spec) {
   auto answer = std::make_shared<Answer>();
   EXPECT_EQ(scheduler.submit(spec, answer), std::nullopt);
-  answer->wait();
+  EXPECT_TRUE(answer->wait());
+  EXPECT_EQ(answer->error(), "");
   return answer;
 }
 
@@ -327,7 +291,8 @@ TEST(PrefixCacheFile, SavedAndClearedOnDemandWhileAnotherSequenceIsInFlight) {
   EXPECT_EQ(cold->tokens(), first);
 
   gate->set(&testing::SlowMask::Gate::open);
-  held->wait();
+  ASSERT_TRUE(held->wait());
+  EXPECT_EQ(held->error(), "");
   EXPECT_EQ(held->tokens(), alone) << "the save and the clear left the held answer alone";
   EXPECT_EQ(idle_cached_blocks(scheduler), blocks_of_a)
       << "only the answer after the clear is cached, none of the held one's later blocks";

@@ -13,6 +13,7 @@
 
 #include "framework/engine/generator.h"
 #include "framework/engine/grammar_constraint.h"
+#include "support/engine_answers.h"
 #include "support/slow_mask.h"
 #include "support/temp_model.h"
 
@@ -91,22 +92,11 @@ const std::vector<std::string> kPrompts = {
 };
 
 SequenceSpec greedy(const Model& model, const std::string& text, int64_t max_tokens = 12) {
-  SequenceSpec spec;
-  spec.prompt = model.tokenizer().encode(text, true);
-  spec.sampling.temperature = 0;
-  spec.max_tokens = max_tokens;
-  spec.ignore_eos = true;
-  return spec;
+  return testing::greedy_sequence(model, text, max_tokens);
 }
 
 std::vector<TokenId> alone(const std::shared_ptr<const Model>& model, const SequenceSpec& spec) {
-  Generator generator(model, 1);
-  GenerationRequest request;
-  request.prompt = spec.prompt;
-  request.sampling = spec.sampling;
-  request.max_tokens = spec.max_tokens;
-  request.ignore_eos = spec.ignore_eos;
-  return generator.generate(request).tokens;
+  return testing::generated_alone(model, spec);
 }
 
 void wait_until_idle(const Scheduler& scheduler) {

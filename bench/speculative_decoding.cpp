@@ -133,8 +133,8 @@ int bench_speculative(const BenchSpeculativeOptions& options) {
                                  .longest_ngram = options.ngram_max,
                                  .shortest_ngram = options.ngram_min};
   } else {
-    speculative.draft = {.model = engine::Model::load(options.draft_model),
-                         .max_draft = options.max_draft};
+    speculative.draft.model = engine::Model::load(options.draft_model);
+    speculative.draft.max_draft = options.max_draft;
   }
   engine::Scheduler without(model, plain);
   engine::Scheduler with(model, speculative);

@@ -76,11 +76,11 @@ engine::SchedulerConfig scheduler_config(const GgufModelConfig& config,
     }
     if (std::string mismatch = engine::draft_mismatch(model, *draft); !mismatch.empty())
       throw ConfigKeyError("speculative.draft_model", "'" + path + "': " + mismatch);
-    scheduler.draft = {.model = std::move(draft),
-                       .max_draft = config.speculative.max_draft,
-                       .report = [name = model.path()](const std::string& line) {
-                         spdlog::warn("{}: {}", name, line);
-                       }};
+    scheduler.draft.model = std::move(draft);
+    scheduler.draft.max_draft = config.speculative.max_draft;
+    scheduler.draft.report = [name = model.path()](const std::string& line) {
+      spdlog::warn("{}: {}", name, line);
+    };
   } else if (!config.speculative.draft_model.empty()) {
     throw ConfigKeyError(
         "speculative.draft_model",

@@ -105,7 +105,8 @@ TEST(DraftModel, AnotherQuantisationChangesNoGreedyAnswer) {
   auto draft = quantised_draft();
   for (int64_t kv_blocks : {0, 12}) {
     SchedulerConfig config;
-    config.draft = {.model = draft, .max_draft = 4};
+    config.draft.model = draft;
+    config.draft.max_draft = 4;
     config.kv_blocks = kv_blocks;  // 12: too few for everyone at once, so some are preempted
     config.max_batched_tokens = 64;
     Scheduler scheduler(model, config);
@@ -127,7 +128,9 @@ TEST(DraftModel, AnotherQuantisationChangesNoGreedyAnswer) {
     EXPECT_GT(stats.accepted_tokens, 0) << "no guess was kept: the test checks nothing";
     EXPECT_LT(stats.accepted_tokens, stats.drafted_tokens) << "no guess was refused";
     EXPECT_EQ(stats.sequence_blocks, 0);
-    if (kv_blocks > 0) EXPECT_GT(stats.preemptions, 0) << "the pool was meant to be too small";
+    if (kv_blocks > 0) {
+      EXPECT_GT(stats.preemptions, 0) << "the pool was meant to be too small";
+    }
   }
 }
 
@@ -137,7 +140,8 @@ TEST(DraftModel, AnotherQuantisationChangesNoGreedyAnswer) {
 TEST(DraftModel, TheTargetAsItsOwnDraftIsAlwaysRight) {
   auto model = target_model();
   SchedulerConfig config;
-  config.draft = {.model = model, .max_draft = 4};
+  config.draft.model = model;
+  config.draft.max_draft = 4;
   Scheduler scheduler(model, config);
   std::vector<SequenceSpec> specs;
   for (size_t i = 0; i < 3; ++i)
@@ -167,7 +171,8 @@ TEST(DraftModel, SampledAnswersKeepTheTargetsDistribution) {
   SchedulerConfig plain;
   plain.max_seqs = 256;
   SchedulerConfig speculative = plain;
-  speculative.draft = {.model = draft, .max_draft = 2};
+  speculative.draft.model = draft;
+  speculative.draft.max_draft = 2;
   constexpr int kAnswers = 1500;
   auto second_tokens = [&](const SchedulerConfig& config, uint64_t seed_base) {
     Scheduler scheduler(model, config);
@@ -271,7 +276,8 @@ TEST(DraftModel, ADraftWithAnotherVocabularyIsRefused) {
       << mismatch;
   EXPECT_EQ(draft_mismatch(*model, *quantised_draft()), "");
   SchedulerConfig config;
-  config.draft = {.model = other, .max_draft = 4};
+  config.draft.model = other;
+  config.draft.max_draft = 4;
   EXPECT_THROW(Scheduler(model, config), std::invalid_argument);
 }
 

@@ -275,7 +275,9 @@ TEST(PrefixCacheFile, SavedAndClearedOnDemandWhileAnotherSequenceIsInFlight) {
   ASSERT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(saved.bytes, std::filesystem::file_size(path));
   {
-    Scheduler restarted(model, SchedulerConfig{.persist_path = path});
+    SchedulerConfig reading;
+    reading.persist_path = path;
+    Scheduler restarted(model, reading);
     auto again = run(restarted, spec_for(*model, "a"));
     EXPECT_EQ(again->usage().cached_tokens, full_blocks * 16) << all(*files);
     EXPECT_EQ(again->tokens(), first);

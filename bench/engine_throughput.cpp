@@ -156,9 +156,18 @@ Figures run_llama_bench(const std::string& bin, const std::string& model, int th
     const int64_t prompt = fields->at("n_prompt").to_number<int64_t>();
     const int64_t generated = fields->at("n_gen").to_number<int64_t>();
     const double rate = fields->at("avg_ts").to_number<double>();
-    if (prompt == 128 && generated == 0) figures.pp128 = rate;
-    if (prompt == 512 && generated == 0) figures.pp512 = rate;
-    if (prompt == 0 && generated == 128) figures.tg128 = rate;
+    double* figure = prompt == 128 && generated == 0   ? &figures.pp128
+                     : prompt == 512 && generated == 0 ? &figures.pp512
+                     : prompt == 0 && generated == 128 ? &figures.tg128
+                                                       : nullptr;
+    if (!figure) continue;
+    // Options with several values (-fa 0,1) give several records per test: which one is meant?
+    if (*figure != 0) {
+      throw std::runtime_error(command +
+                               " printed several results for one test: give each option in "
+                               "--compare-args a single value");
+    }
+    *figure = rate;
   }
   if (figures.pp128 == 0 || figures.pp512 == 0 || figures.tg128 == 0)
     throw std::runtime_error(command + " did not report pp128, pp512 and tg128");
@@ -494,8 +503,13 @@ int bench_engine_command(const BenchEngineOptions& options) {
                   i ? ", " : "", results[i].threads, results[i].pp128, results[i].pp512,
                   results[i].tg128);
       if (!llama_cpp.empty()) {
-        std::printf(", \"llama_cpp\": {\"pp128\": %.1f, \"pp512\": %.1f, \"tg128\": %.1f}",
-                    llama_cpp[i].pp128, llama_cpp[i].pp512, llama_cpp[i].tg128);
+        // Which llama-bench, with which options: the reference may be llama.cpp or ik_llama.cpp.
+        std::printf(
+            ", \"llama_cpp\": {\"pp128\": %.1f, \"pp512\": %.1f, \"tg128\": %.1f, "
+            "\"bin\": %s, \"args\": %s}",
+            llama_cpp[i].pp128, llama_cpp[i].pp512, llama_cpp[i].tg128,
+            boost::json::serialize(boost::json::value(options.llama_cpp_bin)).c_str(),
+            boost::json::serialize(boost::json::value(options.llama_cpp_args)).c_str());
       }
       std::printf("}");
     }

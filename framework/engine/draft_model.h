@@ -55,7 +55,6 @@ class DraftModel {
   // The sequence ended or was preempted: its draft cache goes back to the pool.
   void forget(uint64_t sequence);
 
-  const DraftSettings& settings() const { return settings_; }
   BackendInfo backend_info() const { return backend_->info(); }
 
  private:

@@ -176,6 +176,19 @@ TEST(ModelStages, TheModelReportsTheBackendItComputesOn) {
   EXPECT_GT(stats.kv_pool_bytes, 0);
 }
 
+// Runs `prompt` through `pipeline` as a greedy 40-token completion and checks that the answer is
+// the one the engine gives the model at `path` without the pipeline; the request.
+std::shared_ptr<Request> greedy_answer_through(Pipeline& pipeline, const std::string& path,
+                                               const std::string& prompt) {
+  std::shared_ptr<CollectingSink> sink;
+  auto request = completion(prompt, sink, 40);
+  EXPECT_EQ(pipeline.submit(request), Admission::accepted);
+  EXPECT_TRUE(sink->wait());
+  if (request->error()) ADD_FAILURE() << request->error()->message;
+  EXPECT_EQ(sink->text(), direct_text(path, prompt, 40));
+  return request;
+}
+
 // speculative: {kind: ngram} reaches the engine: a greedy answer to a prompt that repeats itself
 // is the one the engine gives without the pipeline, and the model counts the guesses it checked.
 TEST(ModelStages, SpeculativeDecodingByPromptLookupKeepsTheGreedyAnswer) {
@@ -184,13 +197,7 @@ TEST(ModelStages, SpeculativeDecodingByPromptLookupKeepsTheGreedyAnswer) {
       build_yaml(pipeline_yaml(path, ", speculative: {kind: ngram, max_draft: 4, ngram_min: 1}"),
                  builtin_registry());
   ASSERT_TRUE(pipeline);
-  const std::string prompt = "one two three one two three one two three one two";
-  std::shared_ptr<CollectingSink> sink;
-  auto request = completion(prompt, sink, 40);
-  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
-  ASSERT_TRUE(sink->wait());
-  ASSERT_FALSE(request->error()) << request->error()->message;
-  EXPECT_EQ(sink->text(), direct_text(path, prompt, 40));
+  greedy_answer_through(*pipeline, path, "one two three one two three one two three one two");
   auto served = std::dynamic_pointer_cast<ServedModel>(pipeline->resource("llm"));
   ASSERT_TRUE(served);
   EXPECT_GT(served->engine_stats().draft_tokens, 0);
@@ -204,13 +211,7 @@ TEST(ModelStages, SpeculativeDecodingByADraftModelKeepsTheGreedyAnswer) {
       build_yaml(pipeline_yaml(path, ", speculative: {kind: draft, draft_model: \"" + path + "\"}"),
                  builtin_registry());
   ASSERT_TRUE(pipeline);
-  const std::string prompt = "the little robot";
-  std::shared_ptr<CollectingSink> sink;
-  auto request = completion(prompt, sink, 40);
-  ASSERT_EQ(pipeline->submit(request), Admission::accepted);
-  ASSERT_TRUE(sink->wait());
-  ASSERT_FALSE(request->error()) << request->error()->message;
-  EXPECT_EQ(sink->text(), direct_text(path, prompt, 40));
+  auto request = greedy_answer_through(*pipeline, path, "the little robot");
   auto served = std::dynamic_pointer_cast<ServedModel>(pipeline->resource("llm"));
   ASSERT_TRUE(served);
   EngineStats stats = served->engine_stats();
